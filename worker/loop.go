@@ -1,0 +1,118 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"outerloop/workitems"
+)
+
+// InnerLoop runs one attempt of an item and returns its explicit exit. It must return when ctx
+// is cancelled (exit aborted), write a checkpoint after every step through a.Checkpoints, and
+// charge what it uses to a.Meter; a *BudgetError from the meter ends the attempt with
+// budget_exhausted, never completed. An error it cannot recover from is an exit too
+// (failed / transient_error with a class), not a panic.
+type InnerLoop interface {
+	Run(ctx context.Context, a *Attempt) workitems.Exit
+}
+
+// InnerLoopFunc adapts a function to InnerLoop.
+type InnerLoopFunc func(ctx context.Context, a *Attempt) workitems.Exit
+
+// Run calls f.
+func (f InnerLoopFunc) Run(ctx context.Context, a *Attempt) workitems.Exit { return f(ctx, a) }
+
+// Attempt is everything an inner loop gets for one attempt.
+type Attempt struct {
+	Item      *workitems.Item     // snapshot at attempt start
+	N         int                 // attempt number, from 1
+	Condition workitems.Condition // what this attempt runs under
+	Template  *workitems.Template
+	Config    *workitems.Config // deployment config (providers for the agent loop)
+	Workspace string            // absolute path; tools must stay inside it
+	// Resumed is true when an earlier execution of this attempt wrote checkpoints; the loop
+	// continues from Checkpoints.Load instead of starting over.
+	Resumed     bool
+	Meter       *Meter
+	Checkpoints Checkpointer
+	Events      EventSink
+	Steer       SteerSource
+	DoneCheck   DoneChecker
+	Logger      *slog.Logger
+}
+
+// Checkpointer persists a loop's progress under the attempt's fencing epoch.
+type Checkpointer interface {
+	// Load returns the last saved state (nil when none) and every history entry appended so far.
+	Load(ctx context.Context) (state []byte, history [][]byte, err error)
+	// Save replaces the state and appends history entries in one atomic, fenced write. It
+	// returns an error matching workitems.ErrLeaseLost once another worker took the attempt over;
+	// the loop must then stop without writing anything else.
+	Save(ctx context.Context, state []byte, appendHistory ...[]byte) error
+}
+
+// EventSink records events on the item's log. Item, Attempt and At are filled in.
+type EventSink interface {
+	Emit(ctx context.Context, e workitems.Event)
+}
+
+// SteerSource hands over input a person queued for a running attempt (outerloop steer).
+type SteerSource interface {
+	// Drain returns and removes the queued inputs, oldest first.
+	Drain(ctx context.Context) ([]string, error)
+}
+
+// DoneChecker runs the template's done check in the workspace and summarises the evidence,
+// for loops that let the agent check its own work (a claim; the verifier decides).
+type DoneChecker interface {
+	Check(ctx context.Context) (DoneCheckResult, error)
+}
+
+// DoneCheckResult is a done check's outcome as a loop sees it.
+type DoneCheckResult struct {
+	Passed  bool
+	Summary string // failed tests, first error, counts
+}
+
+// Registry maps inner loop kinds (agent, exec, script) to implementations.
+type Registry struct {
+	mu    sync.RWMutex
+	loops map[string]InnerLoop
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{loops: map[string]InnerLoop{}} }
+
+// Register adds or replaces the loop for kind.
+func (r *Registry) Register(kind string, l InnerLoop) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loops[kind] = l
+}
+
+// ErrUnknownLoop is returned by Lookup for a kind nobody registered.
+var ErrUnknownLoop = errors.New("unknown inner loop")
+
+// Lookup returns the loop for kind.
+func (r *Registry) Lookup(kind string) (InnerLoop, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	l, ok := r.loops[kind]
+	if !ok {
+		return nil, fmt.Errorf("worker: loop %q: %w (registered: %v)", kind, ErrUnknownLoop, r.kindsLocked())
+	}
+	return l, nil
+}
+
+func (r *Registry) kindsLocked() []string {
+	var ks []string
+	for k := range r.loops {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

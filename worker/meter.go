@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// ErrBudgetExhausted is matched by every *BudgetError.
+var ErrBudgetExhausted = errors.New("budget exhausted")
+
+// BudgetError says which cap was reached.
+type BudgetError struct {
+	Kind  workitems.BudgetKind
+	Spent float64
+	Cap   float64
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("budget %s exhausted: %g of %g", e.Kind, e.Spent, e.Cap)
+}
+
+// Is makes errors.Is(err, ErrBudgetExhausted) true.
+func (e *BudgetError) Is(target error) bool { return target == ErrBudgetExhausted }
+
+// Meter charges an attempt's spend against its budget. Wall time runs from the meter's start
+// plus whatever earlier executions of the attempt already used (a resumed attempt does not get
+// its time back). It is safe for concurrent use.
+type Meter struct {
+	mu     sync.Mutex
+	budget workitems.Budget
+	spent  workitems.Spend // excluding the running wall-time segment
+	start  time.Time
+	now    func() time.Time
+}
+
+// NewMeter starts a meter for budget b, with prior spend already charged.
+func NewMeter(b workitems.Budget, prior workitems.Spend, now func() time.Time) *Meter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Meter{budget: b, spent: prior, start: now(), now: now}
+}
+
+// Budget returns the caps.
+func (m *Meter) Budget() workitems.Budget { return m.budget }
+
+// Spent returns the spend so far, wall time included.
+func (m *Meter) Spent() workitems.Spend {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.spentLocked()
+}
+
+func (m *Meter) spentLocked() workitems.Spend {
+	s := m.spent
+	s.WallTime += workitems.Duration(m.now().Sub(m.start))
+	return s
+}
+
+// Add charges s and reports a *BudgetError when a cap is reached (the spend is charged anyway:
+// it happened).
+func (m *Meter) Add(s workitems.Spend) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.WallTime = 0 // wall time is measured, not charged
+	m.spent = m.spent.Add(s)
+	return m.checkLocked()
+}
+
+// Check reports a *BudgetError when any cap, wall time included, is reached.
+func (m *Meter) Check() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkLocked()
+}
+
+func (m *Meter) checkLocked() error {
+	s := m.spentLocked()
+	if k, over := m.budget.Exceeded(s); over {
+		return &BudgetError{Kind: k, Spent: s.Of(k), Cap: m.budget.Cap(k)}
+	}
+	return nil
+}
+
+// Near returns the first kind past frac of its cap (for a wrap-up notice).
+func (m *Meter) Near(frac float64) (workitems.BudgetKind, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.budget.Near(m.spentLocked(), frac)
+}
+
+// Remaining returns what is left of one kind (0 when uncapped or used up).
+func (m *Meter) Remaining(k workitems.BudgetKind) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.budget.Cap(k)
+	if c == 0 {
+		return 0
+	}
+	return max(0, c-m.spentLocked().Of(k))
+}
+
+// Deadline returns when the wall-time budget (less the verify reserve) runs out.
+func (m *Meter) Deadline() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.budget.WallTime == 0 {
+		return time.Time{}, false
+	}
+	left := m.budget.WallTime.D() - m.budget.VerifyReserve.D() - m.spent.WallTime.D()
+	return m.start.Add(left), true
+}

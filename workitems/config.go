@@ -1,0 +1,458 @@
+package workitems
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is one deployment's outerloop.yaml.
+type Config struct {
+	Redis     string                    `yaml:"redis"`
+	Defaults  Defaults                  `yaml:"defaults"`
+	Providers map[string]ProviderConfig `yaml:"providers"`
+	Templates []Template                `yaml:"templates"`
+}
+
+// Defaults apply to every template that does not override them.
+type Defaults struct {
+	MaxAttempts int    `yaml:"max_attempts"`
+	Budget      Budget `yaml:"budget"`      // per attempt
+	ItemBudget  Budget `yaml:"item_budget"` // per item, across all attempts
+}
+
+// Prices is a model's price table in USD per million tokens.
+type Prices struct {
+	InputPerMTok       float64 `yaml:"input_per_mtok" json:"input_per_mtok"`
+	CachedInputPerMTok float64 `yaml:"cached_input_per_mtok" json:"cached_input_per_mtok"`
+	OutputPerMTok      float64 `yaml:"output_per_mtok" json:"output_per_mtok"`
+}
+
+// ProviderConfig is a model endpoint. The API key is read from the environment variable
+// APIKeyEnv at use; it never appears in config, logs or events.
+type ProviderConfig struct {
+	Kind      string `yaml:"kind"` // openai-responses | openai-chat | anthropic | replay
+	BaseURL   string `yaml:"base_url"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	Model     string `yaml:"model"`
+	Prices    Prices `yaml:"prices"`
+	File      string `yaml:"file"` // replay: the recording to play
+}
+
+// ProviderKinds lists the provider kinds.
+func ProviderKinds() []string {
+	return []string{"openai-responses", "openai-chat", "anthropic", "replay"}
+}
+
+// LoopKinds lists the inner loop kinds.
+func LoopKinds() []string { return []string{"agent", "exec", "script"} }
+
+// ExecAgents lists the external agents `loop.kind: exec` can run.
+func ExecAgents() []string { return []string{"codex", "claude", "aider", "command"} }
+
+// Loop configures a template's inner loop. Which fields apply depends on Kind.
+type Loop struct {
+	Kind string `yaml:"kind"`
+
+	// agent
+	Provider           string   `yaml:"provider"`
+	ContextLimitTokens int      `yaml:"context_limit_tokens"`
+	StopHooks          []string `yaml:"stop_hooks"`
+	NoProgressLimit    int      `yaml:"no_progress_limit"`
+	Instructions       string   `yaml:"instructions"`
+
+	// exec
+	Agent   string   `yaml:"agent"`
+	Command string   `yaml:"command"` // binary to run (defaults to the agent's usual name)
+	Args    []string `yaml:"args"`
+	Env     []string `yaml:"env"` // names of environment variables passed through
+
+	// script
+	Commands       []string `yaml:"commands"`
+	CommandTimeout Duration `yaml:"command_timeout"`
+}
+
+// CICheck says which CI checks must be green, and how long to wait for them.
+type CICheck struct {
+	Provider string   `yaml:"provider" json:"provider"` // github | webhook
+	Repo     string   `yaml:"repo" json:"repo"`
+	Required []string `yaml:"required" json:"required"`
+	Wait     Duration `yaml:"wait" json:"wait"`
+}
+
+// DiffCheck limits what an attempt may change.
+type DiffCheck struct {
+	AllowedPaths []string `yaml:"allowed_paths" json:"allowed_paths"`
+	MaxFiles     int      `yaml:"max_files" json:"max_files"`
+	MaxLines     int      `yaml:"max_lines" json:"max_lines"`
+}
+
+// DoneCheck is the evidence that closes an item.
+type DoneCheck struct {
+	Commands []string   `yaml:"commands" json:"commands"`
+	Format   string     `yaml:"format" json:"format"` // auto | gojson | junit | tap
+	Reports  []string   `yaml:"reports" json:"reports"`
+	CI       *CICheck   `yaml:"ci" json:"ci,omitempty"`
+	Diff     *DiffCheck `yaml:"diff" json:"diff,omitempty"`
+	Timeout  Duration   `yaml:"timeout" json:"timeout"`
+}
+
+// Retry is a template's retry policy.
+type Retry struct {
+	SameFailureLimit int `yaml:"same_failure_limit"`
+	InfraRetries     int `yaml:"infra_retries"`
+}
+
+// Template is a kind of work, from outerloop.yaml.
+type Template struct {
+	Name            string    `yaml:"name"`
+	Schedule        string    `yaml:"schedule"`
+	CatchUp         string    `yaml:"catch_up"` // none | last
+	CatchUpWindow   Duration  `yaml:"catch_up_window"`
+	MaxOpen         int       `yaml:"max_open"`
+	DailyCostCapUSD float64   `yaml:"daily_cost_cap_usd"`
+	Repo            string    `yaml:"repo"`
+	Goal            string    `yaml:"goal"`
+	Loop            Loop      `yaml:"loop"`
+	DoneCheck       DoneCheck `yaml:"done_check"`
+	Budget          Budget    `yaml:"budget"`
+	ItemBudget      Budget    `yaml:"item_budget"`
+	MaxAttempts     int       `yaml:"max_attempts"`
+	Retry           Retry     `yaml:"retry"`
+	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
+}
+
+// ConfigError names the template and field that are wrong.
+type ConfigError struct {
+	Template string // empty for deployment-level fields
+	Field    string
+	Err      error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Template != "" {
+		return fmt.Sprintf("workitems: template %q: %s: %v", e.Template, e.Field, e.Err)
+	}
+	return fmt.Sprintf("workitems: %s: %v", e.Field, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("workitems: config: %w", err)
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses YAML, rejects unknown keys, applies defaults and validates.
+func ParseConfig(b []byte) (*Config, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("workitems: config: malformed YAML: %w", err)
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("workitems: config: empty document")
+	}
+	if err := checkKeys(root.Content[0], reflect.TypeFor[Config](), ""); err != nil {
+		return nil, err
+	}
+	var cfg Config
+	if err := root.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("workitems: config: %w", err)
+	}
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// checkKeys walks the YAML tree against the Go type and names the first unknown key, with its
+// template when it is inside one.
+func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if n.Tag == "!!null" {
+				return nil
+			}
+			return fieldErr(path, fmt.Errorf("line %d: expected a mapping", n.Line))
+		}
+		fields := map[string]reflect.StructField{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if tag := strings.Split(f.Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+				fields[tag] = f
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			f, ok := fields[k]
+			if !ok {
+				return fieldErr(join(path, k), fmt.Errorf("line %d: unknown key", n.Content[i].Line))
+			}
+			if err := checkKeys(n.Content[i+1], f.Type, join(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return nil // the decoder reports the type error
+		}
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if path == "templates" {
+				p = "template#" + fmt.Sprint(i+1)
+				if name := mapValue(c, "name"); name != "" {
+					p = "template:" + name
+				}
+			}
+			if err := checkKeys(c, t.Elem(), p); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func mapValue(n *yaml.Node, key string) string {
+	if n.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// fieldErr turns a path like "template:x.loop.kind" into a ConfigError naming template x.
+func fieldErr(path string, err error) error {
+	if rest, ok := strings.CutPrefix(path, "template:"); ok {
+		name, field, _ := strings.Cut(rest, ".")
+		return &ConfigError{Template: name, Field: field, Err: err}
+	}
+	if rest, ok := strings.CutPrefix(path, "template#"); ok {
+		num, field, _ := strings.Cut(rest, ".")
+		return &ConfigError{Template: "#" + num, Field: field, Err: err}
+	}
+	return &ConfigError{Field: path, Err: err}
+}
+
+func (c *Config) applyDefaults() {
+	if c.Defaults.MaxAttempts == 0 {
+		c.Defaults.MaxAttempts = 3
+	}
+	for i := range c.Templates {
+		t := &c.Templates[i]
+		t.Budget = c.Defaults.Budget.Merge(t.Budget)
+		t.ItemBudget = c.Defaults.ItemBudget.Merge(t.ItemBudget)
+		if t.MaxAttempts == 0 {
+			t.MaxAttempts = c.Defaults.MaxAttempts
+		}
+		if t.CatchUp == "" {
+			t.CatchUp = "none"
+		}
+		if t.CatchUpWindow == 0 {
+			t.CatchUpWindow = Duration(6 * 3600 * 1e9)
+		}
+		if t.DoneCheck.Format == "" {
+			t.DoneCheck.Format = "auto"
+		}
+		if t.Retry.SameFailureLimit == 0 {
+			t.Retry.SameFailureLimit = 2
+		}
+		if t.Retry.InfraRetries == 0 {
+			t.Retry.InfraRetries = 2
+		}
+		if t.Loop.NoProgressLimit == 0 {
+			t.Loop.NoProgressLimit = 3
+		}
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// Validate checks the whole config; the error names the template and field.
+func (c *Config) Validate() error {
+	if err := c.Defaults.Budget.validate(); err != nil {
+		return &ConfigError{Field: "defaults.budget", Err: err}
+	}
+	if err := c.Defaults.ItemBudget.validate(); err != nil {
+		return &ConfigError{Field: "defaults.item_budget", Err: err}
+	}
+	if c.Defaults.MaxAttempts < 0 {
+		return &ConfigError{Field: "defaults.max_attempts", Err: errors.New("must not be negative")}
+	}
+	for name, p := range c.Providers {
+		if !slices.Contains(ProviderKinds(), p.Kind) {
+			return &ConfigError{Field: "providers." + name + ".kind",
+				Err: fmt.Errorf("%q is not one of %s", p.Kind, strings.Join(ProviderKinds(), ", "))}
+		}
+		if p.Kind == "replay" && p.File == "" {
+			return &ConfigError{Field: "providers." + name + ".file", Err: errors.New("replay needs a recording file")}
+		}
+		if p.Prices.InputPerMTok < 0 || p.Prices.OutputPerMTok < 0 || p.Prices.CachedInputPerMTok < 0 {
+			return &ConfigError{Field: "providers." + name + ".prices", Err: errors.New("must not be negative")}
+		}
+	}
+	seen := map[string]bool{}
+	for i := range c.Templates {
+		t := &c.Templates[i]
+		if err := c.validateTemplate(t); err != nil {
+			return err
+		}
+		if seen[t.Name] {
+			return &ConfigError{Template: t.Name, Field: "name", Err: errors.New("duplicate template name")}
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
+func (c *Config) validateTemplate(t *Template) error {
+	bad := func(field string, format string, args ...any) error {
+		return &ConfigError{Template: t.Name, Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	if t.Name == "" {
+		return &ConfigError{Field: "templates", Err: errors.New("a template has no name")}
+	}
+	if !nameRE.MatchString(t.Name) {
+		return bad("name", "use lower-case letters, digits, '.', '_' and '-' (at most 63)")
+	}
+	if t.Schedule != "" {
+		if _, err := cron.ParseStandard(t.Schedule); err != nil {
+			return bad("schedule", "%q: %v", t.Schedule, err)
+		}
+	}
+	if t.CatchUp != "none" && t.CatchUp != "last" {
+		return bad("catch_up", "%q is not none or last", t.CatchUp)
+	}
+	if t.MaxOpen < 0 {
+		return bad("max_open", "must not be negative")
+	}
+	if t.DailyCostCapUSD < 0 {
+		return bad("daily_cost_cap_usd", "must not be negative")
+	}
+	if t.MaxAttempts < 1 {
+		return bad("max_attempts", "must be at least 1")
+	}
+	if strings.TrimSpace(t.Goal) == "" {
+		return bad("goal", "missing")
+	}
+	switch t.Loop.Kind {
+	case "script":
+		if len(t.Loop.Commands) == 0 {
+			return bad("loop.commands", "a script loop needs at least one command")
+		}
+	case "agent":
+		if t.Loop.Provider == "" {
+			return bad("loop.provider", "an agent loop needs a provider")
+		}
+		if _, ok := c.Providers[t.Loop.Provider]; !ok {
+			return bad("loop.provider", "%q is not in providers", t.Loop.Provider)
+		}
+		if t.Loop.ContextLimitTokens < 0 {
+			return bad("loop.context_limit_tokens", "must not be negative")
+		}
+	case "exec":
+		if !slices.Contains(ExecAgents(), t.Loop.Agent) {
+			return bad("loop.agent", "%q is not one of %s", t.Loop.Agent, strings.Join(ExecAgents(), ", "))
+		}
+		if t.Loop.Agent == "command" && t.Loop.Command == "" {
+			return bad("loop.command", "agent command needs a command to run")
+		}
+	case "":
+		return bad("loop.kind", "missing (one of %s)", strings.Join(LoopKinds(), ", "))
+	default:
+		return bad("loop.kind", "unknown inner loop %q (one of %s)", t.Loop.Kind, strings.Join(LoopKinds(), ", "))
+	}
+	if t.Loop.CommandTimeout < 0 {
+		return bad("loop.command_timeout", "must not be negative")
+	}
+	if len(t.DoneCheck.Commands) == 0 && len(t.DoneCheck.Reports) == 0 && t.DoneCheck.CI == nil {
+		return bad("done_check", "empty: give commands, reports or ci")
+	}
+	if !slices.Contains([]string{"auto", "gojson", "junit", "tap"}, t.DoneCheck.Format) {
+		return bad("done_check.format", "%q is not one of auto, gojson, junit, tap", t.DoneCheck.Format)
+	}
+	if t.DoneCheck.Timeout < 0 {
+		return bad("done_check.timeout", "must not be negative")
+	}
+	if ci := t.DoneCheck.CI; ci != nil {
+		if ci.Provider != "github" && ci.Provider != "webhook" {
+			return bad("done_check.ci.provider", "%q is not github or webhook", ci.Provider)
+		}
+		if len(ci.Required) == 0 {
+			return bad("done_check.ci.required", "name at least one required check")
+		}
+	}
+	if d := t.DoneCheck.Diff; d != nil && (d.MaxFiles < 0 || d.MaxLines < 0) {
+		return bad("done_check.diff", "limits must not be negative")
+	}
+	if err := t.Budget.validate(); err != nil {
+		return bad("budget", "%v", err)
+	}
+	if t.Budget.WallTime <= 0 {
+		return bad("budget.wall_time", "missing: every attempt needs a wall-time budget")
+	}
+	if err := t.ItemBudget.validate(); err != nil {
+		return bad("item_budget", "%v", err)
+	}
+	if t.Retry.SameFailureLimit < 1 {
+		return bad("retry.same_failure_limit", "must be at least 1")
+	}
+	return nil
+}
+
+// Template returns the named template.
+func (c *Config) Template(name string) (*Template, bool) {
+	for i := range c.Templates {
+		if c.Templates[i].Name == name {
+			return &c.Templates[i], true
+		}
+	}
+	return nil, false
+}

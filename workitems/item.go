@@ -1,0 +1,351 @@
+package workitems
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Origin says who created an item.
+type Origin struct {
+	Kind  string    `json:"kind"`            // cron | manual | webhook
+	Actor string    `json:"actor,omitempty"` // person or system that asked
+	Tick  time.Time `json:"tick,omitzero"`   // cron tick the item belongs to
+}
+
+// The origin kinds.
+const (
+	OriginCron    = "cron"
+	OriginManual  = "manual"
+	OriginWebhook = "webhook"
+)
+
+// Strategy is how an attempt goes about the goal.
+type Strategy struct {
+	Loop          string `json:"loop,omitempty"`           // inner loop kind override
+	Model         string `json:"model,omitempty"`          // model override
+	PromptVariant string `json:"prompt_variant,omitempty"` // e.g. "stabilise", "minimal-diff"
+	Scope         string `json:"scope,omitempty"`          // narrowed scope (paths, packages)
+}
+
+// Condition is what an attempt runs under. A retry must differ from the previous attempt's
+// condition in at least one field; Changes names which.
+type Condition struct {
+	Input         string            `json:"input,omitempty"` // extra context: failure summary, human answer
+	Env           map[string]string `json:"env,omitempty"`
+	CleanCheckout bool              `json:"clean_checkout,omitempty"`
+	Strategy      Strategy          `json:"strategy,omitzero"`
+	NotBefore     time.Time         `json:"not_before,omitzero"`
+	Budget        Budget            `json:"budget,omitzero"`    // per-attempt overrides (a person raised a cap)
+	Restarted     bool              `json:"restarted,omitempty"` // an external agent could not resume its session
+}
+
+// Changes lists the fields of c that differ from prev, by their JSON names.
+func (c Condition) Changes(prev Condition) []string {
+	var out []string
+	if c.Input != prev.Input {
+		out = append(out, "input")
+	}
+	if !maps.Equal(c.Env, prev.Env) {
+		out = append(out, "env")
+	}
+	if c.CleanCheckout != prev.CleanCheckout {
+		out = append(out, "clean_checkout")
+	}
+	if c.Strategy.Loop != prev.Strategy.Loop {
+		out = append(out, "strategy.loop")
+	}
+	if c.Strategy.Model != prev.Strategy.Model {
+		out = append(out, "strategy.model")
+	}
+	if c.Strategy.PromptVariant != prev.Strategy.PromptVariant {
+		out = append(out, "strategy.prompt_variant")
+	}
+	if c.Strategy.Scope != prev.Strategy.Scope {
+		out = append(out, "strategy.scope")
+	}
+	if !c.NotBefore.Equal(prev.NotBefore) {
+		out = append(out, "not_before")
+	}
+	if c.Budget != prev.Budget {
+		out = append(out, "budget")
+	}
+	if c.Restarted != prev.Restarted {
+		out = append(out, "restarted")
+	}
+	return out
+}
+
+// ExitReason is how an inner loop ended. "completed" is a claim, not a verdict.
+type ExitReason string
+
+// The exit reasons.
+const (
+	ExitCompleted       ExitReason = "completed"
+	ExitNeedsInput      ExitReason = "needs_input"
+	ExitNeedsApproval   ExitReason = "needs_approval"
+	ExitBudgetExhausted ExitReason = "budget_exhausted"
+	ExitNoProgress      ExitReason = "no_progress"
+	ExitTransientError  ExitReason = "transient_error"
+	ExitFailed          ExitReason = "failed"
+	ExitAborted         ExitReason = "aborted"
+)
+
+// AllExitReasons lists every exit reason.
+func AllExitReasons() []ExitReason {
+	return []ExitReason{ExitCompleted, ExitNeedsInput, ExitNeedsApproval, ExitBudgetExhausted,
+		ExitNoProgress, ExitTransientError, ExitFailed, ExitAborted}
+}
+
+// Exit is an inner loop's explicit end.
+type Exit struct {
+	Reason  ExitReason `json:"reason"`
+	Budget  BudgetKind `json:"budget,omitempty"` // with budget_exhausted: which cap
+	Class   ErrorClass `json:"class,omitempty"`  // with failed / transient_error
+	Message string     `json:"message,omitempty"`
+	// LastMessage is the loop's final claim (agent text, script tail).
+	LastMessage string `json:"last_message,omitempty"`
+}
+
+// ErrorClass is the recovery class of an error.
+type ErrorClass string
+
+// The error classes; each has its own recovery.
+const (
+	ClassTransient          ErrorClass = "transient"
+	ClassInvalidInput       ErrorClass = "invalid_input"
+	ClassPermission         ErrorClass = "permission"
+	ClassNotFound           ErrorClass = "not_found"
+	ClassConflict           ErrorClass = "conflict"
+	ClassInvariantViolation ErrorClass = "invariant_violation"
+	ClassUnknown            ErrorClass = "unknown"
+)
+
+// AllErrorClasses lists every error class.
+func AllErrorClasses() []ErrorClass {
+	return []ErrorClass{ClassTransient, ClassInvalidInput, ClassPermission, ClassNotFound,
+		ClassConflict, ClassInvariantViolation, ClassUnknown}
+}
+
+// ClassError carries an error class; errors.As finds it in a chain.
+type ClassError struct {
+	Class ErrorClass
+	Err   error
+}
+
+func (e *ClassError) Error() string { return fmt.Sprintf("%s: %v", e.Class, e.Err) }
+func (e *ClassError) Unwrap() error { return e.Err }
+
+// Classify wraps err with a class.
+func Classify(class ErrorClass, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ClassError{Class: class, Err: err}
+}
+
+// ClassOf returns the class of err (unknown when none was given).
+func ClassOf(err error) ErrorClass {
+	var ce *ClassError
+	if errors.As(err, &ce) {
+		return ce.Class
+	}
+	return ClassUnknown
+}
+
+// Outcome is a verifier's (or a person's) decision.
+type Outcome string
+
+// The outcomes.
+const (
+	OutcomeClose    Outcome = "close"
+	OutcomeRetry    Outcome = "retry"
+	OutcomeEscalate Outcome = "escalate"
+	OutcomeCancel   Outcome = "cancel" // only by a person
+)
+
+// EvidenceRef points at one piece of evidence a decision used.
+type EvidenceRef struct {
+	Kind    string `json:"kind"`              // test_report | ci_check | diff | exit | command
+	Ref     string `json:"ref"`               // file, check name, command
+	Summary string `json:"summary,omitempty"` // one line
+}
+
+// Decision is what happened after an attempt, with its reasons.
+type Decision struct {
+	Outcome   Outcome       `json:"outcome"`
+	Rule      string        `json:"rule"` // the policy rule that fired
+	Reasons   []string      `json:"reasons,omitempty"`
+	Evidence  []EvidenceRef `json:"evidence,omitempty"`
+	Signature string        `json:"signature,omitempty"` // failure signature, for repeat detection
+	Next      *Condition    `json:"next,omitempty"`      // with retry: the condition of the next attempt
+	Summary   string        `json:"summary,omitempty"`   // short evidence summary for people
+	Actor     string        `json:"actor"`               // "verifier" or who resolved
+	At        time.Time     `json:"at"`
+}
+
+// Attempt is one run of an inner loop for an item.
+type Attempt struct {
+	N         int        `json:"n"`
+	Condition Condition  `json:"condition"`
+	Changed   []string   `json:"changed,omitempty"` // what differs from attempt N-1
+	State     string     `json:"state"`             // queued | running | verifying | done
+	StartedAt time.Time  `json:"started_at,omitzero"`
+	EndedAt   time.Time  `json:"ended_at,omitzero"`
+	Worker    string     `json:"worker,omitempty"`
+	Epoch     int64      `json:"epoch,omitempty"`
+	Resumes   int        `json:"resumes,omitempty"`
+	Exit      *Exit      `json:"exit,omitempty"`
+	Spend     Spend      `json:"spend,omitzero"`
+	Decision  *Decision  `json:"decision,omitempty"`
+	Workspace string     `json:"workspace,omitempty"`
+	Verified  *Verdict   `json:"verified,omitempty"`
+	Extra     []KeyValue `json:"extra,omitempty"`
+}
+
+// KeyValue is a small labelled fact about an attempt (agent session id, base commit).
+type KeyValue struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Verdict is the evidence summary the verifier recorded for an attempt.
+type Verdict struct {
+	Summary     string   `json:"summary"`
+	Passed      int      `json:"passed"`
+	Failed      int      `json:"failed"`
+	Skipped     int      `json:"skipped"`
+	FailedTests []string `json:"failed_tests,omitempty"`
+	FirstError  string   `json:"first_error,omitempty"`
+	OutputTail  string   `json:"output_tail,omitempty"`
+}
+
+// Escalation is why an item waits for a person.
+type Escalation struct {
+	Reason  string    `json:"reason"`
+	Summary string    `json:"summary,omitempty"`
+	At      time.Time `json:"at"`
+	Actions []string  `json:"actions,omitempty"` // suggested: close, retry, raise budget, cancel
+}
+
+// Item is one unit of work: a goal from a template, worked on by attempts until closed.
+type Item struct {
+	ID         string       `json:"id"`
+	Template   string       `json:"template"`
+	Goal       string       `json:"goal"`
+	Origin     Origin       `json:"origin"`
+	State      State        `json:"state"`
+	Attempt    int          `json:"attempt"` // current attempt number, from 1
+	Attempts   []Attempt    `json:"attempts"`
+	Spend      Spend        `json:"spend"`       // across all attempts; never reset
+	ItemBudget Budget       `json:"item_budget"` // caps across attempts
+	Budget     Budget       `json:"budget"`      // per-attempt caps (template + defaults)
+	Escalation *Escalation  `json:"escalation,omitempty"`
+	Decisions  []Decision   `json:"decisions,omitempty"`
+	CancelReq  bool         `json:"cancel_requested,omitempty"`
+	CreatedAt  time.Time    `json:"created_at"`
+	UpdatedAt  time.Time    `json:"updated_at"`
+	Version    int64        `json:"version"`
+	Resolution []Resolution `json:"resolutions,omitempty"`
+}
+
+// Resolution records a person's action on an escalated item.
+type Resolution struct {
+	Action string    `json:"action"` // close | retry | cancel
+	Actor  string    `json:"actor"`
+	Input  string    `json:"input,omitempty"`
+	Budget Budget    `json:"budget,omitzero"`
+	At     time.Time `json:"at"`
+}
+
+// Current returns the current attempt, or nil before the first.
+func (it *Item) Current() *Attempt {
+	for i := range it.Attempts {
+		if it.Attempts[i].N == it.Attempt {
+			return &it.Attempts[i]
+		}
+	}
+	return nil
+}
+
+// SetState moves the item along one edge of the state machine.
+func (it *Item) SetState(to State) error {
+	s, err := Transition(it.State, to)
+	if err != nil {
+		return fmt.Errorf("item %s: %w", it.ID, err)
+	}
+	it.State = s
+	return nil
+}
+
+// AttemptBudget is the budget for attempt n: the item's per-attempt caps with the condition's
+// overrides, clipped by what is left of the item budget.
+func (it *Item) AttemptBudget(c Condition) Budget {
+	b := it.Budget.Merge(c.Budget)
+	left := it.ItemBudget
+	if left.IsZero() {
+		return b
+	}
+	for _, k := range AllBudgetKinds() {
+		capItem := left.Cap(k)
+		if capItem <= 0 {
+			continue
+		}
+		rest := capItem - it.Spend.Of(k)
+		if rest < 0 {
+			rest = 0
+		}
+		if b.Cap(k) == 0 || rest < b.Cap(k) {
+			// A cap of exactly zero would read as "no cap": keep a tiny positive one.
+			if rest == 0 {
+				rest = 1e-9
+			}
+			_ = b.Set(k, rest)
+		}
+	}
+	return b
+}
+
+// TaskID is the asynq task id of attempt n of an item.
+func TaskID(itemID string, n int) string { return fmt.Sprintf("%s/attempt-%d", itemID, n) }
+
+// ParseTaskID splits a task id made by TaskID.
+func ParseTaskID(id string) (itemID string, n int, err error) {
+	i := strings.LastIndex(id, "/attempt-")
+	if i < 0 {
+		return "", 0, fmt.Errorf("workitems: task id %q: missing /attempt-N", id)
+	}
+	if _, err := fmt.Sscanf(id[i+len("/attempt-"):], "%d", &n); err != nil || n < 1 {
+		return "", 0, fmt.Errorf("workitems: task id %q: bad attempt number", id)
+	}
+	return id[:i], n, nil
+}
+
+// CronItemID is the deterministic id of the item for one cron tick of a template.
+func CronItemID(template string, tick time.Time) string {
+	return template + "@" + tick.UTC().Format("20060102T150405Z")
+}
+
+// Stats is the store's aggregate view, for metrics and the console.
+type Stats struct {
+	Items              map[string]map[State]int `json:"items"` // template → state → count
+	OpenEscalations    int                      `json:"open_escalations"`
+	OldestEscalationAt time.Time                `json:"oldest_escalation_at,omitzero"`
+	DailyCostUSD       map[string]float64       `json:"daily_cost_usd"` // template → today's (UTC) cost
+	LastClosedAt       map[string]time.Time     `json:"last_closed_at"` // template → last close
+}
+
+// SortedTemplates returns the template names in s, sorted.
+func (s Stats) SortedTemplates() []string {
+	set := map[string]bool{}
+	for k := range s.Items {
+		set[k] = true
+	}
+	for k := range s.DailyCostUSD {
+		set[k] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
