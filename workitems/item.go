@@ -39,7 +39,7 @@ type Condition struct {
 	CleanCheckout bool              `json:"clean_checkout,omitempty"`
 	Strategy      Strategy          `json:"strategy,omitzero"`
 	NotBefore     time.Time         `json:"not_before,omitzero"`
-	Budget        Budget            `json:"budget,omitzero"`    // per-attempt overrides (a person raised a cap)
+	Budget        Budget            `json:"budget,omitzero"`     // per-attempt overrides (a person raised a cap)
 	Restarted     bool              `json:"restarted,omitempty"` // an external agent could not resume its session
 }
 
