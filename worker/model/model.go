@@ -1,0 +1,166 @@
+// Package model puts model providers behind one small streaming interface: the OpenAI
+// Responses and Chat Completions APIs (and any compatible server: vLLM, Ollama, LiteLLM),
+// Anthropic Messages, a scripted provider for tests and a replay provider that plays a
+// recording. Providers do not retry: the agent loop owns retries, rebuilding every retry from
+// its recorded history. Errors carry a class (workitems.ErrorClass) and, when the server gave
+// one, the delay to wait.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// Provider streams one model response per call.
+type Provider interface {
+	// Name is the provider's configured name (for metrics and events).
+	Name() string
+	// Stream sends req and calls onDelta for each piece of streamed text as it arrives (may be
+	// nil). It returns the complete response once the stream's final event arrived, or an
+	// error (an *Error where the failure is classified). A stream that ends before its final
+	// event is a transient *Error.
+	Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error)
+}
+
+// Role of a message.
+type Role string
+
+// The roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system" // developer/system instructions inside history
+)
+
+// ItemKind is the kind of a history item.
+type ItemKind string
+
+// The history item kinds, mirroring the Responses API.
+const (
+	KindMessage            ItemKind = "message"
+	KindFunctionCall       ItemKind = "function_call"
+	KindFunctionCallOutput ItemKind = "function_call_output"
+	KindReasoning          ItemKind = "reasoning" // opaque, passed back as is where supported
+)
+
+// Item is one entry of conversation history, and of a response.
+type Item struct {
+	Kind      ItemKind `json:"kind"`
+	Role      Role     `json:"role,omitempty"`
+	Text      string   `json:"text,omitempty"`
+	CallID    string   `json:"call_id,omitempty"`
+	Name      string   `json:"name,omitempty"`
+	Arguments string   `json:"arguments,omitempty"` // JSON text, as the model wrote it
+	Output    string   `json:"output,omitempty"`
+	// Raw keeps a provider-specific item (e.g. encrypted reasoning) to send back unchanged.
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON schema
+}
+
+// Request is one sampling request, built from recorded history.
+type Request struct {
+	Model           string `json:"model,omitempty"` // overrides the provider's configured model
+	Instructions    string `json:"instructions,omitempty"`
+	Input           []Item `json:"input"`
+	Tools           []Tool `json:"tools,omitempty"`
+	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
+}
+
+// Usage is the token count of one response.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+}
+
+// Response is a complete model response.
+type Response struct {
+	ID    string `json:"id,omitempty"`
+	Items []Item `json:"items"` // assistant messages and function calls, in order
+	// EndTurn false means the model wants another request even without tool calls.
+	EndTurn bool  `json:"end_turn"`
+	Usage   Usage `json:"usage"`
+}
+
+// ToolCalls returns the function calls of r, in order.
+func (r *Response) ToolCalls() []Item {
+	var out []Item
+	for _, it := range r.Items {
+		if it.Kind == KindFunctionCall {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Text returns the concatenated assistant text of r.
+func (r *Response) Text() string {
+	s := ""
+	for _, it := range r.Items {
+		if it.Kind == KindMessage && it.Role == RoleAssistant {
+			s += it.Text
+		}
+	}
+	return s
+}
+
+// Delta is a piece of a streaming response, for progress display.
+type Delta struct {
+	Text string
+}
+
+// Prices is re-exported from workitems for convenience.
+type Prices = workitems.Prices
+
+// Cost returns the USD cost of u under p.
+func Cost(p Prices, u Usage) float64 {
+	uncached := max(0, u.InputTokens-u.CachedInputTokens)
+	return (float64(uncached)*p.InputPerMTok + float64(u.CachedInputTokens)*p.CachedInputPerMTok +
+		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+}
+
+// Error is a classified provider failure.
+type Error struct {
+	Provider   string
+	Class      workitems.ErrorClass
+	StatusCode int           // HTTP status, 0 when none
+	RetryAfter time.Duration // server-given delay; 0 when none
+	// ContextWindowExceeded marks the context as full (the loop must compact or stop).
+	ContextWindowExceeded bool
+	QuotaExceeded         bool
+	Message               string // never contains the API key
+	Err                   error
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("model %s: %s", e.Provider, e.Class)
+	if e.StatusCode != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether the loop should retry err with backoff.
+func Retryable(err error) bool {
+	var me *Error
+	if errors.As(err, &me) {
+		return me.Class == workitems.ClassTransient
+	}
+	return false
+}
