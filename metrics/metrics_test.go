@@ -1,0 +1,361 @@
+package metrics_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"outerloop/metrics"
+	"outerloop/workitems"
+)
+
+// workload calls every recording method once or more.
+func workload(m *metrics.Metrics) {
+	m.AttemptStarted("nightly", "agent")
+	m.AttemptFinished("nightly", "agent", workitems.ExitCompleted, 42*time.Minute, 17, "nightly@20260101T030000Z")
+	m.AttemptFinished("nightly", "agent", workitems.ExitBudgetExhausted, 2*time.Hour, 300, "nightly@20260102T030000Z")
+	m.AddSpend("nightly", "agent", workitems.Spend{
+		WallTime: workitems.Duration(90 * time.Second), ModelCalls: 3, ToolCalls: 5,
+		InputTokens: 1000, CachedInputTokens: 200, OutputTokens: 50, CostUSD: 0.25,
+	}, "nightly@20260101T030000Z")
+	m.Decision("nightly", workitems.OutcomeClose, "all_green", "nightly@20260101T030000Z")
+	m.CheckpointWrite(3 * time.Millisecond)
+	m.SchedulerTick("nightly")
+	m.SchedulerSkip("nightly", metrics.SkipMaxOpen)
+	m.SchedulerMisfire("nightly")
+	m.ModelRequest("openai", 2*time.Second, "")
+	m.ModelRequest("openai", 500*time.Millisecond, string(workitems.ClassTransient))
+}
+
+func TestNilMetricsDoNothing(t *testing.T) {
+	t.Parallel()
+	var m *metrics.Metrics
+	workload(m)
+	m.SetTemplates([]workitems.Template{{Name: "x"}})
+	m.SetStatsSource(nil)
+	if m.Registry() != nil {
+		t.Error("nil Metrics has a registry")
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("nil Metrics handler: status %d, want 404", rec.Code)
+	}
+}
+
+func TestRecordingMethodsCountWhatHappened(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	workload(m)
+	// A second spend with zero and negative parts adds only the positive ones.
+	m.AddSpend("nightly", "agent", workitems.Spend{ModelCalls: -4, CostUSD: 0.5, ToolCalls: 0}, "")
+	// Label values outside the fixed sets are folded, never passed through.
+	m.AttemptFinished("nightly", "agent", workitems.ExitReason("segfault at 0xdead"), time.Minute, 1, "")
+	m.SchedulerSkip("nightly", "redis said no")
+	m.ModelRequest("openai", time.Second, "HTTP 500: upstream exploded")
+
+	tests := []struct {
+		name   string
+		metric string
+		labels string
+		want   float64
+	}{
+		{"an attempt start is counted", "outerloop_attempts_started_total", `template="nightly",loop="agent"`, 1},
+		{"a completed attempt is counted by reason", "outerloop_attempts_total", `template="nightly",loop="agent",reason="completed"`, 1},
+		{"a budget-exhausted attempt is counted by reason", "outerloop_attempts_total", `template="nightly",loop="agent",reason="budget_exhausted"`, 1},
+		{"an unknown exit reason is folded into unknown", "outerloop_attempts_total", `template="nightly",loop="agent",reason="unknown"`, 1},
+		{"input tokens are counted", "outerloop_spend_tokens_total", `template="nightly",loop="agent",direction="input"`, 1000},
+		{"cached input tokens are counted apart", "outerloop_spend_tokens_total", `template="nightly",loop="agent",direction="cached_input"`, 200},
+		{"output tokens are counted", "outerloop_spend_tokens_total", `template="nightly",loop="agent",direction="output"`, 50},
+		{"a negative model-call delta is ignored", "outerloop_spend_model_calls_total", `template="nightly",loop="agent"`, 3},
+		{"tool calls are counted", "outerloop_spend_tool_calls_total", `template="nightly",loop="agent"`, 5},
+		{"cost adds up across deltas", "outerloop_spend_cost_usd_total", `template="nightly",loop="agent"`, 0.75},
+		{"wall time is counted in seconds", "outerloop_spend_wall_seconds_total", `template="nightly",loop="agent"`, 90},
+		{"a decision is counted by outcome and rule", "outerloop_decisions_total", `template="nightly",outcome="close",rule="all_green"`, 1},
+		{"a tick is counted", "outerloop_scheduler_ticks_total", `template="nightly"`, 1},
+		{"a max_open skip is counted", "outerloop_scheduler_skips_total", `template="nightly",reason="max_open"`, 1},
+		{"an unknown skip reason is folded into other", "outerloop_scheduler_skips_total", `template="nightly",reason="other"`, 1},
+		{"a misfire is counted", "outerloop_scheduler_misfires_total", `template="nightly"`, 1},
+		{"a classified model error is counted", "outerloop_model_errors_total", `provider="openai",class="transient"`, 1},
+		{"an unclassified model error is folded into unknown", "outerloop_model_errors_total", `provider="openai",class="unknown"`, 1},
+		{"attempt durations are observed", "outerloop_attempt_duration_seconds_count", `template="nightly",loop="agent"`, 3},
+		{"attempt durations sum in seconds", "outerloop_attempt_duration_seconds_sum", `template="nightly",loop="agent"`, 42*60 + 2*3600 + 60},
+		{"attempt steps are observed", "outerloop_attempt_steps_sum", `template="nightly",loop="agent"`, 17 + 300 + 1},
+		{"checkpoint writes are observed", "outerloop_checkpoint_write_duration_seconds_count", ``, 1},
+		{"every model request is observed, failed or not", "outerloop_model_request_duration_seconds_count", `provider="openai"`, 3},
+	}
+	samples := scrape(t, m)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			key := tt.metric
+			if tt.labels != "" {
+				key += "{" + tt.labels + "}"
+			}
+			got, ok := samples[key]
+			if !ok {
+				t.Fatalf("%s: not exported", key)
+			}
+			if diff := got - tt.want; diff > 1e-9 || diff < -1e-9 {
+				t.Errorf("%s = %v, want %v", key, got, tt.want)
+			}
+		})
+	}
+	if _, ok := samples[`outerloop_model_errors_total{provider="openai",class="HTTP 500: upstream exploded"}`]; ok {
+		t.Error("error text leaked into a label")
+	}
+}
+
+func TestMetricNamesPassPromlint(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	workload(m)
+	m.SetTemplates([]workitems.Template{testTemplate()})
+	m.SetStatsSource(fakeSource(sampleStats(), nil))
+	problems, err := testutil.GatherAndLint(m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestExemplarsCarryTheItemID(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	workload(m)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		family string
+		labels map[string]string
+		want   string
+	}{
+		{"on the attempts counter", "outerloop_attempts_total", map[string]string{"reason": "completed"}, "nightly@20260101T030000Z"},
+		{"on the cost counter", "outerloop_spend_cost_usd_total", nil, "nightly@20260101T030000Z"},
+		{"on the decisions counter", "outerloop_decisions_total", nil, "nightly@20260101T030000Z"},
+		{"on the duration histogram", "outerloop_attempt_duration_seconds", nil, "nightly@20260102T030000Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := exemplarItemIDs(find(mfs, tt.family), tt.labels)
+			if !contains(got, tt.want) {
+				t.Errorf("%s exemplars: item ids %q, want %q among them", tt.family, got, tt.want)
+			}
+		})
+	}
+
+	t.Run("and the OpenMetrics exposition shows them", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(m.Handler())
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0; charset=utf-8")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), `# {item_id="nightly@20260101T030000Z"}`) {
+			t.Errorf("no item_id exemplar in the OpenMetrics scrape:\n%.2000s", b)
+		}
+	})
+
+	t.Run("but never an item id as a label", func(t *testing.T) {
+		t.Parallel()
+		for _, mf := range mfs {
+			for _, mm := range mf.GetMetric() {
+				for _, lp := range mm.GetLabel() {
+					if strings.Contains(lp.GetValue(), "@2026") || lp.GetName() == "item_id" {
+						t.Errorf("%s has item id label %s=%q", mf.GetName(), lp.GetName(), lp.GetValue())
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestAnItemIDTooLongForAnExemplarIsStillCounted(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	long := strings.Repeat("x", 200)
+	m.AttemptFinished("t", "script", workitems.ExitFailed, time.Second, 1, long)
+	m.AddSpend("t", "script", workitems.Spend{CostUSD: 1}, long)
+	m.Decision("t", workitems.OutcomeEscalate, "repeated_failure", "\xff\xfe")
+	samples := scrape(t, m)
+	for _, key := range []string{
+		`outerloop_attempts_total{template="t",loop="script",reason="failed"}`,
+		`outerloop_spend_cost_usd_total{template="t",loop="script"}`,
+		`outerloop_decisions_total{template="t",outcome="escalate",rule="repeated_failure"}`,
+	} {
+		if samples[key] != 1 {
+			t.Errorf("%s = %v, want 1", key, samples[key])
+		}
+	}
+}
+
+func TestSetTemplatesExportsCaps(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	m.SetTemplates([]workitems.Template{testTemplate(), {Name: "manual", Budget: workitems.Budget{WallTime: workitems.Duration(time.Hour)}}})
+	samples := scrape(t, m)
+	want := map[string]float64{
+		`outerloop_budget_cap{template="nightly",scope="attempt",kind="wall_time"}`: 1800,
+		`outerloop_budget_cap{template="nightly",scope="attempt",kind="cost_usd"}`:  3,
+		`outerloop_budget_cap{template="nightly",scope="item",kind="cost_usd"}`:     15,
+		`outerloop_budget_cap{template="manual",scope="attempt",kind="wall_time"}`:  3600,
+		`outerloop_template_daily_cost_cap_usd{template="nightly"}`:                 20,
+	}
+	for k, v := range want {
+		if got, ok := samples[k]; !ok || got != v {
+			t.Errorf("%s = %v (exported %v), want %v", k, got, ok, v)
+		}
+	}
+	for _, absent := range []string{
+		`outerloop_template_daily_cost_cap_usd{template="manual"}`,
+		`outerloop_budget_cap{template="nightly",scope="attempt",kind="steps"}`,
+	} {
+		if _, ok := samples[absent]; ok {
+			t.Errorf("%s exported for a cap that is not set", absent)
+		}
+	}
+
+	t.Run("and replaces them when the config changes", func(t *testing.T) {
+		t.Parallel()
+		m := metrics.New()
+		m.SetTemplates([]workitems.Template{testTemplate()})
+		m.SetTemplates([]workitems.Template{{Name: "other", DailyCostCapUSD: 1}})
+		samples := scrape(t, m)
+		if _, ok := samples[`outerloop_template_daily_cost_cap_usd{template="nightly"}`]; ok {
+			t.Error("a removed template's cap is still exported")
+		}
+		if samples[`outerloop_template_daily_cost_cap_usd{template="other"}`] != 1 {
+			t.Error("the new template's cap is not exported")
+		}
+	})
+}
+
+func testTemplate() workitems.Template {
+	return workitems.Template{
+		Name:            "nightly",
+		DailyCostCapUSD: 20,
+		Budget:          workitems.Budget{WallTime: workitems.Duration(30 * time.Minute), CostUSD: 3},
+		ItemBudget:      workitems.Budget{CostUSD: 15},
+	}
+}
+
+// scrape gathers m's registry into "name{labels}" → value, with labels in exposition order.
+func scrape(t *testing.T, m *metrics.Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				out[key(mf.GetName(), mm)] = mm.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[key(mf.GetName(), mm)] = mm.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				out[key(mf.GetName()+"_count", mm)] = float64(mm.GetHistogram().GetSampleCount())
+				out[key(mf.GetName()+"_sum", mm)] = mm.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return out
+}
+
+// key renders labels in the order the test tables write them: the order the vectors declare
+// them. Gather sorts label pairs by name, so this reorders by a fixed preference.
+func key(name string, mm *dto.Metric) string {
+	order := []string{"template", "loop", "scope", "kind", "reason", "outcome", "rule", "direction", "state", "provider", "class"}
+	var parts []string
+	for _, n := range order {
+		for _, lp := range mm.GetLabel() {
+			if lp.GetName() == n {
+				parts = append(parts, n+`="`+lp.GetValue()+`"`)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return name
+	}
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+func find(mfs []*dto.MetricFamily, name string) *dto.MetricFamily {
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf
+		}
+	}
+	return nil
+}
+
+// exemplarItemIDs returns the item_id of every exemplar in mf on series matching labels.
+func exemplarItemIDs(mf *dto.MetricFamily, labels map[string]string) []string {
+	var ids []string
+	for _, mm := range mf.GetMetric() {
+		if !matches(mm, labels) {
+			continue
+		}
+		var exs []*dto.Exemplar
+		if c := mm.GetCounter(); c != nil && c.GetExemplar() != nil {
+			exs = append(exs, c.GetExemplar())
+		}
+		if h := mm.GetHistogram(); h != nil {
+			for _, b := range h.GetBucket() {
+				if b.GetExemplar() != nil {
+					exs = append(exs, b.GetExemplar())
+				}
+			}
+		}
+		for _, ex := range exs {
+			for _, lp := range ex.GetLabel() {
+				if lp.GetName() == "item_id" {
+					ids = append(ids, lp.GetValue())
+				}
+			}
+		}
+	}
+	return ids
+}
+
+func matches(mm *dto.Metric, labels map[string]string) bool {
+	for k, v := range labels {
+		found := false
+		for _, lp := range mm.GetLabel() {
+			if lp.GetName() == k && lp.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
