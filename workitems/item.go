@@ -233,32 +233,34 @@ type Escalation struct {
 
 // Item is one unit of work: a goal from a template, worked on by attempts until closed.
 type Item struct {
-	ID         string       `json:"id"`
-	Template   string       `json:"template"`
-	Goal       string       `json:"goal"`
-	Origin     Origin       `json:"origin"`
-	State      State        `json:"state"`
-	Attempt    int          `json:"attempt"` // current attempt number, from 1
-	Attempts   []Attempt    `json:"attempts"`
-	Spend      Spend        `json:"spend"`       // across all attempts; never reset
-	ItemBudget Budget       `json:"item_budget"` // caps across attempts
-	Budget     Budget       `json:"budget"`      // per-attempt caps (template + defaults)
-	Escalation *Escalation  `json:"escalation,omitempty"`
-	Decisions  []Decision   `json:"decisions,omitempty"`
-	CancelReq  bool         `json:"cancel_requested,omitempty"`
-	CreatedAt  time.Time    `json:"created_at"`
-	UpdatedAt  time.Time    `json:"updated_at"`
-	Version    int64        `json:"version"`
-	Resolution []Resolution `json:"resolutions,omitempty"`
+	ID          string       `json:"id"`
+	Template    string       `json:"template"`
+	Goal        string       `json:"goal"`
+	Origin      Origin       `json:"origin"`
+	State       State        `json:"state"`
+	Attempt     int          `json:"attempt"` // current attempt number, from 1
+	Attempts    []Attempt    `json:"attempts"`
+	Spend       Spend        `json:"spend"`       // across all attempts; never reset
+	ItemBudget  Budget       `json:"item_budget"` // caps across attempts
+	Budget      Budget       `json:"budget"`      // per-attempt caps (template + defaults)
+	MaxAttempts int          `json:"max_attempts"`
+	Escalation  *Escalation  `json:"escalation,omitempty"`
+	Decisions   []Decision   `json:"decisions,omitempty"`
+	CancelReq   bool         `json:"cancel_requested,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
+	Version     int64        `json:"version"`
+	Resolution  []Resolution `json:"resolutions,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.
 type Resolution struct {
-	Action string    `json:"action"` // close | retry | cancel
-	Actor  string    `json:"actor"`
-	Input  string    `json:"input,omitempty"`
-	Budget Budget    `json:"budget,omitzero"`
-	At     time.Time `json:"at"`
+	Action     string    `json:"action"` // close | retry | cancel
+	Actor      string    `json:"actor"`
+	Input      string    `json:"input,omitempty"`
+	Budget     Budget    `json:"budget,omitzero"`      // per-attempt caps for the next attempt
+	ItemBudget Budget    `json:"item_budget,omitzero"` // raised item caps
+	At         time.Time `json:"at"`
 }
 
 // Current returns the current attempt, or nil before the first.

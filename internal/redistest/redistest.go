@@ -1,0 +1,168 @@
+// Package redistest gives tests a real Redis server with per-test isolation: a unique key
+// prefix (and asynq queue name) whose keys are deleted when the test ends. The server is
+// $REDIS_URL, else 127.0.0.1:6379. Tests that must stop or restart Redis start their own
+// redis-server with Start.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// URL returns the Redis URL tests use.
+func URL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// Options returns client options for URL.
+func Options(t testing.TB) *redis.Options {
+	t.Helper()
+	o, err := redis.ParseURL(URL())
+	if err != nil {
+		t.Fatalf("redistest: REDIS_URL %q: %v", URL(), err)
+	}
+	return o
+}
+
+// Env is one test's isolated slice of the shared server.
+type Env struct {
+	Client *redis.Client
+	Prefix string // key prefix for the store, ends with ':'
+	Queue  string // asynq queue name, unique to the test
+}
+
+// New returns a client and a unique prefix; every key under the prefix and the asynq queue is
+// removed at cleanup. It fails the test if Redis does not answer.
+func New(t testing.TB) *Env {
+	t.Helper()
+	opts := Options(t)
+	c := redis.NewClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redistest: Redis at %s does not answer: %v (the test command starts one; see README)", URL(), err)
+	}
+	id := randomID()
+	e := &Env{Client: c, Prefix: "oltest:" + id + ":", Queue: "oltest-" + id}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		DeleteMatching(ctx, c, e.Prefix+"*")
+		DeleteMatching(ctx, c, "asynq:{"+e.Queue+"}*")
+		c.SRem(ctx, "asynq:queues", e.Queue)
+		_ = c.Close()
+	})
+	return e
+}
+
+// DeleteMatching deletes every key matching pattern (SCAN, never KEYS).
+func DeleteMatching(ctx context.Context, c redis.UniversalClient, pattern string) {
+	iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 500 {
+			c.Del(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		c.Del(ctx, batch...)
+	}
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Server is a redis-server this test started and owns.
+type Server struct {
+	Addr string
+	Dir  string
+	cmd  *exec.Cmd
+	args []string
+}
+
+// Start runs a private redis-server on a free port (AOF on, in a temp dir) and stops it at
+// cleanup. The test is skipped if redis-server is not installed outside CI, failed inside CI.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redistest: redis-server not installed")
+		}
+		t.Skip("redis-server not installed")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir()}
+	s.args = append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", s.Dir,
+		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"}, extra...)
+	s.start(t, bin)
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+func (s *Server) start(t testing.TB, bin string) {
+	t.Helper()
+	s.cmd = exec.Command(bin, s.args...)
+	s.cmd.Stdout, _ = os.Create(filepath.Join(s.Dir, "redis.log"))
+	s.cmd.Stderr = s.cmd.Stdout
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("redistest: start redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Polling a freshly started server's port is the only readiness signal it gives.
+		if err := c.Ping(context.Background()).Err(); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			t.Fatalf("redistest: redis-server on %s not ready: %v\n%s", s.Addr, err, strings.TrimSpace(string(log)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server (SIGKILL: what a crash looks like) and waits for it.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// Restart kills and starts the server again on the same port and data dir.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	bin, _ := exec.LookPath("redis-server")
+	s.start(t, bin)
+}
+
+// URL returns the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }

@@ -1,0 +1,116 @@
+package workitems
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParseConfigFullExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		t.Fatalf("the example from the spec must load: %v", err)
+	}
+	pf, ok := cfg.Template("payment-fix")
+	if !ok {
+		t.Fatal("payment-fix missing")
+	}
+	if pf.Budget.CostUSD != 3 || pf.Budget.ModelCalls != 50 || pf.Budget.WallTime.D().Minutes() != 30 {
+		t.Errorf("template budget should override cost and inherit the rest: %+v", pf.Budget)
+	}
+	if pf.ItemBudget.CostUSD != 15 || pf.MaxAttempts != 3 || pf.CatchUp != "last" {
+		t.Errorf("defaults not applied: %+v", pf)
+	}
+	if pf.DoneCheck.CI == nil || pf.DoneCheck.CI.Wait.D().Minutes() != 30 || pf.DoneCheck.Diff.MaxLines != 400 {
+		t.Errorf("done check: %+v", pf.DoneCheck)
+	}
+	nd, _ := cfg.Template("nightly-deps")
+	if nd.CatchUp != "none" || nd.DoneCheck.Format != "auto" || nd.Retry.SameFailureLimit != 2 {
+		t.Errorf("template defaults: %+v", nd)
+	}
+	if cfg.Providers["openai"].Prices.OutputPerMTok != 10 {
+		t.Errorf("prices: %+v", cfg.Providers["openai"].Prices)
+	}
+}
+
+const validTemplate = `
+defaults:
+  budget: {wall_time: 10m}
+templates:
+  - name: t1
+    goal: do it
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["go test -json ./..."]}
+`
+
+func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, yaml string
+		want       []string // substrings of the error
+	}{
+		{"malformed YAML", "templates: [", []string{"malformed YAML"}},
+		{"unknown key in a template", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    colour: red", 1),
+			[]string{`template "t1"`, "colour", "unknown key"}},
+		{"unknown key in the loop", strings.Replace(validTemplate, `kind: script,`, `kind: script, shell: zsh,`, 1),
+			[]string{`template "t1"`, "loop.shell", "unknown key"}},
+		{"unknown top-level key", "redis_url: x\n" + validTemplate, []string{"redis_url", "unknown key"}},
+		{"bad cron spec", strings.Replace(validTemplate, "goal: do it", `goal: do it
+    schedule: "*/5 * *"`, 1), []string{`template "t1"`, "schedule", "*/5 * *"}},
+		{"unknown inner loop", strings.Replace(validTemplate, "kind: script", "kind: robot", 1),
+			[]string{`template "t1"`, "loop.kind", `unknown inner loop "robot"`}},
+		{"negative budget", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    budget: {cost_usd: -1}", 1),
+			[]string{`template "t1"`, "budget", "cost_usd", "negative"}},
+		{"missing wall time budget", strings.Replace(validTemplate, "budget: {wall_time: 10m}", "max_attempts: 2", 1),
+			[]string{`template "t1"`, "budget.wall_time", "missing"}},
+		{"bad duration", strings.Replace(validTemplate, "wall_time: 10m", "wall_time: ten", 1),
+			[]string{"not a duration"}},
+		{"duplicate names", validTemplate + `  - name: t1
+    goal: again
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+`, []string{`template "t1"`, "duplicate"}},
+		{"empty done check", strings.Replace(validTemplate, `done_check: {commands: ["go test -json ./..."]}`, "done_check: {}", 1),
+			[]string{`template "t1"`, "done_check", "empty"}},
+		{"agent without provider", strings.Replace(validTemplate, `{kind: script, commands: ["true"]}`, `{kind: agent, provider: nope}`, 1),
+			[]string{`template "t1"`, "loop.provider", "nope"}},
+		{"exec with unknown agent", strings.Replace(validTemplate, `{kind: script, commands: ["true"]}`, `{kind: exec, agent: gpt}`, 1),
+			[]string{`template "t1"`, "loop.agent", "gpt"}},
+		{"bad catch_up", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    catch_up: all", 1),
+			[]string{`template "t1"`, "catch_up"}},
+		{"bad name", strings.Replace(validTemplate, "name: t1", "name: T 1", 1), []string{"name"}},
+		{"script without commands", strings.Replace(validTemplate, `commands: ["true"]}`, `commands: []}`, 1),
+			[]string{`template "t1"`, "loop.commands"}},
+		{"bad done check format", strings.Replace(validTemplate, `{commands: ["go test -json ./..."]}`, `{commands: ["x"], format: xml}`, 1),
+			[]string{`template "t1"`, "done_check.format", "xml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", tc.yaml)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigErrorIsTyped(t *testing.T) {
+	t.Parallel()
+	_, err := ParseConfig([]byte(strings.Replace(validTemplate, "kind: script", "kind: robot", 1)))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Template != "t1" || ce.Field != "loop.kind" {
+		t.Fatalf("want *ConfigError for t1 loop.kind, got %#v", err)
+	}
+}

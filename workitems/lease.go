@@ -1,0 +1,157 @@
+package workitems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// acquireLease takes the lease of an attempt and bumps its fencing epoch, unless a live lease of
+// another holder exists.
+//
+//	KEYS[1] lease key   ("holder|epoch", with a TTL)
+//	KEYS[2] epoch key   (counter, no TTL)
+//	ARGV[1] holder id
+//	ARGV[2] lease TTL in milliseconds
+//
+// Returns {epoch, 0} on success, {-1, pttl} when another holder's lease is live.
+var acquireLease = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local holder = string.match(cur, '^(.*)|')
+  if holder ~= ARGV[1] then
+    return {-1, redis.call('PTTL', KEYS[1])}
+  end
+end
+local e = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. e, 'PX', ARGV[2])
+return {e, 0}
+`)
+
+// renewLease extends a lease while its epoch is still the newest; it restores an expired lease
+// when nobody took the attempt over in between.
+//
+//	KEYS[1] lease key, KEYS[2] epoch key
+//	ARGV[1] "holder|epoch", ARGV[2] epoch, ARGV[3] TTL ms
+//
+// Returns 1 when renewed, 0 when the lease is lost.
+var renewLease = redis.NewScript(`
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+`)
+
+// releaseLease deletes the lease if it is still ours.
+//
+//	KEYS[1] lease key; ARGV[1] "holder|epoch"
+var releaseLease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end
+return 0
+`)
+
+// saveCheckpoint replaces an attempt's checkpoint and appends history entries, only while the
+// writer's epoch is the newest.
+//
+//	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list
+//	ARGV[1] epoch, ARGV[2] checkpoint bytes, ARGV[3..] history entries
+//
+// Returns the history length, or -1 when the epoch is stale.
+var saveCheckpoint = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call('SET', KEYS[2], ARGV[2])
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+return redis.call('LLEN', KEYS[3])
+`)
+
+// AcquireLease takes the lease of attempt n of an item for holder, for ttl, and returns the
+// fence to write under. ErrLeaseHeld means another holder's lease is live.
+func (s *Store) AcquireLease(ctx context.Context, item string, n int, holder string, ttl time.Duration) (*Fence, error) {
+	res, err := acquireLease.Run(ctx, s.rdb, []string{s.k.lease(item, n), s.k.epoch(item, n)},
+		holder, ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("workitems: lease %s attempt %d: %w", item, n, err)
+	}
+	if res[0] < 0 {
+		return nil, fmt.Errorf("workitems: lease %s attempt %d (expires in %dms): %w", item, n, res[1], ErrLeaseHeld)
+	}
+	return &Fence{Item: item, Attempt: n, Epoch: res[0], Holder: holder}, nil
+}
+
+func (f *Fence) value() string { return f.Holder + "|" + strconv.FormatInt(f.Epoch, 10) }
+
+// RenewLease extends the lease; ErrLeaseLost once another holder took over.
+func (s *Store) RenewLease(ctx context.Context, f *Fence, ttl time.Duration) error {
+	ok, err := renewLease.Run(ctx, s.rdb, []string{s.k.lease(f.Item, f.Attempt), s.k.epoch(f.Item, f.Attempt)},
+		f.value(), f.Epoch, ttl.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("workitems: renew lease %s attempt %d: %w", f.Item, f.Attempt, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("workitems: renew lease %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
+	}
+	return nil
+}
+
+// ReleaseLease gives the lease up so that another worker need not wait for it to expire.
+func (s *Store) ReleaseLease(ctx context.Context, f *Fence) error {
+	if err := releaseLease.Run(ctx, s.rdb, []string{s.k.lease(f.Item, f.Attempt)}, f.value()).Err(); err != nil {
+		return fmt.Errorf("workitems: release lease %s attempt %d: %w", f.Item, f.Attempt, err)
+	}
+	return nil
+}
+
+// Epoch returns the newest fencing epoch of an attempt (0 before any lease).
+func (s *Store) Epoch(ctx context.Context, item string, n int) (int64, error) {
+	v, err := s.rdb.Get(ctx, s.k.epoch(item, n)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// SaveCheckpoint writes an attempt's checkpoint and appends history under the fence.
+func (s *Store) SaveCheckpoint(ctx context.Context, f *Fence, state []byte, history ...[]byte) error {
+	args := make([]any, 0, 2+len(history))
+	args = append(args, f.Epoch, state)
+	for _, h := range history {
+		args = append(args, h)
+	}
+	n, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
+		s.k.hist(f.Item, f.Attempt)}, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
+	}
+	if n < 0 {
+		return fmt.Errorf("workitems: checkpoint %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
+	}
+	return nil
+}
+
+// LoadCheckpoint returns an attempt's last checkpoint (nil when none) and its history.
+func (s *Store) LoadCheckpoint(ctx context.Context, item string, n int) ([]byte, [][]byte, error) {
+	var st *redis.StringCmd
+	var hist *redis.StringSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		st = p.Get(ctx, s.k.ckpt(item, n))
+		hist = p.LRange(ctx, s.k.hist(item, n), 0, -1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("workitems: load checkpoint %s attempt %d: %w", item, n, err)
+	}
+	var state []byte
+	if b, err := st.Bytes(); err == nil {
+		state = b
+	}
+	out := make([][]byte, 0, len(hist.Val()))
+	for _, h := range hist.Val() {
+		out = append(out, []byte(h))
+	}
+	return state, out, nil
+}

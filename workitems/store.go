@@ -1,0 +1,529 @@
+package workitems
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store keeps items, their indexes and event logs, attempt leases and checkpoints in Redis.
+// Every change that touches more than one key is one MULTI under WATCH (items) or one Lua
+// script (leases, checkpoints), so readers never see half a transition.
+type Store struct {
+	rdb       redis.UniversalClient
+	k         keys
+	now       func() time.Time
+	maxEvents int64
+}
+
+// StoreOption configures a Store.
+type StoreOption func(*Store)
+
+// WithClock injects the clock (tests move time instead of sleeping).
+func WithClock(now func() time.Time) StoreOption { return func(s *Store) { s.now = now } }
+
+// WithMaxEvents caps each item's event stream (approximately, as XADD MAXLEN ~).
+func WithMaxEvents(n int64) StoreOption { return func(s *Store) { s.maxEvents = n } }
+
+// NewStore returns a store whose keys all start with prefix (e.g. "ol:").
+func NewStore(rdb redis.UniversalClient, prefix string, opts ...StoreOption) *Store {
+	s := &Store{rdb: rdb, k: keys{p: prefix}, now: time.Now, maxEvents: 2000}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Redis returns the client (for components that share the connection).
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+// Now returns the store's clock reading.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Fence identifies the lease epoch a writer holds on an attempt; writes made under a fence
+// fail with ErrLeaseLost once a newer epoch exists.
+type Fence struct {
+	Item    string
+	Attempt int
+	Epoch   int64
+	Holder  string
+}
+
+// CreateLimits are checked atomically with item creation.
+type CreateLimits struct {
+	MaxOpen      int     // 0: no limit
+	DailyCostCap float64 // 0: no cap; compared with today's (UTC) spend of the template
+}
+
+// ErrMaxOpen and ErrDailyCap explain why Create skipped an item.
+var (
+	ErrMaxOpen  = errors.New("template has max_open items open")
+	ErrDailyCap = errors.New("template reached its daily cost cap")
+)
+
+// Create stores a new item in state queued with its first attempt, unless an item with that id
+// exists (ErrExists) or a limit says no (ErrMaxOpen, ErrDailyCap). Exactly one of any number
+// of concurrent callers with the same id succeeds.
+func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
+	if it.ID == "" || it.Template == "" {
+		return fmt.Errorf("workitems: create: item needs an id and a template")
+	}
+	now := s.now().UTC()
+	it.State = StateQueued
+	it.CreatedAt, it.UpdatedAt = now, now
+	if it.Attempt == 0 {
+		it.Attempt = 1
+	}
+	if len(it.Attempts) == 0 {
+		it.Attempts = []Attempt{{N: 1, Condition: Condition{}, State: "queued"}}
+	}
+	it.Version = 1
+	body, err := json.Marshal(it)
+	if err != nil {
+		return fmt.Errorf("workitems: create %s: %w", it.ID, err)
+	}
+	costKey := s.k.dailyCost(it.Template, now.Format("2006-01-02"))
+	watch := []string{s.k.item(it.ID), s.k.open(it.Template), costKey}
+	err = s.retryWatch(ctx, func(tx *redis.Tx) error {
+		n, err := tx.Exists(ctx, s.k.item(it.ID)).Result()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("workitems: create %s: %w", it.ID, ErrExists)
+		}
+		if lim.MaxOpen > 0 {
+			open, err := tx.SCard(ctx, s.k.open(it.Template)).Result()
+			if err != nil {
+				return err
+			}
+			if open >= int64(lim.MaxOpen) {
+				return fmt.Errorf("workitems: create %s: %w (%d open)", it.ID, ErrMaxOpen, open)
+			}
+		}
+		if lim.DailyCostCap > 0 {
+			spent, err := tx.Get(ctx, costKey).Float64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			if spent >= lim.DailyCostCap {
+				return fmt.Errorf("workitems: create %s: %w ($%.2f of $%.2f)", it.ID, ErrDailyCap, spent, lim.DailyCostCap)
+			}
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, s.k.item(it.ID), body, 0)
+			p.ZAdd(ctx, s.k.items(), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
+			s.indexState(ctx, p, it, "", StateQueued)
+			s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
+				Actor: it.Origin.Actor, Message: "created by " + it.Origin.Kind, At: now})
+			return nil
+		})
+		return err
+	}, watch...)
+	return err
+}
+
+// Get returns the item with that id.
+func (s *Store) Get(ctx context.Context, id string) (*Item, error) {
+	b, err := s.rdb.Get(ctx, s.k.item(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("workitems: item %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workitems: get %s: %w", id, err)
+	}
+	var it Item
+	if err := json.Unmarshal(b, &it); err != nil {
+		return nil, fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
+	}
+	return &it, nil
+}
+
+// Mutation changes an item in memory and returns the events that describe the change (state
+// events are added by Update itself).
+type Mutation func(it *Item) ([]Event, error)
+
+// Update applies m to the item atomically: read, change, write back with its indexes and
+// events in one MULTI, retried when another writer got in between. With a non-nil fence the
+// write happens only while the fence's epoch is still the newest (else ErrLeaseLost).
+func (s *Store) Update(ctx context.Context, id string, fence *Fence, m Mutation) (*Item, error) {
+	return s.updateTx(ctx, id, fence, m, nil)
+}
+
+// pipeliner is what extra writes of a transaction get.
+type pipeliner = redis.Pipeliner
+
+// updateTx is Update with extra writes queued in the same MULTI.
+func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
+	watch := []string{s.k.item(id)}
+	if fence != nil {
+		watch = append(watch, s.k.epoch(fence.Item, fence.Attempt))
+	}
+	var out *Item
+	err := s.retryWatch(ctx, func(tx *redis.Tx) error {
+		if fence != nil {
+			if err := s.checkFence(ctx, tx, fence); err != nil {
+				return err
+			}
+		}
+		b, err := tx.Get(ctx, s.k.item(id)).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return fmt.Errorf("workitems: item %q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		var it Item
+		if err := json.Unmarshal(b, &it); err != nil {
+			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
+		}
+		from := it.State
+		events, err := m(&it)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		it.UpdatedAt = now
+		it.Version++
+		body, err := json.Marshal(&it)
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, s.k.item(id), body, 0)
+			if it.State != from {
+				s.indexState(ctx, p, &it, from, it.State)
+				s.addEvent(ctx, p, Event{Item: id, Type: EventState, Attempt: it.Attempt, From: from, To: it.State, At: now})
+			}
+			if extra != nil {
+				extra(&it, p)
+			}
+			for _, e := range events {
+				e.Item = id
+				if e.At.IsZero() {
+					e.At = now
+				}
+				s.addEvent(ctx, p, e)
+			}
+			return nil
+		})
+		out = &it
+		return err
+	}, watch...)
+	return out, err
+}
+
+func (s *Store) checkFence(ctx context.Context, tx *redis.Tx, f *Fence) error {
+	cur, err := tx.Get(ctx, s.k.epoch(f.Item, f.Attempt)).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if cur != f.Epoch {
+		return fmt.Errorf("workitems: item %s attempt %d: epoch %d, newest %d: %w", f.Item, f.Attempt, f.Epoch, cur, ErrLeaseLost)
+	}
+	return nil
+}
+
+// retryWatch runs fn under WATCH, retrying when a watched key changed before EXEC.
+func (s *Store) retryWatch(ctx context.Context, fn func(*redis.Tx) error, keys ...string) error {
+	for range 50 {
+		err := s.rdb.Watch(ctx, fn, keys...)
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
+		}
+	}
+	return fmt.Errorf("workitems: too much contention on %v", keys)
+}
+
+// indexState moves the item between the per-state sets, the open set of its template, the
+// escalation queue and the per-template counters.
+func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *Item, from, to State) {
+	if from != "" {
+		p.SRem(ctx, s.k.state(from), it.ID)
+		p.HIncrBy(ctx, s.k.counts(), it.Template+"|"+string(from), -1)
+	}
+	p.SAdd(ctx, s.k.state(to), it.ID)
+	p.HIncrBy(ctx, s.k.counts(), it.Template+"|"+string(to), 1)
+	if to.Open() {
+		p.SAdd(ctx, s.k.open(it.Template), it.ID)
+	} else {
+		p.SRem(ctx, s.k.open(it.Template), it.ID)
+	}
+	if to == StateEscalated {
+		at := s.now()
+		if it.Escalation != nil {
+			at = it.Escalation.At
+		}
+		p.ZAdd(ctx, s.k.escalated(), redis.Z{Score: float64(at.UnixMilli()), Member: it.ID})
+	} else if from == StateEscalated {
+		p.ZRem(ctx, s.k.escalated(), it.ID)
+	}
+	if to == StateClosed {
+		p.HSet(ctx, s.k.lastClosed(), it.Template, s.now().Unix())
+	}
+}
+
+func (s *Store) addEvent(ctx context.Context, p redis.Pipeliner, e Event) {
+	b, _ := json.Marshal(e) // Event has only marshalable fields
+	p.XAdd(ctx, &redis.XAddArgs{Stream: s.k.events(e.Item), MaxLen: s.maxEvents, Approx: true, Values: []any{"e", b}})
+	p.XAdd(ctx, &redis.XAddArgs{Stream: s.k.allEvents(), MaxLen: 10 * s.maxEvents, Approx: true, Values: []any{"e", b}})
+}
+
+// Emit appends one event to an item's log (for step events that change no item field).
+func (s *Store) Emit(ctx context.Context, e Event) error {
+	if e.At.IsZero() {
+		e.At = s.now().UTC()
+	}
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		s.addEvent(ctx, p, e)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("workitems: event for %s: %w", e.Item, err)
+	}
+	return nil
+}
+
+// Events returns an item's events after the stream id `after` ("" or "0" from the start), up
+// to count. With block > 0 it waits that long for new ones.
+func (s *Store) Events(ctx context.Context, id, after string, count int64, block time.Duration) ([]Event, error) {
+	return s.readStream(ctx, s.k.events(id), after, count, block)
+}
+
+// AllEvents reads the deployment-wide event stream, like Events.
+func (s *Store) AllEvents(ctx context.Context, after string, count int64, block time.Duration) ([]Event, error) {
+	return s.readStream(ctx, s.k.allEvents(), after, count, block)
+}
+
+func (s *Store) readStream(ctx context.Context, stream, after string, count int64, block time.Duration) ([]Event, error) {
+	if after == "" {
+		after = "0"
+	}
+	var msgs []redis.XMessage
+	if block > 0 {
+		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, after}, Count: count, Block: block}).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("workitems: events %s: %w", stream, err)
+		}
+		if len(res) > 0 {
+			msgs = res[0].Messages
+		}
+	} else {
+		start := "(" + after
+		if after == "0" {
+			start = "-"
+		}
+		res, err := s.rdb.XRangeN(ctx, stream, start, "+", count).Result()
+		if err != nil {
+			return nil, fmt.Errorf("workitems: events %s: %w", stream, err)
+		}
+		msgs = res
+	}
+	out := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var e Event
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			continue // an entry we did not write; never fatal for a reader
+		}
+		e.ID = m.ID
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ListOptions filters List.
+type ListOptions struct {
+	State    State
+	Template string
+	Limit    int // 0: 100
+}
+
+// List returns items, newest first.
+func (s *Store) List(ctx context.Context, o ListOptions) ([]*Item, error) {
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	var ids []string
+	var err error
+	switch {
+	case o.State != "":
+		ids, err = s.rdb.SMembers(ctx, s.k.state(o.State)).Result()
+	default:
+		ids, err = s.rdb.ZRevRange(ctx, s.k.items(), 0, -1).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workitems: list: %w", err)
+	}
+	items, err := s.getMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := items[:0]
+	for _, it := range items {
+		if o.Template != "" && it.Template != o.Template {
+			continue
+		}
+		out = append(out, it)
+	}
+	slices.SortFunc(out, func(a, b *Item) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	if len(out) > o.Limit {
+		out = out[:o.Limit]
+	}
+	return out, nil
+}
+
+func (s *Store) getMany(ctx context.Context, ids []string) ([]*Item, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ks := make([]string, len(ids))
+	for i, id := range ids {
+		ks[i] = s.k.item(id)
+	}
+	vals, err := s.rdb.MGet(ctx, ks...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("workitems: list: %w", err)
+	}
+	out := make([]*Item, 0, len(vals))
+	for _, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		var it Item
+		if json.Unmarshal([]byte(str), &it) == nil {
+			out = append(out, &it)
+		}
+	}
+	return out, nil
+}
+
+// Escalated returns escalated items, oldest escalation first.
+func (s *Store) Escalated(ctx context.Context) ([]*Item, error) {
+	ids, err := s.rdb.ZRange(ctx, s.k.escalated(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("workitems: escalations: %w", err)
+	}
+	items, err := s.getMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(items, func(a, b *Item) int { return escalatedAt(a).Compare(escalatedAt(b)) })
+	return items, nil
+}
+
+func escalatedAt(it *Item) time.Time {
+	if it.Escalation != nil {
+		return it.Escalation.At
+	}
+	return it.UpdatedAt
+}
+
+func (s *Store) addDailyCost(ctx context.Context, p redis.Pipeliner, template string, usd float64) {
+	if usd <= 0 {
+		return
+	}
+	key := s.k.dailyCost(template, s.now().UTC().Format("2006-01-02"))
+	p.IncrByFloat(ctx, key, usd)
+	p.Expire(ctx, key, 72*time.Hour)
+}
+
+// DailyCost returns a template's spend on the UTC day of at.
+func (s *Store) DailyCost(ctx context.Context, template string, at time.Time) (float64, error) {
+	v, err := s.rdb.Get(ctx, s.k.dailyCost(template, at.UTC().Format("2006-01-02"))).Float64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// OpenCount returns how many items of a template are open.
+func (s *Store) OpenCount(ctx context.Context, template string) (int64, error) {
+	return s.rdb.SCard(ctx, s.k.open(template)).Result()
+}
+
+// Stats aggregates counts for metrics and the console.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Items: map[string]map[State]int{}, DailyCostUSD: map[string]float64{}, LastClosedAt: map[string]time.Time{}}
+	counts, err := s.rdb.HGetAll(ctx, s.k.counts()).Result()
+	if err != nil {
+		return st, fmt.Errorf("workitems: stats: %w", err)
+	}
+	for k, v := range counts {
+		tmpl, state, ok := strings.Cut(k, "|")
+		n, _ := strconv.Atoi(v)
+		if !ok {
+			continue
+		}
+		if st.Items[tmpl] == nil {
+			st.Items[tmpl] = map[State]int{}
+		}
+		st.Items[tmpl][State(state)] = n
+	}
+	esc, err := s.rdb.ZRangeWithScores(ctx, s.k.escalated(), 0, 0).Result()
+	if err != nil {
+		return st, fmt.Errorf("workitems: stats: %w", err)
+	}
+	st.OpenEscalations = int(s.rdb.ZCard(ctx, s.k.escalated()).Val())
+	if len(esc) > 0 {
+		st.OldestEscalationAt = time.UnixMilli(int64(esc[0].Score)).UTC()
+	}
+	day := s.now().UTC().Format("2006-01-02")
+	for tmpl := range st.Items {
+		v, err := s.rdb.Get(ctx, s.k.dailyCost(tmpl, day)).Float64()
+		if err == nil {
+			st.DailyCostUSD[tmpl] = v
+		}
+	}
+	lc, err := s.rdb.HGetAll(ctx, s.k.lastClosed()).Result()
+	if err != nil {
+		return st, fmt.Errorf("workitems: stats: %w", err)
+	}
+	for tmpl, v := range lc {
+		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+			st.LastClosedAt[tmpl] = time.Unix(sec, 0).UTC()
+		}
+	}
+	return st, nil
+}
+
+// Steer queues input for an item's running attempt.
+func (s *Store) Steer(ctx context.Context, id, text, actor string) error {
+	if strings.TrimSpace(text) == "" {
+		return fmt.Errorf("workitems: steer %s: empty text", id)
+	}
+	if _, err := s.Get(ctx, id); err != nil {
+		return err
+	}
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, s.k.steer(id), text)
+		s.addEvent(ctx, p, Event{Item: id, Type: EventSteer, Actor: actor, Message: "steer input queued", At: s.now().UTC()})
+		return nil
+	})
+	return err
+}
+
+// DrainSteer returns and removes the queued steer input of an item, oldest first.
+func (s *Store) DrainSteer(ctx context.Context, id string) ([]string, error) {
+	var r *redis.StringSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		r = p.LRange(ctx, s.k.steer(id), 0, -1)
+		p.Del(ctx, s.k.steer(id))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workitems: steer %s: %w", id, err)
+	}
+	return r.Val(), nil
+}

@@ -1,0 +1,240 @@
+package workitems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The named transitions of an item. Each is one atomic Update; the fenced ones are refused with
+// ErrLeaseLost when another worker holds a newer epoch on the attempt.
+
+// StartAttempt moves a queued item to running under the fence, or, when the attempt is already
+// running (a worker died or yielded), records a resume. It returns the item and whether this is a
+// resume. ErrStale means the item is past this attempt.
+func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Item, bool, error) {
+	resumed := false
+	it, err := s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
+		a := it.Current()
+		if it.Attempt != f.Attempt || a == nil {
+			return nil, fmt.Errorf("workitems: item %s is at attempt %d, not %d: %w", it.ID, it.Attempt, f.Attempt, ErrStale)
+		}
+		a.Worker, a.Epoch = worker, f.Epoch
+		switch it.State {
+		case StateQueued:
+			if err := it.SetState(StateRunning); err != nil {
+				return nil, err
+			}
+			a.State, a.StartedAt = "running", s.now().UTC()
+			return []Event{{Type: EventAttemptStarted, Attempt: a.N, Actor: worker,
+				Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "changed": strings.Join(a.Changed, ",")}}}, nil
+		case StateRunning, StateVerifying:
+			resumed = true
+			a.Resumes++
+			return []Event{{Type: EventAttemptResumed, Attempt: a.N, Actor: worker,
+				Message: "resumed from the last checkpoint", Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "phase": string(it.State)}}}, nil
+		default:
+			return nil, fmt.Errorf("workitems: item %s is %s: %w", it.ID, it.State, ErrStale)
+		}
+	})
+	return it, resumed, err
+}
+
+// RecordExit stores the inner loop's exit and spend and moves the item to verifying. The spend
+// is added to the item's total and to the template's daily cost in the same transaction.
+func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend, workspace string) (*Item, error) {
+	var template string
+	it, err := s.updateTx(ctx, f.Item, f, func(it *Item) ([]Event, error) {
+		a := it.Current()
+		if it.Attempt != f.Attempt || a == nil || it.State != StateRunning {
+			return nil, fmt.Errorf("workitems: item %s: exit for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		}
+		template = it.Template
+		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.now().UTC(), "verifying", workspace
+		delta := spend.Sub(a.Spend) // a.Spend holds what earlier exits of a resumed attempt charged (none today)
+		a.Spend = spend
+		it.Spend = it.Spend.Add(delta)
+		if err := it.SetState(StateVerifying); err != nil {
+			return nil, err
+		}
+		data := map[string]string{"reason": string(exit.Reason), "cost_usd": fmt.Sprintf("%.4f", spend.CostUSD),
+			"wall_time": spend.WallTime.D().Round(1e6).String(), "steps": fmt.Sprint(spend.Steps)}
+		if exit.Budget != "" {
+			data["budget"] = string(exit.Budget)
+		}
+		return []Event{{Type: EventAttemptExited, Attempt: a.N, Message: exit.Message, Data: data}}, nil
+	}, func(it *Item, p pipeliner) {
+		s.addDailyCost(ctx, p, template, spend.CostUSD)
+	})
+	return it, err
+}
+
+// RecordDecision applies a verifier decision to a verifying item: close, retry (a new attempt
+// with the decision's condition, which must differ from the last one) or escalate.
+func (s *Store) RecordDecision(ctx context.Context, f *Fence, d Decision, v *Verdict) (*Item, error) {
+	return s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
+		a := it.Current()
+		if it.Attempt != f.Attempt || a == nil || it.State != StateVerifying {
+			return nil, fmt.Errorf("workitems: item %s: decision for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		}
+		if d.At.IsZero() {
+			d.At = s.now().UTC()
+		}
+		a.Verified = v
+		return s.applyDecision(it, a, d)
+	})
+}
+
+func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error) {
+	if d.Outcome == OutcomeRetry {
+		switch {
+		case d.Next == nil || len(d.Next.Changes(a.Condition)) == 0:
+			d = escalateInstead(d, "unchanged_retry", "a retry must change its condition; the next attempt would run exactly as the last")
+		case it.Attempt >= maxAttempts(it):
+			d = escalateInstead(d, "max_attempts", fmt.Sprintf("%d of %d attempts used", it.Attempt, maxAttempts(it)))
+		}
+	}
+	a.Decision = &d
+	a.State = "done"
+	it.Decisions = append(it.Decisions, d)
+	evs := []Event{{Type: EventDecision, Attempt: a.N, Actor: d.Actor, Message: d.Summary,
+		Data: map[string]string{"outcome": string(d.Outcome), "rule": d.Rule, "reasons": strings.Join(d.Reasons, "; ")}}}
+	switch d.Outcome {
+	case OutcomeClose:
+		return evs, it.SetState(StateClosed)
+	case OutcomeRetry:
+		next := Attempt{N: a.N + 1, Condition: *d.Next, Changed: d.Next.Changes(a.Condition), State: "queued"}
+		it.Attempts = append(it.Attempts, next)
+		it.Attempt = next.N
+		evs = append(evs, Event{Type: EventStep, Attempt: next.N, Message: "retry with a changed condition",
+			Data: map[string]string{"kind": "retry_planned", "changed": strings.Join(next.Changed, ",")}})
+		return evs, it.SetState(StateRetryWait)
+	case OutcomeEscalate:
+		it.Escalation = &Escalation{Reason: d.Rule, Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
+			At: d.At, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
+		evs = append(evs, Event{Type: EventEscalated, Attempt: a.N, Message: it.Escalation.Summary,
+			Data: map[string]string{"reason": d.Rule}})
+		return evs, it.SetState(StateEscalated)
+	}
+	return nil, fmt.Errorf("workitems: item %s: decision outcome %q is not close, retry or escalate", it.ID, d.Outcome)
+}
+
+func maxAttempts(it *Item) int {
+	if it.MaxAttempts > 0 {
+		return it.MaxAttempts
+	}
+	return 1
+}
+
+func escalateInstead(d Decision, rule, reason string) Decision {
+	d.Outcome = OutcomeEscalate
+	d.Reasons = append(d.Reasons, reason)
+	if d.Rule != "" {
+		d.Rule = rule + " (after " + d.Rule + ")"
+	} else {
+		d.Rule = rule
+	}
+	d.Next = nil
+	return d
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// MarkQueued moves an item waiting to retry to queued once its next attempt's task is enqueued.
+// It is a no-op for an item already past that point.
+func (s *Store) MarkQueued(ctx context.Context, id string, n int) (*Item, error) {
+	return s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
+		if it.Attempt != n || it.State != StateRetryWait {
+			return nil, nil
+		}
+		return nil, it.SetState(StateQueued)
+	})
+}
+
+// ErrNoChange is returned for a retry that would run exactly as the last attempt.
+var ErrNoChange = errors.New("retry changes nothing")
+
+// Resolve applies a person's action to an escalated item: close, retry (a new attempt whose
+// condition carries the person's input and budget) or cancel (also allowed on any open item).
+// The item's total spend is never reset; raising a budget raises caps only.
+func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, error) {
+	if r.At.IsZero() {
+		r.At = s.now().UTC()
+	}
+	if r.Actor == "" {
+		return nil, fmt.Errorf("workitems: resolve %s: actor missing", id)
+	}
+	return s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
+		ev := Event{Type: EventResolved, Attempt: it.Attempt, Actor: r.Actor, Message: r.Action,
+			Data: map[string]string{"action": r.Action}}
+		switch r.Action {
+		case "cancel":
+			if it.State.Terminal() {
+				return nil, &TransitionError{From: it.State, To: StateCancelled}
+			}
+			it.CancelReq = true
+			it.Resolution = append(it.Resolution, r)
+			return []Event{ev}, it.SetState(StateCancelled)
+		case "close":
+			if it.State != StateEscalated {
+				return nil, fmt.Errorf("workitems: resolve %s: close: %w", id, &TransitionError{From: it.State, To: StateClosed})
+			}
+			it.Resolution = append(it.Resolution, r)
+			return []Event{ev}, it.SetState(StateClosed)
+		case "retry":
+			if it.State != StateEscalated {
+				return nil, fmt.Errorf("workitems: resolve %s: retry: %w", id, &TransitionError{From: it.State, To: StateQueued})
+			}
+			prev := it.Current()
+			cond := Condition{}
+			if prev != nil {
+				cond = prev.Condition
+			}
+			if r.Input != "" {
+				cond.Input = r.Input
+			}
+			cond.Budget = cond.Budget.Merge(r.Budget)
+			cond.NotBefore = r.At.Truncate(0)
+			it.ItemBudget = raise(it.ItemBudget, r.ItemBudget)
+			next := Attempt{N: it.Attempt + 1, Condition: cond, State: "queued"}
+			if prev != nil {
+				next.Changed = cond.Changes(prev.Condition)
+			}
+			if r.Input == "" && r.Budget.IsZero() && r.ItemBudget.IsZero() {
+				return nil, fmt.Errorf("workitems: resolve %s: %w: give input or a budget", id, ErrNoChange)
+			}
+			it.Attempts = append(it.Attempts, next)
+			it.Attempt = next.N
+			it.Resolution = append(it.Resolution, r)
+			it.Escalation = nil
+			ev.Data["changed"] = strings.Join(next.Changed, ",")
+			return []Event{ev}, it.SetState(StateQueued)
+		}
+		return nil, fmt.Errorf("workitems: resolve %s: action %q is not close, retry or cancel", id, r.Action)
+	})
+}
+
+// raise lays o over b only where o is higher (a person never lowers spend already made).
+func raise(b, o Budget) Budget {
+	for _, k := range AllBudgetKinds() {
+		if o.Cap(k) > b.Cap(k) {
+			_ = b.Set(k, o.Cap(k))
+		}
+	}
+	return b
+}
+
+// Fail moves an item to failed (an invariant broke: e.g. its template is gone).
+func (s *Store) Fail(ctx context.Context, id string, f *Fence, reason string) (*Item, error) {
+	return s.Update(ctx, id, f, func(it *Item) ([]Event, error) {
+		return []Event{{Type: EventWarning, Attempt: it.Attempt, Message: reason}}, it.SetState(StateFailed)
+	})
+}
