@@ -18,9 +18,9 @@ func TestTransitionEveryEdge(t *testing.T) {
 		{StateVerifying, StateClosed}: true, {StateVerifying, StateRetryWait}: true,
 		{StateVerifying, StateEscalated}: true, {StateVerifying, StateFailed}: true,
 		{StateVerifying, StateCancelled}: true,
-		{StateRetryWait, StateQueued}: true, {StateRetryWait, StateEscalated}: true,
+		{StateRetryWait, StateQueued}:    true, {StateRetryWait, StateEscalated}: true,
 		{StateRetryWait, StateCancelled}: true,
-		{StateEscalated, StateQueued}: true, {StateEscalated, StateClosed}: true,
+		{StateEscalated, StateQueued}:    true, {StateEscalated, StateClosed}: true,
 		{StateEscalated, StateCancelled}: true,
 	}
 	for _, from := range AllStates() {

@@ -245,7 +245,10 @@ func TestFencedWritesAreRejectedAfterTakeover(t *testing.T) {
 		"renew":      s.RenewLease(ctx, old, time.Minute),
 	}
 	_, checks["exit"] = s.RecordExit(ctx, old, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "")
-	_, checks["start"], _ = func() (*workitems.Item, error, bool) { it, _, err := s.StartAttempt(ctx, old, "old"); return it, err, false }()
+	_, checks["start"], _ = func() (*workitems.Item, error, bool) {
+		it, _, err := s.StartAttempt(ctx, old, "old")
+		return it, err, false
+	}()
 	for name, err := range checks {
 		if !errors.Is(err, workitems.ErrLeaseLost) {
 			t.Errorf("%s by the old holder: %v, want ErrLeaseLost", name, err)
