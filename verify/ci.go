@@ -1,0 +1,192 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"outerloop/workitems"
+)
+
+// CIState is a CI check's state, normalised across providers.
+type CIState string
+
+// The CI states.
+const (
+	CIPending        CIState = "pending"
+	CISuccess        CIState = "success"
+	CIFailure        CIState = "failure"
+	CIInfraError     CIState = "infra_error"
+	CICancelled      CIState = "cancelled"
+	CINeutral        CIState = "neutral"
+	CIActionRequired CIState = "action_required"
+	CIStale          CIState = "stale"
+	CIUnknown        CIState = "unknown"
+)
+
+// CICheck is one check's latest result for a commit.
+type CICheck struct {
+	Name    string  `json:"name"`
+	State   CIState `json:"state"`
+	SHA     string  `json:"sha"`
+	URL     string  `json:"url,omitempty"`
+	Details string  `json:"details,omitempty"`
+}
+
+// CIEvidence is the required checks' results for one SHA.
+type CIEvidence struct {
+	SHA      string    `json:"sha"`
+	Required []string  `json:"required"`
+	Checks   []CICheck `json:"checks"`
+	Missing  []string  `json:"missing,omitempty"` // required checks without a final result after the wait
+}
+
+func (c *CIEvidence) withState(s CIState) []string {
+	var out []string
+	for _, ch := range c.Checks {
+		if ch.State == s {
+			out = append(out, ch.Name)
+		}
+	}
+	return out
+}
+
+func (c *CIEvidence) failed() []string {
+	var out []string
+	for _, ch := range c.Checks {
+		if ch.State == CIFailure || ch.State == CICancelled || ch.State == CIInfraError {
+			out = append(out, ch.Name)
+		}
+	}
+	return out
+}
+
+// Green reports whether every required check succeeded (neutral counts as success).
+func (c *CIEvidence) Green() bool {
+	if len(c.Missing) > 0 {
+		return false
+	}
+	got := map[string]CIState{}
+	for _, ch := range c.Checks {
+		got[ch.Name] = ch.State
+	}
+	for _, r := range c.Required {
+		if s := got[r]; s != CISuccess && s != CINeutral {
+			return false
+		}
+	}
+	return true
+}
+
+// CISource reads CI results for a commit. Implementations return every check they know for the
+// SHA (latest run per name); the verifier keeps the required ones.
+type CISource interface {
+	Checks(ctx context.Context, repo, sha string) ([]CICheck, error)
+}
+
+// CIRerunner is a CISource that can re-run checks that failed for infrastructure reasons.
+type CIRerunner interface {
+	Rerun(ctx context.Context, repo, sha string, names []string) error
+}
+
+// final reports whether a state is a result (not still waiting).
+func (s CIState) final() bool {
+	return s != CIPending && s != CIStale && s != CIUnknown && s != ""
+}
+
+// ErrNoCISource means the template asks for CI evidence and the verifier has no CI source.
+var ErrNoCISource = errors.New("verify: template requires CI checks but no CI source is configured")
+
+// collectCI waits (until cfg.Wait has passed) for every required check to have a final state
+// for the workspace's HEAD commit.
+func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, workspace string) (*CIEvidence, error) {
+	ev := &CIEvidence{Required: cfg.Required}
+	sha, err := headSHA(ctx, workspace)
+	if err != nil {
+		ev.Missing = slices.Clone(cfg.Required)
+		ev.Checks = nil
+		v.logger.WarnContext(ctx, "verify: no commit SHA for CI evidence", slog.String("error", err.Error()))
+		return ev, nil
+	}
+	ev.SHA = sha
+	if v.ci == nil {
+		ev.Missing = slices.Clone(cfg.Required)
+		return ev, nil
+	}
+	deadline := v.now().Add(cfg.Wait.D())
+	for {
+		checks, err := v.ci.Checks(ctx, cfg.Repo, sha)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("verify: CI checks: %w", ctx.Err())
+			}
+			v.logger.WarnContext(ctx, "verify: reading CI checks", slog.String("repo", cfg.Repo), slog.String("error", err.Error()))
+		}
+		ev.Checks, ev.Missing = pickRequired(checks, cfg.Required, sha)
+		if len(ev.Missing) == 0 || !v.now().Before(deadline) {
+			return ev, nil
+		}
+		if err := v.sleep(ctx, v.pollEvery); err != nil {
+			return nil, fmt.Errorf("verify: waiting for CI: %w", err)
+		}
+	}
+}
+
+// pickRequired keeps, per required name, the check for sha; names with no final state are missing.
+func pickRequired(checks []CICheck, required []string, sha string) (got []CICheck, missing []string) {
+	byName := map[string]CICheck{}
+	for _, c := range checks {
+		if c.SHA != "" && c.SHA != sha {
+			continue // evidence for another commit proves nothing about this one
+		}
+		byName[c.Name] = c
+	}
+	for _, r := range required {
+		c, ok := byName[r]
+		if !ok || !c.State.final() {
+			missing = append(missing, r)
+			if ok {
+				got = append(got, c)
+			}
+			continue
+		}
+		got = append(got, c)
+	}
+	return got, missing
+}
+
+func (v *Verifier) rerunCI(ctx context.Context, cfg *workitems.CICheck, f *Facts) error {
+	if cfg == nil || f.CI == nil {
+		return nil
+	}
+	rr, ok := v.ci.(CIRerunner)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, c := range f.CI.Checks {
+		if c.State == CIInfraError || c.State == CICancelled {
+			names = append(names, c.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if err := rr.Rerun(ctx, cfg.Repo, f.CI.SHA, names); err != nil {
+		v.logger.WarnContext(ctx, "verify: re-running CI checks", slog.String("error", err.Error()))
+	}
+	return nil
+}
+
+// headSHA is the workspace's HEAD commit.
+func headSHA(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", fmt.Errorf("verify: git rev-parse HEAD in %s: %w", dir, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

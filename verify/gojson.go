@@ -1,0 +1,402 @@
+package verify
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// ParseGoJSON reads a `go test -json` stream (test2json events, one per line, possibly mixed with
+// non-JSON lines such as compiler output) and returns its evidence. Memory is bounded by lim: a
+// tail of output per running test and per package, and at most lim.MaxTests kept test cases.
+// The error is only for a failing reader; a malformed stream is a report with warnings and
+// Complete false.
+func ParseGoJSON(r io.Reader, source string, lim Limits) (*Report, error) {
+	p := newGoJSONParser(source, lim)
+	lr := newLineReader(r, p.lim.MaxLine)
+	var ev rawEvent
+	for {
+		line, cut, eol, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("verify: reading %s: %w", source, err)
+		}
+		if cut {
+			p.rep.warn(p.lim.MaxWarn, "line %d longer than %d bytes, cut", p.lineNo+1, p.lim.MaxLine)
+		}
+		p.lineNo++
+		if len(line) > 0 && line[0] == '{' && p.sc.decode(line, &ev) == nil && ev.ActionSeen {
+			p.event(&ev)
+			continue
+		}
+		if !eol && len(bytes.TrimSpace(line)) > 0 {
+			p.cutLast = true
+			p.rep.warn(p.lim.MaxWarn, "last line cut off: %q", clip(string(line), 80))
+			continue
+		}
+		p.stray(line)
+	}
+	return p.finish(), nil
+}
+
+type goRun struct {
+	tc    *TestCase
+	idx   int
+	out   tail
+	first string // first meaningful output line
+	loc   string // latest "file.go:N: message" line: errors tend to follow logs
+	panic string // a "panic:" line wins over both
+}
+
+// message is the line that best explains the run's outcome.
+func (r *goRun) message() string {
+	switch {
+	case r.panic != "":
+		return r.panic
+	case r.loc != "":
+		return r.loc
+	}
+	return r.first
+}
+
+// note looks at one output chunk for a message.
+func (r *goRun) note(out []byte) {
+	for line := range strings.SplitSeq(string(out), "\n") {
+		l := strings.TrimSpace(line)
+		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- PASS") ||
+			strings.HasPrefix(l, "--- FAIL") || strings.HasPrefix(l, "--- SKIP") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(l, "panic: ") && r.panic == "":
+			r.panic = clip(l, 300)
+		case testLoc.MatchString(l):
+			r.loc = clip(l, 300)
+		case r.first == "":
+			r.first = clip(l, 300)
+		}
+	}
+}
+
+var testLoc = regexp.MustCompile(`^\S+\.go:\d+: `)
+
+type goPkg struct {
+	name     string
+	ended    bool
+	timedOut bool   // "panic: test timed out" seen in this run
+	bad      int    // bad test outcomes in this run
+	firstErr string // first meaningful package-level output line
+	out      tail
+	cases    map[string]*TestCase
+	open     map[string]*goRun
+}
+
+type goJSONParser struct {
+	lim        Limits
+	rep        *Report
+	sc         jsonScanner
+	pkgs       map[string]*goPkg
+	order      []*goPkg
+	buildOut   map[string][]string // import path → first lines of its build output
+	dropped    Counts
+	lineNo     int
+	cutLast    bool
+	strayLines int
+	strayErrs  []string
+}
+
+func newGoJSONParser(source string, lim Limits) *goJSONParser {
+	return &goJSONParser{
+		lim:      lim.withDefaults(),
+		rep:      &Report{Source: source, Format: FormatGoJSON, Declared: unknownCounts, Complete: true},
+		pkgs:     map[string]*goPkg{},
+		buildOut: map[string][]string{},
+	}
+}
+
+func (p *goJSONParser) pkg(name []byte) *goPkg {
+	if g, ok := p.pkgs[string(name)]; ok {
+		return g
+	}
+	g := &goPkg{name: string(name), cases: map[string]*TestCase{}, open: map[string]*goRun{},
+		out: tail{n: p.lim.OutputTail}}
+	p.pkgs[g.name] = g
+	p.order = append(p.order, g)
+	return g
+}
+
+// beginRun opens a new run of a test, creating the case on first sight.
+func (p *goJSONParser) beginRun(g *goPkg, test []byte) *goRun {
+	if g.ended { // a rerun of the package (gotestsum --rerun-fails) starts a fresh run
+		g.ended, g.timedOut, g.bad = false, false, 0
+	}
+	tc, ok := g.cases[string(test)]
+	if !ok {
+		name := string(test)
+		tc = &TestCase{ID: g.name + "." + name, Suite: g.name, Name: name}
+		if len(p.rep.Tests) < p.lim.MaxTests {
+			p.rep.Tests = append(p.rep.Tests, tc)
+		} else {
+			p.rep.Dropped++
+		}
+		g.cases[name] = tc
+	}
+	if old := g.open[tc.Name]; old != nil {
+		delete(g.open, tc.Name) // a second "run" without an end: the first stays incomplete
+	}
+	tc.Runs = append(tc.Runs, TestRun{Outcome: OutcomeIncomplete})
+	r := &goRun{tc: tc, idx: len(tc.Runs) - 1, out: tail{n: p.lim.OutputTail}}
+	g.open[tc.Name] = r
+	return r
+}
+
+func (p *goJSONParser) event(ev *rawEvent) {
+	switch ev.Action {
+	case actBuildOutput:
+		if ip := string(ev.ImportPath); len(p.buildOut[ip]) < 20 {
+			if l := strings.TrimRight(string(ev.Output), "\n"); l != "" && !strings.HasPrefix(l, "# ") {
+				p.buildOut[ip] = append(p.buildOut[ip], clip(l, 300))
+			}
+		}
+		return
+	case actBuildFail:
+		if _, ok := p.buildOut[string(ev.ImportPath)]; !ok {
+			p.buildOut[string(ev.ImportPath)] = nil
+		}
+		return
+	}
+	if len(ev.Package) == 0 {
+		return
+	}
+	g := p.pkg(ev.Package)
+	if len(ev.Test) == 0 {
+		p.pkgEvent(g, ev)
+		return
+	}
+	switch ev.Action {
+	case actRun:
+		p.beginRun(g, ev.Test)
+	case actOutput:
+		r := g.open[string(ev.Test)]
+		if r == nil {
+			r = p.beginRun(g, ev.Test)
+		}
+		r.out.write(ev.Output)
+		r.note(ev.Output)
+		if bytes.Contains(ev.Output, timeoutPanic) {
+			g.timedOut = true
+		}
+	case actPass, actFail, actSkip:
+		r := g.open[string(ev.Test)]
+		if r == nil {
+			r = p.beginRun(g, ev.Test)
+		}
+		delete(g.open, r.tc.Name)
+		run := &r.tc.Runs[r.idx]
+		run.Elapsed = time.Duration(ev.Elapsed * float64(time.Second))
+		switch ev.Action {
+		case actPass:
+			run.Outcome = OutcomePass
+		case actSkip:
+			run.Outcome = OutcomeSkip
+			run.Message = r.message()
+		case actFail:
+			run.Outcome = OutcomeFail
+			run.Message = r.message()
+			run.Output = r.out.String()
+			g.bad++
+		}
+	}
+}
+
+var timeoutPanic = []byte("panic: test timed out")
+
+func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
+	switch ev.Action {
+	case actStart:
+		if g.ended {
+			g.ended, g.timedOut, g.bad = false, false, 0
+		}
+	case actOutput:
+		g.out.write(ev.Output)
+		if bytes.Contains(ev.Output, timeoutPanic) {
+			g.timedOut = true
+		}
+		o := string(ev.Output)
+		if strings.Contains(o, "[build failed]") || strings.Contains(o, "[setup failed]") {
+			p.rep.BuildFailed = true
+		}
+		if g.firstErr == "" {
+			g.firstErr = pkgErrorLine(o)
+		}
+	case actPass, actFail, actSkip:
+		g.ended = true
+		for name, r := range g.open {
+			run := &r.tc.Runs[r.idx]
+			if g.timedOut {
+				run.Outcome = OutcomeTimeout
+				run.Message = cmp.Or(r.panic, "test timed out")
+			} else {
+				run.Outcome = OutcomeIncomplete
+				run.Message = cmp.Or(r.message(), "no final result (the test binary exited: panic, os.Exit or crash)")
+			}
+			run.Output = r.out.String()
+			g.bad++
+			delete(g.open, name)
+		}
+		if ev.Action != actFail {
+			return
+		}
+		if fb := string(ev.FailedBuild); fb != "" {
+			p.rep.BuildFailed = true
+			errs := p.buildOut[fb]
+			if len(errs) == 0 {
+				errs = []string{"build of " + fb + " failed"}
+			}
+			for _, e := range errs {
+				if len(p.rep.BuildErrors) < 20 && !containsStr(p.rep.BuildErrors, e) {
+					p.rep.BuildErrors = append(p.rep.BuildErrors, e)
+				}
+			}
+			return
+		}
+		if g.bad == 0 && !p.rep.BuildFailed {
+			// The package failed but no test did: TestMain exit, os.Exit, an init panic, vet.
+			msg := g.firstErr
+			if msg == "" {
+				msg = "package failed with no failing test (TestMain or os.Exit)"
+			}
+			name := "(package)"
+			tc, ok := g.cases[name]
+			if !ok {
+				tc = &TestCase{ID: g.name + "." + name, Suite: g.name, Name: name}
+				g.cases[name] = tc
+				p.rep.Tests = append(p.rep.Tests, tc)
+			}
+			tc.Runs = append(tc.Runs, TestRun{Outcome: OutcomeError, Message: msg, Output: g.out.String()})
+		}
+	}
+}
+
+var compileErr = regexp.MustCompile(`^\S+\.go:\d+(:\d+)?: `)
+
+// stray handles a line that is not a test2json event.
+func (p *goJSONParser) stray(line []byte) {
+	s := strings.TrimSpace(string(line))
+	if s == "" {
+		return
+	}
+	p.strayLines++
+	if p.strayLines <= 3 {
+		p.rep.warn(p.lim.MaxWarn, "line %d is not a go test -json event: %q", p.lineNo, clip(s, 80))
+	}
+	if strings.Contains(s, "[build failed]") || strings.Contains(s, "[setup failed]") {
+		p.rep.BuildFailed = true
+	}
+	if compileErr.MatchString(s) && len(p.strayErrs) < 20 {
+		p.strayErrs = append(p.strayErrs, clip(s, 300))
+	}
+}
+
+func (p *goJSONParser) finish() *Report {
+	rep := p.rep
+	if len(p.order) == 0 {
+		rep.Complete = false
+		rep.warn(p.lim.MaxWarn, "no go test -json events")
+	}
+	if p.cutLast {
+		rep.Complete = false
+	}
+	for _, g := range p.order {
+		if g.ended {
+			continue
+		}
+		rep.Complete = false
+		rep.warn(p.lim.MaxWarn, "package %s has no final result (stream cut off or killed)", g.name)
+		for name, r := range g.open {
+			run := &r.tc.Runs[r.idx]
+			run.Outcome = OutcomeIncomplete
+			if g.timedOut {
+				run.Outcome = OutcomeTimeout
+			}
+			run.Message = "no final result"
+			run.Output = r.out.String()
+			delete(g.open, name)
+		}
+	}
+	if rep.BuildFailed && len(rep.BuildErrors) == 0 {
+		rep.BuildErrors = p.strayErrs
+		for ip, errs := range p.buildOut {
+			if len(rep.BuildErrors) == 0 && len(errs) > 0 {
+				rep.BuildErrors = errs
+				_ = ip
+			}
+		}
+	}
+	rep.tally(p.dropped)
+	rep.FirstError = firstReportError(rep)
+	if rep.FirstError == "" {
+		for _, g := range p.order {
+			if g.firstErr != "" && rep.Observed.Bad() > 0 {
+				rep.FirstError = g.firstErr
+				break
+			}
+		}
+	}
+	return rep
+}
+
+// firstReportError is the build error, or the message of the first failing test, preferring
+// tests that failed with a message over parents and tests that merely did not finish.
+func firstReportError(rep *Report) string {
+	if rep.BuildFailed && len(rep.BuildErrors) > 0 {
+		return rep.BuildErrors[0]
+	}
+	for pass := 0; pass < 3; pass++ {
+		for _, t := range rep.Tests {
+			r := t.FirstBad()
+			if r == nil || !t.Final().Bad() {
+				continue
+			}
+			switch {
+			case pass == 0 && r.Message != "" && r.Outcome != OutcomeIncomplete:
+				return t.Name + ": " + r.Message
+			case pass == 1 && r.Message != "":
+				return t.Name + ": " + r.Message
+			case pass == 2:
+				return t.Name + ": " + string(t.Final())
+			}
+		}
+	}
+	return ""
+}
+
+// pkgErrorLine returns a package-level output line that explains a failure, or "".
+func pkgErrorLine(o string) string {
+	for line := range strings.SplitSeq(o, "\n") {
+		l := strings.TrimSpace(line)
+		switch {
+		case l == "", l == "FAIL", l == "PASS", strings.HasPrefix(l, "ok "), strings.HasPrefix(l, "FAIL\t"),
+			strings.HasPrefix(l, "FAIL "), strings.HasPrefix(l, "exit status"), strings.HasPrefix(l, "?"),
+			strings.HasPrefix(l, "=== "), strings.HasPrefix(l, "--- "), strings.HasPrefix(l, "testing: warning"):
+			continue
+		}
+		return clip(l, 300)
+	}
+	return ""
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

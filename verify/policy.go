@@ -1,0 +1,506 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// Facts is everything the policy decides on: the attempt's exit and the evidence gathered.
+type Facts struct {
+	Exit      workitems.Exit
+	Attempt   int
+	Condition workitems.Condition // the condition the attempt ran under
+	Item      *workitems.Item
+	Template  *workitems.Template
+	Now       time.Time
+
+	Commands       []CommandResult
+	Reports        []*Report
+	Missing        []string // expected reports that are absent or unreadable (with why)
+	ReportExpected bool     // the template asks for a test report
+	Diff           *DiffEvidence
+	CI             *CIEvidence
+	InfraReruns    int    // how often the check was re-run for infrastructure failures
+	InfraProblem   string // infrastructure failure still present after the re-runs
+}
+
+// Rule is one row of the decision policy. The first rule whose Match holds decides.
+type Rule struct {
+	Name    string
+	When    string // the condition, in words (POLICY.md is generated from these)
+	Outcome workitems.Outcome
+	Match   func(f *Facts) bool
+	Reason  func(f *Facts) string
+	// Next builds the next attempt's condition from the current one (retry rules only).
+	Next func(f *Facts, cur workitems.Condition) workitems.Condition
+}
+
+// Guard is a check applied to every retry; when it holds the retry becomes an escalation.
+type Guard struct {
+	Name   string
+	When   string
+	Match  func(f *Facts, sig string, next workitems.Condition) bool
+	Reason func(f *Facts, sig string) string
+}
+
+// Rules returns the decision policy, in order.
+func Rules() []Rule {
+	esc := func(name, when string, reason workitems.ExitReason) Rule {
+		return Rule{Name: name, When: when, Outcome: workitems.OutcomeEscalate,
+			Match: func(f *Facts) bool { return f.Exit.Reason == reason },
+			Reason: func(f *Facts) string {
+				s := "the attempt ended with " + string(reason)
+				if f.Exit.Budget != "" {
+					s += " (" + string(f.Exit.Budget) + ")"
+				}
+				if f.Exit.Message != "" {
+					s += ": " + clip(f.Exit.Message, 200)
+				}
+				return s
+			}}
+	}
+	return []Rule{
+		esc("exit_budget_exhausted", "the attempt exited budget_exhausted", workitems.ExitBudgetExhausted),
+		esc("exit_needs_input", "the attempt exited needs_input", workitems.ExitNeedsInput),
+		esc("exit_needs_approval", "the attempt exited needs_approval", workitems.ExitNeedsApproval),
+		esc("exit_failed", "the attempt exited failed", workitems.ExitFailed),
+		esc("exit_no_progress", "the attempt exited no_progress", workitems.ExitNoProgress),
+		esc("exit_aborted", "the attempt exited aborted (the worker normally resumes instead)", workitems.ExitAborted),
+		{Name: "exit_transient_error", When: "the attempt exited transient_error", Outcome: workitems.OutcomeRetry,
+			Match: func(f *Facts) bool { return f.Exit.Reason == workitems.ExitTransientError },
+			Reason: func(f *Facts) string {
+				return "transient error, retry later: " + clip(f.Exit.Message, 200)
+			},
+			Next: func(f *Facts, c workitems.Condition) workitems.Condition {
+				c.NotBefore = f.Now.Add(TransientBackoff(f.Attempt)).UTC()
+				return c
+			}},
+		{Name: "exit_unknown", When: "the attempt exited with a reason other than completed", Outcome: workitems.OutcomeEscalate,
+			Match:  func(f *Facts) bool { return f.Exit.Reason != workitems.ExitCompleted },
+			Reason: func(f *Facts) string { return fmt.Sprintf("unknown exit reason %q", f.Exit.Reason) }},
+		{Name: "infra_error", When: "the check kept failing for infrastructure reasons after Retry.InfraRetries re-runs",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return f.InfraProblem != "" },
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("infrastructure failure after %d re-runs: %s", f.InfraReruns, f.InfraProblem)
+			}},
+		{Name: "diff_secret", When: "the diff adds something that looks like a secret", Outcome: workitems.OutcomeEscalate,
+			Match:  func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Secrets) > 0 },
+			Reason: func(f *Facts) string { return "secret-looking additions: " + strings.Join(f.Diff.Secrets, "; ") }},
+		{Name: "diff_out_of_scope", When: "the diff touches paths outside allowed_paths or exceeds max_files / max_lines",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Violations) > 0 },
+			Reason:  func(f *Facts) string { return "diff out of scope: " + strings.Join(f.Diff.Violations, "; ") }},
+		{Name: "ci_action_required", When: "a required CI check needs a person (action_required)", Outcome: workitems.OutcomeEscalate,
+			Match: func(f *Facts) bool { return f.CI != nil && len(f.CI.withState(CIActionRequired)) > 0 },
+			Reason: func(f *Facts) string {
+				return "CI needs action: " + strings.Join(f.CI.withState(CIActionRequired), ", ")
+			}},
+		{Name: "ci_missing", When: "required CI checks are missing, pending or stale when the wait deadline passes",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return f.CI != nil && len(f.CI.Missing) > 0 },
+			Reason: func(f *Facts) string {
+				return "required CI checks without a result after the wait: " + strings.Join(f.CI.Missing, ", ")
+			}},
+		{Name: "counts_disagree", When: "a report's declared totals contradict the tests it lists", Outcome: workitems.OutcomeEscalate,
+			Match: func(f *Facts) bool { return badCounts(f) != "" },
+			Reason: func(f *Facts) string {
+				return "contradicting evidence, the report cannot be trusted: " + badCounts(f)
+			}},
+		{Name: "build_failed", When: "a report shows a build failure", Outcome: workitems.OutcomeRetry,
+			Match:  func(f *Facts) bool { return anyReport(f, func(r *Report) bool { return r.BuildFailed }) },
+			Reason: func(f *Facts) string { return "build failed: " + firstError(f) },
+			Next:   withFailureInput},
+		{Name: "tests_failed", When: "a test's final outcome is fail, error, timeout or incomplete", Outcome: workitems.OutcomeRetry,
+			Match: func(f *Facts) bool { return len(failingIDs(f)) > 0 },
+			Reason: func(f *Facts) string {
+				ids := failingIDs(f)
+				return fmt.Sprintf("%d failing tests (%s): %s", len(ids), listClip(ids, 5), firstError(f))
+			},
+			Next: withFailureInput},
+		{Name: "report_missing", When: "an expected test report is missing or not a report", Outcome: workitems.OutcomeRetry,
+			Match:  func(f *Facts) bool { return len(f.Missing) > 0 || (f.ReportExpected && len(f.Reports) == 0) },
+			Reason: func(f *Facts) string { return "no test report: " + missingText(f) },
+			Next:   withFailureInput},
+		{Name: "check_timed_out", When: "a done-check command ran past its timeout", Outcome: workitems.OutcomeRetry,
+			Match:  func(f *Facts) bool { return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return c.TimedOut }) },
+			Reason: func(f *Facts) string { return "the done check timed out: " + firstError(f) },
+			Next:   withFailureInput},
+		{Name: "report_truncated", When: "a report is incomplete (cut off, a package without its end, TAP plan mismatch or bail out)",
+			Outcome: workitems.OutcomeRetry,
+			Match:   func(f *Facts) bool { return anyReport(f, func(r *Report) bool { return !r.Complete || r.Bailed }) },
+			Reason:  func(f *Facts) string { return "incomplete test report: " + incompleteText(f) },
+			Next:    withFailureInput},
+		{Name: "zero_tests", When: "the reports ran no tests (or skipped all of them)", Outcome: workitems.OutcomeRetry,
+			Match: func(f *Facts) bool {
+				return len(f.Reports) > 0 && totalRan(f) == 0
+			},
+			Reason: func(f *Facts) string { return "zero tests ran: that is no evidence" },
+			Next:   withFailureInput},
+		{Name: "command_failed", When: "a done-check command exited non-zero although its report is green (contradiction) or gave no report",
+			Outcome: workitems.OutcomeRetry,
+			Match:   func(f *Facts) bool { return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return !c.OK() }) },
+			Reason:  func(f *Facts) string { return "a done-check command failed: " + firstError(f) },
+			Next:    withFailureInput},
+		{Name: "ci_failed", When: "a required CI check failed (or was cancelled)", Outcome: workitems.OutcomeRetry,
+			Match: func(f *Facts) bool { return f.CI != nil && len(f.CI.failed()) > 0 },
+			Reason: func(f *Facts) string {
+				return "CI checks failed: " + strings.Join(f.CI.failed(), ", ")
+			},
+			Next: withFailureInput},
+		{Name: "flaky_in_touched_code", When: "a test failed then passed on the same SHA, and its code is in the diff",
+			Outcome: workitems.OutcomeRetry,
+			Match:   func(f *Facts) bool { return len(flakyTouched(f)) > 0 },
+			Reason: func(f *Facts) string {
+				return "flaky tests in code this attempt changed: " + listClip(flakyTouched(f), 5)
+			},
+			Next: func(f *Facts, c workitems.Condition) workitems.Condition {
+				c.Strategy.PromptVariant = "stabilise"
+				c.Input = "These tests are flaky (failed, then passed on a rerun) and live in code you changed; " +
+					"make them deterministic: " + listClip(flakyTouched(f), 10)
+				return c
+			}},
+		{Name: "flaky_unrelated", When: "all green on the final run; some tests failed then passed, outside the diff",
+			Outcome: workitems.OutcomeClose,
+			Match:   func(f *Facts) bool { return allGreen(f) && len(flakyAll(f)) > 0 },
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("all green (%d tests); flaky, unrelated to the diff: %s", totalRan(f), listClip(flakyAll(f), 5))
+			}},
+		{Name: "all_green", When: "every required evidence present, right SHA, > 0 tests ran, counts agree, all green",
+			Outcome: workitems.OutcomeClose,
+			Match:   func(f *Facts) bool { return len(f.Reports) > 0 && allGreen(f) },
+			Reason: func(f *Facts) string {
+				s := fmt.Sprintf("all green: %d tests passed", totalRan(f))
+				if f.CI != nil && len(f.CI.Checks) > 0 {
+					s += fmt.Sprintf(", %d required CI checks green", len(f.CI.Required))
+				}
+				return s
+			}},
+		{Name: "commands_passed", When: "no test report was asked for, every done-check command exited 0 (and CI, if any, is green)",
+			Outcome: workitems.OutcomeClose,
+			Match: func(f *Facts) bool {
+				return !f.ReportExpected && len(f.Reports) == 0 && (len(f.Commands) > 0 || f.CI != nil) && allGreen(f)
+			},
+			Reason: func(f *Facts) string {
+				if len(f.Commands) == 0 {
+					return "all required CI checks green"
+				}
+				return fmt.Sprintf("all %d done-check commands exited 0 (no test report was asked for)", len(f.Commands))
+			}},
+		{Name: "no_evidence", When: "nothing above matched: no evidence that the goal is met", Outcome: workitems.OutcomeEscalate,
+			Match:  func(f *Facts) bool { return true },
+			Reason: func(f *Facts) string { return "no evidence either way" }},
+	}
+}
+
+// Guards returns the checks every retry passes; the first that holds escalates instead.
+func Guards() []Guard {
+	return []Guard{
+		{Name: "item_budget_exhausted", When: "the item's total budget is spent",
+			Match: func(f *Facts, _ string, _ workitems.Condition) bool {
+				if f.Item == nil {
+					return false
+				}
+				_, over := f.Item.ItemBudget.Exceeded(f.Item.Spend)
+				return over
+			},
+			Reason: func(f *Facts, _ string) string {
+				k, _ := f.Item.ItemBudget.Exceeded(f.Item.Spend)
+				return "the item budget is exhausted (" + string(k) + ")"
+			}},
+		{Name: "max_attempts", When: "the attempt was the template's last (max_attempts)",
+			Match: func(f *Facts, _ string, _ workitems.Condition) bool { return f.Attempt >= maxAttempts(f.Template) },
+			Reason: func(f *Facts, _ string) string {
+				return fmt.Sprintf("attempt %d of %d failed, no attempts left", f.Attempt, maxAttempts(f.Template))
+			}},
+		{Name: "same_failure_repeated", When: "the same failure signature Retry.SameFailureLimit times in a row",
+			Match: func(f *Facts, sig string, _ workitems.Condition) bool {
+				return sig != "" && sameRun(f, sig) >= sameLimit(f.Template)
+			},
+			Reason: func(f *Facts, sig string) string {
+				return fmt.Sprintf("the same failure %d times in a row (signature %s)", sameRun(f, sig), sig)
+			}},
+		{Name: "unchanged_retry_refused", When: "the next condition would equal the current one",
+			Match: func(f *Facts, _ string, next workitems.Condition) bool {
+				return len(next.Changes(f.Condition)) == 0
+			},
+			Reason: func(f *Facts, _ string) string {
+				return "unchanged retry refused: the next attempt's condition would be the same as this one's"
+			}},
+	}
+}
+
+// TransientBackoff is how long to wait before retrying attempt n after a transient error.
+func TransientBackoff(n int) time.Duration {
+	d := 30 * time.Second
+	for i := 1; i < n && d < 10*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Minute)
+}
+
+func maxAttempts(t *workitems.Template) int {
+	if t == nil || t.MaxAttempts <= 0 {
+		return 3
+	}
+	return t.MaxAttempts
+}
+
+func sameLimit(t *workitems.Template) int {
+	if t == nil || t.Retry.SameFailureLimit <= 0 {
+		return 2
+	}
+	return t.Retry.SameFailureLimit
+}
+
+// sameRun counts this attempt plus the directly preceding attempts with the same signature.
+func sameRun(f *Facts, sig string) int {
+	n := 1
+	if f.Item == nil {
+		return n
+	}
+	prev := slices.Clone(f.Item.Attempts)
+	slices.SortFunc(prev, func(a, b workitems.Attempt) int { return b.N - a.N })
+	for _, a := range prev {
+		if a.N >= f.Attempt {
+			continue
+		}
+		if a.Decision == nil || a.Decision.Signature != sig {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// decide runs the table and the guards over the facts.
+func decide(f *Facts) workitems.Decision {
+	d := workitems.Decision{Actor: "verifier", At: f.Now.UTC()}
+	var r Rule
+	for _, r = range Rules() {
+		if r.Match(f) {
+			break
+		}
+	}
+	d.Outcome, d.Rule = r.Outcome, r.Name
+	d.Reasons = append(d.Reasons, r.Reason(f))
+	d.Signature = signature(f, r.Name)
+	if r.Outcome != workitems.OutcomeRetry {
+		return d
+	}
+	next := r.Next(f, f.Condition)
+	for _, g := range Guards() {
+		if g.Match(f, d.Signature, next) {
+			d.Outcome = workitems.OutcomeEscalate
+			d.Rule = g.Name
+			d.Reasons = append(d.Reasons, g.Reason(f, d.Signature))
+			return d
+		}
+	}
+	d.Next = &next
+	d.Reasons = append(d.Reasons, "next attempt changes "+strings.Join(next.Changes(f.Condition), ", "))
+	return d
+}
+
+var volatile = regexp.MustCompile(`\(\d+(\.\d+)?m?s\)|0x[0-9a-f]+|\d+(\.\d+)?m?s\b|goroutine \d+`)
+
+// signature identifies a failure: the rule, the failing ids and the first error line with
+// durations and addresses removed, so the same failure gives the same signature.
+func signature(f *Facts, rule string) string {
+	switch rule {
+	case "all_green", "flaky_unrelated", "commands_passed", "no_evidence":
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", rule, strings.Join(failingIDs(f), ","), volatile.ReplaceAllString(firstError(f), ""))
+	if f.CI != nil {
+		fmt.Fprintf(h, "%s\n", strings.Join(f.CI.failed(), ","))
+	}
+	if rule == "exit_transient_error" {
+		fmt.Fprintf(h, "%s\n", f.Exit.Class)
+	}
+	return rule + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// withFailureInput is the retry condition for failures: the input carries the failure summary.
+func withFailureInput(f *Facts, c workitems.Condition) workitems.Condition {
+	c.Input = FailureSummary(f)
+	return c
+}
+
+// FailureSummary is the short text the next attempt gets: first error and failing test ids.
+func FailureSummary(f *Facts) string {
+	var b strings.Builder
+	b.WriteString("The previous attempt (")
+	fmt.Fprintf(&b, "%d", f.Attempt)
+	b.WriteString(") did not pass the done check.")
+	if e := firstError(f); e != "" {
+		b.WriteString("\nFirst error: " + e)
+	}
+	if ids := failingIDs(f); len(ids) > 0 {
+		b.WriteString("\nFailing tests: " + listClip(ids, 20))
+	}
+	if f.CI != nil && len(f.CI.failed()) > 0 {
+		b.WriteString("\nFailing CI checks: " + strings.Join(f.CI.failed(), ", "))
+	}
+	if len(f.Missing) > 0 {
+		b.WriteString("\nMissing reports: " + missingText(f))
+	}
+	if inc := incompleteText(f); inc != "" {
+		b.WriteString("\nIncomplete: " + inc)
+	}
+	return clip(b.String(), 2000)
+}
+
+func anyReport(f *Facts, pred func(*Report) bool) bool { return slices.ContainsFunc(f.Reports, pred) }
+
+func failingIDs(f *Facts) []string {
+	var ids []string
+	for _, r := range f.Reports {
+		ids = append(ids, r.Failing()...)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+func firstError(f *Facts) string {
+	for _, r := range f.Reports {
+		if r.BuildFailed && len(r.BuildErrors) > 0 {
+			return r.BuildErrors[0]
+		}
+	}
+	for _, r := range f.Reports {
+		if r.FirstError != "" && (r.Observed.Bad() > 0 || r.BuildFailed) {
+			return r.FirstError
+		}
+	}
+	for _, c := range f.Commands {
+		switch {
+		case c.TimedOut:
+			return fmt.Sprintf("%q timed out after %s", c.Command, c.Elapsed.Round(time.Second))
+		case !c.OK():
+			if l := lastMeaningfulLine(c.Tail); l != "" {
+				return fmt.Sprintf("%q exited %d: %s", c.Command, c.ExitCode, l)
+			}
+			return fmt.Sprintf("%q exited %d", c.Command, c.ExitCode)
+		}
+	}
+	return ""
+}
+
+// lastMeaningfulLine picks an error-looking line from a command's output tail.
+func lastMeaningfulLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for _, l := range lines {
+		if t := strings.TrimSpace(l); t != "" && (strings.Contains(strings.ToLower(t), "error") || strings.Contains(t, "FAIL")) {
+			return clip(t, 300)
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if t := strings.TrimSpace(lines[i]); t != "" {
+			return clip(t, 300)
+		}
+	}
+	return ""
+}
+
+func badCounts(f *Facts) string {
+	for _, r := range f.Reports {
+		if ok, why := r.CountsAgree(); !ok {
+			return r.Source + ": " + why
+		}
+	}
+	return ""
+}
+
+func totalRan(f *Facts) int {
+	n := 0
+	for _, r := range f.Reports {
+		n += r.Observed.Total - r.Observed.Skipped
+	}
+	return n
+}
+
+func missingText(f *Facts) string {
+	if len(f.Missing) > 0 {
+		return strings.Join(f.Missing, "; ")
+	}
+	return "the done check produced no test report"
+}
+
+func incompleteText(f *Facts) string {
+	var out []string
+	for _, r := range f.Reports {
+		if !r.Complete || r.Bailed {
+			w := "incomplete"
+			if len(r.Warnings) > 0 {
+				w = r.Warnings[0]
+			}
+			out = append(out, r.Source+": "+w)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func flakyAll(f *Facts) []string {
+	var ids []string
+	for _, r := range f.Reports {
+		for _, t := range r.FlakyTests() {
+			ids = append(ids, t.ID)
+		}
+	}
+	return ids
+}
+
+func flakyTouched(f *Facts) []string {
+	if f.Diff == nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range f.Reports {
+		for _, t := range r.FlakyTests() {
+			if f.Diff.Touches(t) {
+				ids = append(ids, t.ID)
+			}
+		}
+	}
+	return ids
+}
+
+// allGreen: every piece of evidence present is green and nothing required is missing.
+func allGreen(f *Facts) bool {
+	if len(f.Missing) > 0 || f.InfraProblem != "" {
+		return false
+	}
+	for _, c := range f.Commands {
+		if !c.OK() {
+			return false
+		}
+	}
+	for _, r := range f.Reports {
+		if !r.Green() {
+			return false
+		}
+	}
+	if f.Diff != nil && (len(f.Diff.Violations) > 0 || len(f.Diff.Secrets) > 0) {
+		return false
+	}
+	if f.CI != nil && !f.CI.Green() {
+		return false
+	}
+	return true
+}
+
+func listClip(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:n], ", ") + fmt.Sprintf(" and %d more", len(ids)-n)
+}

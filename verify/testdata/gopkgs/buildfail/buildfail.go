@@ -1,0 +1,3 @@
+package buildfail
+
+func Answer() int { return "forty-two" }

@@ -1,0 +1,3 @@
+package broken
+
+func Value() int { return undefinedName }

@@ -1,0 +1,4 @@
+package notests
+
+// Nothing is a function without tests.
+func Nothing() {}

@@ -1,0 +1,411 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// Request is one attempt to verify.
+type Request struct {
+	Template *workitems.Template
+	// Item is the current item, with previous attempts and their decisions (for max_attempts
+	// and same-failure runs).
+	Item    *workitems.Item
+	Attempt int // the attempt just run
+	Exit    workitems.Exit
+	// Workspace is the absolute directory where the done-check commands run (sh -c, own process
+	// group, DoneCheck.Timeout or the default); report paths are relative to it.
+	Workspace string
+	// BaseCommit is the git commit the attempt started from, for diff evidence; "" when the
+	// workspace is not a git repository.
+	BaseCommit string
+}
+
+// Result is the verifier's decision and the evidence summary recorded on the attempt.
+type Result struct {
+	Decision workitems.Decision
+	Verdict  workitems.Verdict
+	Facts    *Facts // the evidence behind the decision, for logs and the CLI
+}
+
+// Verifier decides on attempts. Its zero value is not usable; call New.
+type Verifier struct {
+	now            func() time.Time
+	logger         *slog.Logger
+	defaultTimeout time.Duration
+	limits         Limits
+	ci             CISource
+	sleep          func(ctx context.Context, d time.Duration) error
+	pollEvery      time.Duration
+}
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithClock sets the clock (decision times, CI wait deadlines, transient back-off).
+func WithClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.logger = l } }
+
+// WithDefaultTimeout sets the done-check timeout used when a template gives none.
+func WithDefaultTimeout(d time.Duration) Option { return func(v *Verifier) { v.defaultTimeout = d } }
+
+// WithLimits bounds what report parsers keep in memory.
+func WithLimits(l Limits) Option { return func(v *Verifier) { v.limits = l } }
+
+// WithCI sets where CI evidence comes from (GitHub, the webhook store, or both).
+func WithCI(s CISource) Option { return func(v *Verifier) { v.ci = s } }
+
+// WithSleeper replaces the wait between CI polls (tests pass one that moves a fake clock).
+func WithSleeper(sleep func(ctx context.Context, d time.Duration) error, every time.Duration) Option {
+	return func(v *Verifier) { v.sleep, v.pollEvery = sleep, every }
+}
+
+// New returns a Verifier.
+func New(opts ...Option) *Verifier {
+	v := &Verifier{
+		now:            time.Now,
+		logger:         slog.New(slog.DiscardHandler),
+		defaultTimeout: 10 * time.Minute,
+		sleep:          sleepCtx,
+		pollEvery:      30 * time.Second,
+	}
+	for _, o := range opts {
+		o(v)
+	}
+	v.limits = v.limits.withDefaults()
+	return v
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ErrNoTemplate means a request came without a template.
+var ErrNoTemplate = errors.New("verify: request has no template")
+
+// Verify decides what follows an attempt. The error is only for broken infrastructure (a temp
+// file that cannot be made, a cancelled context); failing tests are a decision, not an error.
+func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
+	if req.Template == nil {
+		return Result{}, ErrNoTemplate
+	}
+	f := &Facts{
+		Exit:     req.Exit,
+		Attempt:  req.Attempt,
+		Item:     req.Item,
+		Template: req.Template,
+		Now:      v.now(),
+	}
+	if req.Item != nil {
+		for _, a := range req.Item.Attempts {
+			if a.N == req.Attempt {
+				f.Condition = a.Condition
+			}
+		}
+	}
+	if req.Exit.Reason == workitems.ExitCompleted {
+		if err := v.gather(ctx, req, f); err != nil {
+			return Result{}, err
+		}
+	}
+	f.Now = v.now()
+	d := decide(f)
+	d.Evidence = evidenceRefs(f)
+	vd := verdict(f)
+	d.Summary = vd.Summary
+	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision",
+		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt),
+		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule),
+		slog.String("summary", vd.Summary))
+	return Result{Decision: d, Verdict: vd, Facts: f}, nil
+}
+
+// gather collects the evidence; infrastructure failures re-run the check up to InfraRetries times
+// (not counted as item attempts).
+func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
+	dc := req.Template.DoneCheck
+	retries := req.Template.Retry.InfraRetries
+	for run := 0; ; run++ {
+		f.Commands, f.Reports, f.Missing, f.InfraProblem = nil, nil, nil, ""
+		if err := v.runCheck(ctx, dc, req.Workspace, f); err != nil {
+			return err
+		}
+		if dc.CI != nil {
+			ci, err := v.collectCI(ctx, dc.CI, req.Workspace)
+			if err != nil {
+				return err
+			}
+			f.CI = ci
+		}
+		f.InfraProblem = infraProblem(f)
+		if f.InfraProblem == "" || run >= retries {
+			f.InfraReruns = run
+			break
+		}
+		v.logger.LogAttrs(ctx, slog.LevelWarn, "verify: infrastructure failure, re-running the check",
+			slog.String("template", req.Template.Name), slog.Int("rerun", run+1), slog.String("problem", f.InfraProblem))
+		if err := v.rerunCI(ctx, dc.CI, f); err != nil {
+			return err
+		}
+	}
+	if dc.Diff != nil || req.BaseCommit != "" {
+		d, err := CollectDiff(ctx, req.Workspace, req.BaseCommit, dc.Diff)
+		if err != nil {
+			if dc.Diff != nil {
+				f.Missing = append(f.Missing, "diff: "+err.Error())
+			}
+		} else {
+			f.Diff = d
+		}
+	}
+	return nil
+}
+
+func infraProblem(f *Facts) string {
+	var out []string
+	for _, c := range f.Commands {
+		if c.Infra != "" {
+			out = append(out, fmt.Sprintf("%q: %s", c.Command, c.Infra))
+		}
+	}
+	if f.CI != nil {
+		for _, ch := range f.CI.Checks {
+			if ch.State == CIInfraError || ch.State == CICancelled {
+				out = append(out, fmt.Sprintf("CI check %s: %s", ch.Name, ch.State))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// runCheck runs the done-check commands and reads the reports.
+func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspace string, f *Facts) error {
+	timeout := dc.Timeout.D()
+	if timeout <= 0 {
+		timeout = v.defaultTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	format := dc.Format
+	if format == "" {
+		format = FormatAuto
+	}
+	f.ReportExpected = len(dc.Reports) > 0 || (format != FormatAuto && len(dc.Commands) > 0)
+	for _, cmd := range dc.Commands {
+		left := time.Until(deadline)
+		if left <= 0 {
+			f.Commands = append(f.Commands, CommandResult{Command: cmd, ExitCode: -1, TimedOut: true})
+			continue
+		}
+		res, err := runCommand(ctx, workspace, cmd, left, 4<<10)
+		if res.Stdout != "" {
+			defer os.Remove(res.Stdout)
+		}
+		if err != nil {
+			return err
+		}
+		f.Commands = append(f.Commands, res)
+		if len(dc.Reports) == 0 && res.Infra == "" {
+			// Without report files, a command's stdout is the report when it looks like one
+			// (or when the template names the format).
+			rep, err := v.commandReport(res, format)
+			if err != nil {
+				return err
+			}
+			if rep != nil {
+				f.Reports = append(f.Reports, rep)
+			}
+		}
+	}
+	for _, pattern := range dc.Reports {
+		paths, err := reportPaths(workspace, pattern)
+		if err != nil {
+			f.Missing = append(f.Missing, err.Error())
+			continue
+		}
+		for _, p := range paths {
+			rep, err := ParseFile(p, format, v.limits)
+			if err != nil {
+				f.Missing = append(f.Missing, err.Error())
+				continue
+			}
+			rep.Source, _ = filepath.Rel(workspace, p)
+			f.Reports = append(f.Reports, rep)
+		}
+	}
+	return nil
+}
+
+func (v *Verifier) commandReport(res CommandResult, format string) (*Report, error) {
+	fh, err := os.Open(res.Stdout)
+	if err != nil {
+		return nil, fmt.Errorf("verify: output of %q: %w", res.Command, err)
+	}
+	defer fh.Close()
+	if format == FormatAuto {
+		head := make([]byte, sniffBytes)
+		n, err := io.ReadFull(fh, head)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("verify: output of %q: %w", res.Command, err)
+		}
+		if format = detectFormat(head[:n], ""); format == "" {
+			return nil, nil
+		}
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("verify: output of %q: %w", res.Command, err)
+		}
+	}
+	rep, err := ParseReport(fh, res.Command, format, v.limits)
+	if errors.Is(err, ErrUnknownFormat) {
+		return nil, nil
+	}
+	return rep, err
+}
+
+// ErrPathEscapes means a report path points outside the workspace.
+var ErrPathEscapes = errors.New("path escapes the workspace")
+
+// reportPaths resolves a report path or glob inside the workspace.
+func reportPaths(workspace, pattern string) ([]string, error) {
+	if filepath.IsAbs(pattern) {
+		return nil, fmt.Errorf("report %q: %w (give a path relative to the workspace)", pattern, ErrPathEscapes)
+	}
+	full := filepath.Join(workspace, pattern)
+	if rel, err := filepath.Rel(workspace, full); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("report %q: %w", pattern, ErrPathEscapes)
+	}
+	matches, err := filepath.Glob(full)
+	if err != nil {
+		return nil, fmt.Errorf("report %q: bad pattern: %w", pattern, err)
+	}
+	var out []string
+	for _, m := range matches {
+		real, err := filepath.EvalSymlinks(m)
+		if err != nil {
+			continue
+		}
+		ws, _ := filepath.EvalSymlinks(workspace)
+		if rel, err := filepath.Rel(ws, real); err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("report %q: %w (symlink)", m, ErrPathEscapes)
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("report %q: missing", pattern)
+	}
+	return out, nil
+}
+
+// Check runs a template's done check in a workspace and says whether it passed, for an agent
+// loop that wants to know mid-attempt. It applies the same evidence rules as Verify.
+func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (passed bool, summary string, err error) {
+	if tmpl == nil {
+		return false, "", ErrNoTemplate
+	}
+	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Template: tmpl, Now: v.now(), Attempt: 1}
+	if err := v.runCheck(ctx, tmpl.DoneCheck, workspace, f); err != nil {
+		return false, "", err
+	}
+	f.InfraProblem = infraProblem(f)
+	d := decide(f)
+	vd := verdict(f)
+	return d.Outcome == workitems.OutcomeClose, vd.Summary + " — " + strings.Join(d.Reasons[:1], ""), nil
+}
+
+func evidenceRefs(f *Facts) []workitems.EvidenceRef {
+	refs := []workitems.EvidenceRef{{Kind: "exit", Ref: string(f.Exit.Reason), Summary: clip(f.Exit.Message, 200)}}
+	for _, c := range f.Commands {
+		s := fmt.Sprintf("exit %d in %s", c.ExitCode, c.Elapsed.Round(time.Millisecond))
+		switch {
+		case c.TimedOut:
+			s = "timed out after " + c.Elapsed.Round(time.Millisecond).String()
+		case c.Infra != "":
+			s = "could not run: " + c.Infra
+		}
+		refs = append(refs, workitems.EvidenceRef{Kind: "command", Ref: c.Command, Summary: s})
+	}
+	for _, r := range f.Reports {
+		refs = append(refs, workitems.EvidenceRef{Kind: "test_report", Ref: r.Source, Summary: r.Summary()})
+	}
+	for _, m := range f.Missing {
+		refs = append(refs, workitems.EvidenceRef{Kind: "test_report", Ref: "missing", Summary: clip(m, 200)})
+	}
+	if f.Diff != nil {
+		refs = append(refs, workitems.EvidenceRef{Kind: "diff", Ref: f.Diff.Base,
+			Summary: fmt.Sprintf("%d files, +%d -%d", len(f.Diff.Files), f.Diff.Added, f.Diff.Deleted)})
+	}
+	if f.CI != nil {
+		for _, ch := range f.CI.Checks {
+			refs = append(refs, workitems.EvidenceRef{Kind: "ci_check", Ref: ch.Name, Summary: string(ch.State) + " @ " + shortSHA(ch.SHA)})
+		}
+		for _, m := range f.CI.Missing {
+			refs = append(refs, workitems.EvidenceRef{Kind: "ci_check", Ref: m, Summary: "missing"})
+		}
+	}
+	return refs
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// verdict summarises the evidence for the attempt record.
+func verdict(f *Facts) workitems.Verdict {
+	var vd workitems.Verdict
+	var parts []string
+	for _, r := range f.Reports {
+		vd.Passed += r.Observed.Passed
+		vd.Failed += r.Observed.Bad()
+		vd.Skipped += r.Observed.Skipped
+		parts = append(parts, r.Summary())
+	}
+	ids := failingIDs(f)
+	if len(ids) > 50 {
+		ids = ids[:50]
+	}
+	vd.FailedTests = ids
+	vd.FirstError = firstError(f)
+	for _, c := range f.Commands {
+		if !c.OK() {
+			vd.OutputTail = clip(c.Tail, 2048)
+			parts = append(parts, fmt.Sprintf("%q exit %d", c.Command, c.ExitCode))
+		}
+	}
+	if len(f.Missing) > 0 {
+		parts = append(parts, "missing: "+missingText(f))
+	}
+	if f.CI != nil {
+		parts = append(parts, fmt.Sprintf("CI %d/%d required green", len(f.CI.Required)-len(f.CI.failed())-len(f.CI.Missing), len(f.CI.Required)))
+	}
+	if f.Diff != nil {
+		parts = append(parts, fmt.Sprintf("diff %d files +%d -%d", len(f.Diff.Files), f.Diff.Added, f.Diff.Deleted))
+	}
+	if f.Exit.Reason != workitems.ExitCompleted {
+		parts = append([]string{"exit " + string(f.Exit.Reason)}, parts...)
+	}
+	if len(parts) == 0 && len(f.Commands) > 0 {
+		parts = append(parts, fmt.Sprintf("%d commands exited 0", len(f.Commands)))
+	}
+	vd.Summary = clip(strings.Join(parts, "; "), 1000)
+	return vd
+}
