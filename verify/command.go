@@ -90,4 +90,3 @@ func looksLikeReport(head []byte) bool {
 	f := detectFormat(head, "")
 	return f != ""
 }
-

@@ -106,7 +106,7 @@ type Report struct {
 	Tests       []*TestCase `json:"tests,omitempty"`
 	Warnings    []string    `json:"warnings,omitempty"`
 	FirstError  string      `json:"first_error,omitempty"`
-	Bailed      bool        `json:"bailed,omitempty"` // TAP "Bail out!"
+	Bailed      bool        `json:"bailed,omitempty"`  // TAP "Bail out!"
 	Dropped     int         `json:"dropped,omitempty"` // test cases counted but not kept (MaxTests)
 }
 

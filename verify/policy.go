@@ -130,7 +130,9 @@ func Rules() []Rule {
 			Reason: func(f *Facts) string { return "no test report: " + missingText(f) },
 			Next:   withFailureInput},
 		{Name: "check_timed_out", When: "a done-check command ran past its timeout", Outcome: workitems.OutcomeRetry,
-			Match:  func(f *Facts) bool { return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return c.TimedOut }) },
+			Match: func(f *Facts) bool {
+				return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return c.TimedOut })
+			},
 			Reason: func(f *Facts) string { return "the done check timed out: " + firstError(f) },
 			Next:   withFailureInput},
 		{Name: "report_truncated", When: "a report is incomplete (cut off, a package without its end, TAP plan mismatch or bail out)",
@@ -146,9 +148,11 @@ func Rules() []Rule {
 			Next:   withFailureInput},
 		{Name: "command_failed", When: "a done-check command exited non-zero although its report is green (contradiction) or gave no report",
 			Outcome: workitems.OutcomeRetry,
-			Match:   func(f *Facts) bool { return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return !c.OK() }) },
-			Reason:  func(f *Facts) string { return "a done-check command failed: " + firstError(f) },
-			Next:    withFailureInput},
+			Match: func(f *Facts) bool {
+				return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return !c.OK() })
+			},
+			Reason: func(f *Facts) string { return "a done-check command failed: " + firstError(f) },
+			Next:   withFailureInput},
 		{Name: "ci_failed", When: "a required CI check failed (or was cancelled)", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool { return f.CI != nil && len(f.CI.failed()) > 0 },
 			Reason: func(f *Facts) string {
