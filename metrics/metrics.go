@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/robfig/cron/v3"
 
 	"outerloop/workitems"
 )
@@ -49,7 +50,8 @@ const exemplarMaxRunes = prometheus.ExemplarMaxRunes
 // Option configures New.
 type Option func(*Metrics)
 
-// WithClock sets the clock used for ages computed at scrape time (default time.Now).
+// WithClock sets the clock used for ages computed at scrape time and for schedule gaps
+// (default time.Now).
 func WithClock(now func() time.Time) Option { return func(m *Metrics) { m.now = now } }
 
 // WithLogger sets the logger for scrape-time errors (default slog.Default()).
@@ -87,8 +89,9 @@ type Metrics struct {
 	modelRequest *prometheus.HistogramVec
 	modelErrors  *prometheus.CounterVec
 
-	budgetCap    *prometheus.GaugeVec
-	dailyCostCap *prometheus.GaugeVec
+	budgetCap        *prometheus.GaugeVec
+	dailyCostCap     *prometheus.GaugeVec
+	scheduleInterval *prometheus.GaugeVec
 
 	stats *statsCollector
 }
@@ -145,6 +148,10 @@ func New(opts ...Option) *Metrics {
 		Namespace: namespace, Name: "template_daily_cost_cap_usd",
 		Help: "Configured daily cost cap per template in USD (absent: no cap).",
 	}, []string{"template"})
+	m.scheduleInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "template_schedule_max_interval_seconds",
+		Help: "Longest gap between two cron ticks of a scheduled template over the next week (absent: no schedule).",
+	}, []string{"template"})
 	m.stats = newStatsCollector(m)
 
 	m.reg.MustRegister(
@@ -155,7 +162,7 @@ func New(opts ...Option) *Metrics {
 		m.decisions, m.checkpointWrite,
 		m.schedulerTicks, m.schedulerSkips, m.schedulerMisfires,
 		m.modelRequest, m.modelErrors,
-		m.budgetCap, m.dailyCostCap,
+		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
 		m.stats,
 	)
 	return m
@@ -292,13 +299,16 @@ func (m *Metrics) ModelRequest(provider string, d time.Duration, errClass string
 
 // SetTemplates replaces the cap gauges with the templates' configured caps: per attempt
 // (scope "attempt"), per item (scope "item"), and the daily cost cap. Kinds without a cap are
-// absent, so a dashboard draws no line at zero. Templates also get zero-valued item counts.
+// absent, so a dashboard draws no line at zero. Scheduled templates also export the longest
+// gap between their ticks (alerts use it to tell nightly templates from weekly ones), and
+// every template gets zero-valued item counts.
 func (m *Metrics) SetTemplates(ts []workitems.Template) {
 	if m == nil {
 		return
 	}
 	m.budgetCap.Reset()
 	m.dailyCostCap.Reset()
+	m.scheduleInterval.Reset()
 	names := make([]string, 0, len(ts))
 	for _, t := range ts {
 		names = append(names, t.Name)
@@ -313,6 +323,9 @@ func (m *Metrics) SetTemplates(ts []workitems.Template) {
 		if t.DailyCostCapUSD > 0 {
 			m.dailyCostCap.WithLabelValues(t.Name).Set(t.DailyCostCapUSD)
 		}
+		if gap, ok := maxScheduleInterval(t.Schedule, m.now()); ok {
+			m.scheduleInterval.WithLabelValues(t.Name).Set(gap.Seconds())
+		}
 	}
 	m.stats.setTemplates(names)
 }
@@ -323,6 +336,38 @@ func (m *Metrics) SetStatsSource(f func(ctx context.Context) (workitems.Stats, e
 		return
 	}
 	m.stats.setSource(f)
+}
+
+// maxScheduleInterval returns the longest gap between consecutive ticks of a cron spec over
+// the week after from (a weekday-only nightly schedule has a 72h gap over the weekend). At most
+// a bounded number of ticks is walked, so an every-minute schedule costs little.
+func maxScheduleInterval(spec string, from time.Time) (time.Duration, bool) {
+	if spec == "" {
+		return 0, false
+	}
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return 0, false // config validation reports it; metrics only skip it
+	}
+	const maxTicks = 2000
+	end := from.Add(7 * 24 * time.Hour)
+	prev := sched.Next(from)
+	if prev.IsZero() {
+		return 0, false
+	}
+	var gap time.Duration
+	for range maxTicks {
+		next := sched.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		gap = max(gap, next.Sub(prev))
+		if next.After(end) {
+			break
+		}
+		prev = next
+	}
+	return gap, gap > 0
 }
 
 // exemplar returns the item_id exemplar labels, or nil when there is no id or it would break

@@ -359,3 +359,37 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+func TestScheduledTemplatesExportTheirLongestTickGap(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) // a Wednesday, no DST change ahead
+	tests := []struct {
+		name     string
+		schedule string
+		want     float64 // 0: absent
+	}{
+		{"a nightly schedule has a one-day gap", "CRON_TZ=UTC 0 3 * * *", 86400},
+		{"a weekday-only schedule has the weekend gap", "0 3 * * 1-5", 3 * 86400},
+		{"a quarter-hourly schedule has a 15-minute gap", "*/15 * * * *", 900},
+		{"a weekly descriptor has a one-week gap", "@weekly", 7 * 86400},
+		{"a manual-only template has none", "", 0},
+		{"an unparsable schedule has none", "not a cron", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := metrics.New(metrics.WithClock(func() time.Time { return now }))
+			m.SetTemplates([]workitems.Template{{Name: "x", Schedule: tt.schedule}})
+			got, ok := scrape(t, m)[`outerloop_template_schedule_max_interval_seconds{template="x"}`]
+			if tt.want == 0 {
+				if ok {
+					t.Errorf("exported %v, want absent", got)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Errorf("= %v (exported %v), want %v", got, ok, tt.want)
+			}
+		})
+	}
+}
