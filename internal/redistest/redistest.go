@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -166,3 +167,9 @@ func (s *Server) Restart(t testing.TB) {
 
 // URL returns the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// AsynqOpt returns asynq connection options for the shared test server.
+func AsynqOpt(t testing.TB) asynq.RedisClientOpt {
+	o := Options(t)
+	return asynq.RedisClientOpt{Addr: o.Addr, DB: o.DB, Username: o.Username, Password: o.Password}
+}

@@ -1,0 +1,230 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"outerloop/workitems"
+)
+
+// TaskTypeAttempt is the asynq task type that runs one attempt of an item.
+const TaskTypeAttempt = "outerloop:attempt"
+
+// Payload is an attempt task's body. The task id (workitems.TaskID) says the same; the
+// payload is kept so asynq tooling shows it.
+type Payload struct {
+	Item    string `json:"item"`
+	Attempt int    `json:"attempt"`
+}
+
+// ErrUnknownTemplate is returned for a request naming no configured template.
+var ErrUnknownTemplate = errors.New("unknown template")
+
+// Queue turns requests (cron ticks, manual enqueues, resolutions, verifier retries) into items
+// in the store and attempt tasks on asynq. Every path goes through Submit or EnqueueAttempt, so
+// all of them get the same ids, limits and timeouts.
+type Queue struct {
+	store     *workitems.Store
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	cfg       *workitems.Config
+	queue     string
+	clock     workitems.Clock
+	log       *slog.Logger
+	maxRetry  int
+}
+
+// QueueOptions configures a Queue.
+type QueueOptions struct {
+	Queue    string // asynq queue name (default "outerloop")
+	Clock    workitems.Clock
+	Logger   *slog.Logger
+	MaxRetry int // asynq retries, for crash recovery only (default 25)
+}
+
+// NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
+func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Inspector, cfg *workitems.Config, o QueueOptions) *Queue {
+	if o.Queue == "" {
+		o.Queue = "outerloop"
+	}
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxRetry == 0 {
+		o.MaxRetry = 25
+	}
+	return &Queue{store: store, client: client, inspector: inspector, cfg: cfg, queue: o.Queue,
+		clock: o.Clock, log: o.Logger, maxRetry: o.MaxRetry}
+}
+
+// Name returns the asynq queue name.
+func (q *Queue) Name() string { return q.queue }
+
+// Store returns the item store.
+func (q *Queue) Store() *workitems.Store { return q.store }
+
+// Config returns the deployment config.
+func (q *Queue) Config() *workitems.Config { return q.cfg }
+
+// Request asks for a new item of a template.
+type Request struct {
+	Template string
+	Origin   workitems.Origin
+	Input    string // extra context for the first attempt
+	ID       string // deterministic id (cron); empty: a fresh manual id
+}
+
+// Submit creates an item from a template and enqueues its first attempt. For a cron tick the
+// id is deterministic, so a second scheduler's Submit of the same tick returns ErrExists.
+// Limits (max_open, daily cost cap) apply to cron ticks; a person's manual request is let
+// through max_open but not through the daily cost cap.
+func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) {
+	t, ok := q.cfg.Template(r.Template)
+	if !ok {
+		return nil, fmt.Errorf("scheduler: template %q: %w", r.Template, ErrUnknownTemplate)
+	}
+	if r.Origin.Kind == "" {
+		r.Origin.Kind = workitems.OriginManual
+	}
+	id := r.ID
+	if id == "" {
+		id = manualID(t.Name, q.clock.Now())
+	}
+	it := &workitems.Item{
+		ID: id, Template: t.Name, Goal: t.Goal, Origin: r.Origin,
+		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts,
+		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: r.Input}, State: "queued"}},
+	}
+	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}
+	if r.Origin.Kind == workitems.OriginCron {
+		lim.MaxOpen = t.MaxOpen
+	}
+	if err := q.store.Create(ctx, it, lim); err != nil {
+		return nil, err
+	}
+	if err := q.EnqueueAttempt(ctx, it); err != nil {
+		// The item is safe in the store; Reconcile enqueues it later.
+		q.log.Warn("enqueue failed; reconcile will retry", "item", it.ID, "err", err)
+	}
+	return it, nil
+}
+
+func manualID(template string, now time.Time) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return template + "@" + now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// TaskMargin is added to an attempt's wall-time budget for the asynq task timeout: time to
+// acquire the lease, record the exit and decide.
+const TaskMargin = 2 * time.Minute
+
+// EnqueueAttempt puts the item's current attempt on asynq (idempotent: the task id is
+// deterministic) and moves an item waiting to retry to queued.
+func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
+	a := it.Current()
+	if a == nil {
+		return fmt.Errorf("scheduler: item %s has no attempt %d", it.ID, it.Attempt)
+	}
+	budget := it.AttemptBudget(a.Condition)
+	if budget.WallTime <= 0 {
+		return fmt.Errorf("scheduler: item %s: attempt %d has no wall-time budget", it.ID, a.N)
+	}
+	body, _ := json.Marshal(Payload{Item: it.ID, Attempt: a.N})
+	opts := []asynq.Option{
+		asynq.TaskID(workitems.TaskID(it.ID, a.N)),
+		asynq.Queue(q.queue),
+		// Never asynq's 30-minute default: the attempt's own wall time plus a margin.
+		asynq.Timeout(budget.WallTime.D() + TaskMargin),
+		asynq.MaxRetry(q.maxRetry),
+	}
+	if nb := a.Condition.NotBefore; nb.After(q.clock.Now()) {
+		opts = append(opts, asynq.ProcessAt(nb))
+	}
+	task := asynq.NewTask(TaskTypeAttempt, body, opts...)
+	_, err := q.client.EnqueueContext(ctx, task)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		err = q.unblockArchived(ctx, task, it.ID, a.N)
+	}
+	if err != nil {
+		return fmt.Errorf("scheduler: enqueue %s: %w", workitems.TaskID(it.ID, a.N), err)
+	}
+	if it.State == workitems.StateRetryWait {
+		if _, err := q.store.MarkQueued(ctx, it.ID, a.N); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unblockArchived handles a task id conflict: a live task is fine (already enqueued); an
+// archived one would block the id forever, so it is deleted and the task enqueued anew.
+func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, item string, n int) error {
+	if q.inspector == nil {
+		return nil
+	}
+	info, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(item, n))
+	if err != nil || info.State != asynq.TaskStateArchived {
+		return nil
+	}
+	if err := q.inspector.DeleteTask(q.queue, info.ID); err != nil {
+		return err
+	}
+	_, err = q.client.EnqueueContext(ctx, task)
+	return err
+}
+
+// Resolve applies a person's action to an item and enqueues the new attempt of a retry.
+func (q *Queue) Resolve(ctx context.Context, id string, r workitems.Resolution) (*workitems.Item, error) {
+	it, err := q.store.Resolve(ctx, id, r)
+	if err != nil {
+		return nil, err
+	}
+	if it.State == workitems.StateQueued {
+		if err := q.EnqueueAttempt(ctx, it); err != nil {
+			q.log.Warn("enqueue after resolve failed; reconcile will retry", "item", id, "err", err)
+		}
+	}
+	return it, nil
+}
+
+// Reconcile repairs the gap a crash can leave between the store and asynq: an item waiting to
+// retry whose task was never enqueued, or a queued item whose task is gone. It returns how many
+// items it re-enqueued.
+func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, error) {
+	n := 0
+	for _, st := range []workitems.State{workitems.StateRetryWait, workitems.StateQueued} {
+		items, err := q.store.List(ctx, workitems.ListOptions{State: st, Limit: 1000})
+		if err != nil {
+			return n, err
+		}
+		for _, it := range items {
+			if q.clock.Now().Sub(it.UpdatedAt) < olderThan {
+				continue
+			}
+			if st == workitems.StateQueued && q.inspector != nil {
+				if _, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(it.ID, it.Attempt)); !errors.Is(err, asynq.ErrTaskNotFound) {
+					continue
+				}
+			}
+			if err := q.EnqueueAttempt(ctx, it); err != nil {
+				return n, err
+			}
+			n++
+			_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: it.Attempt,
+				Message: "attempt task re-enqueued by reconcile"})
+		}
+	}
+	return n, nil
+}
