@@ -1,0 +1,302 @@
+package execloop_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"outerloop/worker"
+	"outerloop/workitems"
+)
+
+// memCheckpoints is an in-memory worker.Checkpointer; lost makes Save fail as if fenced out.
+type memCheckpoints struct {
+	mu      sync.Mutex
+	state   []byte
+	history [][]byte
+	saves   int
+	lost    bool
+}
+
+func (m *memCheckpoints) Load(context.Context) ([]byte, [][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state, append([][]byte(nil), m.history...), nil
+}
+
+func (m *memCheckpoints) Save(_ context.Context, state []byte, h ...[]byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lost {
+		return workitems.ErrLeaseLost
+	}
+	m.saves++
+	m.state = append([]byte(nil), state...)
+	m.history = append(m.history, h...)
+	return nil
+}
+
+// events records events and lets a test wait for one.
+type events struct {
+	mu      sync.Mutex
+	list    []workitems.Event
+	waiters []waiter
+}
+
+type waiter struct {
+	match func(workitems.Event) bool
+	ch    chan workitems.Event
+}
+
+func (e *events) Emit(_ context.Context, ev workitems.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, ev)
+	kept := e.waiters[:0]
+	for _, w := range e.waiters {
+		if w.match(ev) {
+			w.ch <- ev
+			close(w.ch)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	e.waiters = kept
+}
+
+// when returns a channel that receives the first event (past or future) matching match.
+func (e *events) when(match func(workitems.Event) bool) <-chan workitems.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch := make(chan workitems.Event, 1)
+	for _, ev := range e.list {
+		if match(ev) {
+			ch <- ev
+			close(ch)
+			return ch
+		}
+	}
+	e.waiters = append(e.waiters, waiter{match, ch})
+	return ch
+}
+
+func (e *events) all() []workitems.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]workitems.Event(nil), e.list...)
+}
+
+func (e *events) kinds() []string {
+	var ks []string
+	for _, ev := range e.all() {
+		ks = append(ks, ev.Data["kind"])
+	}
+	return ks
+}
+
+func kind(k string) func(workitems.Event) bool {
+	return func(ev workitems.Event) bool { return ev.Data["kind"] == k }
+}
+
+// attempt is a test attempt with its doubles.
+type attempt struct {
+	*worker.Attempt
+	cp  *memCheckpoints
+	ev  *events
+	env map[string]string
+}
+
+func (a *attempt) lookup(k string) (string, bool) { v, ok := a.env[k]; return v, ok }
+
+// newAttempt builds an attempt for agent in a fresh workspace.
+func newAttempt(t *testing.T, agent string, budget workitems.Budget) *attempt {
+	t.Helper()
+	if budget.WallTime == 0 {
+		budget.WallTime = workitems.Duration(5 * time.Minute)
+	}
+	cp, ev := &memCheckpoints{}, &events{}
+	tpl := &workitems.Template{Name: "fix-" + agent, Goal: "Make the tests pass.",
+		Loop: workitems.Loop{Kind: "exec", Agent: agent}}
+	a := &worker.Attempt{
+		Item:        &workitems.Item{ID: "it-1", Goal: "Make the tests in this module pass."},
+		N:           1,
+		Template:    tpl,
+		Config:      &workitems.Config{Providers: map[string]workitems.ProviderConfig{}},
+		Workspace:   t.TempDir(),
+		Meter:       worker.NewMeter(budget, workitems.Spend{}, nil),
+		Checkpoints: cp,
+		Events:      ev,
+	}
+	return &attempt{Attempt: a, cp: cp, ev: ev, env: map[string]string{
+		"PATH": os.Getenv("PATH"), "HOME": t.TempDir(),
+	}}
+}
+
+// sampleRepo writes a Go module whose test fails until Add adds.
+func sampleRepo(t *testing.T, dir string) {
+	t.Helper()
+	files := map[string]string{
+		"go.mod":       "module sample\n\ngo 1.22\n",
+		"calc.go":      "package sample\n\n// Add returns a plus b.\nfunc Add(a, b int) int { return a - b }\n",
+		"calc_test.go": "package sample\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// goTestPasses runs the sample repo's tests, as the verifier would.
+func goTestPasses(t *testing.T, dir string) bool {
+	t.Helper()
+	cmd := exec.Command("go", "test", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test in workspace: %v\n%s", err, out)
+	return err == nil
+}
+
+// agentBin finds an installed agent CLI: $envVar, else scripts/setup-agents.sh's directory.
+// Missing, it skips the test outside CI and fails it in CI (env CI set).
+func agentBin(t *testing.T, envVar, name string) string {
+	t.Helper()
+	if p := os.Getenv(envVar); p != "" {
+		return p
+	}
+	dir, _ := os.Getwd()
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			p := filepath.Join(d, ".cache", "agents", "node_modules", ".bin", name)
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+			break
+		}
+	}
+	msg := name + " CLI not installed: run scripts/setup-agents.sh or set " + envVar
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// mkfifo makes a named pipe in dir; reading it returns what a process of the agent wrote.
+func mkfifo(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// readFIFO returns a channel with the first line written to the fifo at p.
+func readFIFO(p string) <-chan string {
+	ch := make(chan string, 1)
+	go func() {
+		b, _ := os.ReadFile(p)
+		ch <- strings.TrimSpace(string(b))
+	}()
+	return ch
+}
+
+// procState returns a process's state letter, "" when it is gone.
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// alive reports whether pid runs (a zombie has ended).
+func alive(pid int) bool {
+	st := procState(pid)
+	return st != "" && st != "Z" && st != "X"
+}
+
+// groupMembers lists live processes in process group pgid.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// startedPID returns the agent's pid from its "started" event.
+func startedPID(t *testing.T, ev *events) int {
+	t.Helper()
+	for _, e := range ev.all() {
+		if e.Data["kind"] == "started" {
+			pid, _ := strconv.Atoi(e.Data["pid"])
+			return pid
+		}
+	}
+	t.Fatal("no started event")
+	return 0
+}
+
+// within waits for ch or fails the test after d (a guard against hangs, not a synchronisation).
+func within[T any](t *testing.T, d time.Duration, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+	var zero T
+	return zero
+}
+
+// findByArg returns the live processes whose command line contains arg.
+func findByArg(arg string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), arg) && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// sleepMarker returns a unique "sleep" duration to find the agent's command by.
+func sleepMarker(t *testing.T) string {
+	return "1000." + strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 10)
+}
