@@ -1,0 +1,273 @@
+package agentloop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"outerloop/worker"
+	"outerloop/worker/model"
+	"outerloop/workitems"
+)
+
+// memCheckpointer is an in-memory, fenced Checkpointer. After lose() every Save fails with
+// workitems.ErrLeaseLost (another worker took over); crashAfter simulates a process that
+// dies right after a save the predicate picks: later saves are lost the same way.
+type memCheckpointer struct {
+	mu         sync.Mutex
+	state      []byte
+	history    [][]byte
+	saves      []state // every accepted save, decoded
+	lost       bool
+	rejected   int
+	crashAfter func(st state) bool
+	loseAfter  int // lose the lease after this many accepted saves (0: never)
+}
+
+func (c *memCheckpointer) Load(context.Context) ([]byte, [][]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.state), slices.Clone(c.history), nil
+}
+
+func (c *memCheckpointer) Save(_ context.Context, st []byte, appendHistory ...[]byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost {
+		c.rejected++
+		return fmt.Errorf("save checkpoint: %w", workitems.ErrLeaseLost)
+	}
+	var s state
+	if err := json.Unmarshal(st, &s); err != nil {
+		return err
+	}
+	c.state = slices.Clone(st)
+	c.history = append(c.history, appendHistory...)
+	c.saves = append(c.saves, s)
+	if (c.crashAfter != nil && c.crashAfter(s)) || (c.loseAfter > 0 && len(c.saves) >= c.loseAfter) {
+		c.lost = true
+	}
+	return nil
+}
+
+func (c *memCheckpointer) last() state {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.saves[len(c.saves)-1]
+}
+
+func (c *memCheckpointer) items(t *testing.T) []model.Item {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []model.Item
+	for _, h := range c.history {
+		var it model.Item
+		if err := json.Unmarshal(h, &it); err != nil {
+			t.Fatalf("history entry: %v", err)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// clone copies the persisted checkpoint (what survives a crash), leaving the lease intact.
+func (c *memCheckpointer) clone() *memCheckpointer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &memCheckpointer{state: slices.Clone(c.state), history: slices.Clone(c.history)}
+}
+
+// memEvents records events; on, when set, sees each event as it is emitted.
+type memEvents struct {
+	mu     sync.Mutex
+	events []workitems.Event
+	on     func(workitems.Event)
+}
+
+func (e *memEvents) Emit(_ context.Context, ev workitems.Event) {
+	e.mu.Lock()
+	e.events = append(e.events, ev)
+	on := e.on
+	e.mu.Unlock()
+	if on != nil {
+		on(ev)
+	}
+}
+
+func (e *memEvents) kinds() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.events {
+		out = append(out, ev.Data["kind"])
+	}
+	return out
+}
+
+func (e *memEvents) of(kind string) []workitems.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []workitems.Event
+	for _, ev := range e.events {
+		if ev.Data["kind"] == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// memSteer is a queue of steer input.
+type memSteer struct {
+	mu      sync.Mutex
+	queue   []string
+	onDrain func()
+}
+
+func (s *memSteer) Push(in string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, in)
+}
+
+func (s *memSteer) Drain(context.Context) ([]string, error) {
+	s.mu.Lock()
+	out := s.queue
+	s.queue = nil
+	f := s.onDrain
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return out, nil
+}
+
+// doneFunc is a DoneChecker from a function.
+type doneFunc func(ctx context.Context) (worker.DoneCheckResult, error)
+
+func (f doneFunc) Check(ctx context.Context) (worker.DoneCheckResult, error) { return f(ctx) }
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// harness wires one attempt with in-memory doubles.
+type harness struct {
+	t      *testing.T
+	dir    string
+	cp     *memCheckpointer
+	ev     *memEvents
+	steer  *memSteer
+	clock  *fakeClock
+	tmpl   *workitems.Template
+	budget workitems.Budget
+	done   worker.DoneChecker
+	prices workitems.Prices
+	resume bool
+
+	sleepMu sync.Mutex
+	sleeps  []time.Duration
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return &harness{
+		t: t, dir: t.TempDir(), cp: &memCheckpointer{}, ev: &memEvents{}, steer: &memSteer{}, clock: newFakeClock(),
+		tmpl: &workitems.Template{Name: "fix", Goal: "make the tests pass",
+			Loop: workitems.Loop{Kind: "agent", Provider: "scripted", NoProgressLimit: 3}},
+		budget: workitems.Budget{WallTime: workitems.Duration(time.Hour), ModelCalls: 1000, ToolCalls: 1000},
+	}
+}
+
+func (h *harness) attempt() *worker.Attempt {
+	return &worker.Attempt{
+		Item: &workitems.Item{ID: "fix@1", Template: "fix", Goal: h.tmpl.Goal}, N: 1,
+		Template:  h.tmpl,
+		Config:    &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": {Kind: "replay", Prices: h.prices}}},
+		Workspace: h.dir, Resumed: h.resume,
+		Meter:       worker.NewMeter(h.budget, workitems.Spend{}, h.clock.Now),
+		Checkpoints: h.cp, Events: h.ev, Steer: h.steer, DoneCheck: h.done,
+	}
+}
+
+func (h *harness) loop(p model.Provider, opts ...Option) *Loop {
+	base := []Option{WithProvider(p), WithClock(h.clock.Now), WithJitter(func() float64 { return 1 }),
+		WithSleep(func(_ context.Context, d time.Duration) error {
+			h.sleepMu.Lock()
+			defer h.sleepMu.Unlock()
+			h.sleeps = append(h.sleeps, d)
+			return nil
+		})}
+	return New(append(base, opts...)...)
+}
+
+func (h *harness) run(ctx context.Context, p model.Provider, opts ...Option) workitems.Exit {
+	return h.loop(p, opts...).Run(ctx, h.attempt())
+}
+
+// terminals returns the terminal events emitted.
+func (h *harness) terminals() []string {
+	var out []string
+	for _, k := range h.ev.kinds() {
+		if k == "turn_completed" || k == "turn_aborted" || k == "turn_error" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// userTexts returns the texts of the user messages of a request.
+func userTexts(r model.Request) []string {
+	var out []string
+	for _, it := range r.Input {
+		if it.Kind == model.KindMessage && it.Role == model.RoleUser {
+			out = append(out, it.Text)
+		}
+	}
+	return out
+}
+
+// outputOf returns the output recorded for callID in a request, and whether there is one.
+func outputOf(r model.Request, callID string) (string, bool) {
+	for _, it := range r.Input {
+		if it.Kind == model.KindFunctionCallOutput && it.CallID == callID {
+			return it.Output, true
+		}
+	}
+	return "", false
+}
+
+func usage(in, out int64) model.Usage { return model.Usage{InputTokens: in, OutputTokens: out} }
+
+func withUsage(r *model.Response, u model.Usage) *model.Response {
+	r.Usage = u
+	return r
+}
+
+func notEnd(text string) *model.Response {
+	r := model.TextResponse(text)
+	r.EndTurn = false
+	return r
+}

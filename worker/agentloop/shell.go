@@ -1,0 +1,169 @@
+package agentloop
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// maxShellOutput bounds what a shell call keeps of its output (head and tail).
+const maxShellOutput = 32 << 10
+
+// defaultShellEnv names the environment variables the shell passes through; everything else
+// (API keys, tokens) is scrubbed.
+func defaultShellEnv() []string {
+	return []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM",
+		"GOPATH", "GOCACHE", "GOMODCACHE", "GOROOT", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN", "GONOSUMDB", "GOPRIVATE"}
+}
+
+func scrubbedEnv(names []string, extra map[string]string) []string {
+	var env []string
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			env = append(env, n+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// setProcessGroup makes cmd lead its own process group and kills the whole group when its
+// context ends, so a shell's children die with it.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if cmd.Process == nil {
+			return nil
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = 2 * time.Second
+}
+
+// limitedWriter keeps the first n bytes and counts the rest.
+type limitedWriter struct {
+	w       io.Writer
+	n       int
+	dropped int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n <= 0 {
+		l.dropped += len(p)
+		return len(p), nil
+	}
+	k := min(len(p), l.n)
+	if _, err := l.w.Write(p[:k]); err != nil {
+		return 0, err
+	}
+	l.n -= k
+	l.dropped += len(p) - k
+	return len(p), nil
+}
+
+// tailBuffer keeps the first and the last half of maxShellOutput bytes of a stream.
+type tailBuffer struct {
+	head  bytes.Buffer
+	tail  []byte
+	total int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.total += len(p)
+	half := maxShellOutput / 2
+	if room := half - t.head.Len(); room > 0 {
+		k := min(room, len(p))
+		t.head.Write(p[:k])
+		p = p[k:]
+	}
+	t.tail = append(t.tail, p...)
+	if len(t.tail) > half {
+		t.tail = t.tail[len(t.tail)-half:]
+	}
+	return t.total, nil
+}
+
+func (t *tailBuffer) String() string {
+	cut := t.total - t.head.Len() - len(t.tail)
+	if cut <= 0 {
+		return t.head.String() + string(t.tail)
+	}
+	return t.head.String() + fmt.Sprintf("\n… [%d bytes cut] …\n", cut) + string(t.tail)
+}
+
+func (tb *toolbox) shell(ctx context.Context, raw string) toolResult {
+	var args struct {
+		Command        string `json:"command"`
+		TimeoutSeconds int    `json:"timeout_seconds"`
+	}
+	if err := decodeArgs("shell", raw, &args, "command"); err != nil {
+		return errResult("%v", err)
+	}
+	if args.Command == "" {
+		return errResult("shell: field \"command\" is empty")
+	}
+	timeout := DefaultShellTimeout
+	if args.TimeoutSeconds > 0 {
+		timeout = min(time.Duration(args.TimeoutSeconds)*time.Second, 10*time.Minute)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "sh", "-c", args.Command)
+	cmd.Dir, cmd.Env = tb.dir, tb.env
+	setProcessGroup(cmd)
+	var out tailBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return toolResult{out: out.String() + "\n[exit code 0]"}
+	case ctx.Err() != nil:
+		return toolResult{out: out.String(), failed: true}
+	case cctx.Err() != nil:
+		return toolResult{out: out.String() + fmt.Sprintf("\n[killed: timed out after %s]", timeout), failed: true}
+	case errors.As(err, &ee):
+		return toolResult{out: out.String() + fmt.Sprintf("\n[exit code %d]", ee.ExitCode()), failed: true}
+	}
+	return errResult("shell: %v", err)
+}
+
+// fingerprint summarises the workspace's files (path, size, mode, modification time), for the
+// built-in stop hook's "did anything change since the last done check". It skips .git.
+func fingerprint(dir string) string {
+	h := sha256.New()
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return fs.SkipDir
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s\x00%d\x00%o\x00%d\n", rel, fi.Size(), fi.Mode(), fi.ModTime().UnixNano())
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))
+}

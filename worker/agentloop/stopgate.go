@@ -1,0 +1,187 @@
+package agentloop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"outerloop/worker/model"
+	"outerloop/workitems"
+)
+
+const compactInstructions = "You are handing this task over to another engineer who will continue it. " +
+	"Summarise the conversation so far: the goal, what was found, what was changed (files and why), " +
+	"what the last tool results showed, and what remains to be done. Be specific and brief."
+
+const compactPrompt = "Write the hand-off summary now. Do not call tools."
+
+// summaryPrefix starts the hand-off item that replaces compacted history in later requests.
+const summaryPrefix = "Hand-off summary of the work so far (earlier history was compacted):\n"
+
+func (rt *runtime) compact(ctx context.Context) error {
+	build := func() model.Request {
+		in := append(rt.view(), model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: compactPrompt})
+		return model.Request{Model: rt.modelID, Instructions: compactInstructions, Input: in}
+	}
+	inputItems := len(rt.view())
+	resp, err := rt.stream(ctx, build)
+	if err != nil {
+		return err
+	}
+	summary := resp.Text()
+	rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: summaryPrefix + summary})
+	rt.st.ViewStart = len(rt.history) - 1
+	rt.st.CtxTokens = estimateTokens(rt.view())
+	// The drain gate: when the model itself needed this follow-up, its own chain continues
+	// first and queued steer input waits for the request after.
+	rt.st.HoldInput = rt.st.ModelMore && len(rt.st.Input) > 0
+	rt.emit(ctx, "compaction", "context compacted", map[string]string{
+		"input_items": strconv.Itoa(inputItems), "summary_chars": strconv.Itoa(len(summary))})
+	return rt.enter(ctx, Preparing)
+}
+
+func estimateTokens(items []model.Item) int64 {
+	n := 0
+	for _, it := range items {
+		n += len(it.Text) + len(it.Arguments) + len(it.Output) + len(it.Raw)
+	}
+	return int64(n / 4)
+}
+
+// HookInput is what a stop hook is told (and, as JSON, a command hook's stdin).
+type HookInput struct {
+	TurnID         string `json:"turn_id"`
+	LastMessage    string `json:"last_message"`
+	StopHookActive bool   `json:"stop_hook_active"`
+}
+
+// HookResult is a stop hook's decision. Block with an empty Reason does not block.
+type HookResult struct {
+	Block  bool
+	Reason string
+}
+
+// StopHook may keep the turn going before it completes.
+type StopHook interface {
+	Name() string
+	Stop(ctx context.Context, in HookInput) (HookResult, error)
+}
+
+// CommandHook runs a shell command in the workspace as a stop hook: HookInput as JSON on
+// stdin; stdout {"decision":"block","reason":"…"} or exit code 2 with the reason on stderr
+// blocks. Any other outcome allows completion.
+type CommandHook struct {
+	Command string
+	Dir     string
+	Env     []string
+	Timeout time.Duration
+}
+
+// Name returns the command.
+func (h CommandHook) Name() string { return h.Command }
+
+// Stop runs the command.
+func (h CommandHook) Stop(ctx context.Context, in HookInput) (HookResult, error) {
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = DefaultHookTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stdin, err := json.Marshal(in)
+	if err != nil {
+		return HookResult{}, fmt.Errorf("stop hook %q: encode input: %w", h.Command, err)
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", h.Command)
+	cmd.Dir, cmd.Env, cmd.Stdin = h.Dir, h.Env, bytes.NewReader(stdin)
+	setProcessGroup(cmd)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &limitedWriter{w: &stdout, n: 64 << 10}, &limitedWriter{w: &stderr, n: 64 << 10}
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		var out struct {
+			Decision string `json:"decision"`
+			Reason   string `json:"reason"`
+		}
+		if s := bytes.TrimSpace(stdout.Bytes()); len(s) > 0 && json.Unmarshal(s, &out) == nil && out.Decision == "block" {
+			return HookResult{Block: true, Reason: out.Reason}, nil
+		}
+		return HookResult{}, nil
+	case errors.As(err, &ee) && ee.ExitCode() == 2:
+		return HookResult{Block: true, Reason: strings.TrimSpace(stderr.String())}, nil
+	case ctx.Err() != nil:
+		return HookResult{}, fmt.Errorf("stop hook %q: %w", h.Command, ctx.Err())
+	}
+	return HookResult{}, fmt.Errorf("stop hook %q: %w: %s", h.Command, err, strings.TrimSpace(stderr.String()))
+}
+
+func (rt *runtime) hooks() []StopHook {
+	hs := append([]StopHook(nil), rt.l.hooks...)
+	for _, c := range rt.a.Template.Loop.StopHooks {
+		hs = append(hs, CommandHook{Command: c, Dir: rt.a.Workspace, Env: rt.tools.env})
+	}
+	return hs
+}
+
+// builtinBlocks reports whether files changed since the last done check (or since the start
+// when none ran). It asks once per workspace state, so a model that ignores it is not
+// nagged forever.
+func (rt *runtime) builtinBlocks() bool {
+	if rt.a.DoneCheck == nil {
+		return false
+	}
+	fp := fingerprint(rt.a.Workspace)
+	base := rt.st.StartPrint
+	if rt.st.Checked {
+		base = rt.st.CheckPrint
+	}
+	if fp == base || fp == rt.st.NagPrint {
+		return false
+	}
+	rt.st.NagPrint = fp
+	return true
+}
+
+func (rt *runtime) stopGate(ctx context.Context) error {
+	in := HookInput{TurnID: rt.st.Turn, LastMessage: rt.st.LastText, StopHookActive: rt.st.HookActive}
+	var prompts []string
+	if rt.builtinBlocks() {
+		prompts = append(prompts, builtinHookPrompt)
+		rt.emit(ctx, "stop_hook", builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
+	}
+	for _, h := range rt.hooks() {
+		res, err := h.Stop(ctx, in)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch {
+		case err != nil:
+			rt.emit(ctx, "warning", fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
+		case res.Block && strings.TrimSpace(res.Reason) == "":
+			rt.emit(ctx, "warning", "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
+		case res.Block:
+			prompts = append(prompts, res.Reason)
+			rt.emit(ctx, "stop_hook", res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
+		}
+	}
+	if len(prompts) > 0 {
+		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: strings.Join(prompts, "\n\n")})
+		rt.st.HookActive = true
+		return rt.enter(ctx, Preparing)
+	}
+	ex := workitems.Exit{Reason: workitems.ExitCompleted, LastMessage: rt.st.LastText}
+	rt.st.Exit = &ex
+	if err := rt.enter(ctx, Completed); err != nil {
+		return err
+	}
+	rt.emit(ctx, "turn_completed", "turn completed", map[string]string{"last_message": rt.st.LastText})
+	return nil
+}
