@@ -148,7 +148,10 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	d := t.Sub(now)
-	return d, d > 0
+	if d <= 0 {
+		return 0, false
+	}
+	return d, true
 }
 
 // retryAfterFromHeader reads retry-after-ms (OpenAI) and Retry-After.

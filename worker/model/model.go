@@ -4,6 +4,65 @@
 // recording. Providers do not retry: the agent loop owns retries, rebuilding every retry from
 // its recorded history. Errors carry a class (workitems.ErrorClass) and, when the server gave
 // one, the delay to wait.
+//
+// # Why hand-written clients
+//
+// The HTTP clients use net/http and a small server-sent-events reader instead of the official
+// SDKs. The SDKs retry on their own (which would hide failures from the loop's retry budget and
+// events), map errors into their own types, and differ per vendor; what the loop needs is a few
+// request fields, a handful of stream events, the HTTP status, the Retry-After header and the
+// error code, all of which are short to read directly and easy to test against recorded
+// streams. Each Stream call is exactly one HTTP request.
+//
+// # Building a provider
+//
+// New builds the provider of a workitems.ProviderConfig: kind openai-responses (POST
+// {base}/responses), openai-chat (POST {base}/chat/completions), anthropic (POST
+// {base}/v1/messages) or replay. The base URL defaults to the vendor's; set it to use any
+// compatible server. The key is read from the environment variable the config names; an
+// empty api_key_env means the server needs no key. The key is sent only in the auth header
+// and is scrubbed from every error message.
+//
+// # Responses
+//
+// A Response holds assistant messages and function calls in output order (OpenAI reasoning
+// items are kept as KindReasoning with Raw; they are sent back only when they carry
+// encrypted content). EndTurn is false when the model called a tool (or Anthropic stopped
+// with tool_use / pause_turn). A response cut by the output-token limit or a content filter is
+// not returned: it is an invalid_input *Error wrapping ErrTruncated. Anthropic's usage is
+// normalised: InputTokens counts fresh input, cache writes and cache reads;
+// CachedInputTokens counts the reads (cache writes are priced as plain input by Cost).
+//
+// # Error classes
+//
+//	HTTP 429, 5xx (incl. 529), 408, connection reset/refused, stream cut, corrupt event: transient
+//	  with RetryAfter from retry-after-ms, Retry-After (seconds or HTTP date) or a
+//	  "try again in 3s" message
+//	insufficient_quota (any status): permission, QuotaExceeded (a person must act; not retried)
+//	400/413/422 naming the context window ("context_length_exceeded", "prompt is too long",
+//	  "maximum context length"): invalid_input, ContextWindowExceeded
+//	other 400/413/422: invalid_input; 401/403: permission; 404: not_found; 409: conflict;
+//	  any other status: unknown
+//	an error inside an accepted stream (response.failed, error events): by its code as above,
+//	  else transient
+//
+// When ctx ends, Stream returns an error wrapping ctx.Err() and never a *Error, so a
+// cancellation is never mistaken for a transient failure.
+//
+// # Recordings (the replay provider)
+//
+// A recording is a JSON-lines file played one line per request, in order; blank lines and
+// lines starting with # are skipped, unknown fields are rejected. A line is either a response
+// (the Response JSON of this package, optionally with deltas to stream) or an error:
+//
+//	{"response":{"id":"r1","items":[{"kind":"message","role":"assistant","text":"Looking."},{"kind":"function_call","call_id":"c1","name":"read_file","arguments":"{\"path\":\"a.go\"}"}],"usage":{"input_tokens":900,"cached_input_tokens":0,"output_tokens":30}},"deltas":["Looking."]}
+//	{"error":{"class":"transient","status":429,"message":"rate limited, try again in 3s","retry_after":"3s"}}
+//	{"response":{"items":[{"kind":"message","role":"assistant","text":"Done."}],"end_turn":true}}
+//
+// An omitted end_turn is true unless the response calls a tool. An error line may also set
+// context_window_exceeded and quota_exceeded; retry_after is a Go duration or seconds. A
+// request past the last line fails with an invariant_violation wrapping ErrScriptExhausted.
+// testdata/example_recording.jsonl is a small example.
 package model
 
 import (
