@@ -271,3 +271,11 @@ func notEnd(text string) *model.Response {
 	r.EndTurn = false
 	return r
 }
+
+func jsonString(s string) (string, error) {
+	b, err := json.Marshal(s)
+	return string(b), err
+}
+
+// runtimeGosched yields while a test waits for the kernel to finish a kill it cannot be told about.
+func runtimeGosched() { time.Sleep(time.Millisecond) }

@@ -94,7 +94,7 @@ func (tb *toolbox) readFile(_ context.Context, raw string) toolResult {
 	to := min(from+n, len(lines))
 	out := strings.Join(lines[from:to], "")
 	if to < len(lines) {
-		out += fmt.Sprintf("\n[%d more lines; read on with offset %d]", len(lines)-to, to+1)
+		out += fmt.Sprintf("[%d more lines; read on with offset %d]", len(lines)-to, to+1)
 	}
 	return toolResult{out: out}
 }

@@ -42,6 +42,7 @@ type Loop struct {
 	wrapUpAt   float64
 	hooks      []StopHook
 	shellEnv   []string // names of environment variables the shell tool passes through
+	lookupEnv  func(string) (string, bool)
 }
 
 // Option configures a Loop.
@@ -78,6 +79,10 @@ func WithStopHooks(h ...StopHook) Option { return func(l *Loop) { l.hooks = appe
 // pass through (the rest of the environment is scrubbed).
 func WithShellEnv(names ...string) Option { return func(l *Loop) { l.shellEnv = names } }
 
+// WithLookupEnv sets where the passed-through environment variables are read (default
+// os.LookupEnv).
+func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) { l.lookupEnv = f } }
+
 // New returns an agent loop.
 func New(opts ...Option) *Loop {
 	l := &Loop{
@@ -87,6 +92,7 @@ func New(opts ...Option) *Loop {
 		maxRetries: DefaultMaxRetries,
 		wrapUpAt:   DefaultWrapUpAt,
 		shellEnv:   defaultShellEnv(),
+		lookupEnv:  os.LookupEnv,
 	}
 	l.providers = func(cfg workitems.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(cfg, name, os.Getenv, http.DefaultClient)

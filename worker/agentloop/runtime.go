@@ -89,7 +89,7 @@ func (l *Loop) newRuntime(ctx context.Context, a *worker.Attempt) (*runtime, err
 		return nil, workitems.Classify(workitems.ClassInvalidInput, fmt.Errorf("provider %q: %w", name, err))
 	}
 	rt.provider, rt.prices, rt.modelID = p, pcfg.Prices, a.Condition.Strategy.Model
-	tb, err := newToolbox(a.Workspace, a.DoneCheck != nil, l.shellEnv, a.Condition.Env)
+	tb, err := newToolbox(a.Workspace, a.DoneCheck != nil, l.shellEnv, a.Condition.Env, l.lookupEnv)
 	if err != nil {
 		return nil, workitems.Classify(workitems.ClassInvalidInput, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -27,10 +26,10 @@ func defaultShellEnv() []string {
 		"GOPATH", "GOCACHE", "GOMODCACHE", "GOROOT", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN", "GONOSUMDB", "GOPRIVATE"}
 }
 
-func scrubbedEnv(names []string, extra map[string]string) []string {
+func scrubbedEnv(names []string, extra map[string]string, lookup func(string) (string, bool)) []string {
 	var env []string
 	for _, n := range names {
-		if v, ok := os.LookupEnv(n); ok {
+		if v, ok := lookup(n); ok {
 			env = append(env, n+"="+v)
 		}
 	}
@@ -87,7 +86,8 @@ type tailBuffer struct {
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.total += len(p)
+	n := len(p)
+	t.total += n
 	half := maxShellOutput / 2
 	if room := half - t.head.Len(); room > 0 {
 		k := min(room, len(p))
@@ -98,7 +98,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	if len(t.tail) > half {
 		t.tail = t.tail[len(t.tail)-half:]
 	}
-	return t.total, nil
+	return n, nil
 }
 
 func (t *tailBuffer) String() string {

@@ -46,7 +46,7 @@ type toolbox struct {
 	doneCheck func(ctx context.Context) toolResult
 }
 
-func newToolbox(workspace string, withDoneCheck bool, passEnv []string, extra map[string]string) (*toolbox, error) {
+func newToolbox(workspace string, withDoneCheck bool, passEnv []string, extra map[string]string, lookup func(string) (string, bool)) (*toolbox, error) {
 	if workspace == "" {
 		return nil, fmt.Errorf("workspace: empty path")
 	}
@@ -58,7 +58,7 @@ func newToolbox(workspace string, withDoneCheck bool, passEnv []string, extra ma
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", workspace, err)
 	}
-	tb := &toolbox{dir: dir, root: root, env: scrubbedEnv(passEnv, extra)}
+	tb := &toolbox{dir: dir, root: root, env: scrubbedEnv(passEnv, extra, lookup)}
 	tb.defs = []toolDef{
 		{spec: spec("read_file", "Read a text file of the workspace. Optional offset (first line, from 1) and limit (number of lines).",
 			`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`),
