@@ -141,12 +141,12 @@ func (p *anthropicProvider) Stream(ctx context.Context, req Request, onDelta fun
 	if p.h.key != "" {
 		header.Set("x-api-key", p.h.key)
 	}
-	resp, err := p.h.post(ctx, "/v1/messages", body, header)
+	stream, err := p.h.post(ctx, "/v1/messages", body, header)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return p.read(ctx, resp.Body, onDelta)
+	defer stream.Close()
+	return p.read(ctx, stream, onDelta)
 }
 
 // antUsageInto folds an Anthropic usage object into u. Anthropic counts cache reads and cache

@@ -146,12 +146,12 @@ func (p *chatProvider) Stream(ctx context.Context, req Request, onDelta func(Del
 	if p.h.key != "" {
 		header.Set("Authorization", "Bearer "+p.h.key)
 	}
-	resp, err := p.h.post(ctx, "/chat/completions", body, header)
+	stream, err := p.h.post(ctx, "/chat/completions", body, header)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return p.read(ctx, resp.Body, onDelta)
+	defer stream.Close()
+	return p.read(ctx, stream, onDelta)
 }
 
 func (p *chatProvider) read(ctx context.Context, body io.Reader, onDelta func(Delta)) (*Response, error) {

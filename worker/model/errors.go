@@ -22,6 +22,8 @@ var (
 	// ErrTruncated means the model stopped at the output token limit or a content filter; the
 	// partial response is not returned (invalid_input: retrying the same request repeats it).
 	ErrTruncated = errors.New("model response truncated")
+	// ErrStreamIdle means nothing arrived for the idle timeout (transient).
+	ErrStreamIdle = errors.New("model stream idle")
 	// ErrMissingKey means the provider's API key variable is unset or empty.
 	ErrMissingKey = errors.New("model api key not set")
 )
@@ -48,6 +50,21 @@ func (a apiError) code() string {
 		return strconv.FormatFloat(c, 'f', -1, 64)
 	}
 	return ""
+}
+
+// label names the error by its code and type, each once ("rate_limit_exceeded",
+// "invalid_request_error", "overloaded_error"), or "error" when it has neither.
+func (a apiError) label() string {
+	c, t := a.code(), a.Type
+	switch {
+	case c == "" && t == "":
+		return "error"
+	case c == "" || c == t:
+		return t
+	case t == "":
+		return c
+	}
+	return c + " (" + t + ")"
 }
 
 // parseAPIError extracts the error detail from a JSON error body; ok is false when the body
@@ -182,7 +199,7 @@ func (c classifier) fromHTTP(resp *http.Response) *Error {
 	}
 	e := &Error{Provider: c.provider, StatusCode: resp.StatusCode, Message: msg}
 	if a.Type != "" || a.code() != "" {
-		e.Message = strings.TrimSpace(strings.Trim(a.code()+" "+a.Type, " ") + ": " + msg)
+		e.Message = a.label() + ": " + msg
 	}
 	detail := a.code() + " " + a.Type + " " + msg
 	switch s := resp.StatusCode; {
@@ -215,7 +232,7 @@ func (c classifier) fromHTTP(resp *http.Response) *Error {
 // events, Anthropic error events, a Chat chunk with "error"). Unknown in-stream failures are
 // transient: the request was accepted, so the server failed while generating.
 func (c classifier) fromStream(a apiError) *Error {
-	e := &Error{Provider: c.provider, Message: strings.TrimSpace(strings.Trim(a.code()+" "+a.Type, " ") + ": " + a.Message)}
+	e := &Error{Provider: c.provider, Message: a.label() + ": " + a.Message}
 	detail := a.code() + " " + a.Type + " " + a.Message
 	switch {
 	case containsAny(detail, quotaMarkers):
@@ -306,7 +323,7 @@ func (r redactedError) Error() string { return r.msg }
 func (r redactedError) Unwrap() error { return r.sentinel }
 
 func sentinelOf(err error) error {
-	for _, s := range []error{ErrStreamCut, ErrTruncated, ErrMissingKey} {
+	for _, s := range []error{ErrStreamCut, ErrStreamIdle, ErrTruncated, ErrMissingKey} {
 		if errors.Is(err, s) {
 			return s
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"outerloop/worker/model"
+	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
 )
 
@@ -195,6 +196,42 @@ func TestParseRetryAfter(t *testing.T) {
 			got, ok := model.ParseRetryAfter(tt.v, now)
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tt.v, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestASilentStreamFailsAsIdle(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // never answers: no headers
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); silent.Close() })
+	srv := modeltest.NewResponsesServer(t)
+	srv.Enqueue(modeltest.Blocked(nil))
+
+	tests := []struct {
+		name string
+		cfg  workitems.ProviderConfig
+	}{
+		{"a server sending no headers is idle", workitems.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: silent.URL, Model: "m"}},
+		{"a stream stalling after its first event is idle", srv.Config()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := model.New(tt.cfg, "p", srv.Getenv, nil, model.WithIdleTimeout(50*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Stream(context.Background(), userRequest("hi"), nil)
+			var me *model.Error
+			if !errors.As(err, &me) || me.Class != workitems.ClassTransient || !errors.Is(err, model.ErrStreamIdle) {
+				t.Errorf("err = %v, want a transient ErrStreamIdle", err)
 			}
 		})
 	}

@@ -35,7 +35,8 @@
 //
 // # Error classes
 //
-//	HTTP 429, 5xx (incl. 529), 408, connection reset/refused, stream cut, corrupt event: transient
+//	HTTP 429, 5xx (incl. 529), 408, connection reset/refused, stream cut (ErrStreamCut), a
+//	  stream silent for the idle timeout (ErrStreamIdle), a corrupt event: transient
 //	  with RetryAfter from retry-after-ms, Retry-After (seconds or HTTP date) or a
 //	  "try again in 3s" message
 //	insufficient_quota (any status): permission, QuotaExceeded (a person must act; not retried)
@@ -46,7 +47,7 @@
 //	an error inside an accepted stream (response.failed, error events): by its code as above,
 //	  else transient
 //
-// When ctx ends, Stream returns an error wrapping ctx.Err() and never a *Error, so a
+// Providers are safe for concurrent use. When ctx ends, Stream returns an error wrapping ctx.Err() and never a *Error, so a
 // cancellation is never mistaken for a transient failure.
 //
 // # Recordings (the replay provider)

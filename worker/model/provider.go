@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -30,8 +32,16 @@ const (
 type Option func(*options)
 
 type options struct {
-	now func() time.Time
+	now  func() time.Time
+	idle time.Duration
 }
+
+// DefaultIdleTimeout is how long a stream may stay silent (no byte, headers included) before
+// it fails as a transient ErrStreamIdle; reasoning models can think for minutes.
+const DefaultIdleTimeout = 5 * time.Minute
+
+// WithIdleTimeout sets the stream idle timeout; 0 disables it (then only ctx ends a stall).
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idle = d } }
 
 // WithClock sets the clock used to turn a Retry-After HTTP date into a delay.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -42,7 +52,7 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // variable. hc carries the requests (nil: a new client without timeout; the context bounds
 // each call). cfg.BaseURL points the client at any compatible server.
 func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, hc *http.Client, opts ...Option) (Provider, error) {
-	o := options{now: time.Now}
+	o := options{now: time.Now, idle: DefaultIdleTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -79,7 +89,7 @@ func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, 
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	h := &httpClient{name: name, base: base, model: cfg.Model, key: key, hc: hc,
+	h := &httpClient{name: name, base: base, model: cfg.Model, key: key, hc: hc, idle: o.idle,
 		cls: classifier{provider: name, key: key, now: o.now}}
 	switch cfg.Kind {
 	case KindOpenAIResponses:
@@ -98,6 +108,7 @@ type httpClient struct {
 	model string
 	key   string
 	hc    *http.Client
+	idle  time.Duration
 	cls   classifier
 }
 
@@ -112,15 +123,22 @@ func (h *httpClient) modelFor(req Request) (string, error) {
 	return "", h.cls.invalid("no model configured (set the provider's model)")
 }
 
-// post sends body as JSON to base+path and returns the 2xx streaming response; any other
-// status becomes a classified *Error. It never retries.
-func (h *httpClient) post(ctx context.Context, path string, body any, header http.Header) (*http.Response, error) {
+// post sends body as JSON to base+path and returns the body of the 2xx streaming response;
+// any other status becomes a classified *Error. It never retries. The stream fails with
+// ErrStreamIdle when no byte arrives for the idle timeout (headers included).
+func (h *httpClient) post(ctx context.Context, path string, body any, header http.Header) (io.ReadCloser, error) {
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, h.cls.invalid("encode request: %v", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+path, bytes.NewReader(buf))
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	ib := &idleBody{ctx: reqCtx, cancel: cancel, d: h.idle}
+	if h.idle > 0 {
+		ib.timer = time.AfterFunc(h.idle, func() { cancel(ErrStreamIdle) })
+	}
+	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, h.base+path, bytes.NewReader(buf))
 	if err != nil {
+		ib.Close()
 		return nil, h.cls.invalid("build request: %v", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
@@ -130,11 +148,54 @@ func (h *httpClient) post(ctx context.Context, path string, body any, header htt
 	}
 	resp, err := h.hc.Do(hreq)
 	if err != nil {
+		err = ib.idleErr(err)
+		ib.Close()
 		return nil, h.cls.fromTransport(ctx, err)
 	}
+	ib.rc = resp.Body
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
+		defer ib.Close()
 		return nil, h.cls.fromHTTP(resp)
 	}
-	return resp, nil
+	return ib, nil
+}
+
+// idleBody is a response body that cancels its request when no byte arrives for d.
+type idleBody struct {
+	rc     io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	d      time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 && b.timer != nil {
+		b.timer.Reset(b.d)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = b.idleErr(err)
+	}
+	return n, err
+}
+
+// idleErr marks err as an idle timeout when the watchdog cancelled the request.
+func (b *idleBody) idleErr(err error) error {
+	if errors.Is(context.Cause(b.ctx), ErrStreamIdle) {
+		return fmt.Errorf("%w: nothing received for %v (%w)", ErrStreamIdle, b.d, err)
+	}
+	return err
+}
+
+func (b *idleBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	var err error
+	if b.rc != nil {
+		err = b.rc.Close()
+	}
+	b.cancel(nil)
+	return err
 }

@@ -173,12 +173,12 @@ func (p *responsesProvider) Stream(ctx context.Context, req Request, onDelta fun
 	if p.h.key != "" {
 		header.Set("Authorization", "Bearer "+p.h.key)
 	}
-	resp, err := p.h.post(ctx, "/responses", body, header)
+	stream, err := p.h.post(ctx, "/responses", body, header)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return p.read(ctx, resp.Body, onDelta)
+	defer stream.Close()
+	return p.read(ctx, stream, onDelta)
 }
 
 // partial is an output item being streamed.
@@ -248,6 +248,16 @@ func (p *responsesProvider) read(ctx context.Context, body io.Reader, onDelta fu
 				return nil, cls.decodeErr(e.Type, err)
 			}
 			pi := at(e.OutputIndex)
+			// The done item is complete at OpenAI; a terse compatible server may leave out
+			// what it already streamed, so keep the streamed text and arguments then.
+			if it.Kind == pi.item.Kind {
+				if it.Text == "" {
+					it.Text = pi.item.Text
+				}
+				if it.Arguments == "" {
+					it.Arguments = pi.item.Arguments
+				}
+			}
 			pi.item, pi.ok, pi.done = it, ok, true
 		case "response.completed":
 			if e.Response == nil {
