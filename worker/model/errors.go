@@ -102,7 +102,8 @@ func parseAPIError(body []byte) (apiError, bool) {
 var (
 	contextWindowMarkers = []string{"context_length_exceeded", "prompt is too long", "context window",
 		"maximum context length", "context length", "too many tokens", "input is too long"}
-	quotaMarkers     = []string{"insufficient_quota", "billing_hard_limit_reached", "exceeded your current quota"}
+	quotaMarkers = []string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
+		"exceeded your current quota", "credit balance is too low"}
 	transientMarkers = []string{"rate_limit", "server_error", "overloaded", "api_error", "timeout", "unavailable",
 		"internal_error", "server_is_overloaded", "slow_down"}
 )

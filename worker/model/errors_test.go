@@ -60,6 +60,9 @@ func TestHTTPErrorClassification(t *testing.T) {
 			class: workitems.ClassInvalidInput, ctxFull: true},
 		{name: "insufficient_quota is a quota permission error", status: 429,
 			body: oai("insufficient_quota", "You exceeded your current quota"), class: workitems.ClassPermission, quota: true},
+		{name: "a too-low credit balance is a quota permission error", status: 400,
+			body:  `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}`,
+			class: workitems.ClassPermission, quota: true},
 		{name: "401 is permission", status: 401, body: oai("invalid_api_key", "Incorrect API key"), class: workitems.ClassPermission},
 		{name: "403 is permission", status: 403,
 			body: `{"type":"error","error":{"type":"permission_error","message":"no"}}`, class: workitems.ClassPermission},
@@ -232,6 +235,31 @@ func TestASilentStreamFailsAsIdle(t *testing.T) {
 			var me *model.Error
 			if !errors.As(err, &me) || me.Class != workitems.ClassTransient || !errors.Is(err, model.ErrStreamIdle) {
 				t.Errorf("err = %v, want a transient ErrStreamIdle", err)
+			}
+		})
+	}
+}
+
+func TestANonStreamingAnswerIsNotRetriedAsACut(t *testing.T) {
+	t.Parallel()
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	tests := []struct {
+		name  string
+		body  string
+		class workitems.ErrorClass
+	}{
+		{"a 200 with an error body is classified by its code", `{"error":{"message":"slow down","type":"rate_limit_exceeded"}}`,
+			workitems.ClassTransient},
+		{"a 200 with a whole JSON response is invalid input", `{"id":"chatcmpl-1","choices":[]}`, workitems.ClassInvalidInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fs := newFixtureServer(t, canned{status: 200, header: jsonHeader, body: tt.body})
+			_, err := newChat(t, fs).Stream(context.Background(), userRequest("hi"), nil)
+			var me *model.Error
+			if !errors.As(err, &me) || me.Class != tt.class || errors.Is(err, model.ErrStreamCut) {
+				t.Errorf("err = %v, want class %s", err, tt.class)
 			}
 		})
 	}

@@ -157,6 +157,16 @@ func (h *httpClient) post(ctx context.Context, path string, body any, header htt
 		defer ib.Close()
 		return nil, h.cls.fromHTTP(resp)
 	}
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		// A server that ignored stream:true (or a proxy answering 200 with an error body):
+		// reading it as a stream would look like a cut stream and be retried in vain.
+		defer ib.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if a, ok := parseAPIError(body); ok {
+			return nil, h.cls.fromStream(a)
+		}
+		return nil, h.cls.invalid("server answered with %s instead of a stream; does it support stream:true?", ct)
+	}
 	return ib, nil
 }
 

@@ -184,7 +184,6 @@ func (p *responsesProvider) Stream(ctx context.Context, req Request, onDelta fun
 // partial is an output item being streamed.
 type partial struct {
 	item Item
-	done bool
 	ok   bool
 }
 
@@ -258,7 +257,7 @@ func (p *responsesProvider) read(ctx context.Context, body io.Reader, onDelta fu
 					it.Arguments = pi.item.Arguments
 				}
 			}
-			pi.item, pi.ok, pi.done = it, ok, true
+			pi.item, pi.ok = it, ok
 		case "response.completed":
 			if e.Response == nil {
 				return nil, cls.decodeErr(e.Type, errors.New("no response object"))
