@@ -175,7 +175,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // harness wires one attempt with in-memory doubles.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	cp     *memCheckpointer
 	ev     *memEvents
@@ -191,7 +191,7 @@ type harness struct {
 	sleeps  []time.Duration
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	return &harness{
 		t: t, dir: t.TempDir(), cp: &memCheckpointer{}, ev: &memEvents{}, steer: &memSteer{}, clock: newFakeClock(),
