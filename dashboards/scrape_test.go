@@ -1,0 +1,74 @@
+package dashboards
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"outerloop/metrics"
+	"outerloop/workitems"
+)
+
+// workloadMetricsHandler returns the /metrics handler of a metrics.Metrics after a small
+// workload that calls every recording method, with templates and a store-stats source set.
+// When a test server of the whole process exists, point checkMetricNamesExported at it instead.
+func workloadMetricsHandler(t *testing.T) http.Handler {
+	t.Helper()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	m := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	m.SetTemplates([]workitems.Template{{
+		Name:            "nightly",
+		Schedule:        "CRON_TZ=UTC 0 3 * * *",
+		DailyCostCapUSD: 20,
+		Budget:          workitems.Budget{WallTime: workitems.Duration(30 * time.Minute), CostUSD: 3, Steps: 100},
+		ItemBudget:      workitems.Budget{CostUSD: 15},
+	}})
+	m.SetStatsSource(func(context.Context) (workitems.Stats, error) {
+		return workitems.Stats{
+			Items:              map[string]map[workitems.State]int{"nightly": {workitems.StateEscalated: 1}},
+			OpenEscalations:    1,
+			OldestEscalationAt: now.Add(-time.Hour),
+			DailyCostUSD:       map[string]float64{"nightly": 1.5},
+			LastClosedAt:       map[string]time.Time{"nightly": now.Add(-2 * time.Hour)},
+		}, nil
+	})
+	const item = "nightly@20261125T030000Z"
+	m.AttemptStarted("nightly", "script")
+	m.AttemptFinished("nightly", "script", workitems.ExitFailed, 5*time.Minute, 4, item)
+	m.AddSpend("nightly", "script", workitems.Spend{
+		WallTime: workitems.Duration(5 * time.Minute), ModelCalls: 2, ToolCalls: 3,
+		InputTokens: 100, CachedInputTokens: 10, OutputTokens: 20, CostUSD: 0.1,
+	}, item)
+	m.Decision("nightly", workitems.OutcomeRetry, "tests_failed", item)
+	m.CheckpointWrite(2 * time.Millisecond)
+	m.SchedulerTick("nightly")
+	m.SchedulerSkip("nightly", metrics.SkipDailyCap)
+	m.SchedulerMisfire("nightly")
+	m.ModelRequest("openai", time.Second, string(workitems.ClassTransient))
+	return m.Handler()
+}
+
+// scrape GETs /metrics from h through a real HTTP server and returns the text exposition.
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
+	}
+	return string(b)
+}
