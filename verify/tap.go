@@ -1,11 +1,305 @@
 package verify
 
 import (
-	"errors"
+	"fmt"
 	"io"
+	"regexp"
+	"strconv"
+	"strings"
 )
 
-// ParseTAP reads a TAP stream.
+// ParseTAP reads a TAP 13/14 stream: version line, plan first or last (`1..N`, `1..0 # SKIP`),
+// test points with `# SKIP` / `# TODO` directives (`not ok # TODO` is not a failure), YAML
+// diagnostic blocks, `Bail out!`, comments and indented subtests (TAP 14, 4 spaces per level).
+// A missing plan, a plan that does not match the top-level test points, or a bail out makes the
+// report incomplete, so it can never close an item.
 func ParseTAP(r io.Reader, source string, lim Limits) (*Report, error) {
-	return nil, errors.New("verify: tap: not yet")
+	lim = lim.withDefaults()
+	p := &tapParser{lim: lim, rep: &Report{Source: source, Format: FormatTAP, Declared: unknownCounts, Complete: true},
+		ids: map[string]*TestCase{}}
+	lr := newLineReader(r, lim.MaxLine)
+	for {
+		line, cut, eol, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("verify: reading %s: %w", source, err)
+		}
+		p.lineNo++
+		if cut {
+			p.rep.warn(lim.MaxWarn, "line %d longer than %d bytes, cut", p.lineNo, lim.MaxLine)
+		}
+		if !eol && strings.TrimSpace(string(line)) != "" {
+			p.cutLast = true
+		}
+		p.line(string(line))
+	}
+	return p.finish(), nil
+}
+
+var (
+	tapVersion = regexp.MustCompile(`^TAP version (\d+)\s*$`)
+	tapPlan    = regexp.MustCompile(`^1\.\.(\d+)\s*(#\s*(.*))?$`)
+	tapPoint   = regexp.MustCompile(`^(not ok|ok)\b\s*(\d+)?\s*(?:-\s*)?(.*)$`)
+	tapSubName = regexp.MustCompile(`^#\s*Subtest:\s*(.*)$`)
+)
+
+type tapLevel struct {
+	plan     int // -1 until seen
+	points   int
+	subtest  string // name announced by "# Subtest:" for the coming parent point
+	lastNum  int
+	planLast bool
+}
+
+type tapParser struct {
+	lim     Limits
+	rep     *Report
+	lineNo  int
+	cutLast bool
+	levels  []*tapLevel
+	ids     map[string]*TestCase
+	dropped Counts
+	listed  Counts
+
+	yamlIndent int // >0 while inside a YAML block, its indent
+	yamlRun    *TestRun
+	yamlOut    tail
+	yamlBlock  bool // the message is the next line of a block scalar
+	lastRun    *TestRun
+	lastIndent int
+	sawAny     bool
+}
+
+func (p *tapParser) level(depth int) *tapLevel {
+	for len(p.levels) <= depth {
+		p.levels = append(p.levels, &tapLevel{plan: -1})
+	}
+	return p.levels[depth]
+}
+
+func (p *tapParser) line(raw string) {
+	indent := len(raw) - len(strings.TrimLeft(raw, " \t"))
+	text := strings.TrimRight(raw[indent:], " \t")
+	if p.yamlIndent > 0 {
+		if indent >= p.yamlIndent && text != "..." || text == "" {
+			if p.yamlRun != nil {
+				p.yamlOut.write([]byte(raw[min(len(raw), p.yamlIndent):] + "\n"))
+				p.yamlMessage(text)
+			}
+			return
+		}
+		if text == "..." {
+			p.endYAML()
+			return
+		}
+		p.endYAML() // a block without its "..." end
+	}
+	if text == "" {
+		return
+	}
+	depth := indent / 4
+	switch {
+	case text == "---" && p.lastRun != nil && indent >= p.lastIndent:
+		p.yamlIndent = max(indent, 1)
+		p.yamlRun = p.lastRun
+		p.yamlOut = tail{n: p.lim.OutputTail}
+		return
+	case strings.HasPrefix(text, "Bail out!"):
+		p.sawAny = true
+		p.rep.Bailed = true
+		p.rep.Complete = false
+		reason := strings.TrimSpace(strings.TrimPrefix(text, "Bail out!"))
+		p.rep.warn(p.lim.MaxWarn, "bail out: %s", reason)
+		if p.rep.FirstError == "" {
+			p.rep.FirstError = "Bail out! " + reason
+		}
+		return
+	case tapVersion.MatchString(text):
+		p.sawAny = true
+		if m := tapVersion.FindStringSubmatch(text); depth == 0 {
+			p.rep.Flavor = "tap" + m[1]
+		}
+		return
+	case strings.HasPrefix(text, "#"):
+		if m := tapSubName.FindStringSubmatch(text); m != nil {
+			p.level(depth).subtest = strings.TrimSpace(m[1])
+		}
+		return
+	}
+	if m := tapPlan.FindStringSubmatch(text); m != nil {
+		p.sawAny = true
+		lv := p.level(depth)
+		n, _ := strconv.Atoi(m[1])
+		if lv.plan >= 0 {
+			p.rep.warn(p.lim.MaxWarn, "line %d: a second plan", p.lineNo)
+			p.rep.Complete = false
+		}
+		lv.plan, lv.planLast = n, lv.points > 0
+		if depth == 0 {
+			p.rep.Declared = Counts{Total: n, Passed: -1, Failed: -1, Errored: -1, Skipped: -1}
+		}
+		return
+	}
+	if m := tapPoint.FindStringSubmatch(text); m != nil {
+		p.sawAny = true
+		p.point(depth, indent, m[1] == "ok", m[2], m[3])
+		return
+	}
+	if depth == 0 {
+		p.rep.warn(p.lim.MaxWarn, "line %d is not TAP: %q", p.lineNo, clip(text, 80))
+	}
+}
+
+// yamlMessage takes the failure message from a diagnostic block: the value of "message",
+// "msg" or "error" (the first line of a block scalar).
+func (p *tapParser) yamlMessage(text string) {
+	if p.yamlRun.Message != "" {
+		return
+	}
+	if p.yamlBlock {
+		if text != "" {
+			p.yamlRun.Message = clip(text, 300)
+		}
+		return
+	}
+	k, v, ok := strings.Cut(text, ":")
+	if !ok || (k != "message" && k != "msg" && k != "error") {
+		return
+	}
+	v = strings.TrimSpace(v)
+	if v == "" || strings.HasPrefix(v, "|") || strings.HasPrefix(v, ">") {
+		p.yamlBlock = true
+		return
+	}
+	p.yamlRun.Message = clip(strings.Trim(v, `"'`), 300)
+}
+
+func (p *tapParser) endYAML() {
+	p.yamlBlock = false
+	if p.yamlRun != nil {
+		p.yamlRun.Output = p.yamlOut.String()
+	}
+	p.yamlIndent, p.yamlRun = 0, nil
+}
+
+// splitDirective separates "desc # SKIP why" into its parts; "\#" is not a directive.
+func splitDirective(s string) (desc, directive, reason string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			i++
+			continue
+		}
+		if s[i] != '#' {
+			continue
+		}
+		rest := strings.TrimSpace(s[i+1:])
+		word, why, _ := strings.Cut(rest, " ")
+		switch w := strings.ToUpper(word); {
+		case strings.HasPrefix(w, "SKIP"):
+			return strings.TrimSpace(s[:i]), "skip", strings.TrimSpace(why)
+		case w == "TODO":
+			return strings.TrimSpace(s[:i]), "todo", strings.TrimSpace(why)
+		}
+	}
+	return strings.TrimSpace(strings.ReplaceAll(s, `\#`, "#")), "", ""
+}
+
+func (p *tapParser) point(depth, indent int, ok bool, num, rest string) {
+	lv := p.level(depth)
+	// A point closes every deeper level (their subtests ended).
+	for d := depth + 1; d < len(p.levels); d++ {
+		p.closeLevel(d)
+	}
+	p.levels = p.levels[:depth+1]
+	lv.points++
+	if n, err := strconv.Atoi(num); err == nil {
+		if n != lv.lastNum+1 {
+			p.rep.warn(p.lim.MaxWarn, "line %d: test %d out of sequence (expected %d)", p.lineNo, n, lv.lastNum+1)
+		}
+		lv.lastNum = n
+	} else {
+		lv.lastNum++
+	}
+	desc, directive, reason := splitDirective(rest)
+	name := desc
+	if name == "" {
+		name = fmt.Sprintf("#%d", lv.lastNum)
+	}
+	var path []string
+	for d := 0; d < depth; d++ {
+		if s := p.levels[d].subtest; s != "" {
+			path = append(path, s)
+		}
+	}
+	id := strings.Join(append(path, name), " > ")
+	run := TestRun{Outcome: OutcomePass}
+	switch {
+	case directive == "skip":
+		run.Outcome, run.Message = OutcomeSkip, reason
+	case directive == "todo" && !ok:
+		run.Outcome, run.Message = OutcomeSkip, "TODO "+reason // an expected failure
+	case !ok:
+		run.Outcome = OutcomeFail
+	}
+	if depth == 0 {
+		p.listed.add(run.Outcome)
+	}
+	tc, have := p.ids[id]
+	if !have {
+		if len(p.rep.Tests) >= p.lim.MaxTests {
+			p.rep.Dropped++
+			p.dropped.add(run.Outcome)
+			p.lastRun = nil
+			return
+		}
+		tc = &TestCase{ID: id, Suite: strings.Join(path, " > "), Name: name}
+		p.ids[id] = tc
+		p.rep.Tests = append(p.rep.Tests, tc)
+	} else {
+		p.rep.warn(p.lim.MaxWarn, "line %d: test %q appears twice", p.lineNo, id)
+	}
+	tc.Runs = append(tc.Runs, run)
+	p.lastRun = &tc.Runs[len(tc.Runs)-1]
+	p.lastIndent = indent
+	if depth < len(p.levels) {
+		p.levels[depth].subtest = ""
+	}
+}
+
+// closeLevel checks a finished subtest level's plan.
+func (p *tapParser) closeLevel(d int) {
+	lv := p.levels[d]
+	if lv.plan >= 0 && lv.plan != lv.points {
+		p.rep.warn(p.lim.MaxWarn, "subtest plan 1..%d but %d tests", lv.plan, lv.points)
+	}
+}
+
+func (p *tapParser) finish() *Report {
+	p.endYAML()
+	rep := p.rep
+	if !p.sawAny {
+		rep.Complete = false
+		rep.warn(p.lim.MaxWarn, "no TAP lines")
+	}
+	if p.cutLast {
+		rep.Complete = false
+		rep.warn(p.lim.MaxWarn, "last line cut off")
+	}
+	top := p.level(0)
+	switch {
+	case top.plan < 0:
+		rep.Complete = false
+		rep.warn(p.lim.MaxWarn, "no plan (1..N): the stream may have stopped early")
+	case top.plan != top.points:
+		rep.Complete = false
+		rep.warn(p.lim.MaxWarn, "plan 1..%d but %d tests", top.plan, top.points)
+	}
+	rep.tally(p.dropped)
+	rep.Listed = p.listed
+	if rep.FirstError == "" {
+		rep.FirstError = firstReportError(rep)
+	}
+	return rep
 }

@@ -1,0 +1,8 @@
+describe('sum', () => {
+  test('adds', () => { expect(1 + 2).toBe(3); });
+  test('adds badly', () => { expect(1 + 2).toBe(4); });
+  test.skip('skipped', () => {});
+  describe('nested', () => {
+    test('deep', () => { expect([1]).toEqual([1]); });
+  });
+});
