@@ -89,3 +89,34 @@ func TestResumeFromEveryCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+func TestResumeAfterAnAbort(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	started := make(chan struct{})
+	go func() { <-started; cancel() }()
+	h.run(ctx, model.NewScripted("scripted", model.ScriptStep{Block: true, Started: started}))
+	h.resume = true
+	p := model.NewScripted("scripted", model.Reply(model.TextResponse("picked up again")))
+	ex := h.run(t.Context(), p)
+	if ex.Reason != workitems.ExitCompleted {
+		t.Fatalf("exit %+v", ex)
+	}
+	if u := userTexts(p.Requests()[0]); !slices.Contains(u, interruptedMarker) {
+		t.Fatalf("the resumed request does not show the interruption: %q", u)
+	}
+}
+
+func TestResumeOfACompletedAttemptDoesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(t.Context(), model.NewScripted("scripted", model.Reply(model.TextResponse("done"))))
+	saves := len(h.cp.saves)
+	h.resume = true
+	p := model.NewScripted("scripted")
+	ex := h.run(t.Context(), p)
+	if ex.Reason != workitems.ExitCompleted || ex.LastMessage != "done" || len(p.Requests()) != 0 || len(h.cp.saves) != saves {
+		t.Fatalf("exit %+v, %d requests, %d new saves", ex, len(p.Requests()), len(h.cp.saves)-saves)
+	}
+}

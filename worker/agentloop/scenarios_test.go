@@ -656,9 +656,9 @@ func itemEqual(a, b model.Item) bool {
 func TestScenario21NewerLeaseStopsTheOldWorker(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.cp.loseAfter = 2
+	h.cp.loseAfter = 2 // entering Sampling and JoiningTools are kept; the tool ledger is rejected
 	p := model.NewScripted("scripted",
-		model.Reply(model.CallResponse(model.Call("c1", "list_dir", `{"path":"."}`))),
+		model.Reply(model.CallResponse(model.Call("c1", "shell", `{"command":"echo x > ran"}`))),
 		model.Reply(model.TextResponse("done")))
 	ex := h.run(t.Context(), p)
 	if ex.Reason != workitems.ExitAborted || ex.Class != workitems.ClassConflict {
@@ -672,6 +672,9 @@ func TestScenario21NewerLeaseStopsTheOldWorker(t *testing.T) {
 	}
 	if len(p.Requests()) > 1 {
 		t.Fatal("the old worker kept sampling")
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "ran")); err == nil {
+		t.Fatal("the old worker ran a tool after its ledger write was rejected")
 	}
 }
 
@@ -741,5 +744,21 @@ func TestBuiltinStopHookAsksForTheDoneCheck(t *testing.T) {
 	}
 	if out, _ := outputOf(reqs[3], "c2"); !strings.HasPrefix(out, "done check passed") {
 		t.Fatalf("done check output %q", out)
+	}
+}
+
+func TestWallTimeDeadlineStopsABlockedModel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// The loop's clock says only 20ms of the hour are left, so the attempt's context ends
+	// while the model still streams.
+	loopNow := func() time.Time { return h.clock.Now().Add(time.Hour - 20*time.Millisecond) }
+	p := model.NewScripted("scripted", model.ScriptStep{Block: true})
+	ex := h.run(t.Context(), p, WithClock(loopNow))
+	if ex.Reason != workitems.ExitBudgetExhausted || ex.Budget != workitems.BudgetWallTime {
+		t.Fatalf("exit %+v", ex)
+	}
+	if got := h.terminals(); !slices.Equal(got, []string{"turn_error"}) {
+		t.Fatalf("terminal events %v", got)
 	}
 }

@@ -140,6 +140,10 @@ func decodeArgs(tool, raw string, dst any, required ...string) error {
 func (rt *runtime) join(ctx context.Context) error {
 	var budgetErr error
 	noProgress := false
+	limit := rt.a.Template.Loop.NoProgressLimit
+	if limit <= 0 {
+		limit = DefaultNoProgressLimit
+	}
 	for len(rt.st.Pending) > 0 {
 		n := 1
 		if d, ok := rt.tools.def(rt.st.Pending[0].Name, rt.st.Tools); ok && d.parallel {
@@ -182,10 +186,6 @@ func (rt *runtime) join(ctx context.Context) error {
 			wg.Go(func() { results[k] = rt.callTool(ctx, c) })
 		}
 		wg.Wait()
-		limit := rt.a.Template.Loop.NoProgressLimit
-		if limit <= 0 {
-			limit = DefaultNoProgressLimit
-		}
 		for k, c := range group {
 			res := results[k]
 			res.out = truncate(res.out, maxObservation)
@@ -217,7 +217,7 @@ func (rt *runtime) join(ctx context.Context) error {
 		return budgetErr
 	case noProgress:
 		return &endError{exit: workitems.Exit{Reason: workitems.ExitNoProgress,
-			Message: fmt.Sprintf("the same tool call failed the same way %d times", rt.a.Template.Loop.NoProgressLimit)}}
+			Message: fmt.Sprintf("the same tool call failed the same way %d times", limit)}}
 	}
 	return rt.enter(ctx, Deciding)
 }
