@@ -111,10 +111,13 @@ type junitParser struct {
 	stack []string
 	suite []string // names of open testsuite elements
 
-	rootDecl    bool // the root element declared totals itself
+	rootDecl bool // the root element declared totals itself
 
-	inCase  bool
-	caseEl  struct{ suite, class, name, file string; elapsed time.Duration }
+	inCase bool
+	caseEl struct {
+		suite, class, name, file string
+		elapsed                  time.Duration
+	}
 	results []*junitResult
 	cur     *junitResult // result element whose text we collect
 	out     tail         // system-out / system-err of the case
