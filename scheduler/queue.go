@@ -15,16 +15,6 @@ import (
 	"outerloop/workitems"
 )
 
-// TaskTypeAttempt is the asynq task type that runs one attempt of an item.
-const TaskTypeAttempt = "outerloop:attempt"
-
-// Payload is an attempt task's body. The task id (workitems.TaskID) says the same; the
-// payload is kept so asynq tooling shows it.
-type Payload struct {
-	Item    string `json:"item"`
-	Attempt int    `json:"attempt"`
-}
-
 // ErrUnknownTemplate is returned for a request naming no configured template.
 var ErrUnknownTemplate = errors.New("unknown template")
 
@@ -141,7 +131,7 @@ func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
 	if budget.WallTime <= 0 {
 		return fmt.Errorf("scheduler: item %s: attempt %d has no wall-time budget", it.ID, a.N)
 	}
-	body, _ := json.Marshal(Payload{Item: it.ID, Attempt: a.N})
+	body, _ := json.Marshal(workitems.TaskPayload{Item: it.ID, Attempt: a.N})
 	opts := []asynq.Option{
 		asynq.TaskID(workitems.TaskID(it.ID, a.N)),
 		asynq.Queue(q.queue),
@@ -152,7 +142,7 @@ func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
 	if nb := a.Condition.NotBefore; nb.After(q.clock.Now()) {
 		opts = append(opts, asynq.ProcessAt(nb))
 	}
-	task := asynq.NewTask(TaskTypeAttempt, body, opts...)
+	task := asynq.NewTask(workitems.TaskTypeAttempt, body, opts...)
 	_, err := q.client.EnqueueContext(ctx, task)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		err = q.unblockArchived(ctx, task, it.ID, a.N)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -20,6 +21,8 @@ type Config struct {
 	Defaults  Defaults                  `yaml:"defaults"`
 	Providers map[string]ProviderConfig `yaml:"providers"`
 	Templates []Template                `yaml:"templates"`
+	// Dir is the directory relative repo paths are resolved against (the config file's).
+	Dir string `yaml:"-"`
 }
 
 // Defaults apply to every template that does not override them.
@@ -155,6 +158,9 @@ func LoadConfig(path string) (*Config, error) {
 	cfg, err := ParseConfig(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	if cfg.Dir, err = filepath.Abs(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
 	return cfg, nil
 }

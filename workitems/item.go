@@ -351,3 +351,14 @@ func (s Stats) SortedTemplates() []string {
 	}
 	return slices.Sorted(maps.Keys(set))
 }
+
+// TaskTypeAttempt is the asynq task type that runs one attempt of an item: the contract
+// between the scheduler, which enqueues it, and the worker, which handles it.
+const TaskTypeAttempt = "outerloop:attempt"
+
+// TaskPayload is an attempt task's body. The task id (TaskID) says the same; the payload is
+// kept so that asynq tooling shows it.
+type TaskPayload struct {
+	Item    string `json:"item"`
+	Attempt int    `json:"attempt"`
+}

@@ -1,0 +1,181 @@
+// Package app wires outerloop's parts into one running system: config, Redis (a server or the
+// embedded miniredis), the item store, the queue, the scheduler, the worker with its inner
+// loops, the verifier and the metrics. The CLI, the HTTP server and the end-to-end tests all
+// build the system through it, so they run the same thing.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"outerloop/metrics"
+	"outerloop/scheduler"
+	"outerloop/verify"
+	"outerloop/worker"
+	"outerloop/worker/agentloop"
+	"outerloop/worker/execloop"
+	"outerloop/worker/scriptloop"
+	"outerloop/workitems"
+)
+
+// Options says how to open the system.
+type Options struct {
+	Config   *workitems.Config
+	RedisURL string // "" → embedded miniredis (demo and single-process mode)
+	Prefix   string // store key prefix (default "ol:")
+	Queue    string // asynq queue (default "outerloop")
+	Workdir  string // workspaces root (default $TMPDIR/outerloop-work)
+	Logger   *slog.Logger
+	Clock    workitems.Clock
+	// Loops adds or replaces inner loops (tests, the demo's recorded model).
+	Loops map[string]worker.InnerLoop
+}
+
+// App is the wired system.
+type App struct {
+	Config   *workitems.Config
+	Redis    redis.UniversalClient
+	AsynqOpt asynq.RedisConnOpt
+	Store    *workitems.Store
+	Queue    *scheduler.Queue
+	Metrics  *metrics.Metrics
+	Verifier *verify.Verifier
+	Loops    *worker.Registry
+	Logger   *slog.Logger
+	Embedded bool
+	Workdir  string
+
+	opts      Options
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	mini      *miniredis.Miniredis
+}
+
+// Open connects to Redis (or starts the embedded one) and builds every part.
+func Open(ctx context.Context, o Options) (*App, error) {
+	if o.Config == nil {
+		return nil, fmt.Errorf("app: no config")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
+	}
+	if o.Prefix == "" {
+		o.Prefix = "ol:"
+	}
+	if o.Queue == "" {
+		o.Queue = "outerloop"
+	}
+	if o.Workdir == "" {
+		o.Workdir = filepath.Join(os.TempDir(), "outerloop-work")
+	}
+	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir}
+	if o.RedisURL == "" {
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // asynq's leases rely on keys expiring with real time
+		if err := m.Start(); err != nil {
+			return nil, fmt.Errorf("app: embedded redis: %w", err)
+		}
+		a.mini, a.Embedded = m, true
+		o.RedisURL = "redis://" + m.Addr() + "/0"
+		o.Logger.Warn("no Redis configured: using an embedded in-process miniredis; nothing survives this process", "addr", m.Addr())
+	}
+	ropt, err := redis.ParseURL(o.RedisURL)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: redis URL: %w", err)
+	}
+	a.Redis = redis.NewClient(ropt)
+	if err := a.Redis.Ping(ctx).Err(); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: redis at %s does not answer: %w", ropt.Addr, err)
+	}
+	a.AsynqOpt = asynq.RedisClientOpt{Addr: ropt.Addr, DB: ropt.DB, Username: ropt.Username, Password: ropt.Password, TLSConfig: ropt.TLSConfig}
+	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
+	a.client = asynq.NewClient(a.AsynqOpt)
+	a.inspector = asynq.NewInspector(a.AsynqOpt)
+	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
+		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger})
+	a.Metrics = metrics.New()
+	a.Metrics.SetTemplates(o.Config.Templates)
+	a.Metrics.SetStatsSource(a.Store.Stats)
+	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now))
+	a.Loops = worker.NewRegistry()
+	a.Loops.Register("script", scriptloop.New())
+	a.Loops.Register("agent", agentloop.New())
+	a.Loops.Register("exec", execloop.New())
+	for k, l := range o.Loops {
+		a.Loops.Register(k, l)
+	}
+	return a, nil
+}
+
+// Inspector returns asynq's inspector for the queue.
+func (a *App) Inspector() *asynq.Inspector { return a.inspector }
+
+// QueueName returns the asynq queue name.
+func (a *App) QueueName() string { return a.opts.Queue }
+
+// Handler returns an attempt handler wired to this system.
+func (a *App) Handler(workerID string) *worker.Handler {
+	return worker.NewHandler(worker.HandlerOptions{
+		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
+		Enqueuer: a.Queue, Workspaces: worker.Workspaces{Root: a.Workdir, BaseDir: a.Config.Dir},
+		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID,
+	})
+}
+
+// Worker returns a worker server (not started).
+func (a *App) Worker(concurrency int, workerID string) *worker.Server {
+	return worker.NewServer(a.AsynqOpt, a.Handler(workerID), worker.ServerOptions{
+		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger})
+}
+
+// Scheduler returns the cron scheduler (not started).
+func (a *App) Scheduler(onTick func(scheduler.TickResult)) (*scheduler.Scheduler, error) {
+	return scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick})
+}
+
+// Close releases connections and stops the embedded Redis.
+func (a *App) Close() {
+	if a.client != nil {
+		_ = a.client.Close()
+	}
+	if a.inspector != nil {
+		_ = a.inspector.Close()
+	}
+	if a.Redis != nil {
+		_ = a.Redis.Close()
+	}
+	if a.mini != nil {
+		a.mini.Close()
+	}
+}
+
+// VerifierAdapter lets the worker call verify.Verifier through its own small interface.
+type VerifierAdapter struct{ V *verify.Verifier }
+
+// Verify runs the verifier.
+func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
+	r, err := v.V.Verify(ctx, verify.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Exit: in.Exit,
+		Workspace: in.Workspace, BaseCommit: in.BaseCommit})
+	if err != nil {
+		return workitems.Decision{}, nil, err
+	}
+	return r.Decision, &r.Verdict, nil
+}
+
+// Check runs the done check.
+func (v VerifierAdapter) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (worker.DoneCheckResult, error) {
+	passed, summary, err := v.V.Check(ctx, tmpl, workspace)
+	return worker.DoneCheckResult{Passed: passed, Summary: summary}, err
+}

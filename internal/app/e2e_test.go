@@ -1,0 +1,231 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/internal/app"
+	"outerloop/internal/fakeclock"
+	"outerloop/internal/redistest"
+	"outerloop/scheduler"
+	"outerloop/worker"
+	"outerloop/workitems"
+)
+
+// sampleRepo writes a Go module whose TestAdd fails until Add is fixed.
+func sampleRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":      "module sample\n\ngo 1.26\n",
+		"calc.go":     "package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
+		"calc_test.go": "package sample\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// The fix reads the failure the verifier put in the condition's input: the first attempt has
+// none and makes no real change, the retry sees "TestAdd" and fixes the code.
+const fixScript = `if echo "$OUTERLOOP_INPUT" | grep -q TestAdd; then sed -i 's/a - b/a + b/' calc.go; echo fixed; else echo "no failure known yet"; fi`
+
+func config(t *testing.T, repo string, extra string) *workitems.Config {
+	t.Helper()
+	y := fmt.Sprintf(`
+defaults:
+  max_attempts: 3
+  budget: {wall_time: 2m, verify_reserve: 1m}
+templates:
+  - name: fix
+    schedule: "*/10 * * * *"
+    repo: %s
+    goal: make TestAdd pass
+    loop:
+      kind: script
+      commands: [%q]
+    done_check: {commands: ["go test -json ./..."]}
+  - name: never-fixed
+    repo: %s
+    max_attempts: 2
+    goal: hopeless
+    loop: {kind: script, commands: ["echo still broken"]}
+    done_check: {commands: ["go test -json ./..."]}
+  - name: slow
+    repo: %s
+    goal: burns its budget
+    budget: {wall_time: 61s, verify_reserve: 60s}
+    loop: {kind: script, commands: ["sleep 30"]}
+    done_check: {commands: ["go test -json ./..."]}
+%s`, repo, fixScript, repo, repo, extra)
+	cfg, err := workitems.ParseConfig([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+type sys struct {
+	*app.App
+	env *redistest.Env
+}
+
+func open(t *testing.T, cfg *workitems.Config, clock workitems.Clock) *sys {
+	t.Helper()
+	env := redistest.New(t)
+	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,
+		Queue: env.Queue, Workdir: t.TempDir(), Clock: clock, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return &sys{App: a, env: env}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (s *sys) startWorker(t *testing.T, id string) *worker.Server {
+	t.Helper()
+	w := s.Worker(2, id)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Shutdown(context.Background()) })
+	return w
+}
+
+// awaitState follows the item's event stream until the item reaches one of states.
+func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	after := "0"
+	for {
+		it, err := s.Get(ctx, id)
+		if err == nil {
+			for _, st := range states {
+				if it.State == st {
+					return it
+				}
+			}
+		}
+		evs, err := s.Events(ctx, id, after, 100, time.Second)
+		if ctx.Err() != nil {
+			it, _ := s.Get(context.Background(), id)
+			t.Fatalf("item %s did not reach %v within %s; it is %+v", id, states, timeout, it)
+		}
+		if err == nil && len(evs) > 0 {
+			after = evs[len(evs)-1].ID
+		}
+	}
+}
+
+func TestCronTickToClosedAfterARetryWithAChangedCondition(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	clock := fakeclock.New(time.Date(2026, 11, 29, 3, 5, 0, 0, time.UTC))
+	s := open(t, config(t, repo, ""), workitems.SystemClock{})
+	ticks := make(chan scheduler.TickResult, 10)
+	sched, err := scheduler.New(s.Queue, scheduler.Options{Clock: clock, OnTick: func(r scheduler.TickResult) { ticks <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched.Start(context.Background())
+	t.Cleanup(sched.Shutdown)
+	s.startWorker(t, "w1")
+	clock.BlockUntil(1, nil)
+	clock.Advance(5 * time.Minute)
+	r := <-ticks
+	for r.Outcome == "misfire_dropped" { // the 03:00 tick was before the scheduler started
+		r = <-ticks
+	}
+	if r.Outcome != "created" || r.Item != "fix@20261129T031000Z" {
+		t.Fatalf("tick: %+v", r)
+	}
+	it := awaitState(t, s.Store, r.Item, 90*time.Second, workitems.StateClosed, workitems.StateEscalated)
+	if it.State != workitems.StateClosed || len(it.Attempts) != 2 {
+		t.Fatalf("want closed after 2 attempts, got %s after %d: %+v", it.State, len(it.Attempts), it.Decisions)
+	}
+	first, second := it.Attempts[0], it.Attempts[1]
+	if first.Decision.Outcome != workitems.OutcomeRetry || !strings.Contains(second.Condition.Input, "TestAdd") {
+		t.Fatalf("the retry must carry the failure: decision %+v, input %q", first.Decision, second.Condition.Input)
+	}
+	if fmt.Sprint(second.Changed) != "[input]" {
+		t.Fatalf("the item must record what changed: %v", second.Changed)
+	}
+	if it.Decisions[1].Outcome != workitems.OutcomeClose || second.Verified == nil || second.Verified.Passed < 1 {
+		t.Fatalf("close must rest on passing tests: %+v %+v", it.Decisions[1], second.Verified)
+	}
+	if it.Spend.Steps != 2 {
+		t.Fatalf("item spend across attempts: %+v", it.Spend)
+	}
+}
+
+func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	s := open(t, config(t, repo, ""), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	ctx := context.Background()
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "never-fixed", Origin: workitems.Origin{Kind: "manual", Actor: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it = awaitState(t, s.Store, it.ID, 90*time.Second, workitems.StateEscalated, workitems.StateClosed)
+	if it.State != workitems.StateEscalated || len(it.Attempts) != 2 || it.Escalation == nil {
+		t.Fatalf("want escalated after 2 attempts: %s %d", it.State, len(it.Attempts))
+	}
+	esc, _ := s.Store.Escalated(ctx)
+	if len(esc) != 1 || esc[0].ID != it.ID {
+		t.Fatalf("escalation inbox: %v", esc)
+	}
+	spentBefore := it.Spend
+	// The person fixes the code in the repo the template copies and retries with a note.
+	if err := os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	it, err = s.Queue.Resolve(ctx, it.ID, workitems.Resolution{Action: "retry", Actor: "alice", Input: "fixed the sign by hand"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it = awaitState(t, s.Store, it.ID, 90*time.Second, workitems.StateClosed, workitems.StateEscalated)
+	if it.State != workitems.StateClosed || len(it.Attempts) != 3 {
+		t.Fatalf("after resolve: %s with %d attempts", it.State, len(it.Attempts))
+	}
+	if it.Spend.Steps != spentBefore.Steps+1 || it.Resolution[0].Actor != "alice" {
+		t.Fatalf("spend must keep growing and the resolution record its actor: %+v %+v", it.Spend, it.Resolution)
+	}
+}
+
+func TestBudgetExhaustionEscalatesWithTheBudgetNamed(t *testing.T) {
+	t.Parallel()
+	s := open(t, config(t, sampleRepo(t), ""), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it = awaitState(t, s.Store, it.ID, 60*time.Second, workitems.StateEscalated, workitems.StateClosed)
+	a := it.Attempts[0]
+	if it.State != workitems.StateEscalated || a.Exit.Reason != workitems.ExitBudgetExhausted || a.Exit.Budget != workitems.BudgetWallTime {
+		t.Fatalf("want escalated on wall_time: %s %+v", it.State, a.Exit)
+	}
+	if it.Escalation.Reason == "" || len(it.Attempts) != 1 {
+		t.Fatalf("escalation: %+v attempts %d", it.Escalation, len(it.Attempts))
+	}
+}

@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// fencedCheckpointer writes a loop's checkpoints under the attempt's fence. The stored state is
+// an envelope holding the meter's spend beside the loop's own state, so that a resumed attempt
+// does not get its budget back.
+type fencedCheckpointer struct {
+	store *workitems.Store
+	fence *workitems.Fence
+	meter *Meter
+	obs   Observer
+}
+
+type envelope struct {
+	Spend workitems.Spend `json:"spend"`
+	Loop  json.RawMessage `json:"loop,omitempty"`
+	At    time.Time       `json:"at"`
+}
+
+func (c *fencedCheckpointer) priorSpend(ctx context.Context) (workitems.Spend, error) {
+	raw, _, err := c.store.LoadCheckpoint(ctx, c.fence.Item, c.fence.Attempt)
+	if err != nil || raw == nil {
+		return workitems.Spend{}, err
+	}
+	var e envelope
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return workitems.Spend{}, fmt.Errorf("worker: checkpoint of %s attempt %d unreadable: %w", c.fence.Item, c.fence.Attempt, err)
+	}
+	return e.Spend, nil
+}
+
+// Load returns the loop's state and history.
+func (c *fencedCheckpointer) Load(ctx context.Context) ([]byte, [][]byte, error) {
+	raw, hist, err := c.store.LoadCheckpoint(ctx, c.fence.Item, c.fence.Attempt)
+	if err != nil || raw == nil {
+		return nil, hist, err
+	}
+	var e envelope
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return nil, nil, fmt.Errorf("worker: checkpoint unreadable: %w", err)
+	}
+	if len(e.Loop) == 0 || string(e.Loop) == "null" {
+		return nil, hist, nil
+	}
+	return e.Loop, hist, nil
+}
+
+// Save writes the loop's state with the current spend.
+func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...[]byte) error {
+	e := envelope{Spend: c.meter.Spent(), At: time.Now().UTC()}
+	if len(state) > 0 {
+		if !json.Valid(state) {
+			b, _ := json.Marshal(string(state))
+			state = b
+		}
+		e.Loop = state
+	}
+	raw, _ := json.Marshal(e)
+	start := time.Now()
+	err := c.store.SaveCheckpoint(ctx, c.fence, raw, history...)
+	c.obs.CheckpointWrite(time.Since(start))
+	return err
+}
+
+// storeSink writes a loop's events to the item's log and to the process log.
+type storeSink struct {
+	store   *workitems.Store
+	item    string
+	attempt int
+	log     *slog.Logger
+}
+
+func (s *storeSink) Emit(ctx context.Context, e workitems.Event) {
+	e.Item, e.Attempt = s.item, s.attempt
+	if e.Type == "" {
+		e.Type = workitems.EventStep
+	}
+	if err := s.store.Emit(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Warn("event not recorded", "type", e.Type, "err", err)
+	}
+	s.log.Debug("event", "type", e.Type, "kind", e.Data["kind"], "message", e.Message)
+}
+
+type steerSource struct {
+	store *workitems.Store
+	item  string
+}
+
+func (s steerSource) Drain(ctx context.Context) ([]string, error) {
+	return s.store.DrainSteer(ctx, s.item)
+}
+
+type doneChecker struct {
+	v    Verifier
+	tmpl *workitems.Template
+	ws   string
+}
+
+func (d doneChecker) Check(ctx context.Context) (DoneCheckResult, error) {
+	if d.v == nil {
+		return DoneCheckResult{}, fmt.Errorf("worker: no verifier configured")
+	}
+	return d.v.Check(ctx, d.tmpl, d.ws)
+}

@@ -1,0 +1,385 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"outerloop/workitems"
+)
+
+// Verifier decides what follows an attempt (verify.Verifier, through a small adapter).
+type Verifier interface {
+	Verify(ctx context.Context, in VerifyInput) (workitems.Decision, *workitems.Verdict, error)
+	// Check runs the done check for a loop that wants to see where it stands.
+	Check(ctx context.Context, tmpl *workitems.Template, workspace string) (DoneCheckResult, error)
+}
+
+// VerifyInput is what the verifier gets after an attempt.
+type VerifyInput struct {
+	Template   *workitems.Template
+	Item       *workitems.Item
+	Attempt    int
+	Exit       workitems.Exit
+	Workspace  string
+	BaseCommit string
+}
+
+// Enqueuer puts an item's current attempt on the queue (scheduler.Queue).
+type Enqueuer interface {
+	EnqueueAttempt(ctx context.Context, it *workitems.Item) error
+	Reconcile(ctx context.Context, olderThan time.Duration) (int, error)
+}
+
+// Observer receives the worker's measurements (metrics.Metrics implements it).
+type Observer interface {
+	AttemptStarted(template, loop string)
+	AttemptFinished(template, loop string, reason workitems.ExitReason, d time.Duration, steps int64, itemID string)
+	AddSpend(template, loop string, delta workitems.Spend, itemID string)
+	Decision(template string, outcome workitems.Outcome, rule string, itemID string)
+	CheckpointWrite(d time.Duration)
+}
+
+// Errors a handler returns to asynq so that it tries the task again soon, without counting it
+// as a failure: the attempt yielded at shutdown, or another worker holds its lease.
+var (
+	ErrYield     = errors.New("worker: attempt yielded (shutdown); resumes from its checkpoint")
+	errCancelled = errors.New("item cancelled by a person")
+)
+
+// HandlerOptions configures a Handler.
+type HandlerOptions struct {
+	Store      *workitems.Store
+	Config     *workitems.Config
+	Loops      *Registry
+	Verifier   Verifier
+	Enqueuer   Enqueuer
+	Workspaces Workspaces
+	Observer   Observer
+	Clock      workitems.Clock
+	Logger     *slog.Logger
+	LeaseTTL   time.Duration // default 15s; renewed every third of it
+	WorkerID   string        // default host:pid
+}
+
+// Handler is the asynq handler of attempt tasks. It leases the attempt (fencing epoch), runs the
+// inner loop under its budget with a checkpoint after every step, records the exit, asks the
+// verifier, and records and acts on the decision. Every write is fenced, so a worker whose lease
+// was taken over cannot write anything.
+type Handler struct {
+	o      HandlerOptions
+	base   context.Context // cancelled at shutdown, before asynq stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewHandler returns a Handler.
+func NewHandler(o HandlerOptions) *Handler {
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 15 * time.Second
+	}
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		o.WorkerID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	h := &Handler{o: o}
+	h.base, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// Yield cancels every running attempt so that it checkpoints and returns ErrYield; Wait then
+// waits for them. Together they make a graceful shutdown (see Server.Shutdown).
+func (h *Handler) Yield() { h.cancel() }
+
+// Wait waits for running handlers until ctx ends.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ProcessTask implements asynq.Handler.
+func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	h.wg.Add(1)
+	defer h.wg.Done()
+	var p workitems.TaskPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Item == "" || p.Attempt < 1 {
+		return fmt.Errorf("worker: task payload %q is not {item, attempt}: %w", truncate(string(t.Payload()), 200), asynq.SkipRetry)
+	}
+	return h.Process(ctx, p.Item, p.Attempt)
+}
+
+// Process runs attempt n of an item (the body of ProcessTask).
+func (h *Handler) Process(ctx context.Context, id string, n int) error {
+	log := h.o.Logger.With("item", id, "attempt", n)
+	st := h.o.Store
+	it, err := st.Get(ctx, id)
+	if errors.Is(err, workitems.ErrNotFound) {
+		log.Warn("task for an unknown item dropped")
+		return fmt.Errorf("worker: %w: %w", err, asynq.SkipRetry)
+	}
+	if err != nil {
+		return err
+	}
+	if it.Attempt != n || it.State.Terminal() || it.State == workitems.StateEscalated {
+		log.Info("stale task skipped", "state", it.State, "current_attempt", it.Attempt)
+		return nil
+	}
+	if it.State == workitems.StateRetryWait { // enqueued, but MarkQueued did not happen
+		if it, err = st.MarkQueued(ctx, id, n); err != nil {
+			return err
+		}
+	}
+	tmpl, ok := h.o.Config.Template(it.Template)
+	if !ok {
+		_, err := st.Fail(ctx, id, nil, fmt.Sprintf("template %q is no longer configured", it.Template))
+		log.Error("item of an unknown template failed", "template", it.Template)
+		return err
+	}
+	holder := h.o.WorkerID + "/" + randomHex(4)
+	fence, err := st.AcquireLease(ctx, id, n, holder, h.o.LeaseTTL)
+	if err != nil {
+		return err // ErrLeaseHeld: asynq tries again shortly
+	}
+	defer func() { _ = st.ReleaseLease(context.WithoutCancel(ctx), fence) }()
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(h.base, func() { cancel(ErrYield) })
+	defer stop()
+	hbDone := h.heartbeat(runCtx, cancel, fence, log)
+	defer hbDone()
+
+	it, resumed, err := st.StartAttempt(ctx, fence, holder)
+	if errors.Is(err, workitems.ErrStale) || errors.Is(err, workitems.ErrLeaseLost) {
+		log.Info("attempt not started", "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log = log.With("epoch", fence.Epoch)
+	a := it.Current()
+	ws, base := a.Workspace, ""
+	if it.State == workitems.StateRunning {
+		var exit workitems.Exit
+		var spend workitems.Spend
+		exit, spend, ws, base = h.runLoop(runCtx, it, tmpl, fence, resumed, log)
+		switch cause := context.Cause(runCtx); {
+		case errors.Is(cause, workitems.ErrLeaseLost):
+			log.Warn("lease lost; the new holder continues", "exit", exit.Reason)
+			return nil
+		case errors.Is(cause, errCancelled):
+			log.Info("attempt stopped: item cancelled")
+			return nil
+		case exit.Reason == workitems.ExitAborted && errors.Is(cause, ErrYield):
+			log.Info("attempt yielded at shutdown; it resumes from its checkpoint")
+			return ErrYield
+		case exit.Reason == workitems.ExitAborted && ctx.Err() != nil:
+			// asynq cancelled us (its timeout or CancelProcessing): keep the checkpoint and let
+			// asynq's retry resume it.
+			return fmt.Errorf("worker: attempt aborted: %w", context.Cause(ctx))
+		}
+		it, err = st.RecordExit(ctx, fence, exit, spend, ws)
+		if err != nil {
+			if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
+				log.Warn("exit not recorded", "err", err)
+				return nil
+			}
+			return err
+		}
+		h.o.Observer.AttemptFinished(it.Template, loopKind(tmpl, a.Condition), exit.Reason, spend.WallTime.D(), spend.Steps, it.ID)
+		h.o.Observer.AddSpend(it.Template, loopKind(tmpl, a.Condition), spend, it.ID)
+		log.Info("attempt exited", "reason", exit.Reason, "budget", exit.Budget, "message", exit.Message)
+	} else if ws != "" {
+		// Resumed at verifying: the loop finished earlier; verify its workspace.
+		base, _ = git(ctx, ws, "rev-parse", baseTag)
+	}
+	return h.decide(ctx, it, tmpl, fence, ws, base, log)
+}
+
+// runLoop prepares the workspace and runs the inner loop under the attempt's budget.
+func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+	resumed bool, log *slog.Logger) (workitems.Exit, workitems.Spend, string, string) {
+	a := it.Current()
+	kind := loopKind(tmpl, a.Condition)
+	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer}
+	prior, err := cp.priorSpend(ctx)
+	if err != nil {
+		return workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}, prior, "", ""
+	}
+	budget := it.AttemptBudget(a.Condition)
+	loopBudget := budget
+	loopBudget.WallTime -= budget.VerifyReserve // kept back for the done check
+	loopBudget.VerifyReserve = 0
+	meter := NewMeter(loopBudget, prior, h.o.Clock.Now)
+	cp.meter = meter
+	fail := func(class workitems.ErrorClass, msg string) (workitems.Exit, workitems.Spend, string, string) {
+		return workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, meter.Spent(), "", ""
+	}
+	loop, err := h.o.Loops.Lookup(kind)
+	if err != nil {
+		return fail(workitems.ClassInvalidInput, err.Error())
+	}
+	ws, base, err := h.o.Workspaces.Prepare(ctx, it, a.N, tmpl.Repo, a.Condition.CleanCheckout && !resumed)
+	if err != nil {
+		return fail(workitems.ClassNotFound, err.Error())
+	}
+	events := &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}
+	att := &Attempt{
+		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.o.Config, Workspace: ws,
+		Resumed: resumed, Meter: meter, Checkpoints: cp, Events: events,
+		Steer:     steerSource{store: h.o.Store, item: it.ID},
+		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws},
+		Logger:    log,
+	}
+	h.o.Observer.AttemptStarted(it.Template, kind)
+	log.Info("attempt running", "loop", kind, "workspace", ws, "resumed", resumed)
+	exit := h.safeRun(ctx, loop, att)
+	// A loop must never claim completion past a cap: the budget wins over the claim.
+	if exit.Reason == workitems.ExitCompleted {
+		var be *BudgetError
+		if err := meter.Check(); errors.As(err, &be) && be.Kind != workitems.BudgetWallTime {
+			exit = workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: be.Kind, Message: be.Error(), LastMessage: exit.LastMessage}
+		}
+	}
+	return exit, meter.Spent(), ws, base
+}
+
+// safeRun turns a panicking loop into an explicit failed exit.
+func (h *Handler) safeRun(ctx context.Context, l InnerLoop, a *Attempt) (exit workitems.Exit) {
+	defer func() {
+		if r := recover(); r != nil {
+			exit = workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassInvariantViolation,
+				Message: fmt.Sprintf("inner loop panicked: %v", r)}
+		}
+	}()
+	return l.Run(ctx, a)
+}
+
+// decide asks the verifier and records its decision; a retry's next attempt is enqueued.
+func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+	ws, base string, log *slog.Logger) error {
+	a := it.Current()
+	exit := workitems.Exit{Reason: workitems.ExitFailed, Message: "no exit recorded"}
+	if a.Exit != nil {
+		exit = *a.Exit
+	}
+	reserve := it.AttemptBudget(a.Condition).VerifyReserve.D()
+	if t := tmpl.DoneCheck.Timeout.D(); t > 0 {
+		reserve = t
+	}
+	if reserve <= 0 {
+		reserve = 10 * time.Minute
+	}
+	vctx, cancel := context.WithTimeout(ctx, reserve)
+	defer cancel()
+	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws, BaseCommit: base})
+	if err != nil {
+		// Broken infrastructure, not a verdict: the item stays verifying and the task is retried.
+		return fmt.Errorf("worker: verify %s attempt %d: %w", it.ID, a.N, err)
+	}
+	if d.Actor == "" {
+		d.Actor = "verifier"
+	}
+	it, err = h.o.Store.RecordDecision(ctx, fence, d, verdict)
+	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
+		log.Warn("decision not recorded", "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	last := it.Decisions[len(it.Decisions)-1]
+	h.o.Observer.Decision(it.Template, last.Outcome, last.Rule, it.ID)
+	log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State)
+	if it.State == workitems.StateRetryWait && h.o.Enqueuer != nil {
+		if err := h.o.Enqueuer.EnqueueAttempt(ctx, it); err != nil {
+			log.Warn("enqueue of the retry failed; reconcile will repair it", "err", err)
+		}
+	}
+	return nil
+}
+
+// heartbeat renews the lease and watches for a person's cancel; it cancels ctx with the cause.
+func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, f *workitems.Fence, log *slog.Logger) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-h.o.Clock.After(h.o.LeaseTTL / 3):
+			}
+			if err := h.o.Store.RenewLease(ctx, f, h.o.LeaseTTL); errors.Is(err, workitems.ErrLeaseLost) {
+				log.Warn("lease taken over by another worker; stopping", "epoch", f.Epoch)
+				_ = h.o.Store.Emit(context.WithoutCancel(ctx), workitems.Event{Item: f.Item, Attempt: f.Attempt,
+					Type: workitems.EventLeaseLost, Message: "a newer lease exists; this worker stopped", Actor: f.Holder})
+				cancel(workitems.ErrLeaseLost)
+				return
+			}
+			if it, err := h.o.Store.Get(ctx, f.Item); err == nil && (it.CancelReq || it.State == workitems.StateCancelled) {
+				cancel(errCancelled)
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func loopKind(t *workitems.Template, c workitems.Condition) string {
+	if c.Strategy.Loop != "" {
+		return c.Strategy.Loop
+	}
+	return t.Loop.Kind
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+type nopObserver struct{}
+
+func (nopObserver) AttemptStarted(string, string) {}
+func (nopObserver) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
+}
+func (nopObserver) AddSpend(string, string, workitems.Spend, string)   {}
+func (nopObserver) Decision(string, workitems.Outcome, string, string) {}
+func (nopObserver) CheckpointWrite(time.Duration)                      {}

@@ -1,0 +1,137 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"outerloop/workitems"
+)
+
+// ServerOptions configures a Server.
+type ServerOptions struct {
+	Queue           string // asynq queue (default "outerloop")
+	Concurrency     int    // attempts at once (default 2)
+	ShutdownTimeout time.Duration
+	ReconcileEvery  time.Duration // default 30s; 0 keeps the default, <0 disables
+	Logger          *slog.Logger
+}
+
+// Server runs attempt tasks from asynq with a graceful shutdown that asynq alone does not give:
+// it stops fetching, cancels our own base context so that every loop checkpoints and yields,
+// waits for them, and only then stops asynq. A reconcile loop repairs items a crash left
+// between the store and the queue.
+type Server struct {
+	srv      *asynq.Server
+	h        *Handler
+	enqueuer Enqueuer
+	o        ServerOptions
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a Server for h.
+func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
+	if o.Queue == "" {
+		o.Queue = "outerloop"
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 2
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.ReconcileEvery == 0 {
+		o.ReconcileEvery = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	srv := asynq.NewServer(r, asynq.Config{
+		Concurrency:     o.Concurrency,
+		Queues:          map[string]int{o.Queue: 1},
+		ShutdownTimeout: o.ShutdownTimeout,
+		Logger:          asynqLogger{o.Logger},
+		LogLevel:        asynq.WarnLevel,
+		// A yield or a held lease is not a failure: try again soon.
+		IsFailure: func(err error) bool {
+			return !errors.Is(err, ErrYield) && !errors.Is(err, workitems.ErrLeaseHeld)
+		},
+		RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
+			switch {
+			case errors.Is(err, ErrYield):
+				return time.Second
+			case errors.Is(err, workitems.ErrLeaseHeld):
+				return 5 * time.Second
+			}
+			return asynq.DefaultRetryDelayFunc(n, err, t)
+		},
+	})
+	return &Server{srv: srv, h: h, enqueuer: h.o.Enqueuer, o: o}
+}
+
+// Start starts processing.
+func (s *Server) Start() error {
+	mux := asynq.NewServeMux()
+	mux.Handle(workitems.TaskTypeAttempt, s.h)
+	if err := s.srv.Start(mux); err != nil {
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if s.enqueuer != nil && s.o.ReconcileEvery > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.reconcile(ctx)
+		}()
+	}
+	return nil
+}
+
+func (s *Server) reconcile(ctx context.Context) {
+	clock := s.h.o.Clock
+	for {
+		if n, err := s.enqueuer.Reconcile(ctx, s.o.ReconcileEvery); err != nil && ctx.Err() == nil {
+			s.o.Logger.Warn("reconcile failed", "err", err)
+		} else if n > 0 {
+			s.o.Logger.Info("reconcile re-enqueued items", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(s.o.ReconcileEvery):
+		}
+	}
+}
+
+// Shutdown stops the server gracefully: no new tasks, running loops checkpoint and yield (their
+// tasks are retried by asynq and resume from the checkpoint), then asynq stops.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.srv.Stop() // no new tasks
+	s.h.Yield()
+	if err := s.h.Wait(ctx); err != nil {
+		s.o.Logger.Warn("attempts still running at shutdown", "err", err)
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	s.srv.Shutdown()
+}
+
+// asynqLogger routes asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true)
+}
