@@ -2,10 +2,12 @@ package agentloop
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,14 +217,21 @@ func TestScenario09CancelWhileAToolRuns(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	h.ev.on = func(e workitems.Event) {
-		if e.Data["kind"] == "tool_call" {
-			cancel()
-		}
+	// The shell writes to a FIFO once it runs; reading it proves the tool is running when
+	// the cancel comes.
+	if err := syscall.Mkfifo(filepath.Join(h.dir, "ready"), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	go func() {
+		if f, err := os.Open(filepath.Join(h.dir, "ready")); err == nil {
+			io.ReadAll(f)
+			f.Close()
+		}
+		cancel()
+	}()
 	hook := recordingHook{ran: make(chan struct{})}
 	p := model.NewScripted("scripted",
-		model.Reply(model.CallResponse(model.Call("c1", "shell", `{"command":"sleep 60"}`))),
+		model.Reply(model.CallResponse(model.Call("c1", "shell", `{"command":"echo running > ready; sleep 60"}`))),
 		model.Reply(model.TextResponse("never")))
 	start := time.Now()
 	ex := h.run(ctx, p, WithStopHooks(hook))
