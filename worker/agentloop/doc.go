@@ -47,8 +47,8 @@
 //
 // Every model call, tool call, token, dollar and loop step is charged to the attempt's
 // worker.Meter. Reaching a cap does not undo what just happened; it refuses the next action
-// that would spend: the run then checkpoints and exits budget_exhausted naming the cap (a
-// final answer given exactly at a cap still completes). Near a cap (80%) the model gets one
+// that would spend, and a turn that reaches the stop gate at a cap does not complete: the run
+// checkpoints and exits budget_exhausted naming the cap. Near a cap (80%) the model gets one
 // wrap-up notice per budget kind. The same failing tool call (name, arguments, output)
 // repeated Template.Loop.NoProgressLimit times exits no_progress.
 //

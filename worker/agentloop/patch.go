@@ -164,16 +164,20 @@ func applyHunks(path, content string, hunks []patchHunk) (string, error) {
 	}
 	cursor := 0
 	for n, h := range hunks {
+		anchorAt := -1
 		if h.anchor != "" {
-			at := findLines(lines, []string{h.anchor}, cursor, false)
-			if at < 0 {
+			anchorAt = findLines(lines, []string{h.anchor}, cursor, false)
+			if anchorAt < 0 {
 				return "", fmt.Errorf("%s: hunk %d: anchor line %q not found", path, n+1, h.anchor)
 			}
-			cursor = at + 1
+			cursor = anchorAt + 1
 		}
 		at := len(lines)
 		if len(h.old) > 0 || !h.eof {
 			at = findLines(lines, h.old, cursor, h.eof)
+			if at < 0 && anchorAt >= 0 { // the hunk repeated its anchor line as context
+				at = findLines(lines, h.old, anchorAt, h.eof)
+			}
 		}
 		if at < 0 {
 			return "", fmt.Errorf("%s: hunk %d: these lines were not found (read the file again):\n%s",

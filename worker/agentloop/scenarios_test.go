@@ -771,3 +771,14 @@ func TestWallTimeDeadlineStopsABlockedModel(t *testing.T) {
 		t.Fatalf("terminal events %v", got)
 	}
 }
+
+func TestAFinalAnswerAtTheCapIsNotCompleted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.budget.ModelCalls = 1
+	p := model.NewScripted("scripted", model.Reply(model.TextResponse("done in one")))
+	ex := h.run(t.Context(), p)
+	if ex.Reason != workitems.ExitBudgetExhausted || ex.Budget != workitems.BudgetModelCalls || ex.LastMessage != "done in one" {
+		t.Fatalf("exit %+v", ex)
+	}
+}

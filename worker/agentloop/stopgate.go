@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"
 )
@@ -176,6 +177,12 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: strings.Join(prompts, "\n\n")})
 		rt.st.HookActive = true
 		return rt.enter(ctx, Preparing)
+	}
+	// At a cap the attempt is never "completed", even when the last answer fit exactly (the
+	// worker applies the same rule); wall time is left to the context deadline.
+	var be *worker.BudgetError
+	if err := rt.a.Meter.Check(); errors.As(err, &be) && be.Kind != workitems.BudgetWallTime {
+		return err
 	}
 	ex := workitems.Exit{Reason: workitems.ExitCompleted, LastMessage: rt.st.LastText}
 	rt.st.Exit = &ex

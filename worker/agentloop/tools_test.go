@@ -225,3 +225,26 @@ func processDead(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
+
+func TestApplyHunks(t *testing.T) {
+	t.Parallel()
+	const src = "a\nfunc F() {\n\tx := 1\n}\nz\n"
+	for _, tc := range []struct {
+		name  string
+		hunks []patchHunk
+		want  string
+	}{
+		{"a hunk replaces its lines", []patchHunk{{old: []string{"\tx := 1"}, new: []string{"\tx := 2"}}}, "a\nfunc F() {\n\tx := 2\n}\nz\n"},
+		{"an anchor repeated as context still matches", []patchHunk{{anchor: "func F() {", old: []string{"func F() {", "\tx := 1"}, new: []string{"func F() {", "\tx := 3"}}}, "a\nfunc F() {\n\tx := 3\n}\nz\n"},
+		{"trailing white space is forgiven", []patchHunk{{old: []string{"\tx := 1  "}, new: []string{"\tx := 4"}}}, "a\nfunc F() {\n\tx := 4\n}\nz\n"},
+		{"an end-of-file hunk appends", []patchHunk{{new: []string{"tail"}, eof: true}}, src + "tail\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := applyHunks("f.go", src, tc.hunks)
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
