@@ -121,6 +121,10 @@ var errWallTime = errors.New("agentloop: wall-time budget reached")
 
 // Run runs one attempt as one turn and returns its exit.
 func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
+	if a.Meter == nil {
+		return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassInvalidInput,
+			Message: "agentloop: the attempt has no budget meter"}
+	}
 	if d, ok := a.Meter.Deadline(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d.Sub(l.now()), errWallTime)
@@ -136,6 +140,7 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		emit(ctx, a, "turn_error", ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
 		return ex
 	}
+	defer rt.tools.root.Close()
 	return rt.run(ctx)
 }
 

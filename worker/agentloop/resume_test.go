@@ -120,3 +120,30 @@ func TestResumeOfACompletedAttemptDoesNothing(t *testing.T) {
 		t.Fatalf("exit %+v, %d requests, %d new saves", ex, len(p.Requests()), len(h.cp.saves)-saves)
 	}
 }
+
+func TestAnUnreadableCheckpointFailsWithoutWriting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		state   string
+		history [][]byte
+	}{
+		{"state that is not JSON", `{"version":`, nil},
+		{"a state of another version", `{"version":99,"phase":"sampling"}`, nil},
+		{"a history shorter than the state says", `{"version":1,"phase":"sampling","history_len":2}`, [][]byte{[]byte(`{"kind":"message"}`)}},
+	} {
+		t.Run("a checkpoint with "+tc.name+" fails the attempt", func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.cp.state, h.cp.history, h.resume = []byte(tc.state), tc.history, true
+			p := model.NewScripted("scripted")
+			ex := h.run(t.Context(), p)
+			if ex.Reason != workitems.ExitFailed || ex.Class != workitems.ClassInvariantViolation {
+				t.Fatalf("exit %+v", ex)
+			}
+			if len(h.cp.saves) != 0 || len(p.Requests()) != 0 {
+				t.Fatal("an unreadable checkpoint was overwritten or acted on")
+			}
+		})
+	}
+}

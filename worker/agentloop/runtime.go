@@ -95,33 +95,46 @@ func (l *Loop) newRuntime(ctx context.Context, a *worker.Attempt) (*runtime, err
 	}
 	rt.tools = tb
 	tb.doneCheck = rt.runDoneCheck
+	if err := rt.load(ctx); err != nil {
+		tb.root.Close()
+		return nil, err
+	}
+	return rt, nil
+}
 
+// load restores state and history from the last checkpoint, or starts a fresh turn.
+func (rt *runtime) load(ctx context.Context) error {
+	a := rt.a
 	raw, hist, err := a.Checkpoints.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load checkpoint: %w", err)
+		return fmt.Errorf("load checkpoint: %w", err)
 	}
 	if raw != nil {
 		if err := json.Unmarshal(raw, &rt.st); err != nil {
-			return nil, workitems.Classify(workitems.ClassInvariantViolation, fmt.Errorf("checkpoint state: %w", err))
+			return workitems.Classify(workitems.ClassInvariantViolation, fmt.Errorf("checkpoint state: %w", err))
+		}
+		if rt.st.Version != stateVersion {
+			return workitems.Classify(workitems.ClassInvariantViolation,
+				fmt.Errorf("checkpoint state version %d, this loop reads %d", rt.st.Version, stateVersion))
 		}
 		for i, h := range hist {
 			var it model.Item
 			if err := json.Unmarshal(h, &it); err != nil {
-				return nil, workitems.Classify(workitems.ClassInvariantViolation, fmt.Errorf("checkpoint history entry %d: %w", i, err))
+				return workitems.Classify(workitems.ClassInvariantViolation, fmt.Errorf("checkpoint history entry %d: %w", i, err))
 			}
 			rt.history = append(rt.history, it)
 		}
 		if len(rt.history) != rt.st.HistoryLen {
-			return nil, workitems.Classify(workitems.ClassInvariantViolation,
+			return workitems.Classify(workitems.ClassInvariantViolation,
 				fmt.Errorf("checkpoint has %d history entries, state expects %d", len(rt.history), rt.st.HistoryLen))
 		}
 		rt.resumed = true
-		return rt, nil
+		return nil
 	}
 	rt.st = state{Version: stateVersion, Phase: Preparing, Turn: turnID(a),
 		Failures: map[string]int{}, WrappedUp: map[string]bool{}}
 	rt.st.StartPrint = fingerprint(a.Workspace)
-	return rt, nil
+	return nil
 }
 
 func turnID(a *worker.Attempt) string {
