@@ -62,3 +62,18 @@ func TestRetryDelay(t *testing.T) {
 		t.Errorf("MaxRetries = %d, want 5", model.MaxRetries)
 	}
 }
+
+func TestErrorClassIsVisibleToWorkitems(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("sampling: %w", &model.Error{Provider: "p", Class: workitems.ClassPermission, QuotaExceeded: true})
+	if got := workitems.ClassOf(err); got != workitems.ClassPermission {
+		t.Errorf("workitems.ClassOf = %s, want permission", got)
+	}
+	var me *model.Error
+	if !errors.As(err, &me) || !me.QuotaExceeded {
+		t.Errorf("errors.As *model.Error failed: %v", err)
+	}
+	if got := workitems.ClassOf(errors.New("plain")); got != workitems.ClassUnknown {
+		t.Errorf("ClassOf(plain) = %s", got)
+	}
+}

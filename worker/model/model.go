@@ -216,6 +216,16 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// As lets errors.As (and so workitems.ClassOf) see an *Error as a *workitems.ClassError of the
+// same class.
+func (e *Error) As(target any) bool {
+	if ce, ok := target.(**workitems.ClassError); ok {
+		*ce = &workitems.ClassError{Class: e.Class, Err: e}
+		return true
+	}
+	return false
+}
+
 // Retryable reports whether the loop should retry err with backoff.
 func Retryable(err error) bool {
 	var me *Error
