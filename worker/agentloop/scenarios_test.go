@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"
 )
@@ -726,59 +725,5 @@ func TestScenario23FiftyToolCallsKeepGoing(t *testing.T) {
 	ex := h.run(t.Context(), p)
 	if ex.Reason != workitems.ExitCompleted || len(p.Requests()) != 51 {
 		t.Fatalf("exit %+v after %d requests", ex, len(p.Requests()))
-	}
-}
-
-// The done-check stop hook: files changed since the last done check → run it first.
-func TestBuiltinStopHookAsksForTheDoneCheck(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	checks := 0
-	h.done = doneFunc(func(context.Context) (worker.DoneCheckResult, error) {
-		checks++
-		return worker.DoneCheckResult{Passed: true, Summary: "ok 3 tests"}, nil
-	})
-	p := model.NewScripted("scripted",
-		model.Reply(model.CallResponse(model.Call("c1", "write_file", `{"path":"x.go","content":"package x\n"}`))),
-		model.Reply(model.TextResponse("done")),
-		model.Reply(model.CallResponse(model.Call("c2", "run_done_check", `{}`))),
-		model.Reply(model.TextResponse("done, checked")))
-	ex := h.run(t.Context(), p)
-	reqs := p.Requests()
-	if ex.Reason != workitems.ExitCompleted || len(reqs) != 4 || checks != 1 {
-		t.Fatalf("exit %+v after %d requests and %d checks", ex, len(reqs), checks)
-	}
-	if !slices.Contains(userTexts(reqs[2]), builtinHookPrompt) {
-		t.Fatal("the model was not asked to run the done check")
-	}
-	if out, _ := outputOf(reqs[3], "c2"); !strings.HasPrefix(out, "done check passed") {
-		t.Fatalf("done check output %q", out)
-	}
-}
-
-func TestWallTimeDeadlineStopsABlockedModel(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	// The loop's clock says only 20ms of the hour are left, so the attempt's context ends
-	// while the model still streams.
-	loopNow := func() time.Time { return h.clock.Now().Add(time.Hour - 20*time.Millisecond) }
-	p := model.NewScripted("scripted", model.ScriptStep{Block: true})
-	ex := h.run(t.Context(), p, WithClock(loopNow))
-	if ex.Reason != workitems.ExitBudgetExhausted || ex.Budget != workitems.BudgetWallTime {
-		t.Fatalf("exit %+v", ex)
-	}
-	if got := h.terminals(); !slices.Equal(got, []string{"turn_error"}) {
-		t.Fatalf("terminal events %v", got)
-	}
-}
-
-func TestAFinalAnswerAtTheCapIsNotCompleted(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.budget.ModelCalls = 1
-	p := model.NewScripted("scripted", model.Reply(model.TextResponse("done in one")))
-	ex := h.run(t.Context(), p)
-	if ex.Reason != workitems.ExitBudgetExhausted || ex.Budget != workitems.BudgetModelCalls || ex.LastMessage != "done in one" {
-		t.Fatalf("exit %+v", ex)
 	}
 }
