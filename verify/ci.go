@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -98,9 +97,6 @@ func (s CIState) final() bool {
 	return s != CIPending && s != CIStale && s != CIUnknown && s != ""
 }
 
-// ErrNoCISource means the template asks for CI evidence and the verifier has no CI source.
-var ErrNoCISource = errors.New("verify: template requires CI checks but no CI source is configured")
-
 // collectCI waits (until cfg.Wait has passed) for every required check to have a final state
 // for the workspace's HEAD commit.
 func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, workspace string) (*CIEvidence, error) {
@@ -113,13 +109,15 @@ func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, worksp
 		return ev, nil
 	}
 	ev.SHA = sha
-	if v.ci == nil {
+	src := v.ci[cfg.Provider]
+	if src == nil {
+		v.logger.WarnContext(ctx, "verify: no CI source for provider", slog.String("provider", cfg.Provider))
 		ev.Missing = slices.Clone(cfg.Required)
 		return ev, nil
 	}
 	deadline := v.now().Add(cfg.Wait.D())
 	for {
-		checks, err := v.ci.Checks(ctx, cfg.Repo, sha)
+		checks, err := src.Checks(ctx, cfg.Repo, sha)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("verify: CI checks: %w", ctx.Err())
@@ -163,7 +161,7 @@ func (v *Verifier) rerunCI(ctx context.Context, cfg *workitems.CICheck, f *Facts
 	if cfg == nil || f.CI == nil {
 		return nil
 	}
-	rr, ok := v.ci.(CIRerunner)
+	rr, ok := v.ci[cfg.Provider].(CIRerunner)
 	if !ok {
 		return nil
 	}

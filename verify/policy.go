@@ -187,7 +187,7 @@ func Rules() []Rule {
 				}
 				return s
 			}},
-		{Name: "commands_passed", When: "no test report was asked for, every done-check command exited 0 (and CI, if any, is green)",
+		{Name: "checks_passed", When: "no test report was asked for, every done-check command exited 0 (and CI, if any, is green)",
 			Outcome: workitems.OutcomeClose,
 			Match: func(f *Facts) bool {
 				return !f.ReportExpected && len(f.Reports) == 0 && (len(f.Commands) > 0 || f.CI != nil) && allGreen(f)
@@ -319,7 +319,7 @@ var volatile = regexp.MustCompile(`\(\d+(\.\d+)?m?s\)|0x[0-9a-f]+|\d+(\.\d+)?m?s
 // durations and addresses removed, so the same failure gives the same signature.
 func signature(f *Facts, rule string) string {
 	switch rule {
-	case "all_green", "flaky_unrelated", "commands_passed", "no_evidence":
+	case "all_green", "flaky_unrelated", "checks_passed", "no_evidence":
 		return ""
 	}
 	h := sha256.New()

@@ -43,7 +43,7 @@ type Verifier struct {
 	logger         *slog.Logger
 	defaultTimeout time.Duration
 	limits         Limits
-	ci             CISource
+	ci             map[string]CISource // by template provider: github | webhook
 	sleep          func(ctx context.Context, d time.Duration) error
 	pollEvery      time.Duration
 }
@@ -63,8 +63,16 @@ func WithDefaultTimeout(d time.Duration) Option { return func(v *Verifier) { v.d
 // WithLimits bounds what report parsers keep in memory.
 func WithLimits(l Limits) Option { return func(v *Verifier) { v.limits = l } }
 
-// WithCI sets where CI evidence comes from (GitHub, the webhook store, or both).
-func WithCI(s CISource) Option { return func(v *Verifier) { v.ci = s } }
+// WithCI sets where CI evidence comes from for templates whose ci.provider is provider
+// ("github": a GitHubSource; "webhook": the store EvidenceHandler writes to).
+func WithCI(provider string, s CISource) Option {
+	return func(v *Verifier) {
+		if v.ci == nil {
+			v.ci = map[string]CISource{}
+		}
+		v.ci[provider] = s
+	}
+}
 
 // WithSleeper replaces the wait between CI polls (tests pass one that moves a fake clock).
 func WithSleeper(sleep func(ctx context.Context, d time.Duration) error, every time.Duration) Option {

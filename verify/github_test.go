@@ -1,0 +1,227 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+const shaA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+const shaB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+// fakeGitHub speaks the REST shapes of check runs and commit statuses, with Link pagination,
+// an optional primary rate limit on the first request, and re-request recording.
+type fakeGitHub struct {
+	mu          sync.Mutex
+	runs        []map[string]any
+	statuses    []map[string]any
+	rateLimited int // requests still to answer with a rate limit
+	rerequested []string
+	requests    int
+	auth        []string
+}
+
+func (f *fakeGitHub) handler(t *testing.T) http.Handler {
+	mux := http.NewServeMux()
+	page := func(r *http.Request, items []map[string]any, per int) ([]map[string]any, int) {
+		p, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		p = max(p, 1)
+		lo, hi := (p-1)*per, min(p*per, len(items))
+		if lo >= len(items) {
+			return nil, 0
+		}
+		next := 0
+		if hi < len(items) {
+			next = p + 1
+		}
+		return items[lo:hi], next
+	}
+	link := func(w http.ResponseWriter, r *http.Request, next int) {
+		if next > 0 {
+			u := *r.URL
+			q := u.Query()
+			q.Set("page", strconv.Itoa(next))
+			u.RawQuery = q.Encode()
+			w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, u.String()))
+		}
+	}
+	limited := func(w http.ResponseWriter, r *http.Request) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.requests++
+		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		if f.rateLimited == 0 {
+			return false
+		}
+		f.rateLimited--
+		w.Header().Set("X-RateLimit-Limit", "60")
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		// A reset already past in real time, so go-github's own pre-check lets the retry through.
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(-time.Second).Unix(), 10))
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"message":"API rate limit exceeded","documentation_url":"https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"}`))
+		return true
+	}
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", func(w http.ResponseWriter, r *http.Request) {
+		if limited(w, r) {
+			return
+		}
+		if r.URL.Query().Get("filter") != "all" {
+			t.Errorf("check runs listed without filter=all: %s", r.URL)
+		}
+		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+		per = min(max(per, 1), 2) // small pages, so pagination is exercised
+		items, next := page(r, f.runs, per)
+		link(w, r, next)
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": len(f.runs), "check_runs": items})
+	})
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/statuses", func(w http.ResponseWriter, r *http.Request) {
+		if limited(w, r) {
+			return
+		}
+		items, next := page(r, f.statuses, 1)
+		link(w, r, next)
+		_ = json.NewEncoder(w).Encode(items)
+	})
+	mux.HandleFunc("POST /repos/{owner}/{repo}/check-runs/{id}/rerequest", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.rerequested = append(f.rerequested, r.PathValue("id"))
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	})
+	return mux
+}
+
+func run(id int, name, sha, status, conclusion string, started time.Time) map[string]any {
+	m := map[string]any{"id": id, "name": name, "head_sha": sha, "status": status,
+		"started_at": started.Format(time.RFC3339), "html_url": fmt.Sprintf("https://ci/runs/%d", id),
+		"output": map[string]any{"title": name + " " + conclusion}}
+	if conclusion != "" {
+		m["conclusion"] = conclusion
+	}
+	return m
+}
+
+func newFakeGitHubSource(t *testing.T, f *fakeGitHub, slept *[]time.Duration) *GitHubSource {
+	t.Helper()
+	srv := httptest.NewServer(f.handler(t))
+	t.Cleanup(srv.Close)
+	env := func(k string) string {
+		if k == "OL_TEST_GH_TOKEN" {
+			return "s3cr3t-token"
+		}
+		return ""
+	}
+	g, err := NewGitHubSource(GitHubConfig{BaseURL: srv.URL, TokenEnv: "OL_TEST_GH_TOKEN", Getenv: env, HTTPClient: srv.Client()},
+		GitHubClock(time.Now, func(ctx context.Context, d time.Duration) error {
+			*slept = append(*slept, d)
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestGitHubSource(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	f := &fakeGitHub{
+		runs: []map[string]any{
+			run(1, "build", shaA, "completed", "failure", t0),
+			run(2, "build", shaA, "completed", "success", t0.Add(time.Minute)), // the re-run wins
+			run(3, "test", shaA, "in_progress", "", t0),
+			run(4, "lint", shaB, "completed", "success", t0), // another commit: discarded
+			run(5, "deploy", shaA, "completed", "action_required", t0),
+			run(6, "e2e", shaA, "completed", "startup_failure", t0),
+			run(7, "flaky", shaA, "completed", "cancelled", t0),
+		},
+		statuses: []map[string]any{
+			{"id": 11, "context": "jenkins", "state": "failure", "created_at": t0.Format(time.RFC3339)},
+			{"id": 12, "context": "jenkins", "state": "success", "created_at": t0.Add(time.Hour).Format(time.RFC3339)},
+			{"id": 13, "context": "gitlab", "state": "error", "created_at": t0.Format(time.RFC3339)},
+		},
+		rateLimited: 1,
+	}
+	var slept []time.Duration
+	g := newFakeGitHubSource(t, f, &slept)
+	checks, err := g.Checks(context.Background(), "acme/payments", shaA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]CIState{}
+	for _, c := range checks {
+		if c.SHA != shaA {
+			t.Errorf("check %s has sha %s", c.Name, c.SHA)
+		}
+		got[c.Name] = c.State
+	}
+	want := map[string]CIState{"build": CISuccess, "test": CIPending, "deploy": CIActionRequired, "e2e": CIInfraError,
+		"flaky": CICancelled, "jenkins": CISuccess, "gitlab": CIInfraError}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("states\n got %v\nwant %v", got, want)
+	}
+	if len(slept) != 1 {
+		t.Fatalf("rate limit waits %v, want one", slept)
+	}
+	// 7 runs in pages of 2 → 4 requests, 3 statuses in pages of 1 → 3, plus the rate-limited one.
+	if f.requests != 8 {
+		t.Fatalf("%d requests, want 8 (all pages)", f.requests)
+	}
+	if !slices.Contains(f.auth, "Bearer s3cr3t-token") {
+		t.Fatalf("token not sent: %q", f.auth)
+	}
+	if err := g.Rerun(context.Background(), "acme/payments", shaA, []string{"e2e", "flaky", "gitlab"}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Sort(f.rerequested); !slices.Equal(f.rerequested, []string{"6", "7"}) {
+		t.Fatalf("re-requested %v", f.rerequested)
+	}
+}
+
+func TestGitHubSourceGivesUpOnALongRateLimit(t *testing.T) {
+	t.Parallel()
+	f := &fakeGitHub{rateLimited: 100}
+	var slept []time.Duration
+	g := newFakeGitHubSource(t, f, &slept)
+	g.maxRateWait = 0 // any wait is too long
+	_, err := g.Checks(context.Background(), "acme/payments", shaA)
+	if err == nil || !errorsIs(err, ErrRateLimited) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(slept) != 0 {
+		t.Fatalf("slept %v", slept)
+	}
+}
+
+func TestCheckRunStates(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		status, conclusion string
+		want               CIState
+	}{
+		{"queued", "", CIPending}, {"in_progress", "", CIPending}, {"waiting", "", CIPending},
+		{"completed", "success", CISuccess}, {"completed", "failure", CIFailure}, {"completed", "timed_out", CIFailure},
+		{"completed", "neutral", CINeutral}, {"completed", "skipped", CINeutral}, {"completed", "cancelled", CICancelled},
+		{"completed", "action_required", CIActionRequired}, {"completed", "stale", CIStale},
+		{"completed", "startup_failure", CIInfraError}, {"completed", "weird", CIUnknown}, {"odd", "", CIUnknown},
+	}
+	for _, c := range cases {
+		t.Run(c.status+" "+c.conclusion+" is "+string(c.want), func(t *testing.T) {
+			t.Parallel()
+			if got := checkRunState(c.status, c.conclusion); got != c.want {
+				t.Fatalf("got %s", got)
+			}
+		})
+	}
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
