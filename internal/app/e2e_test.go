@@ -24,8 +24,8 @@ func sampleRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"go.mod":      "module sample\n\ngo 1.26\n",
-		"calc.go":     "package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
+		"go.mod":       "module sample\n\ngo 1.26\n",
+		"calc.go":      "package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
 		"calc_test.go": "package sample\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
 	}
 	for name, body := range files {
