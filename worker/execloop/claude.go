@@ -217,8 +217,7 @@ func (p *claudeParser) judge(ev claudeEvent) workitems.Exit {
 			Message: "claude stopped at its cost cap (--max-budget-usd)"}
 	case "success":
 		if ev.IsError {
-			e := classifyMessage("claude: " + strings.TrimSpace(string(ev.APIErrorStatus)+" "+ev.Result))
-			return e
+			return classifyAPIError(ev.APIErrorStatus, "claude: "+ev.Result)
 		}
 		if len(ev.PermissionDenials) > 0 {
 			var tools []string
@@ -258,3 +257,22 @@ func (p *claudeParser) Exit(code int, stderrTail string) workitems.Exit {
 }
 
 func (p *claudeParser) Last() string { return p.lastMessage }
+
+// classifyAPIError maps the HTTP status Claude Code reports for a failed API call (when it
+// gives one) to an exit, falling back to the message text.
+func classifyAPIError(status json.RawMessage, msg string) workitems.Exit {
+	var code int
+	if json.Unmarshal(status, &code) != nil || code == 0 {
+		return classifyMessage(msg)
+	}
+	msg = clip(fmt.Sprintf("%s (HTTP %d)", msg, code), 500)
+	switch {
+	case code == 401 || code == 403:
+		return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission, Message: msg}
+	case code == 408 || code == 409 || code == 429 || code >= 500:
+		return workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: msg}
+	case code == 404:
+		return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound, Message: msg}
+	}
+	return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassInvalidInput, Message: msg}
+}
