@@ -43,6 +43,18 @@
 //  8. Transient model errors are retried up to 5 times with model.RetryDelay (a server-given
 //     delay wins), each retry rebuilt from recorded history.
 //
+// # Checkpoints and resume
+//
+// Every save writes the control state (phase, step, spend, the tool-call ledger, pending
+// steer input, the stop-hook flag, workspace fingerprints, no-progress counters) and appends
+// the history items recorded since the last save; history is never rewritten. Compaction
+// appends a hand-off summary and moves the request view's start past the compacted items.
+// A run with a checkpoint resumes from Checkpointer.Load alone: the phase it was in is run
+// again (a sampling step that was not recorded is sent again from the same history), calls
+// the ledger marks as started get "interrupted; outcome unknown", calls not started run. A
+// completed attempt returns its recorded exit; an aborted or error-closed one continues from
+// Preparing with the interruption visible in history.
+//
 // # Budgets
 //
 // Every model call, tool call, token, dollar and loop step is charged to the attempt's
@@ -56,18 +68,20 @@
 //
 // Every event is a workitems.Event of type "step" whose Data["kind"] is one of:
 //
-//	turn_started    {turn, resumed, step}
-//	model_request   {step, sampling (n-th request of the turn), input_items, tools}
-//	stream_error    {attempt, max, class, message="reconnecting n/N"}
+//	turn_started    {turn, resumed, step, phase}
+//	model_request   {sampling (n-th request of the turn), step, input_items, tools}
+//	stream_error    {attempt, max, delay, class, error}; Message "reconnecting n/N"
 //	tool_call       {call_id, name, arguments (truncated)}
 //	tool_output     {call_id, name, failed, bytes}
 //	compaction      {input_items, summary_chars}
-//	warning         {message} (an empty stop-hook block, a wrap-up notice, a hook failure)
 //	stop_hook       {hook, decision, reason}
-//	turn_completed  {last_message}                      terminal
-//	turn_aborted    {reason}                            terminal
-//	turn_error      {reason, class, budget, message}    terminal (failed, transient_error,
-//	                                                    budget_exhausted, no_progress)
+//	warning         {budget | hook}; Message says why (wrap-up notice, empty block, hook failure)
+//	turn_completed  {last_message}                                   terminal
+//	turn_aborted    {reason}                                         terminal
+//	turn_error      {reason, class, budget, message, context_full}   terminal: failed,
+//	                transient_error, budget_exhausted, no_progress
+//
+// Every event also carries {turn}: the item id and attempt number.
 //
 // When the checkpointer reports workitems.ErrLeaseLost the run stops at once and writes
 // nothing more — no checkpoint, no event — and returns an aborted exit of class conflict.
