@@ -1,0 +1,259 @@
+package verify
+
+import (
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// Report builders for policy cases.
+func greenReport() *Report {
+	return &Report{Source: "r", Format: FormatGoJSON, Complete: true, Declared: unknownCounts,
+		Observed: Counts{Total: 3, Passed: 3}, Listed: Counts{Total: 3, Passed: 3},
+		Tests: []*TestCase{{ID: "m/p.TestA", Suite: "m/p", Name: "TestA", Runs: []TestRun{{Outcome: OutcomePass}}}}}
+}
+
+func failingReport() *Report {
+	r := greenReport()
+	r.Observed = Counts{Total: 3, Passed: 2, Failed: 1}
+	r.Tests = append(r.Tests, &TestCase{ID: "m/p.TestB", Suite: "m/p", Name: "TestB",
+		Runs: []TestRun{{Outcome: OutcomeFail, Message: "b_test.go:9: got 1 want 2"}}})
+	r.FirstError = "TestB: b_test.go:9: got 1 want 2"
+	return r
+}
+
+func flakyReport(suite string) *Report {
+	r := greenReport()
+	r.Tests = append(r.Tests, &TestCase{ID: suite + ".TestFlaky", Suite: suite, Name: "TestFlaky",
+		Runs: []TestRun{{Outcome: OutcomeFail, Message: "race"}, {Outcome: OutcomePass}}})
+	return r
+}
+
+func with(r *Report, f func(*Report)) *Report { f(r); return r }
+
+func okCmd() CommandResult { return CommandResult{Command: "go test -json ./...", ExitCode: 0} }
+
+func baseFacts() *Facts {
+	return &Facts{
+		Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, Now: testNow,
+		Template: &workitems.Template{Name: "t", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2, InfraRetries: 2}},
+		Item:     &workitems.Item{ID: "t@1", Attempt: 1, Attempts: []workitems.Attempt{{N: 1}}},
+		Commands: []CommandResult{okCmd()},
+		Reports:  []*Report{greenReport()},
+	}
+}
+
+func TestPolicyRules(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		facts   func(f *Facts)
+		rule    string
+		outcome workitems.Outcome
+		check   func(t *testing.T, d workitems.Decision)
+	}{
+		{"budget exhaustion escalates", func(f *Facts) { f.Exit = workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetCostUSD} },
+			"exit_budget_exhausted", workitems.OutcomeEscalate, nil},
+		{"needs_input escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitNeedsInput }, "exit_needs_input", workitems.OutcomeEscalate, nil},
+		{"needs_approval escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitNeedsApproval }, "exit_needs_approval", workitems.OutcomeEscalate, nil},
+		{"a failed exit escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitFailed }, "exit_failed", workitems.OutcomeEscalate, nil},
+		{"no progress escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitNoProgress }, "exit_no_progress", workitems.OutcomeEscalate, nil},
+		{"an aborted attempt escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitAborted }, "exit_aborted", workitems.OutcomeEscalate, nil},
+		{"a transient error retries later", func(f *Facts) { f.Exit.Reason = workitems.ExitTransientError }, "exit_transient_error", workitems.OutcomeRetry,
+			func(t *testing.T, d workitems.Decision) {
+				if !d.Next.NotBefore.Equal(testNow.Add(30*time.Second)) || !slices.Equal(d.Next.Changes(workitems.Condition{}), []string{"not_before"}) {
+					t.Errorf("next %+v", d.Next)
+				}
+			}},
+		{"an unknown exit reason escalates", func(f *Facts) { f.Exit.Reason = "weird" }, "exit_unknown", workitems.OutcomeEscalate, nil},
+		{"an infrastructure failure after the re-runs escalates", func(f *Facts) { f.InfraProblem = "runner lost"; f.InfraReruns = 2 },
+			"infra_error", workitems.OutcomeEscalate, nil},
+		{"a secret in the diff escalates", func(f *Facts) { f.Diff = &DiffEvidence{Secrets: []string{"a.go:3: GitHub token"}} },
+			"diff_secret", workitems.OutcomeEscalate, nil},
+		{"a diff out of scope escalates", func(f *Facts) { f.Diff = &DiffEvidence{Violations: []string{"12 files changed, max_files is 10"}} },
+			"diff_out_of_scope", workitems.OutcomeEscalate, nil},
+		{"action_required on CI escalates", func(f *Facts) {
+			f.CI = &CIEvidence{Required: []string{"deploy"}, Checks: []CICheck{{Name: "deploy", State: CIActionRequired}}}
+		}, "ci_action_required", workitems.OutcomeEscalate, nil},
+		{"required CI checks missing after the wait escalate", func(f *Facts) {
+			f.CI = &CIEvidence{Required: []string{"build"}, Missing: []string{"build"}}
+		}, "ci_missing", workitems.OutcomeEscalate, nil},
+		{"counts that disagree escalate", func(f *Facts) {
+			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Declared = Counts{Total: 9, Failed: 0, Errored: 0, Skipped: 0} })}
+		}, "counts_disagree", workitems.OutcomeEscalate, nil},
+		{"a build failure retries with the compiler error", func(f *Facts) {
+			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.BuildFailed, r.BuildErrors = true, []string{"x.go:1:1: syntax error"} })}
+		}, "build_failed", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Next.Input, "x.go:1:1: syntax error") {
+				t.Errorf("input %q", d.Next.Input)
+			}
+		}},
+		{"a real failure retries with the first error and failing ids", func(f *Facts) { f.Reports = []*Report{failingReport()} },
+			"tests_failed", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+				if !strings.Contains(d.Next.Input, "m/p.TestB") || !strings.Contains(d.Next.Input, "got 1 want 2") {
+					t.Errorf("input %q", d.Next.Input)
+				}
+				if !slices.Contains(d.Next.Changes(workitems.Condition{}), "input") {
+					t.Errorf("changes %v", d.Next.Changes(workitems.Condition{}))
+				}
+			}},
+		{"a missing report never closes", func(f *Facts) { f.Reports = nil; f.Missing = []string{`report "out.xml": missing`} },
+			"report_missing", workitems.OutcomeRetry, nil},
+		{"an expected report that never came never closes", func(f *Facts) { f.Reports = nil; f.ReportExpected = true },
+			"report_missing", workitems.OutcomeRetry, nil},
+		{"a done check that timed out retries", func(f *Facts) {
+			f.Reports = nil
+			f.Commands = []CommandResult{{Command: "make test", ExitCode: -1, TimedOut: true, Elapsed: time.Minute}}
+		}, "check_timed_out", workitems.OutcomeRetry, nil},
+		{"a truncated report never closes", func(f *Facts) {
+			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Complete = false; r.Warnings = []string{"last line cut off"} })}
+		}, "report_truncated", workitems.OutcomeRetry, nil},
+		{"zero tests never close", func(f *Facts) {
+			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Observed, r.Tests = Counts{}, nil })}
+		}, "zero_tests", workitems.OutcomeRetry, nil},
+		{"all tests skipped never close", func(f *Facts) {
+			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Observed = Counts{Total: 2, Skipped: 2} })}
+		}, "zero_tests", workitems.OutcomeRetry, nil},
+		{"a non-zero exit code with a green report never closes", func(f *Facts) { f.Commands[0].ExitCode = 2 },
+			"command_failed", workitems.OutcomeRetry, nil},
+		{"a failed CI check retries", func(f *Facts) {
+			f.CI = &CIEvidence{Required: []string{"test"}, Checks: []CICheck{{Name: "test", State: CIFailure}}}
+		}, "ci_failed", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Next.Input, "Failing CI checks: test") {
+				t.Errorf("input %q", d.Next.Input)
+			}
+		}},
+		{"a flaky test in touched code retries with the stabilise strategy", func(f *Facts) {
+			f.Reports = []*Report{flakyReport("example.com/m/pay")}
+			f.Diff = &DiffEvidence{Module: "example.com/m", Files: []DiffFile{{Path: "pay/pay.go"}}}
+		}, "flaky_in_touched_code", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if d.Next.Strategy.PromptVariant != "stabilise" || !strings.Contains(d.Next.Input, "example.com/m/pay.TestFlaky") {
+				t.Errorf("next %+v", d.Next)
+			}
+		}},
+		{"a flaky test unrelated to the diff closes with a note", func(f *Facts) {
+			f.Reports = []*Report{flakyReport("example.com/m/other")}
+			f.Diff = &DiffEvidence{Module: "example.com/m", Files: []DiffFile{{Path: "pay/pay.go"}}}
+		}, "flaky_unrelated", workitems.OutcomeClose, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Reasons[0], "flaky") || !strings.Contains(d.Reasons[0], "TestFlaky") {
+				t.Errorf("reasons %q", d.Reasons)
+			}
+		}},
+		{"all green closes", func(f *Facts) {}, "all_green", workitems.OutcomeClose, func(t *testing.T, d workitems.Decision) {
+			if d.Signature != "" || d.Next != nil {
+				t.Errorf("a close has no signature or next: %+v", d)
+			}
+		}},
+		{"all green with green CI closes", func(f *Facts) {
+			f.CI = &CIEvidence{Required: []string{"test"}, Checks: []CICheck{{Name: "test", State: CISuccess}}}
+		}, "all_green", workitems.OutcomeClose, nil},
+		{"commands without a report close when no report was asked for", func(f *Facts) { f.Reports = nil },
+			"checks_passed", workitems.OutcomeClose, nil},
+		{"no commands, no reports and no CI is no evidence", func(f *Facts) { f.Reports, f.Commands = nil, nil },
+			"no_evidence", workitems.OutcomeEscalate, nil},
+
+		// Guards on retries.
+		{"a retry when the item budget is spent escalates", func(f *Facts) {
+			f.Reports = []*Report{failingReport()}
+			f.Item.ItemBudget = workitems.Budget{CostUSD: 1}
+			f.Item.Spend = workitems.Spend{CostUSD: 1.5}
+		}, "item_budget_exhausted", workitems.OutcomeEscalate, nil},
+		{"a retry after the last attempt escalates", func(f *Facts) { f.Reports = []*Report{failingReport()}; f.Attempt = 3 },
+			"max_attempts", workitems.OutcomeEscalate, nil},
+		{"the same failure signature twice in a row escalates", func(f *Facts) {
+			f.Reports = []*Report{failingReport()}
+			sig := signature(f, "tests_failed")
+			f.Attempt = 2
+			f.Item.Attempts = []workitems.Attempt{{N: 1, Decision: &workitems.Decision{Signature: sig}}, {N: 2}}
+		}, "same_failure_repeated", workitems.OutcomeEscalate, nil},
+		{"an unchanged retry is refused", func(f *Facts) {
+			f.Reports = []*Report{failingReport()}
+			f.Condition = workitems.Condition{Input: FailureSummary(f)}
+		}, "unchanged_retry_refused", workitems.OutcomeEscalate, nil},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.rule] = true
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := baseFacts()
+			c.facts(f)
+			d := decide(f)
+			if d.Rule != c.rule || d.Outcome != c.outcome {
+				t.Fatalf("got %s/%s (%q), want %s/%s", d.Outcome, d.Rule, d.Reasons, c.outcome, c.rule)
+			}
+			if d.Actor != "verifier" || len(d.Reasons) == 0 || d.Reasons[0] == "" {
+				t.Fatalf("decision lacks actor or reasons: %+v", d)
+			}
+			if d.Outcome == workitems.OutcomeRetry {
+				if d.Next == nil || len(d.Next.Changes(f.Condition)) == 0 {
+					t.Fatalf("a retry must change its condition: %+v", d.Next)
+				}
+				if d.Signature == "" {
+					t.Fatal("a retry needs a failure signature")
+				}
+			}
+			if c.check != nil {
+				c.check(t, d)
+			}
+		})
+	}
+	for _, r := range Rules() {
+		if !covered[r.Name] {
+			t.Errorf("rule %s has no test", r.Name)
+		}
+	}
+	for _, g := range Guards() {
+		if !covered[g.Name] {
+			t.Errorf("guard %s has no test", g.Name)
+		}
+	}
+}
+
+func TestSignatureIgnoresDurations(t *testing.T) {
+	t.Parallel()
+	a, b := baseFacts(), baseFacts()
+	a.Reports = []*Report{with(failingReport(), func(r *Report) { r.FirstError = "TestB: timed out after 1.52s (0.01s)" })}
+	b.Reports = []*Report{with(failingReport(), func(r *Report) { r.FirstError = "TestB: timed out after 2.9s (0.03s)" })}
+	if signature(a, "tests_failed") != signature(b, "tests_failed") {
+		t.Fatal("durations changed the signature")
+	}
+	c := baseFacts()
+	c.Reports = []*Report{with(failingReport(), func(r *Report) { r.FirstError = "TestB: another message" })}
+	if signature(a, "tests_failed") == signature(c, "tests_failed") {
+		t.Fatal("a different error gave the same signature")
+	}
+}
+
+func TestTransientBackoff(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 6: 10 * time.Minute, 50: 10 * time.Minute} {
+		if got := TransientBackoff(n); got != want {
+			t.Errorf("attempt %d: %v, want %v", n, got, want)
+		}
+	}
+}
+
+var updatePolicy = flag.Bool("update-policy", false, "rewrite POLICY.md from the rule table")
+
+func TestPolicyDoc(t *testing.T) {
+	t.Parallel()
+	want := PolicyMarkdown()
+	if *updatePolicy {
+		if err := os.WriteFile("POLICY.md", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("POLICY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatal("POLICY.md is out of date with the rule table: go test ./verify -run TestPolicyDoc -update-policy")
+	}
+}
