@@ -208,3 +208,13 @@ func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
 		}
 	}
 }
+
+// NextRun returns a template's next scheduled tick after now (false when it has no schedule).
+func (s *Scheduler) NextRun(template string) (time.Time, bool) {
+	for _, e := range s.entries {
+		if e.tmpl.Name == template {
+			return e.sched.Next(s.clock.Now()), true
+		}
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,388 @@
+// Package api is outerloop's HTTP JSON API: health, metrics, items with their attempts,
+// decisions and events, escalations, templates, and the actions a person or a system takes
+// (enqueue, resolve, steer, CI evidence). Reads are open; actions need the API token (see Auth).
+// The CLI and the web console call the same operations (scheduler.Queue), so an action has one
+// code path whichever door it comes through.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"outerloop/scheduler"
+	"outerloop/workitems"
+)
+
+// MaxBody caps request bodies (an oversized payload is refused, not truncated).
+const MaxBody = 64 << 10
+
+// Options configures the API.
+type Options struct {
+	Queue    *scheduler.Queue
+	Auth     *Auth
+	Metrics  http.Handler // /metrics
+	Evidence http.Handler // POST /api/evidence (verify.EvidenceHandler), optional
+	Logger   *slog.Logger
+	// NextRun reports a template's next scheduled run (for /api/templates), optional.
+	NextRun func(template string) (time.Time, bool)
+}
+
+// Server serves the API.
+type Server struct {
+	o     Options
+	store *workitems.Store
+	mux   *http.ServeMux
+}
+
+// New returns the API server; Register adds its routes to a mux shared with the console.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Auth == nil {
+		o.Auth = NewAuth("")
+	}
+	return &Server{o: o, store: o.Queue.Store()}
+}
+
+// Register adds the API routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", s.health)
+	if s.o.Metrics != nil {
+		mux.Handle("GET /metrics", s.o.Metrics)
+	}
+	mux.HandleFunc("GET /api/items", s.listItems)
+	mux.HandleFunc("POST /api/items", s.mutating(s.createItem))
+	mux.HandleFunc("GET /api/items/{id}", s.getItem)
+	mux.HandleFunc("GET /api/items/{id}/events", s.events)
+	mux.HandleFunc("POST /api/items/{id}/resolve", s.mutating(s.resolve))
+	mux.HandleFunc("POST /api/items/{id}/steer", s.mutating(s.steer))
+	mux.HandleFunc("GET /api/escalations", s.escalations)
+	mux.HandleFunc("GET /api/templates", s.templates)
+	if s.o.Evidence != nil {
+		mux.Handle("POST /api/evidence", s.o.Evidence)
+	}
+}
+
+// Handler returns a mux with just the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.Register(mux)
+	return mux
+}
+
+// Error is the JSON body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, Error{Error: fmt.Sprintf(format, args...)})
+}
+
+// statusOf maps store errors to HTTP statuses.
+func statusOf(err error) int {
+	var ce *workitems.ConfigError
+	switch {
+	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate):
+		return http.StatusNotFound
+	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists):
+		return http.StatusConflict
+	case errors.Is(err, workitems.ErrNoChange), errors.As(err, &ce):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusInternalServerError
+}
+
+type ctxKey struct{}
+
+// ActorFrom returns the authorised actor of a mutating request.
+func ActorFrom(ctx context.Context) string {
+	a, _ := ctx.Value(ctxKey{}).(string)
+	return a
+}
+
+// mutating guards an action: body size, token, actor.
+func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		if !s.o.Auth.Enabled() {
+			writeErr(w, http.StatusForbidden, "actions are disabled: the server has no API token (set OUTERLOOP_API_TOKEN)")
+			return
+		}
+		actor, ok := s.o.Auth.Authorized(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="outerloop"`)
+			writeErr(w, http.StatusUnauthorized, "a valid API token is required (Authorization: Bearer …, or a console session with its CSRF token)")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, actor)))
+	}
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are errors.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("body larger than %d bytes", MaxBody)
+		}
+		return fmt.Errorf("body is not the expected JSON: %w", err)
+	}
+	if dec.More() {
+		return errors.New("body has data after the JSON object")
+	}
+	return nil
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Redis().Ping(ctx).Err(); err != nil {
+		writeErr(w, http.StatusServiceUnavailable, "redis: %v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) listItems(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	o := workitems.ListOptions{State: workitems.State(q.Get("state")), Template: q.Get("template")}
+	if o.State != "" && !o.State.Valid() {
+		writeErr(w, http.StatusBadRequest, "state %q is not one of %v", o.State, workitems.AllStates())
+		return
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			writeErr(w, http.StatusBadRequest, "limit %q: want 1..1000", l)
+			return
+		}
+		o.Limit = n
+	}
+	items, err := s.store.List(r.Context(), o)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if items == nil {
+		items = []*workitems.Item{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+// ItemView is an item with its event log.
+type ItemView struct {
+	*workitems.Item
+	Events []workitems.Event `json:"events"`
+}
+
+func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
+	it, err := s.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	evs, err := s.store.Events(r.Context(), it.ID, "", 2000, 0)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ItemView{Item: it, Events: evs})
+}
+
+// events returns events after ?after=ID, waiting up to ?wait=30s for new ones (long poll).
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.store.Get(r.Context(), id); err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Minute {
+			writeErr(w, http.StatusBadRequest, "wait %q: want a duration up to 1m", v)
+			return
+		}
+		wait = d
+	}
+	evs, err := s.store.Events(r.Context(), id, r.URL.Query().Get("after"), 500, wait)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if evs == nil {
+		evs = []workitems.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+// CreateRequest is the body of POST /api/items.
+type CreateRequest struct {
+	Template string `json:"template"`
+	Input    string `json:"input,omitempty"`
+}
+
+func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if req.Template == "" {
+		writeErr(w, http.StatusBadRequest, "template: missing")
+		return
+	}
+	it, err := s.o.Queue.Submit(r.Context(), scheduler.Request{Template: req.Template, Input: req.Input,
+		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: ActorFrom(r.Context())}})
+	if err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, it)
+}
+
+// ResolveRequest is the body of POST /api/items/{id}/resolve.
+type ResolveRequest struct {
+	Action     string             `json:"action"` // close | retry | cancel
+	Input      string             `json:"input,omitempty"`
+	Budget     map[string]float64 `json:"budget,omitempty"`      // per-attempt caps for the retry, by kind
+	ItemBudget map[string]float64 `json:"item_budget,omitempty"` // raised item caps, by kind
+	Actor      string             `json:"actor,omitempty"`       // overrides the authenticated actor's name
+}
+
+// ParseBudget turns {kind: value} into a Budget, naming a bad kind or value.
+func ParseBudget(m map[string]float64) (workitems.Budget, error) {
+	var b workitems.Budget
+	for k, v := range m {
+		if err := b.Set(workitems.BudgetKind(k), v); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// Resolution turns a request into a store resolution, validating it.
+func (req ResolveRequest) Resolution(actor string) (workitems.Resolution, error) {
+	switch req.Action {
+	case "close", "retry", "cancel":
+	default:
+		return workitems.Resolution{}, fmt.Errorf("action %q: want close, retry or cancel", req.Action)
+	}
+	b, err := ParseBudget(req.Budget)
+	if err != nil {
+		return workitems.Resolution{}, err
+	}
+	ib, err := ParseBudget(req.ItemBudget)
+	if err != nil {
+		return workitems.Resolution{}, fmt.Errorf("item_budget: %w", err)
+	}
+	if req.Action != "retry" && (req.Input != "" || !b.IsZero() || !ib.IsZero()) {
+		return workitems.Resolution{}, fmt.Errorf("input and budgets go with retry, not %s", req.Action)
+	}
+	if req.Actor != "" {
+		actor = req.Actor
+	}
+	return workitems.Resolution{Action: req.Action, Actor: actor, Input: strings.TrimSpace(req.Input), Budget: b, ItemBudget: ib}, nil
+}
+
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
+	var req ResolveRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	res, err := req.Resolution(ActorFrom(r.Context()))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	it, err := s.o.Queue.Resolve(r.Context(), r.PathValue("id"), res)
+	if err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	s.o.Logger.Info("item resolved", "item", it.ID, "action", res.Action, "actor", res.Actor, "state", it.State)
+	writeJSON(w, http.StatusOK, it)
+}
+
+// SteerRequest is the body of POST /api/items/{id}/steer.
+type SteerRequest struct {
+	Text string `json:"text"`
+}
+
+func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
+	var req SteerRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		writeErr(w, http.StatusBadRequest, "text: missing")
+		return
+	}
+	if err := s.store.Steer(r.Context(), r.PathValue("id"), req.Text, ActorFrom(r.Context())); err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "queued"})
+}
+
+func (s *Server) escalations(w http.ResponseWriter, r *http.Request) {
+	items, err := s.store.Escalated(r.Context())
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if items == nil {
+		items = []*workitems.Item{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"escalations": items})
+}
+
+// TemplateView is a template with today's spend and its next run.
+type TemplateView struct {
+	Name            string    `json:"name"`
+	Schedule        string    `json:"schedule,omitempty"`
+	NextRun         time.Time `json:"next_run,omitzero"`
+	Loop            string    `json:"loop"`
+	Goal            string    `json:"goal"`
+	DailyCostUSD    float64   `json:"daily_cost_usd"`
+	DailyCostCapUSD float64   `json:"daily_cost_cap_usd,omitempty"`
+	Open            int64     `json:"open"`
+}
+
+func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
+	var out []TemplateView
+	now := s.store.Now()
+	for _, t := range s.o.Queue.Config().Templates {
+		v := TemplateView{Name: t.Name, Schedule: t.Schedule, Loop: t.Loop.Kind, Goal: t.Goal, DailyCostCapUSD: t.DailyCostCapUSD}
+		v.DailyCostUSD, _ = s.store.DailyCost(r.Context(), t.Name, now)
+		v.Open, _ = s.store.OpenCount(r.Context(), t.Name)
+		if s.o.NextRun != nil {
+			v.NextRun, _ = s.o.NextRun(t.Name)
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"templates": out})
+}
