@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -391,5 +392,47 @@ func TestScheduledTemplatesExportTheirLongestTickGap(t *testing.T) {
 				t.Errorf("= %v (exported %v), want %v", got, ok, tt.want)
 			}
 		})
+	}
+}
+
+func TestHandlerCanBeMountedTwice(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	for range 2 {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d", rec.Code)
+		}
+	}
+}
+
+func TestRecordingWhileScrapingIsSafe(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for range 50 {
+				workload(m)
+				m.SetTemplates([]workitems.Template{testTemplate()})
+				m.SetStatsSource(fakeSource(sampleStats(), nil))
+				if i == 0 {
+					resp, err := srv.Client().Get(srv.URL)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := scrape(t, m)[`outerloop_attempts_started_total{template="nightly",loop="agent"}`]; got != 200 {
+		t.Errorf("attempts started = %v after 4×50 workloads, want 200", got)
 	}
 }
