@@ -159,3 +159,33 @@ func TestCodex(t *testing.T) {
 		}
 	})
 }
+
+func TestCodexProviderErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		want   workitems.Exit
+	}{
+		{"a rejected key exits failed with class permission", 401,
+			workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission}},
+		{"a provider outage exits transient_error", 503,
+			workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, _, loop := codexSetup(t, agenttest.Sequence(agenttest.Reply{Status: tc.status, Error: "scripted failure"}), workitems.Budget{})
+			// No retries with backoff in a test.
+			a.Template.Loop.Args = []string{"-c", "model_providers.outerloop.request_max_retries=0",
+				"-c", "model_providers.outerloop.stream_max_retries=0"}
+			exit := loop.Run(context.Background(), a.Attempt)
+			t.Logf("exit: %+v", exit)
+			if exit.Reason != tc.want.Reason || exit.Class != tc.want.Class {
+				for _, e := range a.ev.all() {
+					t.Logf("event %s %s: %s", e.Type, e.Data["kind"], e.Message)
+				}
+				t.Fatalf("exit = %+v, want %s %s", exit, tc.want.Reason, tc.want.Class)
+			}
+		})
+	}
+}
