@@ -122,6 +122,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 // Inspector returns asynq's inspector for the queue.
 func (a *App) Inspector() *asynq.Inspector { return a.inspector }
 
+// Prefix returns the store's key prefix (other components put their keys under it too).
+func (a *App) Prefix() string { return a.opts.Prefix }
+
 // QueueName returns the asynq queue name.
 func (a *App) QueueName() string { return a.opts.Queue }
 

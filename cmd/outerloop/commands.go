@@ -1,0 +1,376 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"outerloop/api"
+	"outerloop/scheduler"
+	"outerloop/verify"
+	"outerloop/workitems"
+)
+
+func enqueueCmd(g *globals) *cobra.Command {
+	var input, actor string
+	c := &cobra.Command{
+		Use:   "enqueue TEMPLATE",
+		Short: "Create an item of a template now (the same path as a cron tick)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			it, err := a.Queue.Submit(cmd.Context(), scheduler.Request{Template: args[0], Input: input,
+				Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: actorName(actor)}})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "enqueued %s (attempt 1 of at most %d)\n", it.ID, it.MaxAttempts)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&input, "input", "", "extra context for the first attempt")
+	c.Flags().StringVar(&actor, "actor", "", "who asks (default $USER)")
+	return c
+}
+
+func actorName(a string) string {
+	if a != "" {
+		return a
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "cli"
+}
+
+func itemsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	var state, template string
+	var limit int
+	c := &cobra.Command{
+		Use:   "items [ID]",
+		Short: "List items, or show one with its attempts, decisions and events",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			ctx := cmd.Context()
+			if len(args) == 1 {
+				it, err := a.Store.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				evs, err := a.Store.Events(ctx, it.ID, "", 2000, 0)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.out, api.ItemView{Item: it, Events: evs})
+				}
+				printItem(g.out, it, evs)
+				return nil
+			}
+			if state != "" && !workitems.State(state).Valid() {
+				return fmt.Errorf("--state %q: want one of %v", state, workitems.AllStates())
+			}
+			items, err := a.Store.List(ctx, workitems.ListOptions{State: workitems.State(state), Template: template, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if items == nil {
+					items = []*workitems.Item{}
+				}
+				return writeJSON(g.out, items)
+			}
+			tw := tabwriter.NewWriter(g.out, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tLAST EXIT\tCOST\tAGE")
+			for _, it := range items {
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t$%.2f\t%s\n", it.ID, it.State, it.Attempt, it.MaxAttempts, lastExit(it),
+					it.Spend.CostUSD, age(it.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().StringVar(&state, "state", "", "only items in this state")
+	c.Flags().StringVar(&template, "template", "", "only items of this template")
+	c.Flags().IntVar(&limit, "limit", 50, "at most this many items")
+	return c
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func lastExit(it *workitems.Item) string {
+	for i := len(it.Attempts) - 1; i >= 0; i-- {
+		if e := it.Attempts[i].Exit; e != nil {
+			if e.Budget != "" {
+				return string(e.Reason) + "(" + string(e.Budget) + ")"
+			}
+			return string(e.Reason)
+		}
+	}
+	return "-"
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String()
+}
+
+// printItem writes an item for a terminal: summary, attempts, decisions, events.
+func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
+	fmt.Fprintf(w, "%s  [%s]  template %s  attempt %d/%d\n", it.ID, it.State, it.Template, it.Attempt, it.MaxAttempts)
+	fmt.Fprintf(w, "goal: %s\n", it.Goal)
+	fmt.Fprintf(w, "spend: $%.4f, %d steps, %s, %d model calls, %d tool calls, %d in / %d out tokens\n",
+		it.Spend.CostUSD, it.Spend.Steps, it.Spend.WallTime.D().Round(time.Millisecond), it.Spend.ModelCalls,
+		it.Spend.ToolCalls, it.Spend.InputTokens, it.Spend.OutputTokens)
+	if it.Escalation != nil {
+		fmt.Fprintf(w, "ESCALATED %s ago: %s — %s\n", age(it.Escalation.At), it.Escalation.Reason, it.Escalation.Summary)
+	}
+	for _, a := range it.Attempts {
+		fmt.Fprintf(w, "\nattempt %d [%s]", a.N, a.State)
+		if len(a.Changed) > 0 {
+			fmt.Fprintf(w, " changed: %s", strings.Join(a.Changed, ", "))
+		}
+		fmt.Fprintln(w)
+		if a.Condition.Input != "" {
+			fmt.Fprintf(w, "  input: %s\n", oneLine(a.Condition.Input, 300))
+		}
+		if a.Exit != nil {
+			fmt.Fprintf(w, "  exit: %s %s %s\n", a.Exit.Reason, a.Exit.Budget, oneLine(a.Exit.Message, 200))
+		}
+		if v := a.Verified; v != nil {
+			fmt.Fprintf(w, "  evidence: %s\n", oneLine(v.Summary, 300))
+		}
+		if d := a.Decision; d != nil {
+			fmt.Fprintf(w, "  decision: %s (%s) %s\n", d.Outcome, d.Rule, oneLine(strings.Join(d.Reasons, "; "), 300))
+		}
+	}
+	fmt.Fprintln(w, "\nevents:")
+	for _, e := range evs {
+		line := string(e.Type)
+		if e.Type == workitems.EventState {
+			line += " " + string(e.From) + " → " + string(e.To)
+		}
+		if k := e.Data["kind"]; k != "" {
+			line += " " + k
+		}
+		if e.Message != "" {
+			line += ": " + oneLine(e.Message, 160)
+		}
+		fmt.Fprintf(w, "  %s  #%d  %s\n", e.At.Format("15:04:05.000"), e.Attempt, line)
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func escalationsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "escalations",
+		Short: "List items waiting for a person, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			items, err := a.Store.Escalated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if items == nil {
+					items = []*workitems.Item{}
+				}
+				return writeJSON(g.out, items)
+			}
+			if len(items) == 0 {
+				fmt.Fprintln(g.out, "no escalations")
+				return nil
+			}
+			tw := tabwriter.NewWriter(g.out, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tAGE\tREASON\tSUMMARY")
+			for _, it := range items {
+				e := it.Escalation
+				if e == nil {
+					e = &workitems.Escalation{At: it.UpdatedAt}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, age(e.At), e.Reason, oneLine(e.Summary, 100))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func resolveCmd(g *globals) *cobra.Command {
+	var doClose, doRetry, doCancel bool
+	var input, actor string
+	var budgets []string
+	c := &cobra.Command{
+		Use:   "resolve ID --close | --retry [--input TEXT] [--budget KIND=N]... | --cancel",
+		Short: "Move an escalated item on: close it, retry it with your input or a raised budget, or cancel it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := resolveRequest(doClose, doRetry, doCancel, input, budgets)
+			if err != nil {
+				return err
+			}
+			res, err := req.Resolution(actorName(actor))
+			if err != nil {
+				return err
+			}
+			a, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			it, err := a.Queue.Resolve(cmd.Context(), args[0], res)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "%s: %s by %s → %s (attempt %d)\n", it.ID, res.Action, res.Actor, it.State, it.Attempt)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&doClose, "close", false, "close the item as done")
+	c.Flags().BoolVar(&doRetry, "retry", false, "run another attempt")
+	c.Flags().BoolVar(&doCancel, "cancel", false, "cancel the item")
+	c.Flags().StringVar(&input, "input", "", "with --retry: your answer or hint for the next attempt")
+	c.Flags().StringArrayVar(&budgets, "budget", nil, "with --retry: raise a cap, KIND=N (cost_usd=10, wall_time=3600, item.cost_usd=30)")
+	c.Flags().StringVar(&actor, "actor", "", "who resolves (default $USER)")
+	return c
+}
+
+// resolveRequest checks the flags and builds the same request the HTTP API takes.
+func resolveRequest(doClose, doRetry, doCancel bool, input string, budgets []string) (api.ResolveRequest, error) {
+	n := 0
+	req := api.ResolveRequest{Input: input}
+	for flag, set := range map[string]bool{"close": doClose, "retry": doRetry, "cancel": doCancel} {
+		if set {
+			n++
+			req.Action = flag
+		}
+	}
+	if n != 1 {
+		return req, errors.New("give exactly one of --close, --retry, --cancel")
+	}
+	for _, kv := range budgets {
+		k, v, ok := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil {
+			return req, fmt.Errorf("--budget %q: want KIND=NUMBER", kv)
+		}
+		if item, ok := strings.CutPrefix(k, "item."); ok {
+			if req.ItemBudget == nil {
+				req.ItemBudget = map[string]float64{}
+			}
+			req.ItemBudget[item] = f
+			continue
+		}
+		if req.Budget == nil {
+			req.Budget = map[string]float64{}
+		}
+		req.Budget[k] = f
+	}
+	return req, nil
+}
+
+func steerCmd(g *globals) *cobra.Command {
+	var actor string
+	c := &cobra.Command{
+		Use:   "steer ID TEXT",
+		Short: "Queue input for an item's running agent; it appears in the agent's next model request",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			if err := a.Store.Steer(cmd.Context(), args[0], args[1], actorName(actor)); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "steer input queued for %s\n", args[0])
+			return nil
+		},
+	}
+	c.Flags().StringVar(&actor, "actor", "", "who steers (default $USER)")
+	return c
+}
+
+func verifyCmd(g *globals) *cobra.Command {
+	var reports []string
+	var format, template string
+	c := &cobra.Command{
+		Use:   "verify --report FILE... [--format auto|gojson|junit|tap] [--template NAME]",
+		Short: "Parse test reports and print the decision a template would take (exit 0 only for close)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(reports) == 0 {
+				return errors.New("give at least one --report FILE")
+			}
+			var tmpl *workitems.Template
+			if template != "" {
+				cfg, err := g.loadConfig()
+				if err != nil {
+					return err
+				}
+				t, ok := cfg.Template(template)
+				if !ok {
+					names := make([]string, 0, len(cfg.Templates))
+					for _, t := range cfg.Templates {
+						names = append(names, t.Name)
+					}
+					sort.Strings(names)
+					return fmt.Errorf("--template %q: not in %s (have: %s)", template, g.config, strings.Join(names, ", "))
+				}
+				tmpl = t
+			}
+			code, err := verify.RunCLI(cmd.Context(), g.out, reports, format, tmpl)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringArrayVar(&reports, "report", nil, "report file (repeatable)")
+	c.Flags().StringVar(&format, "format", "auto", "auto, gojson, junit or tap")
+	c.Flags().StringVar(&template, "template", "", "decide as this template would (default: a plain done check)")
+	return c
+}

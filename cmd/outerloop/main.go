@@ -1,0 +1,137 @@
+// Command outerloop runs coding and maintenance agents as durable, budgeted, verified jobs:
+// `serve` (scheduler + worker + HTTP), `scheduler`, `worker`, `enqueue`, `items`, `escalations`,
+// `resolve`, `steer`, `verify`, `demo` and `bench`. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"outerloop/internal/app"
+	"outerloop/workitems"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(os.Stdout, os.Stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "outerloop:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError carries an exit status that is not a failure of the command itself
+// (verify's "decision: retry" exits 1 by design).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// globals are the root's persistent flags.
+type globals struct {
+	config    string
+	redis     string
+	prefix    string
+	queue     string
+	logFormat string
+	logLevel  string
+	workdir   string
+	out, errw io.Writer
+}
+
+func newRoot(out, errw io.Writer) *cobra.Command {
+	g := &globals{out: out, errw: errw}
+	root := &cobra.Command{
+		Use:           "outerloop",
+		Short:         "Run coding and maintenance agents as durable, budgeted, verified jobs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errw)
+	f := root.PersistentFlags()
+	f.StringVar(&g.config, "config", "outerloop.yaml", "config file")
+	f.StringVar(&g.redis, "redis", "", "Redis URL (default $REDIS_URL, then the config's redis:, else embedded for serve/demo)")
+	f.StringVar(&g.prefix, "prefix", "ol:", "key prefix of outerloop's Redis keys")
+	f.StringVar(&g.queue, "queue", "outerloop", "asynq queue name")
+	f.StringVar(&g.logFormat, "log-format", "auto", "log format: text, json, or auto (json when stderr is not a terminal)")
+	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&g.workdir, "workdir", "", "root of attempt workspaces (default $TMPDIR/outerloop-work)")
+	root.AddCommand(
+		serveCmd(g), schedulerCmd(g), workerCmd(g),
+		enqueueCmd(g), itemsCmd(g), escalationsCmd(g), resolveCmd(g), steerCmd(g),
+		verifyCmd(g), demoCmd(g), benchCmd(g),
+	)
+	return root
+}
+
+func (g *globals) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch g.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(g.errw, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(g.errw, opts)), nil
+	case "auto":
+		if f, ok := g.errw.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				return slog.New(slog.NewTextHandler(g.errw, opts)), nil
+			}
+		}
+		return slog.New(slog.NewJSONHandler(g.errw, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text, json or auto", g.logFormat)
+}
+
+func (g *globals) loadConfig() (*workitems.Config, error) {
+	return workitems.LoadConfig(g.config)
+}
+
+// redisURL resolves where Redis is; "" means embedded, allowed only where the whole system
+// runs in this process.
+func (g *globals) redisURL(cfg *workitems.Config, allowEmbedded bool) (string, error) {
+	switch {
+	case g.redis != "":
+		return g.redis, nil
+	case os.Getenv("REDIS_URL") != "":
+		return os.Getenv("REDIS_URL"), nil
+	case cfg != nil && cfg.Redis != "":
+		return cfg.Redis, nil
+	case allowEmbedded:
+		return "", nil
+	}
+	return "", errors.New("no Redis: give --redis URL, set REDIS_URL, or put redis: in the config (the embedded Redis lives only inside serve and demo)")
+}
+
+// open loads the config and opens the system.
+func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	log, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
+	url, err := g.redisURL(cfg, allowEmbedded)
+	if err != nil {
+		return nil, err
+	}
+	return app.Open(ctx, app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log})
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"outerloop/api"
+	"outerloop/internal/app"
+	"outerloop/verify"
+)
+
+func serveCmd(g *globals) *cobra.Command {
+	var addr string
+	var concurrency int
+	var noWorker, noScheduler bool
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			a, err := g.open(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			return runServe(ctx, a, addr, concurrency, !noWorker, !noScheduler)
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
+	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once by the built-in worker")
+	c.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process")
+	c.Flags().BoolVar(&noScheduler, "no-scheduler", false, "do not run the cron scheduler in this process")
+	return c
+}
+
+// runServe runs the parts of the system until ctx ends, then stops them in order: HTTP, the
+// scheduler (no new items), the worker (loops checkpoint and yield).
+func runServe(ctx context.Context, a *app.App, addr string, concurrency int, withWorker, withScheduler bool) error {
+	sched, err := a.Scheduler(nil)
+	if err != nil {
+		return err
+	}
+	if withScheduler {
+		sched.Start(ctx)
+		defer sched.Shutdown()
+	}
+	if withWorker {
+		host, _ := os.Hostname()
+		w := a.Worker(concurrency, fmt.Sprintf("%s:%d", host, os.Getpid()))
+		if err := w.Start(); err != nil {
+			return err
+		}
+		defer w.Shutdown(context.WithoutCancel(ctx))
+	}
+	mux := http.NewServeMux()
+	token := os.Getenv("OUTERLOOP_API_TOKEN")
+	auth := api.NewAuth(token)
+	ciStore := verify.NewRedisCIStore(a.Redis, a.Prefix(), 7*24*time.Hour)
+	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
+		Evidence: verify.EvidenceHandler(ciStore, token), NextRun: sched.NextRun}).Register(mux)
+	registerConsole(mux, a, auth, sched.NextRun)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.Enabled(),
+		"worker", withWorker, "scheduler", withScheduler)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		a.Logger.Info("shutting down: attempts checkpoint and yield")
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+func schedulerCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "scheduler",
+		Short: "Run the cron scheduler (any number of replicas create each tick's item once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			a, err := g.open(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			s, err := a.Scheduler(nil)
+			if err != nil {
+				return err
+			}
+			s.Start(ctx)
+			a.Logger.Info("scheduler running", "templates", len(a.Config.Templates))
+			<-ctx.Done()
+			s.Shutdown()
+			return nil
+		},
+	}
+}
+
+func workerCmd(g *globals) *cobra.Command {
+	var concurrency int
+	var id, metricsAddr string
+	c := &cobra.Command{
+		Use:   "worker",
+		Short: "Run attempts from the queue",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			a, err := g.open(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			if id == "" {
+				host, _ := os.Hostname()
+				id = fmt.Sprintf("%s:%d", host, os.Getpid())
+			}
+			w := a.Worker(concurrency, id)
+			if err := w.Start(); err != nil {
+				return err
+			}
+			if metricsAddr != "" {
+				srv := &http.Server{Addr: metricsAddr, Handler: a.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
+				go func() { _ = srv.ListenAndServe() }()
+				defer srv.Close()
+			}
+			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName())
+			<-ctx.Done()
+			a.Logger.Info("worker shutting down: attempts checkpoint and yield")
+			w.Shutdown(context.WithoutCancel(ctx))
+			return nil
+		},
+	}
+	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once")
+	c.Flags().StringVar(&id, "id", "", "worker id in leases and events (default host:pid)")
+	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9101)")
+	return c
+}
