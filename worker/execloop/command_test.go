@@ -119,6 +119,21 @@ func TestCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("a background process left holding the output open is killed when the agent exits", func(t *testing.T) {
+		t.Parallel()
+		marker := sleepMarker(t)
+		a, loop := shell(t, "sleep "+marker+" & echo bye", workitems.Budget{})
+		done := make(chan workitems.Exit, 1)
+		go func() { done <- loop.Run(context.Background(), a.Attempt) }()
+		exit := within(t, time.Minute, done, "Run to return")
+		if exit.Reason != workitems.ExitCompleted || exit.LastMessage != "bye" {
+			t.Fatalf("exit = %+v", exit)
+		}
+		if left := findByArg(marker); len(left) > 0 {
+			t.Fatalf("pids %v survived", left)
+		}
+	})
+
 	for _, tc := range []struct {
 		name   string
 		script string

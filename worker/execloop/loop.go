@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"outerloop/worker"
 	"outerloop/workitems"
 )
@@ -321,16 +323,34 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 	r.emit(ctx, workitems.EventStep, "started", "started "+r.drv.name+" (pid "+strconv.Itoa(r.pgid)+")",
 		map[string]string{"pid": strconv.Itoa(r.pgid), "binary": path, "resume": inv.Resume})
 
+	return r.supervise(ctx, cmd, stdout, usageR)
+}
+
+// supervise reads the agent's output as it arrives until the agent ends, the context is
+// cancelled, the wall time runs out or a step ends the run; it always leaves no process of
+// the agent running and the leader reaped.
+func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, usage io.Reader) workitems.Exit {
+	a := r.a
 	lines := make(chan line)
 	done := make(chan struct{})
 	var readers sync.WaitGroup
 	readers.Add(1)
 	go func() { defer readers.Done(); r.read(stdout, false, lines, done) }()
-	if usageR != nil {
+	if usage != nil {
 		readers.Add(1)
-		go func() { defer readers.Done(); r.read(usageR, true, lines, done) }()
+		go func() { defer readers.Done(); r.read(usage, true, lines, done) }()
 	}
 	go func() { readers.Wait(); close(lines) }()
+
+	// Learn that the leader exited without reaping it, so its pid (our group id) cannot be
+	// reused while we kill what it left behind.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var si unix.Siginfo
+		for unix.Waitid(unix.P_PID, r.pgid, &si, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+	}()
 
 	var deadline <-chan time.Time
 	if d, ok := a.Meter.Deadline(); ok {
@@ -345,13 +365,16 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 		for range lines { // let the readers end
 		}
 		_ = cmd.Wait()
+		<-exited
 		exit.LastMessage = r.st.LastMessage
 		r.emit(context.WithoutCancel(ctx), workitems.EventStep, "killed", "killed "+r.drv.name+": "+string(exit.Reason),
 			map[string]string{"pid": strconv.Itoa(r.pgid), "reason": string(exit.Reason)})
 		return exit
 	}
 
-	for {
+	leaderDone, eof := false, false
+	leaderExit := (<-chan struct{})(exited)
+	for !leaderDone || !eof {
 		select {
 		case <-ctx.Done():
 			return stop(workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled: " + context.Cause(ctx).Error()})
@@ -360,27 +383,34 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 			b := a.Meter.Budget()
 			return stop(workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetWallTime,
 				Message: fmt.Sprintf("wall time %s (less %s kept for verification) used up", b.WallTime, b.VerifyReserve)})
+		case <-leaderExit:
+			// Whatever the agent left running would hold its output open: end it. Output
+			// already written stays readable.
+			leaderDone, leaderExit = true, nil
+			killTree(r.pgid, r.l.killWait)
 		case ln, ok := <-lines:
 			if !ok {
-				close(done)
-				werr := cmd.Wait()
-				killTree(r.pgid, r.l.killWait) // whatever the agent left running in its group
-				if ctx.Err() != nil {
-					return workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled", LastMessage: r.st.LastMessage}
-				}
-				exit := r.p.Exit(exitCode(werr), r.stErr.String())
-				if err := a.Meter.Check(); err != nil && exit.Reason == workitems.ExitCompleted {
-					return budgetExit(err, exit.LastMessage)
-				}
-				r.emit(ctx, workitems.EventStep, "exited", r.drv.name+" exited: "+string(exit.Reason),
-					map[string]string{"exit_code": strconv.Itoa(exitCode(werr))})
-				return exit
+				eof, lines = true, nil
+				continue
 			}
 			if exit, end := r.handle(ctx, ln); end {
 				return stop(exit)
 			}
 		}
 	}
+	close(done)
+	werr := cmd.Wait()
+	<-exited
+	if ctx.Err() != nil {
+		return workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled", LastMessage: r.st.LastMessage}
+	}
+	exit := r.p.Exit(exitCode(werr), r.stErr.String())
+	if err := a.Meter.Check(); err != nil && exit.Reason == workitems.ExitCompleted {
+		return budgetExit(err, exit.LastMessage)
+	}
+	r.emit(ctx, workitems.EventStep, "exited", r.drv.name+" exited: "+string(exit.Reason),
+		map[string]string{"exit_code": strconv.Itoa(exitCode(werr))})
+	return exit
 }
 
 // handle parses one line, reports it, charges it and checkpoints; end says the run must stop.
