@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hibiken/asynqmon"
 	"github.com/spf13/cobra"
 
 	"outerloop/api"
@@ -19,7 +20,7 @@ import (
 func serveCmd(g *globals) *cobra.Command {
 	var addr string
 	var concurrency int
-	var noWorker, noScheduler bool
+	var noWorker, noScheduler, queuesUI bool
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
@@ -31,19 +32,29 @@ func serveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			return runServe(ctx, a, addr, concurrency, !noWorker, !noScheduler)
+			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
+				scheduler: !noScheduler, queuesUI: queuesUI})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once by the built-in worker")
 	c.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process")
 	c.Flags().BoolVar(&noScheduler, "no-scheduler", false, "do not run the cron scheduler in this process")
+	c.Flags().BoolVar(&queuesUI, "queues-ui", false, "mount asynqmon's queue UI at /queues (it can delete and re-run tasks: keep it private)")
 	return c
 }
 
 // runServe runs the parts of the system until ctx ends, then stops them in order: HTTP, the
 // scheduler (no new items), the worker (loops checkpoint and yield).
-func runServe(ctx context.Context, a *app.App, addr string, concurrency int, withWorker, withScheduler bool) error {
+type serveOptions struct {
+	addr              string
+	concurrency       int
+	worker, scheduler bool
+	queuesUI          bool
+}
+
+func runServe(ctx context.Context, a *app.App, o serveOptions) error {
+	addr, concurrency, withWorker, withScheduler := o.addr, o.concurrency, o.worker, o.scheduler
 	sched, err := a.Scheduler(nil)
 	if err != nil {
 		return err
@@ -67,6 +78,15 @@ func runServe(ctx context.Context, a *app.App, addr string, concurrency int, wit
 	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(ciStore, token), NextRun: sched.NextRun}).Register(mux)
 	registerConsole(mux, a, auth, sched.NextRun)
+	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
+	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
+		return err
+	}
+	if o.queuesUI {
+		mon := asynqmon.New(asynqmon.Options{RootPath: "/queues", RedisConnOpt: a.AsynqOpt})
+		defer mon.Close()
+		mux.Handle("/queues/", mon)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("serve: listen %s: %w", addr, err)
