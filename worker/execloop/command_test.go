@@ -25,19 +25,45 @@ func TestCommand(t *testing.T) {
 	t.Run("the environment holds only PATH, HOME, the template's names and the provider key", func(t *testing.T) {
 		t.Parallel()
 		a, loop := shell(t, "env | sort | tr '\\n' ' '", workitems.Budget{})
-		a.env["ALLOWED"], a.env["SECRET_TOKEN"], a.env["PROVIDER_KEY"] = "yes", "leak", "sk-provider"
+		a.env["ALLOWED"], a.env["SECRET_TOKEN"], a.env["PROVIDER_KEY"] = "yes", "leak", "sk-provider-key" // the key is set, and redacted in output
 		a.Template.Loop.Env = []string{"ALLOWED", "UNSET_NAME"}
 		a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
 		a.Template.Loop.Provider = "p"
 		exit := loop.Run(context.Background(), a.Attempt)
 		got := exit.LastMessage
-		for _, want := range []string{"ALLOWED=yes", "PROVIDER_KEY=sk-provider", "HOME=", "PATH=", execloop.UsageFDEnv + "=3"} {
+		for _, want := range []string{"ALLOWED=yes", "PROVIDER_KEY=[redacted]", "HOME=", "PATH=", execloop.UsageFDEnv + "=3"} {
 			if !strings.Contains(got, want) {
 				t.Fatalf("environment %q lacks %q", got, want)
 			}
 		}
 		if strings.Contains(got, "SECRET_TOKEN") || strings.Contains(got, "UNSET_NAME") {
 			t.Fatalf("environment %q holds names the template did not allow", got)
+		}
+	})
+
+	t.Run("secret values the agent prints reach no event, checkpoint or exit", func(t *testing.T) {
+		t.Parallel()
+		a, loop := shell(t, `echo "{\"message\":\"key $PROVIDER_KEY\"}" >&3; echo "token $MY_TOKEN"; echo "oops $PROVIDER_KEY" >&2; exit 1`, workitems.Budget{})
+		a.env["PROVIDER_KEY"], a.env["MY_TOKEN"] = "sk-provider-secret", "tok-very-secret"
+		a.Template.Loop.Env = []string{"MY_TOKEN"}
+		a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
+		a.Template.Loop.Provider = "p"
+		exit := loop.Run(context.Background(), a.Attempt)
+		seen := exit.Message + exit.LastMessage + string(a.cp.state)
+		for _, h := range a.cp.history {
+			seen += string(h)
+		}
+		for _, e := range a.ev.all() {
+			seen += e.Message
+			for _, v := range e.Data {
+				seen += v
+			}
+		}
+		if strings.Contains(seen, "sk-provider-secret") || strings.Contains(seen, "tok-very-secret") {
+			t.Fatalf("a secret leaked: %s", seen)
+		}
+		if !strings.Contains(exit.LastMessage, "token [redacted]") {
+			t.Fatalf("last message = %q, want the token redacted", exit.LastMessage)
 		}
 	})
 

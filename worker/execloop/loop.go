@@ -80,7 +80,10 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	return r.run(ctx)
+	exit := r.run(ctx)
+	exit.Message = r.redact(exit.Message)
+	exit.LastMessage = r.redact(exit.LastMessage)
+	return exit
 }
 
 // run is one Run call.
@@ -93,6 +96,26 @@ type run struct {
 	p     parser
 	pgid  int
 	stErr *tailBuffer
+	// secrets are values that must not reach events, checkpoints or the exit: the provider
+	// key and the passed-through variables' values (an agent may print its environment).
+	secrets []string
+}
+
+// minSecret is the shortest passed-through value treated as a secret ("1" is not one).
+const minSecret = 8
+
+func (r *run) addSecret(v string) {
+	if len(v) >= minSecret {
+		r.secrets = append(r.secrets, v)
+	}
+}
+
+// redact replaces every secret in s.
+func (r *run) redact(s string) string {
+	for _, v := range r.secrets {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s
 }
 
 func (r *run) emit(ctx context.Context, typ workitems.EventType, kind, msg string, data map[string]string) {
@@ -101,9 +124,9 @@ func (r *run) emit(ctx context.Context, typ workitems.EventType, kind, msg strin
 	}
 	d := map[string]string{"kind": kind, "agent": r.drv.name}
 	for k, v := range data {
-		d[k] = v
+		d[k] = r.redact(v)
 	}
-	r.a.Events.Emit(ctx, workitems.Event{Type: typ, Message: msg, Data: d})
+	r.a.Events.Emit(ctx, workitems.Event{Type: typ, Message: r.redact(msg), Data: d})
 }
 
 func failed(class workitems.ErrorClass, format string, args ...any) workitems.Exit {
@@ -132,10 +155,19 @@ func (r *run) run(ctx context.Context) workitems.Exit {
 		}
 	}
 
+	for _, name := range lc.Env {
+		if v, ok := r.l.lookupEnv(name); ok {
+			r.addSecret(v)
+		}
+	}
+	for _, v := range r.a.Condition.Env {
+		r.addSecret(v)
+	}
 	inv, exit, ok := r.invocation(ctx)
 	if !ok {
 		return exit
 	}
+	r.addSecret(inv.APIKey)
 	if ctx.Err() != nil {
 		return workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled before the agent started"}
 	}
@@ -240,8 +272,10 @@ func (r *run) save(ctx context.Context, s step) error {
 	if r.a.Checkpoints == nil {
 		return nil
 	}
-	state, _ := json.Marshal(r.st)
-	h, _ := json.Marshal(historyEntry{Offset: r.st.Offset, Kind: s.Kind, Message: s.Message, Spend: s.Spend})
+	st := r.st
+	st.LastMessage = r.redact(st.LastMessage)
+	state, _ := json.Marshal(st)
+	h, _ := json.Marshal(historyEntry{Offset: r.st.Offset, Kind: s.Kind, Message: r.redact(s.Message), Spend: s.Spend})
 	err := r.a.Checkpoints.Save(ctx, state, h)
 	if err != nil && !errors.Is(err, workitems.ErrLeaseLost) {
 		r.log.Warn("execloop: checkpoint not saved", "agent", r.drv.name, "err", err)
