@@ -57,7 +57,9 @@ func TestPolicyRules(t *testing.T) {
 		outcome workitems.Outcome
 		check   func(t *testing.T, d workitems.Decision)
 	}{
-		{"budget exhaustion escalates", func(f *Facts) { f.Exit = workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetCostUSD} },
+		{"budget exhaustion escalates", func(f *Facts) {
+			f.Exit = workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetCostUSD}
+		},
 			"exit_budget_exhausted", workitems.OutcomeEscalate, nil},
 		{"needs_input escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitNeedsInput }, "exit_needs_input", workitems.OutcomeEscalate, nil},
 		{"needs_approval escalates", func(f *Facts) { f.Exit.Reason = workitems.ExitNeedsApproval }, "exit_needs_approval", workitems.OutcomeEscalate, nil},
