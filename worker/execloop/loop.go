@@ -208,7 +208,7 @@ func (r *run) invocation(ctx context.Context) (invocation, workitems.Exit, bool)
 	switch {
 	case a.Resumed && r.st.Session != "" && r.drv.resumable:
 		inv.Resume = r.st.Session
-		inv.Prompt = "Your previous run on this task was interrupted. Continue where you left off.\n\nTask: " + a.Item.Goal
+		inv.Prompt = "Your previous run on this task was interrupted. Continue where you left off.\n\nTask: " + goalOf(a)
 		if c := a.Condition.Input; c != "" {
 			inv.Prompt += "\n\n" + c
 		}
@@ -231,11 +231,7 @@ func (r *run) invocation(ctx context.Context) (invocation, workitems.Exit, bool)
 // prompt is the item's goal plus what this attempt's condition adds.
 func prompt(a *worker.Attempt) string {
 	var b strings.Builder
-	goal := a.Template.Goal
-	if a.Item != nil && a.Item.Goal != "" {
-		goal = a.Item.Goal
-	}
-	b.WriteString(goal)
+	b.WriteString(goalOf(a))
 	s := a.Condition.Strategy
 	if s.Scope != "" {
 		fmt.Fprintf(&b, "\n\nScope: %s", s.Scope)
@@ -247,6 +243,14 @@ func prompt(a *worker.Attempt) string {
 		fmt.Fprintf(&b, "\n\n%s", a.Condition.Input)
 	}
 	return b.String()
+}
+
+// goalOf returns the item's goal, else the template's.
+func goalOf(a *worker.Attempt) string {
+	if a.Item != nil && a.Item.Goal != "" {
+		return a.Item.Goal
+	}
+	return a.Template.Goal
 }
 
 // budgetExit turns a meter error into budget_exhausted.
