@@ -2,6 +2,7 @@ package execloop_test
 
 import (
 	"context"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,7 +297,11 @@ func findByArg(arg string) []int {
 	return out
 }
 
-// sleepMarker returns a unique "sleep" duration to find the agent's command by.
+// sleepMarker returns a "sleep" duration unique to this test process and test, to find the
+// agent's command by.
 func sleepMarker(t *testing.T) string {
-	return "1000." + strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 10)
+	t.Helper()
+	h := fnv.New32a()
+	h.Write([]byte(t.Name()))
+	return "1000." + strconv.Itoa(os.Getpid()) + "0" + strconv.FormatUint(uint64(h.Sum32()), 10)
 }
