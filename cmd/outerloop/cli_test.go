@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"outerloop/internal/redistest"
+	"outerloop/workitems"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds the real outerloop command once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "outerloop-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "outerloop")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// sample writes a Go module whose TestAdd fails until Add is fixed, and a config around it.
+func sample(t *testing.T, templates string) (cfgPath, repo string) {
+	t.Helper()
+	dir := t.TempDir()
+	repo = filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFiles(repo, calcFiles); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath = filepath.Join(dir, "outerloop.yaml")
+	body := "defaults:\n  max_attempts: 2\n  budget: {wall_time: 3m, verify_reserve: 1m}\ntemplates:\n" + templates
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(body, "REPO", repo)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, repo
+}
+
+type cli struct {
+	t   *testing.T
+	bin string
+	env *redistest.Env
+	cfg string
+}
+
+func newCLI(t *testing.T, cfg string) *cli {
+	return &cli{t: t, bin: binary(t), env: redistest.New(t), cfg: cfg}
+}
+
+func (c *cli) args(a ...string) []string {
+	return append([]string{"--config", c.cfg, "--redis", redistest.URL(), "--prefix", c.env.Prefix, "--queue", c.env.Queue,
+		"--log-format", "json"}, a...)
+}
+
+// run runs the binary to completion.
+func (c *cli) run(a ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, c.args(a...)...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+// start starts a long-running command (worker, serve); it is killed at cleanup.
+func (c *cli) start(a ...string) *exec.Cmd {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, c.args(a...)...)
+	logf, err := os.Create(filepath.Join(c.t.TempDir(), "proc.log"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if c.t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			c.t.Logf("process log %v:\n%s", a, b)
+		}
+	})
+	return cmd
+}
+
+func (c *cli) store() *workitems.Store { return workitems.NewStore(c.env.Client, c.env.Prefix) }
+
+func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	after := "0"
+	for {
+		if it, err := s.Get(ctx, id); err == nil {
+			for _, st := range states {
+				if it.State == st {
+					return it
+				}
+			}
+		}
+		evs, err := s.Events(ctx, id, after, 100, time.Second)
+		if ctx.Err() != nil {
+			it, _ := s.Get(context.Background(), id)
+			t.Fatalf("item %s did not reach %v within %s: %+v", id, states, timeout, it)
+		}
+		if err == nil && len(evs) > 0 {
+			after = evs[len(evs)-1].ID
+		}
+	}
+}
+
+const fixTemplate = `  - name: fix
+    repo: REPO
+    goal: make TestAdd pass
+    loop: {kind: script, commands: ["./fix.sh"]}
+    done_check: {commands: ["go test -json ./..."]}
+  - name: hopeless
+    repo: REPO
+    max_attempts: 1
+    goal: cannot be fixed by echo
+    loop: {kind: script, commands: ["echo nothing"]}
+    done_check: {commands: ["go test -json ./..."]}
+`
+
+func enqueuedID(t *testing.T, out string) string {
+	t.Helper()
+	f := strings.Fields(out)
+	if len(f) < 2 || f[0] != "enqueued" {
+		t.Fatalf("enqueue printed %q", out)
+	}
+	return f[1]
+}
+
+func TestCLIEnqueueItemsEscalationsResolve(t *testing.T) {
+	t.Parallel()
+	cfg, repo := sample(t, fixTemplate)
+	c := newCLI(t, cfg)
+	c.start("worker", "--concurrency", "2", "--id", "w1")
+	out, errOut, code := c.run("enqueue", "fix")
+	if code != 0 {
+		t.Fatalf("enqueue: %d %s", code, errOut)
+	}
+	fixID := enqueuedID(t, out)
+	out, _, _ = c.run("enqueue", "hopeless", "--input", "try anyway", "--actor", "alice")
+	hopeID := enqueuedID(t, out)
+	s := c.store()
+	awaitState(t, s, fixID, 2*time.Minute, workitems.StateClosed)
+	awaitState(t, s, hopeID, 2*time.Minute, workitems.StateEscalated)
+
+	out, _, code = c.run("items")
+	if code != 0 || !strings.Contains(out, fixID) || !strings.Contains(out, "closed") || !strings.Contains(out, "escalated") {
+		t.Fatalf("items:\n%s", out)
+	}
+	out, _, _ = c.run("items", fixID)
+	for _, want := range []string{"attempt 2", "changed: input", "decision: close", "verifying → closed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("items %s lacks %q:\n%s", fixID, want, out)
+		}
+	}
+	out, _, _ = c.run("escalations")
+	if !strings.Contains(out, hopeID) || !strings.Contains(out, "max_attempts") {
+		t.Fatalf("escalations:\n%s", out)
+	}
+	// Refused resolutions change nothing.
+	if _, e, code := c.run("resolve", hopeID, "--retry"); code == 0 || !strings.Contains(e, "retry changes nothing") {
+		t.Fatalf("retry without input: %d %s", code, e)
+	}
+	if _, e, code := c.run("resolve", hopeID, "--close", "--cancel"); code == 0 || !strings.Contains(e, "exactly one") {
+		t.Fatalf("two actions: %d %s", code, e)
+	}
+	if _, e, code := c.run("resolve", hopeID, "--retry", "--budget", "dollars=3", "--input", "x"); code == 0 || !strings.Contains(e, "dollars") {
+		t.Fatalf("bad budget kind: %d %s", code, e)
+	}
+	if _, e, code := c.run("resolve", "no-such-item", "--close"); code == 0 || !strings.Contains(e, "not found") {
+		t.Fatalf("unknown id: %d %s", code, e)
+	}
+	// A person fixes the repo and retries with a note: the item closes.
+	if err := os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package calc\n\n// Add returns a+b.\nfunc Add(a, b int) int { return a + b }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, e, code := c.run("resolve", hopeID, "--retry", "--input", "fixed by hand", "--budget", "cost_usd=2", "--actor", "bob")
+	if code != 0 || !strings.Contains(out, "retry by bob") {
+		t.Fatalf("resolve: %d %s %s", code, out, e)
+	}
+	it := awaitState(t, s, hopeID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	if it.State != workitems.StateClosed || it.Resolution[0].Actor != "bob" || it.Attempts[1].Condition.Budget.CostUSD != 2 {
+		t.Fatalf("after resolve: %s %+v", it.State, it.Resolution)
+	}
+	if _, e, code := c.run("resolve", hopeID, "--close"); code == 0 || !strings.Contains(e, "not allowed") {
+		t.Fatalf("resolving a closed item: %d %s", code, e)
+	}
+}
+
+func TestCLIBadConfigIsRefusedAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"unknown key":  "  - name: x\n    goal: g\n    colour: red\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n",
+		"bad schedule": "  - name: x\n    goal: g\n    schedule: \"61 * * * *\"\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n",
+		"unknown loop": "  - name: x\n    goal: g\n    loop: {kind: robot}\n    done_check: {commands: [\"true\"]}\n",
+		"malformed":    "  - name: [x\n",
+	}
+	for name, tmpl := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, _ := sample(t, tmpl)
+			c := newCLI(t, cfg)
+			_, e, code := c.run("enqueue", "x")
+			if code == 0 || !strings.Contains(e, "workitems:") {
+				t.Fatalf("exit %d, stderr %q", code, e)
+			}
+			n, _ := c.env.Client.Keys(context.Background(), c.env.Prefix+"*").Result()
+			if len(n) != 0 {
+				t.Fatalf("a refused config wrote %v", n)
+			}
+		})
+	}
+}
+
+func TestCLIVerifyExitsZeroOnlyForClose(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	green := filepath.Join(dir, "green.json")
+	red := filepath.Join(dir, "red.json")
+	_ = os.WriteFile(green, []byte(`{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA","Elapsed":0.01}
+{"Action":"pass","Package":"p","Elapsed":0.02}
+`), 0o644)
+	_ = os.WriteFile(red, []byte(`{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"a_test.go:3: boom\n"}
+{"Action":"fail","Package":"p","Test":"TestA","Elapsed":0.01}
+{"Action":"fail","Package":"p","Elapsed":0.02}
+`), 0o644)
+	bin := binary(t)
+	for _, tc := range []struct {
+		file, decision string
+		code           int
+	}{{green, "decision: close", 0}, {red, "decision: retry", 1}} {
+		cmd := exec.Command(bin, "verify", "--report", tc.file)
+		out, _ := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if cmd.ProcessState.ExitCode() != tc.code || !strings.HasPrefix(lines[len(lines)-1], tc.decision) {
+			t.Errorf("%s: exit %d, last line %q", filepath.Base(tc.file), cmd.ProcessState.ExitCode(), lines[len(lines)-1])
+		}
+	}
+}
+
+func TestDemoRunsOnTheEmbeddedDefault(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary(t), "demo")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "REDIS_URL=") // the demo must need nothing
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	s := string(out)
+	for _, want := range []string{"embedded Redis", "RECORDED model", "decision retry", "decision escalate [exit_budget_exhausted]",
+		"demo finished"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && strings.HasPrefix(f[0], "fix-calc@") && (f[1] != "closed" || f[3] != "2") {
+			t.Errorf("fix-calc must close after 2 attempts: %q", line)
+		}
+		if len(f) >= 2 && strings.HasPrefix(f[0], "slow-bump@") && f[1] != "escalated" {
+			t.Errorf("slow-bump must be escalated: %q", line)
+		}
+		if len(f) >= 2 && strings.HasPrefix(f[0], "payment-agent@") && f[1] != "closed" {
+			t.Errorf("the recorded agent must close its item: %q", line)
+		}
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", s)
+	}
+}
