@@ -1,0 +1,238 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"outerloop/api"
+	"outerloop/internal/redistest"
+	"outerloop/scheduler"
+	"outerloop/workitems"
+)
+
+const token = "s3cret-token"
+
+const cfgYAML = `
+defaults:
+  budget: {wall_time: 10m}
+templates:
+  - name: t1
+    goal: "fix <script>alert(1)</script>"
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+`
+
+type fixture struct {
+	srv   *httptest.Server
+	store *workitems.Store
+	queue *scheduler.Queue
+}
+
+func newFixture(t *testing.T, tok string) *fixture {
+	t.Helper()
+	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	store := workitems.NewStore(env.Client, env.Prefix)
+	client := asynq.NewClient(redistest.AsynqOpt(t))
+	t.Cleanup(func() { _ = client.Close() })
+	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
+	s := api.New(api.Options{Queue: q, Auth: api.NewAuth(tok), Metrics: http.NotFoundHandler()})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &fixture{srv: srv, store: store, queue: q}
+}
+
+func (f *fixture) do(t *testing.T, method, path, body, tok string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	req.Header.Set(api.ActorHeader, "tester")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+// escalated makes an escalated item directly through the store.
+func (f *fixture) escalated(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	it, err := f.queue.Submit(ctx, scheduler.Request{Template: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence, _ := f.store.AcquireLease(ctx, it.ID, 1, "w", time.Minute)
+	_, _, _ = f.store.StartAttempt(ctx, fence, "w")
+	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitNeedsInput}, workitems.Spend{}, "")
+	if _, err := f.store.RecordDecision(ctx, fence, workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "needs_input", Actor: "verifier"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return it.ID
+}
+
+func TestReadsAreOpenAndReturnJSON(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	id := f.escalated(t)
+	code, m := f.do(t, "GET", "/api/items/"+id, "", "")
+	if code != 200 || m["id"] != id || m["state"] != "escalated" {
+		t.Fatalf("get: %d %v", code, m)
+	}
+	if evs, _ := m["events"].([]any); len(evs) < 4 {
+		t.Fatalf("item view must carry its events: %v", m["events"])
+	}
+	if code, m := f.do(t, "GET", "/api/items?state=escalated", "", ""); code != 200 || len(m["items"].([]any)) != 1 {
+		t.Fatalf("list: %d %v", code, m)
+	}
+	if code, m := f.do(t, "GET", "/api/escalations", "", ""); code != 200 || len(m["escalations"].([]any)) != 1 {
+		t.Fatalf("escalations: %d %v", code, m)
+	}
+	if code, m := f.do(t, "GET", "/api/templates", "", ""); code != 200 || len(m["templates"].([]any)) != 1 {
+		t.Fatalf("templates: %d %v", code, m)
+	}
+	if code, _ := f.do(t, "GET", "/healthz", "", ""); code != 200 {
+		t.Fatalf("healthz: %d", code)
+	}
+}
+
+func TestBadReadsNameWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	for path, want := range map[string]int{
+		"/api/items/nope":              404,
+		"/api/items?state=sleeping":    400,
+		"/api/items?limit=0":           400,
+		"/api/items/nope/events":       404,
+		"/api/items?limit=abc":         400,
+		"/api/items/x/events?wait=10h": 404,
+	} {
+		code, m := f.do(t, "GET", path, "", "")
+		if code != want || m["error"] == "" {
+			t.Errorf("GET %s: %d %v, want %d with an error", path, code, m, want)
+		}
+	}
+}
+
+func TestActionsNeedTheToken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	id := f.escalated(t)
+	before, _ := f.store.Get(context.Background(), id)
+	for _, tok := range []string{"", "wrong"} {
+		code, m := f.do(t, "POST", "/api/items/"+id+"/resolve", `{"action":"close"}`, tok)
+		if code != 401 || !strings.Contains(m["error"].(string), "token") {
+			t.Fatalf("token %q: %d %v", tok, code, m)
+		}
+	}
+	if code, _ := f.do(t, "POST", "/api/items", `{"template":"t1"}`, ""); code != 401 {
+		t.Fatalf("enqueue without token: %d", code)
+	}
+	after, _ := f.store.Get(context.Background(), id)
+	if after.Version != before.Version {
+		t.Fatal("a refused action changed the item")
+	}
+	// No token configured at all: actions are off, not open.
+	off := newFixture(t, "")
+	if code, m := off.do(t, "POST", "/api/items", `{"template":"t1"}`, "anything"); code != 403 || !strings.Contains(m["error"].(string), "OUTERLOOP_API_TOKEN") {
+		t.Fatalf("no token configured: %d %v", code, m)
+	}
+}
+
+func TestResolveAppliesOnceAndRecordsTheActor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	id := f.escalated(t)
+	code, m := f.do(t, "POST", "/api/items/"+id+"/resolve", `{"action":"retry","input":"use the v2 client","budget":{"cost_usd":4}}`, token)
+	if code != 200 || m["state"] != "queued" || m["attempt"] != float64(2) {
+		t.Fatalf("retry: %d %v", code, m)
+	}
+	code, m = f.do(t, "POST", "/api/items/"+id+"/resolve", `{"action":"retry","input":"use the v2 client"}`, token)
+	if code != 409 {
+		t.Fatalf("double submit: %d %v", code, m)
+	}
+	it, _ := f.store.Get(context.Background(), id)
+	if len(it.Resolution) != 1 || it.Resolution[0].Actor != "tester" || it.Attempts[1].Condition.Budget.CostUSD != 4 {
+		t.Fatalf("resolution: %+v", it.Resolution)
+	}
+}
+
+func TestBadActionBodiesAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	id := f.escalated(t)
+	cases := map[string]struct {
+		path, body string
+		code       int
+		msg        string
+	}{
+		"not JSON":         {"/api/items/" + id + "/resolve", `close`, 400, "JSON"},
+		"unknown field":    {"/api/items/" + id + "/resolve", `{"action":"close","force":true}`, 400, "force"},
+		"unknown action":   {"/api/items/" + id + "/resolve", `{"action":"explode"}`, 400, "explode"},
+		"bad budget kind":  {"/api/items/" + id + "/resolve", `{"action":"retry","budget":{"dollars":1}}`, 400, "dollars"},
+		"negative budget":  {"/api/items/" + id + "/resolve", `{"action":"retry","budget":{"cost_usd":-1}}`, 400, "negative"},
+		"input on close":   {"/api/items/" + id + "/resolve", `{"action":"close","input":"x"}`, 400, "retry"},
+		"retry no change":  {"/api/items/" + id + "/resolve", `{"action":"retry"}`, 422, "changes nothing"},
+		"unknown item":     {"/api/items/nope/resolve", `{"action":"close"}`, 404, "not found"},
+		"unknown template": {"/api/items", `{"template":"nope"}`, 404, "unknown template"},
+		"no template":      {"/api/items", `{}`, 400, "template"},
+		"trailing data":    {"/api/items", `{"template":"t1"} {}`, 400, "after"},
+		"oversized":        {"/api/items", `{"template":"t1","input":"` + strings.Repeat("x", api.MaxBody) + `"}`, 400, "larger"},
+		"empty steer":      {"/api/items/" + id + "/steer", `{"text":" "}`, 400, "text"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, m := f.do(t, "POST", tc.path, tc.body, token)
+			msg, _ := m["error"].(string)
+			if code != tc.code || !strings.Contains(msg, tc.msg) {
+				t.Fatalf("%d %q, want %d mentioning %q", code, msg, tc.code, tc.msg)
+			}
+		})
+	}
+	it, _ := f.store.Get(context.Background(), id)
+	if it.State != workitems.StateEscalated || len(it.Resolution) != 0 {
+		t.Fatalf("refused requests changed the item: %s", it.State)
+	}
+	items, _ := f.store.List(context.Background(), workitems.ListOptions{})
+	if len(items) != 1 {
+		t.Fatalf("refused enqueues created items: %d", len(items))
+	}
+}
+
+func TestEnqueueAndSteer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	code, m := f.do(t, "POST", "/api/items", `{"template":"t1","input":"hello"}`, token)
+	if code != 201 || m["state"] != "queued" {
+		t.Fatalf("enqueue: %d %v", code, m)
+	}
+	id := m["id"].(string)
+	if code, _ := f.do(t, "POST", "/api/items/"+id+"/steer", `{"text":"also check the docs"}`, token); code != 202 {
+		t.Fatalf("steer: %d", code)
+	}
+	got, _ := f.store.DrainSteer(context.Background(), id)
+	if len(got) != 1 || got[0] != "also check the docs" {
+		t.Fatalf("steer queue: %v", got)
+	}
+	code, m = f.do(t, "GET", "/api/items/"+id+"/events?wait=10ms&after=0", "", "")
+	if code != 200 || len(m["events"].([]any)) == 0 {
+		t.Fatalf("events: %d %v", code, m)
+	}
+}
