@@ -45,9 +45,11 @@ func ParseGoJSON(r io.Reader, source string, lim Limits) (*Report, error) {
 	return p.finish(), nil
 }
 
+// goRun is a test's open run: created on "run", finished on its pass/fail/skip or when its
+// package ends. Finished runs are recycled with their output buffers.
 type goRun struct {
-	tc    *TestCase
-	idx   int
+	name  string
+	tc    *TestCase // nil while the test is not kept (MaxTests reached)
 	out   tail
 	first string // first meaningful output line
 	loc   string // latest "file.go:N: message" line: errors tend to follow logs
@@ -65,23 +67,46 @@ func (r *goRun) message() string {
 	return r.first
 }
 
-// note looks at one output chunk for a message.
+// note looks at one output chunk for a message. It works on bytes and converts only the lines
+// it keeps: output events are most of a stream.
 func (r *goRun) note(out []byte) {
-	for line := range strings.SplitSeq(string(out), "\n") {
-		l := strings.TrimSpace(line)
-		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- PASS") ||
-			strings.HasPrefix(l, "--- FAIL") || strings.HasPrefix(l, "--- SKIP") {
+	for len(out) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			line, out = out[:i], out[i+1:]
+		} else {
+			line, out = out, nil
+		}
+		l := bytes.TrimSpace(line)
+		if len(l) == 0 || bytes.HasPrefix(l, []byte("=== ")) || bytes.HasPrefix(l, []byte("--- PASS")) ||
+			bytes.HasPrefix(l, []byte("--- FAIL")) || bytes.HasPrefix(l, []byte("--- SKIP")) {
 			continue
 		}
 		switch {
-		case strings.HasPrefix(l, "panic: ") && r.panic == "":
-			r.panic = clip(l, 300)
-		case testLoc.MatchString(l):
-			r.loc = clip(l, 300)
+		case bytes.HasPrefix(l, []byte("panic: ")):
+			if r.panic == "" {
+				r.panic = clip(string(l), 300)
+			}
+		case isGoLoc(l):
+			r.loc = clip(string(l), 300)
 		case r.first == "":
-			r.first = clip(l, 300)
+			r.first = clip(string(l), 300)
 		}
 	}
+}
+
+// isGoLoc reports whether l starts like "name.go:12: " (a t.Log / t.Error line).
+func isGoLoc(l []byte) bool {
+	i := bytes.Index(l, []byte(".go:"))
+	if i <= 0 || bytes.IndexByte(l[:i], ' ') >= 0 {
+		return false
+	}
+	j := i + 4
+	k := j
+	for k < len(l) && l[k] >= '0' && l[k] <= '9' {
+		k++
+	}
+	return k > j && k+1 < len(l) && l[k] == ':' && l[k+1] == ' '
 }
 
 var testLoc = regexp.MustCompile(`^\S+\.go:\d+: `)
@@ -105,6 +130,8 @@ type goJSONParser struct {
 	order      []*goPkg
 	buildOut   map[string][]string // import path → first lines of its build output
 	dropped    Counts
+	free       []*goRun
+	failKept   int // failing tests kept beyond MaxTests
 	lineNo     int
 	cutLast    bool
 	strayLines int
@@ -131,29 +158,63 @@ func (p *goJSONParser) pkg(name []byte) *goPkg {
 	return g
 }
 
-// beginRun opens a new run of a test, creating the case on first sight.
+// beginRun opens a new run of a test, creating the case on first sight while fewer than
+// MaxTests are kept.
 func (p *goJSONParser) beginRun(g *goPkg, test []byte) *goRun {
 	if g.ended { // a rerun of the package (gotestsum --rerun-fails) starts a fresh run
 		g.ended, g.timedOut, g.bad = false, false, 0
 	}
 	tc, ok := g.cases[string(test)]
-	if !ok {
+	if !ok && len(p.rep.Tests) < p.lim.MaxTests {
 		name := string(test)
 		tc = &TestCase{ID: g.name + "." + name, Suite: g.name, Name: name}
-		if len(p.rep.Tests) < p.lim.MaxTests {
-			p.rep.Tests = append(p.rep.Tests, tc)
-		} else {
-			p.rep.Dropped++
-		}
+		p.rep.Tests = append(p.rep.Tests, tc)
 		g.cases[name] = tc
 	}
-	if old := g.open[tc.Name]; old != nil {
-		delete(g.open, tc.Name) // a second "run" without an end: the first stays incomplete
+	if old := g.open[string(test)]; old != nil {
+		// A second "run" without an end: the first stays incomplete.
+		p.finishRun(g, old, OutcomeIncomplete, "started again before it ended", 0)
 	}
-	tc.Runs = append(tc.Runs, TestRun{Outcome: OutcomeIncomplete})
-	r := &goRun{tc: tc, idx: len(tc.Runs) - 1, out: tail{n: p.lim.OutputTail}}
-	g.open[tc.Name] = r
+	var r *goRun
+	if n := len(p.free); n > 0 {
+		r, p.free = p.free[n-1], p.free[:n-1]
+		*r = goRun{out: tail{n: p.lim.OutputTail, buf: r.out.buf[:0]}}
+	} else {
+		r = &goRun{out: tail{n: p.lim.OutputTail}}
+	}
+	r.tc = tc
+	if tc != nil {
+		r.name = tc.Name
+	} else {
+		r.name = string(test)
+	}
+	g.open[r.name] = r
 	return r
+}
+
+// finishRun records a run's outcome and recycles it. A test beyond MaxTests is only counted,
+// unless it failed: failing tests are kept (up to MaxTests more) so their ids reach the retry.
+func (p *goJSONParser) finishRun(g *goPkg, r *goRun, o TestOutcome, msg string, elapsed time.Duration) {
+	delete(g.open, r.name)
+	run := TestRun{Outcome: o, Elapsed: elapsed, Message: msg}
+	if o.Bad() {
+		run.Output = r.out.String()
+		g.bad++
+	}
+	tc := r.tc
+	if tc == nil && o.Bad() && p.failKept < p.lim.MaxTests {
+		p.failKept++
+		tc = &TestCase{ID: g.name + "." + r.name, Suite: g.name, Name: r.name}
+		p.rep.Tests = append(p.rep.Tests, tc)
+		g.cases[r.name] = tc
+	}
+	if tc != nil {
+		tc.Runs = append(tc.Runs, run)
+	} else {
+		p.rep.Dropped++
+		p.dropped.add(o)
+	}
+	p.free = append(p.free, r)
 }
 
 func (p *goJSONParser) event(ev *rawEvent) {
@@ -197,20 +258,14 @@ func (p *goJSONParser) event(ev *rawEvent) {
 		if r == nil {
 			r = p.beginRun(g, ev.Test)
 		}
-		delete(g.open, r.tc.Name)
-		run := &r.tc.Runs[r.idx]
-		run.Elapsed = time.Duration(ev.Elapsed * float64(time.Second))
+		elapsed := time.Duration(ev.Elapsed * float64(time.Second))
 		switch ev.Action {
 		case actPass:
-			run.Outcome = OutcomePass
+			p.finishRun(g, r, OutcomePass, "", elapsed)
 		case actSkip:
-			run.Outcome = OutcomeSkip
-			run.Message = r.message()
+			p.finishRun(g, r, OutcomeSkip, r.message(), elapsed)
 		case actFail:
-			run.Outcome = OutcomeFail
-			run.Message = r.message()
-			run.Output = r.out.String()
-			g.bad++
+			p.finishRun(g, r, OutcomeFail, r.message(), elapsed)
 		}
 	}
 }
@@ -237,18 +292,13 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 		}
 	case actPass, actFail, actSkip:
 		g.ended = true
-		for name, r := range g.open {
-			run := &r.tc.Runs[r.idx]
+		for _, r := range g.open {
 			if g.timedOut {
-				run.Outcome = OutcomeTimeout
-				run.Message = cmp.Or(r.panic, "test timed out")
+				p.finishRun(g, r, OutcomeTimeout, cmp.Or(r.panic, "test timed out"), 0)
 			} else {
-				run.Outcome = OutcomeIncomplete
-				run.Message = cmp.Or(r.message(), "no final result (the test binary exited: panic, os.Exit or crash)")
+				p.finishRun(g, r, OutcomeIncomplete,
+					cmp.Or(r.message(), "no final result (the test binary exited: panic, os.Exit or crash)"), 0)
 			}
-			run.Output = r.out.String()
-			g.bad++
-			delete(g.open, name)
 		}
 		if ev.Action != actFail {
 			return
@@ -319,15 +369,12 @@ func (p *goJSONParser) finish() *Report {
 		}
 		rep.Complete = false
 		rep.warn(p.lim.MaxWarn, "package %s has no final result (stream cut off or killed)", g.name)
-		for name, r := range g.open {
-			run := &r.tc.Runs[r.idx]
-			run.Outcome = OutcomeIncomplete
+		for _, r := range g.open {
+			o := OutcomeIncomplete
 			if g.timedOut {
-				run.Outcome = OutcomeTimeout
+				o = OutcomeTimeout
 			}
-			run.Message = "no final result"
-			run.Output = r.out.String()
-			delete(g.open, name)
+			p.finishRun(g, r, o, "no final result", 0)
 		}
 	}
 	if rep.BuildFailed && len(rep.BuildErrors) == 0 {
