@@ -81,7 +81,7 @@ func (f *fixture) escalated(t *testing.T) string {
 	}
 	fence, _ := f.store.AcquireLease(ctx, it.ID, 1, "w", time.Minute)
 	_, _, _ = f.store.StartAttempt(ctx, fence, "w")
-	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitNeedsInput}, workitems.Spend{}, "")
+	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitNeedsInput}, workitems.Spend{}, "", false)
 	if _, err := f.store.RecordDecision(ctx, fence, workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "needs_input", Actor: "verifier"}, nil); err != nil {
 		t.Fatal(err)
 	}

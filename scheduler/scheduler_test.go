@@ -258,7 +258,7 @@ func TestManualSubmitHonoursDailyCostCap(t *testing.T) {
 	}
 	fence, _ := f.store.AcquireLease(ctx, it.ID, 1, "w", time.Minute)
 	_, _, _ = f.store.StartAttempt(ctx, fence, "w")
-	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 1.2}, "")
+	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 1.2}, "", false)
 	if _, err := q.Submit(ctx, scheduler.Request{Template: "manual-only"}); !errors.Is(err, workitems.ErrDailyCap) {
 		t.Fatalf("over the daily cap: %v", err)
 	}

@@ -185,9 +185,9 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	a := it.Current()
 	ws, base := a.Workspace, ""
 	if it.State == workitems.StateRunning {
-		var exit workitems.Exit
-		var spend workitems.Spend
-		exit, spend, ws, base = h.runLoop(runCtx, it, tmpl, fence, resumed, log)
+		r := h.runLoop(runCtx, it, tmpl, fence, resumed, log)
+		exit, spend := r.exit, r.spend
+		ws, base = r.workspace, r.base
 		switch cause := context.Cause(runCtx); {
 		case errors.Is(cause, workitems.ErrLeaseLost):
 			log.Warn("lease lost; the new holder continues", "exit", exit.Reason)
@@ -203,7 +203,7 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			// asynq's retry resume it.
 			return fmt.Errorf("worker: attempt aborted: %w", context.Cause(ctx))
 		}
-		it, err = st.RecordExit(ctx, fence, exit, spend, ws)
+		it, err = st.RecordExit(ctx, fence, exit, spend, ws, r.restarted)
 		if err != nil {
 			if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
 				log.Warn("exit not recorded", "err", err)
@@ -221,15 +221,23 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	return h.decide(ctx, it, tmpl, fence, ws, base, log)
 }
 
+// loopResult is what running the inner loop left.
+type loopResult struct {
+	exit            workitems.Exit
+	spend           workitems.Spend
+	workspace, base string
+	restarted       bool // the loop could not resume an external session
+}
+
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
 func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
-	resumed bool, log *slog.Logger) (workitems.Exit, workitems.Spend, string, string) {
+	resumed bool, log *slog.Logger) loopResult {
 	a := it.Current()
 	kind := loopKind(tmpl, a.Condition)
 	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer}
 	prior, err := cp.priorSpend(ctx)
 	if err != nil {
-		return workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}, prior, "", ""
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}, spend: prior}
 	}
 	budget := it.AttemptBudget(a.Condition)
 	loopBudget := budget
@@ -237,8 +245,8 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	loopBudget.VerifyReserve = 0
 	meter := NewMeter(loopBudget, prior, h.o.Clock.Now)
 	cp.meter = meter
-	fail := func(class workitems.ErrorClass, msg string) (workitems.Exit, workitems.Spend, string, string) {
-		return workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, meter.Spent(), "", ""
+	fail := func(class workitems.ErrorClass, msg string) loopResult {
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent()}
 	}
 	loop, err := h.o.Loops.Lookup(kind)
 	if err != nil {
@@ -266,7 +274,8 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 			exit = workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: be.Kind, Message: be.Error(), LastMessage: exit.LastMessage}
 		}
 	}
-	return exit, meter.Spent(), ws, base
+	return loopResult{exit: exit, spend: meter.Spent(), workspace: ws, base: base,
+		restarted: att.Condition.Restarted && !a.Condition.Restarted}
 }
 
 // safeRun turns a panicking loop into an explicit failed exit.

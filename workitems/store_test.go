@@ -89,7 +89,7 @@ func TestCreateRespectsMaxOpenAndDailyCap(t *testing.T) {
 	if _, _, err := s.StartAttempt(ctx, f, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 2}, ""); err != nil {
+	if _, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 2}, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Create(ctx, newItem("c"), workitems.CreateLimits{DailyCostCap: 2}); !errors.Is(err, workitems.ErrDailyCap) {
@@ -120,7 +120,7 @@ func TestFullPathQueuedToClosedWithRetry(t *testing.T) {
 	if _, resumed, err := s.StartAttempt(ctx, f, "w1"); err != nil || resumed {
 		t.Fatalf("start: resumed=%v err=%v", resumed, err)
 	}
-	if _, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 1, Steps: 2}, "/ws"); err != nil {
+	if _, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 1, Steps: 2}, "/ws", false); err != nil {
 		t.Fatal(err)
 	}
 	next := workitems.Condition{Input: "TestX failed: want 1 got 2"}
@@ -138,7 +138,7 @@ func TestFullPathQueuedToClosedWithRetry(t *testing.T) {
 	if _, _, err := s.StartAttempt(ctx, f2, "w2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordExit(ctx, f2, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 0.5}, "/ws2"); err != nil {
+	if _, err := s.RecordExit(ctx, f2, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 0.5}, "/ws2", false); err != nil {
 		t.Fatal(err)
 	}
 	it, err = s.RecordDecision(ctx, f2, workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "green", Actor: "verifier"}, &workitems.Verdict{Passed: 3})
@@ -176,7 +176,7 @@ func TestUnchangedRetryIsRefusedAndEscalates(t *testing.T) {
 	_ = s.Create(ctx, newItem("u"), workitems.CreateLimits{})
 	f := mustLease(t, s, "u", 1)
 	_, _, _ = s.StartAttempt(ctx, f, "w")
-	_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "")
+	_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
 	same := workitems.Condition{}
 	it, err := s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "real_failure", Next: &same, Actor: "verifier"}, nil)
 	if err != nil {
@@ -203,7 +203,7 @@ func TestRetryPastMaxAttemptsEscalates(t *testing.T) {
 	_ = s.Create(ctx, it, workitems.CreateLimits{})
 	f := mustLease(t, s, "m", 1)
 	_, _, _ = s.StartAttempt(ctx, f, "w")
-	_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "")
+	_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
 	it, err := s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeRetry, Next: &workitems.Condition{Input: "x"}, Actor: "verifier"}, nil)
 	if err != nil || it.State != workitems.StateEscalated || it.Escalation.Reason != "max_attempts" {
 		t.Fatalf("state=%s esc=%+v err=%v", it.State, it.Escalation, err)
@@ -244,7 +244,7 @@ func TestFencedWritesAreRejectedAfterTakeover(t *testing.T) {
 		"checkpoint": s.SaveCheckpoint(ctx, old, []byte(`{"step":99}`), []byte("stale")),
 		"renew":      s.RenewLease(ctx, old, time.Minute),
 	}
-	_, checks["exit"] = s.RecordExit(ctx, old, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "")
+	_, checks["exit"] = s.RecordExit(ctx, old, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
 	_, checks["start"], _ = func() (*workitems.Item, error, bool) {
 		it, _, err := s.StartAttempt(ctx, old, "old")
 		return it, err, false
@@ -279,7 +279,7 @@ func TestResolveActions(t *testing.T) {
 		_ = s.Create(ctx, newItem(id), workitems.CreateLimits{})
 		f := mustLease(t, s, id, 1)
 		_, _, _ = s.StartAttempt(ctx, f, "w")
-		_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetCostUSD}, workitems.Spend{CostUSD: 5}, "")
+		_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetCostUSD}, workitems.Spend{CostUSD: 5}, "", false)
 		if _, err := s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "budget_exhausted", Actor: "verifier"}, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,10 @@ func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Ite
 
 // RecordExit stores the inner loop's exit and spend and moves the item to verifying. The spend
 // is added to the item's total and to the template's daily cost in the same transaction.
-func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend, workspace string) (*Item, error) {
+//
+// restarted records that the loop could not resume its external session and started afresh
+// (Condition.Restarted).
+func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend, workspace string, restarted bool) (*Item, error) {
 	var template string
 	it, err := s.updateTx(ctx, f.Item, f, func(it *Item) ([]Event, error) {
 		a := it.Current()
@@ -52,6 +55,9 @@ func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend
 		}
 		template = it.Template
 		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.now().UTC(), "verifying", workspace
+		if restarted {
+			a.Condition.Restarted = true
+		}
 		delta := spend.Sub(a.Spend) // a.Spend holds what earlier exits of a resumed attempt charged (none today)
 		a.Spend = spend
 		it.Spend = it.Spend.Add(delta)
