@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -95,6 +94,35 @@ func (r *goRun) note(out []byte) {
 	}
 }
 
+// isCompileErr reports whether l starts like "file.go:12: " or "file.go:12:5: " (a compiler
+// error), in linear time.
+func isCompileErr(l []byte) bool {
+	i := bytes.Index(l, []byte(".go:"))
+	if i <= 0 || bytes.IndexByte(l[:i], ' ') >= 0 {
+		return false
+	}
+	rest := l[i+4:]
+	digits := func() bool {
+		k := 0
+		for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
+			k++
+		}
+		rest = rest[k:]
+		return k > 0
+	}
+	if !digits() {
+		return false
+	}
+	if bytes.HasPrefix(rest, []byte(": ")) {
+		return true
+	}
+	if len(rest) == 0 || rest[0] != ':' {
+		return false
+	}
+	rest = rest[1:]
+	return digits() && bytes.HasPrefix(rest, []byte(": "))
+}
+
 // isGoLoc reports whether l starts like "name.go:12: " (a t.Log / t.Error line).
 func isGoLoc(l []byte) bool {
 	i := bytes.Index(l, []byte(".go:"))
@@ -109,7 +137,6 @@ func isGoLoc(l []byte) bool {
 	return k > j && k+1 < len(l) && l[k] == ':' && l[k+1] == ' '
 }
 
-var testLoc = regexp.MustCompile(`^\S+\.go:\d+: `)
 
 type goPkg struct {
 	name     string
@@ -334,7 +361,6 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 	}
 }
 
-var compileErr = regexp.MustCompile(`^\S+\.go:\d+(:\d+)?: `)
 
 // stray handles a line that is not a test2json event.
 func (p *goJSONParser) stray(line []byte) {
@@ -349,7 +375,7 @@ func (p *goJSONParser) stray(line []byte) {
 	if strings.Contains(s, "[build failed]") || strings.Contains(s, "[setup failed]") {
 		p.rep.BuildFailed = true
 	}
-	if compileErr.MatchString(s) && len(p.strayErrs) < 20 {
+	if isCompileErr([]byte(s)) && len(p.strayErrs) < 20 {
 		p.strayErrs = append(p.strayErrs, clip(s, 300))
 	}
 }

@@ -389,7 +389,7 @@ func firstMeaningful(s string) string {
 		switch {
 		case strings.HasPrefix(l, "panic:"):
 			return clip(l, 300)
-		case testLoc.MatchString(l):
+		case isGoLoc([]byte(l)):
 			loc = l
 		case errLine == "" && (strings.HasPrefix(l, "E ") || strings.Contains(l, "Error") || strings.Contains(l, "assert")):
 			errLine = l

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // want is what a fixture must parse to. Counts are checked only where set (>= 0 means checked
@@ -248,6 +249,59 @@ func TestFixturesExist(t *testing.T) {
 		ents, err := os.ReadDir(dir)
 		if err != nil || len(ents) == 0 {
 			t.Fatalf("%s: %v (%d files)", dir, err, len(ents))
+		}
+	}
+}
+
+func TestJUnitCleansWhatToolsGetWrong(t *testing.T) {
+	t.Parallel()
+	r, err := ParseFile("testdata/junit/cdata-control.xml", FormatJUnit, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdata := r.Tests[0].Runs[0]
+	if cdata.Message != "bad ?[1m ? attr" {
+		t.Errorf("attribute message %q", cdata.Message)
+	}
+	if !strings.Contains(cdata.Output, "x[0]]> y and ?[31mred?[0m and a NUL ?") {
+		t.Errorf("CDATA text %q", cdata.Output)
+	}
+	// A split "]]>" across reads and a comment must not confuse the cleaner either.
+	in := "<testsuite tests=\"1\"><!-- a comment --><testcase classname=\"c\" name=\"n\"><failure><![CDATA[" +
+		strings.Repeat("z", 70000) + "]]]]><![CDATA[>end]]></failure></testcase></testsuite>"
+	r, err = ParseJUnit(iotestHalfReader(in), "split.xml", Limits{OutputTail: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Complete || r.Observed.Failed != 1 || len(r.Tests) != 1 || !strings.HasSuffix(r.Tests[0].Runs[0].Output, "]]>end") {
+		t.Fatalf("complete %v observed %+v warnings %q tests %+v", r.Complete, r.Observed, r.Warnings, r.Tests)
+	}
+}
+
+// iotestHalfReader returns s one byte per read, to split every construct.
+func iotestHalfReader(s string) io.Reader {
+	return iotest.HalfReader(iotest.OneByteReader(strings.NewReader(s)))
+}
+
+func TestGoLineShapes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		line          string
+		loc, compiler bool
+	}{
+		{"x_test.go:12: got 1", true, true},
+		{"pkg/x.go:3:5: undefined: y", false, true},
+		{"x.go: no line", false, false},
+		{"a b.go:1: spaced", false, false},
+		{"x.go:12:", false, false},
+		{strings.Repeat("y", 100000), false, false},
+	}
+	for _, c := range cases {
+		if got := isGoLoc([]byte(c.line)); got != c.loc {
+			t.Errorf("isGoLoc(%.30q) = %v", c.line, got)
+		}
+		if got := isCompileErr([]byte(c.line)); got != c.compiler {
+			t.Errorf("isCompileErr(%.30q) = %v", c.line, got)
 		}
 	}
 }

@@ -12,23 +12,25 @@ import (
 // xmlCleaner sits between a JUnit file and encoding/xml. It fixes what test tools get wrong and
 // bounds what the decoder holds:
 //   - a UTF-8 byte order mark is dropped;
-//   - control characters XML forbids (raw, or as &#x1b; references) become '?';
+//   - control characters XML forbids (raw, or as &#x1b; references), in text and in attribute
+//     values, become '?';
 //   - invalid UTF-8 in a UTF-8 document becomes '?';
 //   - a text or CDATA run longer than 2×keep bytes (a 50 MB system-out) is cut to its last keep
 //     bytes, from a line start, after a marker saying how much was dropped.
 //
-// It is a byte-level state machine that tracks markup (tags with quoted attributes, comments,
-// CDATA, processing instructions) so it only rewrites character data.
+// It is a state machine over markup (tags with quoted attributes, comments, CDATA, processing
+// instructions) that moves runs of bytes at a time, so it only rewrites character data and
+// attribute values.
 type xmlCleaner struct {
 	r       *bufio.Reader
 	keep    int
 	state   int
 	out     []byte // ready to be read from pos on
 	pos     int
-	txt     []byte // current text or CDATA run
+	txt     []byte // current text or CDATA run, or the current tag
 	dropped int64  // bytes cut from the current run
 	quote   byte
-	mark    []byte // recent bytes, to spot "<![CDATA[", "<!--", "]]>", "-->"
+	last    []byte // last bytes of a comment or processing instruction, to find its end
 	checked bool   // the XML declaration was looked at
 	utf8    bool
 	err     error
@@ -42,6 +44,8 @@ const (
 	xsComment
 	xsPI
 )
+
+const maxTag = 1 << 20 // a tag longer than this is passed on in pieces
 
 func newXMLCleaner(r io.Reader, keep int) *xmlCleaner {
 	return &xmlCleaner{r: bufio.NewReaderSize(r, 64<<10), keep: keep, utf8: true}
@@ -60,60 +64,73 @@ func (c *xmlCleaner) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *xmlCleaner) fill() {
-	if !c.checked {
-		c.checked = true
-		head, _ := c.r.Peek(512)
-		if bytes.HasPrefix(head, utf8BOM) {
-			_, _ = c.r.Discard(len(utf8BOM))
-			head = head[len(utf8BOM):]
-		}
-		if bytes.HasPrefix(head, []byte("<?xml")) {
-			if end := bytes.Index(head, []byte("?>")); end > 0 {
-				decl := bytes.ToLower(head[:end])
-				if i := bytes.Index(decl, []byte("encoding=")); i > 0 && !bytes.Contains(decl[i:], []byte("utf-8")) {
-					c.utf8 = false
-				}
+func (c *xmlCleaner) checkDecl() {
+	c.checked = true
+	head, _ := c.r.Peek(512)
+	if bytes.HasPrefix(head, utf8BOM) {
+		_, _ = c.r.Discard(len(utf8BOM))
+		head = head[len(utf8BOM):]
+	}
+	if bytes.HasPrefix(head, []byte("<?xml")) {
+		if end := bytes.Index(head, []byte("?>")); end > 0 {
+			decl := bytes.ToLower(head[:end])
+			if i := bytes.Index(decl, []byte("encoding=")); i > 0 && !bytes.Contains(decl[i:], []byte("utf-8")) {
+				c.utf8 = false
 			}
 		}
 	}
+}
+
+func (c *xmlCleaner) fill() {
+	if !c.checked {
+		c.checkDecl()
+	}
 	chunk, err := c.r.Peek(32 << 10)
 	if len(chunk) == 0 {
-		c.flushText()
+		if c.state == xsTag {
+			c.out = c.sanitize(c.out, c.txt, true)
+			c.txt = c.txt[:0]
+		} else {
+			c.flushText()
+		}
 		if err == nil || err == bufio.ErrBufferFull {
 			err = io.EOF
 		}
 		c.err = err
 		return
 	}
-	n := len(chunk)
-	for i := 0; i < n; i++ {
-		b := chunk[i]
+	for i := 0; i < len(chunk); {
 		switch c.state {
 		case xsText:
-			if b == '<' {
-				c.flushText()
-				c.state = xsTag
-				c.mark = append(c.mark[:0], b)
-				c.out = append(c.out, b)
+			j := bytes.IndexByte(chunk[i:], '<')
+			if j < 0 {
+				c.addText(chunk[i:])
+				i = len(chunk)
 				continue
 			}
-			c.addText(b)
+			c.addText(chunk[i : i+j])
+			c.flushText()
+			c.state = xsTag
+			c.txt = append(c.txt[:0], '<')
+			i += j + 1
 		case xsTag:
-			c.out = append(c.out, b)
-			if len(c.mark) < 9 {
-				c.mark = append(c.mark, b)
-				switch string(c.mark) {
+			b := chunk[i]
+			i++
+			c.txt = append(c.txt, b)
+			if len(c.txt) <= 9 {
+				next := -1
+				switch string(c.txt) {
 				case "<![CDATA[":
-					c.state = xsCDATA
-					c.mark = c.mark[:0]
-					continue
+					next = xsCDATA
 				case "<!--":
-					c.state = xsComment
-					c.mark = c.mark[:0]
-					continue
+					next = xsComment
 				case "<?":
-					c.state = xsPI
+					next = xsPI
+				}
+				if next >= 0 {
+					c.out = append(c.out, c.txt...)
+					c.txt = c.txt[:0]
+					c.state = next
 					continue
 				}
 			}
@@ -125,38 +142,56 @@ func (c *xmlCleaner) fill() {
 			case b == '"' || b == '\'':
 				c.quote = b
 			case b == '>':
+				c.out = c.sanitize(c.out, c.txt, true)
+				c.txt = c.txt[:0]
 				c.state = xsText
 			}
+			if len(c.txt) > maxTag {
+				c.out = c.sanitize(c.out, c.txt, true)
+				c.txt = c.txt[:0]
+			}
 		case xsCDATA:
-			c.addText(b)
-			if b == '>' && bytes.HasSuffix(c.txt, []byte("]]>")) {
+			j := bytes.IndexByte(chunk[i:], '>')
+			if j < 0 {
+				c.addText(chunk[i:])
+				i = len(chunk)
+				continue
+			}
+			c.addText(chunk[i : i+j+1])
+			i += j + 1
+			if bytes.HasSuffix(c.txt, []byte("]]>")) {
 				c.txt = c.txt[:len(c.txt)-3]
 				c.flushText()
 				c.out = append(c.out, "]]>"...)
 				c.state = xsText
 			}
-		case xsComment:
-			c.out = append(c.out, b)
-			c.mark = append(c.mark, b)
-			if len(c.mark) > 3 {
-				c.mark = c.mark[len(c.mark)-3:]
+		case xsComment, xsPI:
+			end := []byte("-->")
+			if c.state == xsPI {
+				end = []byte("?>")
 			}
-			if string(c.mark) == "-->" {
-				c.state = xsText
+			// The end marker may straddle reads: c.last keeps the last bytes passed on.
+			j := bytes.IndexByte(chunk[i:], '>')
+			seg := chunk[i:]
+			if j >= 0 {
+				seg = chunk[i : i+j+1]
 			}
-		case xsPI:
-			c.out = append(c.out, b)
-			if b == '>' && len(c.out) >= 2 && c.out[len(c.out)-2] == '?' {
+			c.out = append(c.out, seg...)
+			i += len(seg)
+			c.last = append(c.last, seg[max(0, len(seg)-3):]...)
+			c.last = c.last[max(0, len(c.last)-3):]
+			if j >= 0 && bytes.HasSuffix(c.last, end) {
 				c.state = xsText
+				c.last = c.last[:0]
 			}
 		}
 	}
-	_, _ = c.r.Discard(n)
+	_, _ = c.r.Discard(len(chunk))
 }
 
-// addText adds one byte of character data, cutting the run to its tail when it grows too long.
-func (c *xmlCleaner) addText(b byte) {
-	c.txt = append(c.txt, b)
+// addText adds character data, cutting the run to its tail when it grows too long.
+func (c *xmlCleaner) addText(p []byte) {
+	c.txt = append(c.txt, p...)
 	if len(c.txt) <= 2*c.keep {
 		return
 	}
@@ -165,14 +200,13 @@ func (c *xmlCleaner) addText(b byte) {
 	// in CDATA keep a possible "]]" that the next bytes may close.
 	if nl := bytes.IndexByte(c.txt[cut:], '\n'); nl >= 0 {
 		cut += nl + 1
+	} else if c.state == xsCDATA {
+		cut = len(c.txt) - 2
 	} else {
-		cut = len(c.txt) - min(2, len(c.txt))
-		if c.state != xsCDATA {
-			cut = len(c.txt)
-			// Outside CDATA an unfinished reference could be cut: keep from the last '&'.
-			if amp := bytes.LastIndexByte(c.txt, '&'); amp >= 0 && len(c.txt)-amp < 12 {
-				cut = amp
-			}
+		cut = len(c.txt)
+		// Outside CDATA an unfinished reference could be cut: keep from the last '&'.
+		if amp := bytes.LastIndexByte(c.txt, '&'); amp >= 0 && len(c.txt)-amp < 12 {
+			cut = amp
 		}
 	}
 	if c.dropped == 0 {
@@ -188,17 +222,23 @@ func (c *xmlCleaner) flushText() {
 		c.out = append(c.out, fmt.Sprintf("[… %d bytes cut …]\n", c.dropped)...)
 		c.dropped = 0
 	}
-	t := c.txt
+	c.out = c.sanitize(c.out, c.txt, c.state != xsCDATA)
+	c.txt = c.txt[:0]
+}
+
+// sanitize appends t to dst with forbidden characters replaced by '?'; refs says character
+// references are live (text and attributes, not CDATA).
+func (c *xmlCleaner) sanitize(dst, t []byte, refs bool) []byte {
 	for i := 0; i < len(t); {
 		b := t[i]
 		switch {
 		case b < 0x20 && b != '\t' && b != '\n' && b != '\r':
-			c.out = append(c.out, '?')
+			dst = append(dst, '?')
 			i++
-		case b == '&' && c.state != xsCDATA && i+2 < len(t) && t[i+1] == '#':
+		case b == '&' && refs && i+2 < len(t) && t[i+1] == '#':
 			end := bytes.IndexByte(t[i:min(len(t), i+12)], ';')
 			if end < 0 {
-				c.out = append(c.out, "&amp;"...)
+				dst = append(dst, "&amp;"...)
 				i++
 				continue
 			}
@@ -211,25 +251,30 @@ func (c *xmlCleaner) flushText() {
 				v, err = strconv.ParseUint(string(ref), 10, 32)
 			}
 			if err != nil || !xmlChar(rune(v)) {
-				c.out = append(c.out, '?')
+				dst = append(dst, '?')
 			} else {
-				c.out = append(c.out, t[i:i+end+1]...)
+				dst = append(dst, t[i:i+end+1]...)
 			}
 			i += end + 1
 		case b >= 0x80 && c.utf8:
 			r, size := utf8.DecodeRune(t[i:])
 			if r == utf8.RuneError && size <= 1 || !xmlChar(r) {
-				c.out = append(c.out, '?')
+				dst = append(dst, '?')
 			} else {
-				c.out = append(c.out, t[i:i+size]...)
+				dst = append(dst, t[i:i+size]...)
 			}
 			i += max(size, 1)
 		default:
-			c.out = append(c.out, b)
-			i++
+			// Copy the run of plain bytes in one go.
+			j := i + 1
+			for j < len(t) && t[j] >= 0x20 && t[j] < 0x80 && t[j] != '&' {
+				j++
+			}
+			dst = append(dst, t[i:j]...)
+			i = j
 		}
 	}
-	c.txt = c.txt[:0]
+	return dst
 }
 
 // xmlChar reports whether r may appear in an XML 1.0 document.
