@@ -137,7 +137,6 @@ func isGoLoc(l []byte) bool {
 	return k > j && k+1 < len(l) && l[k] == ':' && l[k+1] == ' '
 }
 
-
 type goPkg struct {
 	name     string
 	ended    bool
@@ -360,7 +359,6 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 		}
 	}
 }
-
 
 // stray handles a line that is not a test2json event.
 func (p *goJSONParser) stray(line []byte) {
