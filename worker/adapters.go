@@ -111,3 +111,12 @@ func (d doneChecker) Check(ctx context.Context) (DoneCheckResult, error) {
 	}
 	return d.v.Check(ctx, d.tmpl, d.ws)
 }
+
+// NewFencedCheckpointer returns the Redis checkpointer the handler gives loops: writes are fenced
+// by f's epoch and carry m's spend (for benchmarks and tools that drive a loop themselves).
+func NewFencedCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter, obs Observer) Checkpointer {
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	return &fencedCheckpointer{store: store, fence: f, meter: m, obs: obs}
+}

@@ -19,7 +19,9 @@ type ServerOptions struct {
 	Concurrency     int    // attempts at once (default 2)
 	ShutdownTimeout time.Duration
 	ReconcileEvery  time.Duration // default 30s; 0 keeps the default, <0 disables
-	Logger          *slog.Logger
+	// TaskCheckInterval is how often an idle server polls its queue (asynq's default: 1s).
+	TaskCheckInterval time.Duration
+	Logger            *slog.Logger
 }
 
 // Server runs attempt tasks from asynq with a graceful shutdown that asynq alone does not give:
@@ -53,11 +55,12 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 		o.Logger = slog.Default()
 	}
 	srv := asynq.NewServer(r, asynq.Config{
-		Concurrency:     o.Concurrency,
-		Queues:          map[string]int{o.Queue: 1},
-		ShutdownTimeout: o.ShutdownTimeout,
-		Logger:          asynqLogger{o.Logger},
-		LogLevel:        asynq.WarnLevel,
+		Concurrency:       o.Concurrency,
+		Queues:            map[string]int{o.Queue: 1},
+		ShutdownTimeout:   o.ShutdownTimeout,
+		TaskCheckInterval: o.TaskCheckInterval,
+		Logger:            asynqLogger{o.Logger},
+		LogLevel:          asynq.WarnLevel,
 		// A yield or a held lease is not a failure: try again soon.
 		IsFailure: func(err error) bool {
 			return !errors.Is(err, ErrYield) && !errors.Is(err, workitems.ErrLeaseHeld)
