@@ -40,6 +40,7 @@ func detectFormat(head []byte, _ string) string {
 	}
 	var sc jsonScanner
 	var ev rawEvent
+	first := true
 	for i, line := range bytes.Split(head, []byte("\n")) {
 		if i > 200 {
 			break
@@ -49,15 +50,17 @@ func detectFormat(head []byte, _ string) string {
 		if len(t) == 0 {
 			continue
 		}
-		// TAP is decided by its first meaningful line, so JSON in its diagnostics cannot fool us.
-		if tapFirstLine.Match(l) {
-			return FormatTAP
-		}
-		if t[0] == '{' && sc.decode(t, &ev) == nil && ev.ActionSeen {
-			return FormatGoJSON
-		}
 		if t[0] == '#' {
 			continue // a TAP comment, or build output header before go test -json events
+		}
+		// TAP is decided by its first meaningful line, so JSON in its diagnostics cannot fool us
+		// and an "ok" further down plain output does not make it TAP.
+		if first && tapFirstLine.Match(l) {
+			return FormatTAP
+		}
+		first = false
+		if t[0] == '{' && sc.decode(t, &ev) == nil && ev.ActionSeen {
+			return FormatGoJSON
 		}
 	}
 	return ""

@@ -146,6 +146,8 @@ func TestDetectFormat(t *testing.T) {
 		{"an XML file that is not JUnit is unknown", "<?xml version=\"1.0\"?><project/>", ""},
 		{"JSON that is not test2json is unknown", "{\"name\":\"x\"}\n", ""},
 		{"plain text is unknown", "hello\nworld\n", ""},
+		{"plain output with an ok line further down is not TAP", "building\nok\n", ""},
+		{"a TAP stream after comments is TAP", "# run by prove\nok 1 - a\n1..1\n", FormatTAP},
 		{"empty input is unknown", "", ""},
 	}
 	for _, c := range cases {

@@ -175,7 +175,11 @@ func Rules() []Rule {
 			Outcome: workitems.OutcomeClose,
 			Match:   func(f *Facts) bool { return allGreen(f) && len(flakyAll(f)) > 0 },
 			Reason: func(f *Facts) string {
-				return fmt.Sprintf("all green (%d tests); flaky, unrelated to the diff: %s", totalRan(f), listClip(flakyAll(f), 5))
+				where := "unrelated to the diff"
+				if f.Diff == nil {
+					where = "no diff to relate them to"
+				}
+				return fmt.Sprintf("all green (%d tests); flaky, %s: %s", totalRan(f), where, listClip(flakyAll(f), 5))
 			}},
 		{Name: "all_green", When: "every required evidence present, right SHA, > 0 tests ran, counts agree, all green",
 			Outcome: workitems.OutcomeClose,

@@ -1,0 +1,138 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/workitems"
+)
+
+func TestDoneCheckCommands(t *testing.T) {
+	t.Parallel()
+	t.Run("a command killed by a signal is re-run as infrastructure, not an item attempt", func(t *testing.T) {
+		t.Parallel()
+		ws := t.TempDir()
+		pass, _ := filepath.Abs("testdata/gojson/pass.json")
+		// The first run kills itself (an OOM kill looks like this); the re-run succeeds.
+		cmd := `if [ ! -f ran ]; then touch ran; kill -9 $$; fi; cat '` + pass + `'`
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: template(cmd),
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Outcome != workitems.OutcomeClose || res.Facts.InfraReruns != 1 {
+			t.Fatalf("got %s/%s after %d re-runs", res.Decision.Outcome, res.Decision.Rule, res.Facts.InfraReruns)
+		}
+	})
+	t.Run("a command that keeps dying escalates after the infra re-runs", func(t *testing.T) {
+		t.Parallel()
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: template(`echo $$ >> runs; kill -9 $$`),
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Rule != "infra_error" || res.Facts.InfraReruns != 1 {
+			t.Fatalf("got %s after %d re-runs", res.Decision.Rule, res.Facts.InfraReruns)
+		}
+	})
+	t.Run("a done check past its timeout is killed with its children and retried", func(t *testing.T) {
+		t.Parallel()
+		tmpl := template(`sleep 30 & sleep 30; echo never`)
+		tmpl.DoneCheck.Timeout = workitems.Duration(300 * time.Millisecond)
+		start := time.Now()
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl,
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Rule != "check_timed_out" || res.Decision.Outcome != workitems.OutcomeRetry {
+			t.Fatalf("got %s/%s", res.Decision.Outcome, res.Decision.Rule)
+		}
+		if el := time.Since(start); el > 10*time.Second {
+			t.Fatalf("took %v: the process group was not killed", el)
+		}
+	})
+	t.Run("a cancelled context is an error, not a decision", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := newTestVerifier().Verify(ctx, Request{Template: template("true"), Item: item(workitems.Attempt{N: 1}),
+			Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("plain command output is not mistaken for a report", func(t *testing.T) {
+		t.Parallel()
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: template("echo building; echo ok"),
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Rule != "checks_passed" || len(res.Facts.Reports) != 0 {
+			t.Fatalf("got %s with %d reports", res.Decision.Rule, len(res.Facts.Reports))
+		}
+	})
+	t.Run("a template that names the format needs a report from its commands", func(t *testing.T) {
+		t.Parallel()
+		tmpl := template("echo building")
+		tmpl.DoneCheck.Format = FormatGoJSON
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl,
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Outcome == workitems.OutcomeClose {
+			t.Fatalf("closed on %s", res.Decision.Rule)
+		}
+	})
+}
+
+func TestReportFiles(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	junit, _ := os.ReadFile("testdata/junit/nested.xml")
+	writeFiles(t, ws, map[string]string{"reports/unit.xml": string(junit), "reports/it.xml": string(junit)})
+	outside := t.TempDir()
+	writeFiles(t, outside, map[string]string{"secret.xml": string(junit)})
+	if err := os.Symlink(filepath.Join(outside, "secret.xml"), filepath.Join(ws, "reports", "link.xml")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		reports []string
+		nReport int
+		missing string
+	}{
+		{"a glob reads every matching report", []string{"reports/u*.xml", "reports/it.xml"}, 2, ""},
+		{"a missing report is missing evidence", []string{"reports/none.xml"}, 0, "missing"},
+		{"a path out of the workspace is refused", []string{"../x.xml"}, 0, "escapes the workspace"},
+		{"an absolute path is refused", []string{"/etc/passwd"}, 0, "escapes the workspace"},
+		{"a symlink out of the workspace is refused", []string{"reports/link.xml"}, 0, "escapes the workspace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tmpl := template()
+			tmpl.DoneCheck.Reports = c.reports
+			res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl,
+				Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := res.Facts
+			if len(f.Reports) != c.nReport || (c.missing == "") != (len(f.Missing) == 0) ||
+				(c.missing != "" && !strings.Contains(strings.Join(f.Missing, ";"), c.missing)) {
+				t.Fatalf("reports %d missing %q", len(f.Reports), f.Missing)
+			}
+			if c.missing != "" && res.Decision.Outcome == workitems.OutcomeClose {
+				t.Fatal("closed without the report")
+			}
+		})
+	}
+}
