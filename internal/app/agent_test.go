@@ -32,7 +32,7 @@ type syncBuf struct {
 }
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestAgentTemplateRunsThroughTheWorkerAndNoSecretLeaks runs a `loop: agent` template through
 // the real worker, against a local Responses-API server that needs an API key, then searches
