@@ -410,6 +410,11 @@ func (c *Config) validateTemplate(t *Template) error {
 		if t.Loop.Agent == "command" && t.Loop.Command == "" {
 			return bad("loop.command", "agent command needs a command to run")
 		}
+		if t.Loop.Provider != "" {
+			if _, ok := c.Providers[t.Loop.Provider]; !ok {
+				return bad("loop.provider", "%q is not in providers", t.Loop.Provider)
+			}
+		}
 	case "":
 		return bad("loop.kind", "missing (one of %s)", strings.Join(LoopKinds(), ", "))
 	default:
