@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -164,10 +166,14 @@ func BenchmarkParseGoJSON(b *testing.B) {
 }
 
 // BenchmarkPeakMemoryGoJSON streams a generated report (256 MiB by default, never held in
-// memory) through each parser once per iteration and reports the peak live heap. Run:
+// memory; VERIFY_BENCH_STREAM_MB sets another size) through each parser once per iteration and
+// reports the peak live heap. Run:
 // go test -run XXX -bench PeakMemory -benchtime 1x ./verify
 func BenchmarkPeakMemoryGoJSON(b *testing.B) {
-	const size = 256 << 20
+	size := int64(256 << 20)
+	if mb, err := strconv.Atoi(os.Getenv("VERIFY_BENCH_STREAM_MB")); err == nil && mb > 0 {
+		size = int64(mb) << 20
+	}
 	b.Run("ours", func(b *testing.B) {
 		b.SetBytes(size)
 		var peak float64
