@@ -1,0 +1,280 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"outerloop/workitems"
+)
+
+// listLimit bounds how many items the items page sorts and pages through.
+const listLimit = 5000
+
+// Sort orders of the items list.
+const (
+	SortNewest = "newest"
+	SortOldest = "oldest"
+	SortSpend  = "spend"
+)
+
+type itemsPage struct {
+	State, Template, Sort string
+	States                []workitems.State
+	Templates             []string
+	Rows                  []itemRow
+	Total, PageNo, Pages  int
+	Prev, Next            string
+	SortURL               map[string]string
+	Escalations           int
+}
+
+type itemRow struct {
+	*workitems.Item
+	LastExit string
+	Bar      bar
+}
+
+func (c *Console) items(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
+	q := r.URL.Query()
+	p := itemsPage{State: q.Get("state"), Template: q.Get("template"), Sort: q.Get("sort"), States: workitems.AllStates()}
+	v.Title, v.Nav = "Items", "items"
+	if p.State != "" && !workitems.State(p.State).Valid() {
+		return c.message(v, http.StatusBadRequest, "Unknown state", fmt.Sprintf("State %q is not one of %v.", p.State, workitems.AllStates()), "/")
+	}
+	switch p.Sort {
+	case "":
+		p.Sort = SortNewest
+	case SortNewest, SortOldest, SortSpend:
+	default:
+		return c.message(v, http.StatusBadRequest, "Unknown sort", fmt.Sprintf("Sort %q: want newest, oldest or spend.", p.Sort), "/")
+	}
+	pageNo, err := strconv.Atoi(q.Get("page"))
+	if q.Get("page") == "" {
+		pageNo, err = 1, nil
+	}
+	if err != nil || pageNo < 1 {
+		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", q.Get("page")), "/")
+	}
+	items, err := c.store.List(r.Context(), workitems.ListOptions{State: workitems.State(p.State), Template: p.Template, Limit: listLimit})
+	if err != nil {
+		return c.internal(v, err)
+	}
+	switch p.Sort { // List returns newest first
+	case SortOldest:
+		slices.Reverse(items)
+	case SortSpend:
+		slices.SortStableFunc(items, func(a, b *workitems.Item) int { return cmpSpend(b, a) })
+	}
+	if c.o.Queue != nil {
+		for _, t := range c.o.Queue.Config().Templates {
+			p.Templates = append(p.Templates, t.Name)
+		}
+	}
+	if st, err := c.store.Stats(r.Context()); err == nil {
+		p.Escalations = st.OpenEscalations
+	}
+	p.Total = len(items)
+	p.Pages = max(1, (p.Total+c.o.PageSize-1)/c.o.PageSize)
+	p.PageNo = min(pageNo, p.Pages)
+	lo := (p.PageNo - 1) * c.o.PageSize
+	for _, it := range items[lo:min(lo+c.o.PageSize, p.Total)] {
+		row := itemRow{Item: it, Bar: spendBar(it.Spend, it.ItemBudget)}
+		if a := lastExited(it); a != nil {
+			row.LastExit = string(a.Exit.Reason)
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	link := func(sort string, page int) string {
+		u := url.Values{}
+		for k, val := range map[string]string{"state": p.State, "template": p.Template, "sort": sort} {
+			if val != "" {
+				u.Set(k, val)
+			}
+		}
+		if page > 1 {
+			u.Set("page", strconv.Itoa(page))
+		}
+		if len(u) == 0 {
+			return "/"
+		}
+		return "/?" + u.Encode()
+	}
+	if p.PageNo > 1 {
+		p.Prev = link(p.Sort, p.PageNo-1)
+	}
+	if p.PageNo < p.Pages {
+		p.Next = link(p.Sort, p.PageNo+1)
+	}
+	p.SortURL = map[string]string{SortNewest: link(SortNewest, 1), SortOldest: link(SortOldest, 1), SortSpend: link(SortSpend, 1)}
+	v.Page = p
+	return "items", http.StatusOK
+}
+
+// cmpSpend orders items by cost, then wall time (scripts cost nothing but take time).
+func cmpSpend(a, b *workitems.Item) int {
+	if a.Spend.CostUSD != b.Spend.CostUSD {
+		if a.Spend.CostUSD < b.Spend.CostUSD {
+			return -1
+		}
+		return 1
+	}
+	return int(a.Spend.WallTime - b.Spend.WallTime)
+}
+
+// lastExited returns the latest attempt that has an exit.
+func lastExited(it *workitems.Item) *workitems.Attempt {
+	for i := len(it.Attempts) - 1; i >= 0; i-- {
+		if it.Attempts[i].Exit != nil {
+			return &it.Attempts[i]
+		}
+	}
+	return nil
+}
+
+type itemPage struct {
+	Item        *workitems.Item
+	Attempts    []attemptView
+	Spend       []spendRow
+	Events      []workitems.Event
+	LastEventID string
+	Truncated   bool
+	Terminal    bool
+	Escalated   bool
+	BudgetKinds []workitems.BudgetKind
+}
+
+// maxTimeline is how many events the item page shows (the newest are streamed live).
+const maxTimeline = 2000
+
+func (c *Console) item(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
+	id := r.PathValue("id")
+	it, err := c.store.Get(r.Context(), id)
+	if errors.Is(err, workitems.ErrNotFound) {
+		v.Nav = "items"
+		return c.message(v, http.StatusNotFound, "No such item", fmt.Sprintf("There is no item %q.", id), "/")
+	}
+	if err != nil {
+		return c.internal(v, err)
+	}
+	evs, err := c.store.Events(r.Context(), id, "", maxTimeline, 0)
+	if err != nil {
+		return c.internal(v, err)
+	}
+	p := itemPage{Item: it, Events: evs, Truncated: len(evs) == maxTimeline, Terminal: it.State.Terminal(),
+		Escalated: it.State == workitems.StateEscalated, BudgetKinds: workitems.AllBudgetKinds(),
+		Attempts: attemptViews(it), Spend: spendRows(it)}
+	if len(evs) > 0 {
+		p.LastEventID = evs[len(evs)-1].ID
+	}
+	slices.Reverse(p.Events) // newest first: live changes show at the top
+	v.Title, v.Nav, v.Page = it.ID, "items", p
+	return "item", http.StatusOK
+}
+
+type escalationsPage struct {
+	Rows        []escalationRow
+	BudgetKinds []workitems.BudgetKind
+}
+
+type escalationRow struct {
+	Item     *workitems.Item
+	Decision *workitems.Decision
+	Verified *workitems.Verdict
+	Exit     *workitems.Exit
+	Actions  []string
+}
+
+func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
+	items, err := c.store.Escalated(r.Context())
+	if err != nil {
+		return c.internal(v, err)
+	}
+	p := escalationsPage{BudgetKinds: workitems.AllBudgetKinds()}
+	for _, it := range items {
+		row := escalationRow{Item: it}
+		if it.Escalation != nil {
+			row.Actions = it.Escalation.Actions
+		}
+		if len(it.Decisions) > 0 {
+			row.Decision = &it.Decisions[len(it.Decisions)-1]
+		}
+		if a := lastExited(it); a != nil {
+			row.Verified, row.Exit = a.Verified, a.Exit
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	v.Title, v.Nav, v.Page = "Escalations", "escalations", p
+	return "escalations", http.StatusOK
+}
+
+type templatesPage struct {
+	Rows []templateRow
+}
+
+type templateRow struct {
+	workitems.Template
+	NextRun    string
+	DailyCost  float64
+	DailyBar   bar
+	Open       int64
+	LastClosed string
+	Recent     []*workitems.Item
+}
+
+// recentPerTemplate is how many last outcomes the templates page shows per template.
+const recentPerTemplate = 5
+
+func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
+	v.Title, v.Nav = "Templates", "templates"
+	if c.o.Queue == nil {
+		v.Page = templatesPage{}
+		return "templates", http.StatusOK
+	}
+	items, err := c.store.List(r.Context(), workitems.ListOptions{Limit: listLimit})
+	if err != nil {
+		return c.internal(v, err)
+	}
+	st, err := c.store.Stats(r.Context())
+	if err != nil {
+		return c.internal(v, err)
+	}
+	now := c.store.Now()
+	var p templatesPage
+	for _, t := range c.o.Queue.Config().Templates {
+		row := templateRow{Template: t, NextRun: "—"}
+		if t.Schedule == "" {
+			row.NextRun = "manual only"
+		} else if c.o.NextRun != nil {
+			if at, ok := c.o.NextRun(t.Name); ok {
+				row.NextRun = at.UTC().Format("2006-01-02 15:04 UTC") + " (" + until(now, at) + ")"
+			}
+		}
+		row.DailyCost, _ = c.store.DailyCost(r.Context(), t.Name, now)
+		row.DailyBar = fractionBar(row.DailyCost, t.DailyCostCapUSD, money)
+		row.Open, _ = c.store.OpenCount(r.Context(), t.Name)
+		if at, ok := st.LastClosedAt[t.Name]; ok {
+			row.LastClosed = ago(now, at)
+		}
+		for _, it := range items { // newest first
+			if it.Template == t.Name && it.State.Terminal() || it.Template == t.Name && it.State == workitems.StateEscalated {
+				row.Recent = append(row.Recent, it)
+				if len(row.Recent) == recentPerTemplate {
+					break
+				}
+			}
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	v.Page = p
+	return "templates", http.StatusOK
+}
+
+// internal answers a store failure without leaking details beyond the error text.
+func (c *Console) internal(v *view, err error) (string, int) {
+	c.o.Logger.Error("console: store", "err", err)
+	return c.message(v, http.StatusInternalServerError, "Something went wrong", "The store did not answer: "+err.Error(), "/")
+}
