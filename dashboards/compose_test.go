@@ -3,6 +3,7 @@ package dashboards
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -331,13 +332,11 @@ func TestPrometheusLoadsTheRulesAndScrapesTheServices(t *testing.T) {
 		t.Parallel()
 		metricsPort := map[string]string{"prometheus": "9090", "alertmanager": "9093"}
 		for name, s := range c.Services {
-			if a, ok := s.Environment["OUTERLOOP_METRICS_ADDR"]; ok && !slices.Contains(s.Command, "serve") {
-				_, p, _ := net.SplitHostPort(a)
-				metricsPort[name] = p
-			}
-			if i := slices.Index(s.Command, "--addr"); i >= 0 && i+1 < len(s.Command) {
-				_, p, _ := net.SplitHostPort(s.Command[i+1])
-				metricsPort[name] = p
+			for _, flag := range []string{"--addr", "--metrics-addr"} { // serve's HTTP, a worker's /metrics
+				if i := slices.Index(s.Command, flag); i >= 0 && i+1 < len(s.Command) {
+					_, p, _ := net.SplitHostPort(s.Command[i+1])
+					metricsPort[name] = p
+				}
 			}
 		}
 		check := func(job, host, port string) {
@@ -369,7 +368,7 @@ func TestPrometheusLoadsTheRulesAndScrapesTheServices(t *testing.T) {
 				}
 			}
 		}
-		for _, want := range []string{"outerloop-api", "outerloop-worker", "outerloop-scheduler"} {
+		for _, want := range []string{"outerloop-api", "outerloop-worker"} {
 			if !jobs[want] {
 				t.Errorf("no scrape job %s (the dashboards and OuterloopTargetDown select job=~\"outerloop.*\")", want)
 			}
@@ -540,5 +539,42 @@ func readYAML(t *testing.T, file string, v any) {
 	}
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+func TestComposeCommandsUseFlagsTheCLIHas(t *testing.T) {
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain on PATH to build cmd/outerloop")
+	}
+	bin := filepath.Join(t.TempDir(), "outerloop")
+	build := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "./cmd/outerloop")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/outerloop: %v\n%s", err, out)
+	}
+	c := loadCompose(t)
+	for name, s := range c.Services {
+		if s.Build == nil {
+			continue
+		}
+		t.Run(name+" runs a subcommand with flags it accepts", func(t *testing.T) {
+			t.Parallel()
+			sub := slices.IndexFunc(s.Command, func(a string) bool { return !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "/") })
+			if sub < 0 {
+				t.Fatalf("command %q names no subcommand", s.Command)
+			}
+			help, err := exec.CommandContext(t.Context(), bin, s.Command[sub], "--help").CombinedOutput()
+			if err != nil {
+				t.Fatalf("outerloop %s --help: %v\n%s", s.Command[sub], err, help)
+			}
+			for _, a := range s.Command {
+				flag, _, _ := strings.Cut(a, "=")
+				if strings.HasPrefix(flag, "--") && !strings.Contains(string(help), flag+" ") {
+					t.Errorf("outerloop %s does not take %s:\n%s", s.Command[sub], flag, help)
+				}
+			}
+		})
 	}
 }
