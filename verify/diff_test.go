@@ -152,3 +152,36 @@ func TestGlobMatch(t *testing.T) {
 		})
 	}
 }
+
+func TestVerifyWithDiffLimits(t *testing.T) {
+	t.Parallel()
+	pass, _ := filepath.Abs("testdata/gojson/pass.json")
+	t.Run("green tests with a diff out of scope escalate", func(t *testing.T) {
+		t.Parallel()
+		ws, sha := gitRepo(t, map[string]string{"a.go": "package a\n"})
+		writeFiles(t, ws, map[string]string{"a.go": "package a\n\nvar X = 1\n", "secrets.txt": "nothing\n"})
+		tmpl := template("cat '" + pass + "'")
+		tmpl.DoneCheck.Diff = &workitems.DiffCheck{AllowedPaths: []string{"**/*.go"}}
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}),
+			Attempt: 1, Exit: completed(), Workspace: ws, BaseCommit: sha})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Rule != "diff_out_of_scope" || !strings.Contains(res.Decision.Reasons[0], "secrets.txt") {
+			t.Fatalf("got %s %q", res.Decision.Rule, res.Decision.Reasons)
+		}
+	})
+	t.Run("diff limits without a base commit cannot be met", func(t *testing.T) {
+		t.Parallel()
+		tmpl := template("cat '" + pass + "'")
+		tmpl.DoneCheck.Diff = &workitems.DiffCheck{MaxFiles: 3}
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}),
+			Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Outcome == workitems.OutcomeClose || res.Decision.Rule != "diff_out_of_scope" {
+			t.Fatalf("got %s/%s", res.Decision.Outcome, res.Decision.Rule)
+		}
+	})
+}

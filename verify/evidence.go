@@ -90,8 +90,8 @@ type Counts struct {
 	Incomplete int `json:"incomplete,omitempty"`
 }
 
-// Unknown is the declared count of a report that declares none.
-var unknownCounts = Counts{Total: -1, Passed: -1, Failed: -1, Errored: -1, Skipped: -1}
+// unknownCounts is the declared count of a report that declares none.
+func unknownCounts() Counts { return Counts{Total: -1, Passed: -1, Failed: -1, Errored: -1, Skipped: -1} }
 
 // Report is the evidence one test report gives.
 type Report struct {

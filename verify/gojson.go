@@ -167,7 +167,7 @@ type goJSONParser struct {
 func newGoJSONParser(source string, lim Limits) *goJSONParser {
 	return &goJSONParser{
 		lim:      lim.withDefaults(),
-		rep:      &Report{Source: source, Format: FormatGoJSON, Declared: unknownCounts, Complete: true},
+		rep:      &Report{Source: source, Format: FormatGoJSON, Declared: unknownCounts(), Complete: true},
 		pkgs:     map[string]*goPkg{},
 		buildOut: map[string][]string{},
 	}
@@ -276,7 +276,7 @@ func (p *goJSONParser) event(ev *rawEvent) {
 		}
 		r.out.write(ev.Output)
 		r.note(ev.Output)
-		if bytes.Contains(ev.Output, timeoutPanic) {
+		if bytes.Contains(ev.Output, []byte(timeoutPanic)) {
 			g.timedOut = true
 		}
 	case actPass, actFail, actSkip:
@@ -296,7 +296,7 @@ func (p *goJSONParser) event(ev *rawEvent) {
 	}
 }
 
-var timeoutPanic = []byte("panic: test timed out")
+const timeoutPanic = "panic: test timed out"
 
 func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 	switch ev.Action {
@@ -306,7 +306,7 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 		}
 	case actOutput:
 		g.out.write(ev.Output)
-		if bytes.Contains(ev.Output, timeoutPanic) {
+		if bytes.Contains(ev.Output, []byte(timeoutPanic)) {
 			g.timedOut = true
 		}
 		o := string(ev.Output)

@@ -32,10 +32,33 @@ const (
 	actBuildFail
 )
 
-var actionNames = map[string]eventAction{
-	"start": actStart, "run": actRun, "pause": actPause, "cont": actCont, "pass": actPass,
-	"fail": actFail, "skip": actSkip, "output": actOutput, "bench": actBench,
-	"build-output": actBuildOutput, "build-fail": actBuildFail,
+// actionOf maps a test2json action name to its constant (a switch on string(b) does not allocate).
+func actionOf(b []byte) eventAction {
+	switch string(b) {
+	case "start":
+		return actStart
+	case "run":
+		return actRun
+	case "pause":
+		return actPause
+	case "cont":
+		return actCont
+	case "pass":
+		return actPass
+	case "fail":
+		return actFail
+	case "skip":
+		return actSkip
+	case "output":
+		return actOutput
+	case "bench":
+		return actBench
+	case "build-output":
+		return actBuildOutput
+	case "build-fail":
+		return actBuildFail
+	}
+	return actOther
 }
 
 // rawEvent is one go test -json event; byte slices alias the line or the scanner's scratch space
@@ -113,7 +136,7 @@ func (s *jsonScanner) decode(line []byte, ev *rawEvent) error {
 			}
 			switch string(key) {
 			case "Action":
-				ev.Action = actionNames[string(v)]
+				ev.Action = actionOf(v)
 				ev.ActionSeen = true
 			case "Package":
 				ev.Package = v

@@ -22,7 +22,7 @@ import (
 // rerunFailure/rerunError failed runs after the first failure.
 func ParseJUnit(r io.Reader, source string, lim Limits) (*Report, error) {
 	lim = lim.withDefaults()
-	p := &junitParser{lim: lim, rep: &Report{Source: source, Format: FormatJUnit, Declared: unknownCounts, Complete: true},
+	p := &junitParser{lim: lim, rep: &Report{Source: source, Format: FormatJUnit, Declared: unknownCounts(), Complete: true},
 		cases: map[string]*TestCase{}}
 	cleaner := newXMLCleaner(r, max(lim.OutputTail, 16<<10))
 	dec := xml.NewDecoder(cleaner)

@@ -13,7 +13,7 @@ import (
 
 // Report builders for policy cases.
 func greenReport() *Report {
-	return &Report{Source: "r", Format: FormatGoJSON, Complete: true, Declared: unknownCounts,
+	return &Report{Source: "r", Format: FormatGoJSON, Complete: true, Declared: unknownCounts(),
 		Observed: Counts{Total: 3, Passed: 3}, Listed: Counts{Total: 3, Passed: 3},
 		Tests: []*TestCase{{ID: "m/p.TestA", Suite: "m/p", Name: "TestA", Runs: []TestRun{{Outcome: OutcomePass}}}}}
 }

@@ -15,7 +15,7 @@ import (
 // report incomplete, so it can never close an item.
 func ParseTAP(r io.Reader, source string, lim Limits) (*Report, error) {
 	lim = lim.withDefaults()
-	p := &tapParser{lim: lim, rep: &Report{Source: source, Format: FormatTAP, Declared: unknownCounts, Complete: true},
+	p := &tapParser{lim: lim, rep: &Report{Source: source, Format: FormatTAP, Declared: unknownCounts(), Complete: true},
 		ids: map[string]*TestCase{}}
 	lr := newLineReader(r, lim.MaxLine)
 	for {

@@ -176,12 +176,16 @@ func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
 	}
 	if dc.Diff != nil || req.BaseCommit != "" {
 		d, err := CollectDiff(ctx, req.Workspace, req.BaseCommit, dc.Diff)
-		if err != nil {
-			if dc.Diff != nil {
-				f.Missing = append(f.Missing, "diff: "+err.Error())
-			}
-		} else {
+		switch {
+		case err == nil:
 			f.Diff = d
+		case ctx.Err() != nil:
+			return fmt.Errorf("verify: diff: %w", ctx.Err())
+		case dc.Diff != nil:
+			// Limits that cannot be checked are not met: the template asked for them.
+			f.Diff = &DiffEvidence{Base: req.BaseCommit, Violations: []string{"diff limits cannot be checked: " + err.Error()}}
+		default:
+			v.logger.WarnContext(ctx, "verify: no diff evidence", slog.String("error", err.Error()))
 		}
 	}
 	return nil

@@ -61,22 +61,29 @@ var (
 	shaRE  = regexp.MustCompile(`^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
 )
 
-// stateWords maps what CI systems say to our states.
-var stateWords = map[string]CIState{
-	"pending": CIPending, "queued": CIPending, "running": CIPending, "in_progress": CIPending, "created": CIPending,
-	"success": CISuccess, "passed": CISuccess, "succeeded": CISuccess, "ok": CISuccess,
-	"failure": CIFailure, "failed": CIFailure, "failing": CIFailure,
-	"infra_error": CIInfraError, "error": CIInfraError, "errored": CIInfraError,
-	"cancelled": CICancelled, "canceled": CICancelled, "aborted": CICancelled,
-	"neutral": CINeutral, "skipped": CINeutral,
-	"action_required": CIActionRequired, "manual": CIActionRequired,
-	"stale": CIStale, "unknown": CIUnknown,
-}
-
 // ParseCIState normalises a CI state word; ok is false for words it does not know.
 func ParseCIState(s string) (CIState, bool) {
-	st, ok := stateWords[strings.ToLower(strings.TrimSpace(s))]
-	return st, ok
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "pending", "queued", "running", "in_progress", "created":
+		return CIPending, true
+	case "success", "passed", "succeeded", "ok":
+		return CISuccess, true
+	case "failure", "failed", "failing":
+		return CIFailure, true
+	case "infra_error", "error", "errored":
+		return CIInfraError, true
+	case "cancelled", "canceled", "aborted":
+		return CICancelled, true
+	case "neutral", "skipped":
+		return CINeutral, true
+	case "action_required", "manual":
+		return CIActionRequired, true
+	case "stale":
+		return CIStale, true
+	case "unknown":
+		return CIUnknown, true
+	}
+	return "", false
 }
 
 // validate checks a payload and returns its checks; the error says what is wrong.
