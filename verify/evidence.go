@@ -91,7 +91,9 @@ type Counts struct {
 }
 
 // unknownCounts is the declared count of a report that declares none.
-func unknownCounts() Counts { return Counts{Total: -1, Passed: -1, Failed: -1, Errored: -1, Skipped: -1} }
+func unknownCounts() Counts {
+	return Counts{Total: -1, Passed: -1, Failed: -1, Errored: -1, Skipped: -1}
+}
 
 // Report is the evidence one test report gives.
 type Report struct {
