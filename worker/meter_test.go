@@ -1,0 +1,143 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/internal/fakeclock"
+	"outerloop/workitems"
+)
+
+func TestMeterStopsAtEachCap(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		kind  workitems.BudgetKind
+		b     workitems.Budget
+		spend workitems.Spend
+	}{
+		{workitems.BudgetModelCalls, workitems.Budget{ModelCalls: 2}, workitems.Spend{ModelCalls: 1}},
+		{workitems.BudgetToolCalls, workitems.Budget{ToolCalls: 2}, workitems.Spend{ToolCalls: 1}},
+		{workitems.BudgetInputTokens, workitems.Budget{InputTokens: 100}, workitems.Spend{InputTokens: 50}},
+		{workitems.BudgetOutputTokens, workitems.Budget{OutputTokens: 100}, workitems.Spend{OutputTokens: 50}},
+		{workitems.BudgetCostUSD, workitems.Budget{CostUSD: 1}, workitems.Spend{CostUSD: 0.5}},
+		{workitems.BudgetSteps, workitems.Budget{Steps: 2}, workitems.Spend{Steps: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			t.Parallel()
+			c := fakeclock.New(time.Unix(0, 0))
+			m := NewMeter(tc.b, workitems.Spend{}, c.Now)
+			if err := m.Add(tc.spend); err != nil {
+				t.Fatalf("half the cap: %v", err)
+			}
+			if k, near := m.Near(0.5); !near || k != tc.kind {
+				t.Fatalf("Near(0.5) = %s %v", k, near)
+			}
+			err := m.Add(tc.spend)
+			var be *BudgetError
+			if !errors.As(err, &be) || be.Kind != tc.kind || !errors.Is(err, ErrBudgetExhausted) {
+				t.Fatalf("at the cap: %v", err)
+			}
+		})
+	}
+}
+
+func TestMeterWallTimeCountsPriorSpendAndTheClock(t *testing.T) {
+	t.Parallel()
+	c := fakeclock.New(time.Unix(1000, 0))
+	// A resumed attempt already used 40s of its 60s.
+	m := NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{WallTime: workitems.Duration(40 * time.Second)}, c.Now)
+	if dl, ok := m.Deadline(); !ok || !dl.Equal(time.Unix(1020, 0)) {
+		t.Fatalf("deadline %v", dl)
+	}
+	c.Advance(19 * time.Second)
+	if err := m.Check(); err != nil {
+		t.Fatalf("59s of 60s: %v", err)
+	}
+	if r := m.Remaining(workitems.BudgetWallTime); r < 0.99 || r > 1.01 {
+		t.Fatalf("remaining %v", r)
+	}
+	c.Advance(time.Second)
+	var be *BudgetError
+	if err := m.Check(); !errors.As(err, &be) || be.Kind != workitems.BudgetWallTime {
+		t.Fatalf("at 60s: %v", err)
+	}
+	if m.Spent().WallTime.D() != time.Minute {
+		t.Fatalf("spent %v", m.Spent().WallTime)
+	}
+	// Charged wall time is ignored: wall time is measured.
+	_ = m.Add(workitems.Spend{WallTime: workitems.Duration(time.Hour)})
+	if m.Spent().WallTime.D() != time.Minute {
+		t.Fatalf("charged wall time counted: %v", m.Spent().WallTime)
+	}
+}
+
+func TestRegistryNamesUnknownLoops(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	r.Register("script", InnerLoopFunc(func(_ context.Context, _ *Attempt) workitems.Exit { return workitems.Exit{} }))
+	_, err := r.Lookup("robot")
+	if !errors.Is(err, ErrUnknownLoop) || !strings.Contains(err.Error(), `"robot"`) || !strings.Contains(err.Error(), "script") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestWorkspacesCopyOrCloneWithABaseCommitAndReuseOnResume(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	plain := t.TempDir()
+	_ = os.WriteFile(filepath.Join(plain, "a.txt"), []byte("hello"), 0o644)
+	outside := filepath.Join(t.TempDir(), "secret")
+	_ = os.WriteFile(outside, []byte("x"), 0o644)
+	_ = os.Symlink(outside, filepath.Join(plain, "link"))
+	gitRepo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "root"}} {
+		if out, err := exec.Command("git", append([]string{"-C", gitRepo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	_ = os.WriteFile(filepath.Join(gitRepo, "b.txt"), []byte("b"), 0o644)
+	ws := Workspaces{Root: t.TempDir()}
+	it := &workitems.Item{ID: "t@20260101T000000Z"}
+
+	dir, base, err := ws.Prepare(ctx, it, 1, plain, false)
+	if err != nil || base == "" {
+		t.Fatalf("copy: %v %q", err, base)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "hello" {
+		t.Fatal("file not copied")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "link")); !os.IsNotExist(err) {
+		t.Fatal("a symlink pointing outside was copied")
+	}
+	_ = os.WriteFile(filepath.Join(dir, "a.txt"), []byte("changed by attempt"), 0o644)
+	again, base2, err := ws.Prepare(ctx, it, 1, plain, false)
+	if err != nil || again != dir || base2 != base {
+		t.Fatalf("resume must reuse the workspace: %v %s %s", err, again, base2)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "changed by attempt" {
+		t.Fatal("resume lost the attempt's changes")
+	}
+	if _, _, err := ws.Prepare(ctx, it, 1, plain, true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "hello" {
+		t.Fatal("clean checkout must start over")
+	}
+	gdir, gbase, err := ws.Prepare(ctx, it, 2, gitRepo, false)
+	if err != nil || gbase == "" || gdir == dir {
+		t.Fatalf("clone: %v %s", err, gdir)
+	}
+	if _, err := os.Stat(filepath.Join(gdir, "b.txt")); !os.IsNotExist(err) {
+		t.Fatal("a git repo is cloned: uncommitted files stay behind")
+	}
+	if _, _, err := ws.Prepare(ctx, it, 3, filepath.Join(plain, "missing"), false); err == nil {
+		t.Fatal("a missing repo path must fail")
+	}
+}
