@@ -9,9 +9,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"outerloop/workitems"
 )
 
 const shaA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -225,3 +228,34 @@ func TestCheckRunStates(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func TestVerifyWithGitHubChecks(t *testing.T) {
+	t.Parallel()
+	ws, sha := gitRepo(t, map[string]string{"a.txt": "a\n"})
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	f := &fakeGitHub{runs: []map[string]any{
+		run(1, "build", sha, "completed", "success", t0),
+		run(2, "test", sha, "completed", "success", t0),
+		run(3, "test", sha, "completed", "failure", t0.Add(time.Minute)), // the latest run of test
+		run(4, "test", shaB, "completed", "success", t0.Add(time.Hour)),  // another commit
+	}}
+	var slept []time.Duration
+	g := newFakeGitHubSource(t, f, &slept)
+	tmpl := template()
+	tmpl.DoneCheck.CI = &workitems.CICheck{Provider: "github", Repo: "acme/payments", Required: []string{"build", "test"},
+		Wait: workitems.Duration(time.Minute)}
+	v := New(WithClock(func() time.Time { return testNow }), WithCI("github", g))
+	res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,
+		Exit: completed(), Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Decision
+	if d.Rule != "ci_failed" || d.Next == nil || !strings.Contains(d.Next.Input, "Failing CI checks: test") {
+		t.Fatalf("got %s %+v", d.Rule, d.Next)
+	}
+	refs := fmt.Sprint(d.Evidence)
+	if !strings.Contains(refs, "ci_check test failure @ "+sha[:12]) {
+		t.Fatalf("evidence %s", refs)
+	}
+}

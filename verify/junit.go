@@ -27,6 +27,7 @@ func ParseJUnit(r io.Reader, source string, lim Limits) (*Report, error) {
 	cleaner := newXMLCleaner(r, max(lim.OutputTail, 16<<10))
 	dec := xml.NewDecoder(cleaner)
 	dec.CharsetReader = charsetReader
+	dec.Entity = xml.HTMLEntity // &nbsp; and friends appear in reports written by HTML-minded tools
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
@@ -182,6 +183,7 @@ func (p *junitParser) token(tok xml.Token) {
 			parent = p.stack[len(p.stack)-1]
 		}
 		p.stack = append(p.stack, name)
+		p.flavor(t)
 		switch {
 		case len(p.stack) == 1:
 			p.sawRoot = true
@@ -244,6 +246,35 @@ func (p *junitParser) token(tok xml.Token) {
 			p.cur.text.write(t)
 		case p.inOut:
 			p.out.write(t)
+		}
+	}
+}
+
+// flavor guesses which tool wrote the report, for people reading the summary.
+func (p *junitParser) flavor(se xml.StartElement) {
+	if p.rep.Flavor != "" {
+		return
+	}
+	name, _ := attr(se, "name")
+	switch se.Name.Local {
+	case "testsuites":
+		if name == "jest tests" {
+			p.rep.Flavor = "jest-junit"
+		}
+	case "testsuite":
+		if name == "pytest" {
+			p.rep.Flavor = "pytest"
+		}
+		for _, a := range se.Attr {
+			if a.Name.Local == "noNamespaceSchemaLocation" && strings.Contains(a.Value, "surefire") {
+				p.rep.Flavor = "surefire"
+			}
+		}
+	case "flakyFailure", "flakyError", "rerunFailure", "rerunError":
+		p.rep.Flavor = "surefire"
+	case "property":
+		if name == "go.version" {
+			p.rep.Flavor = "gotestsum"
 		}
 	}
 }

@@ -25,6 +25,7 @@ type want struct {
 	flaky       int
 	countsAgree bool
 	warning     string // substring of some warning
+	flavor      string
 }
 
 func TestParseFixtures(t *testing.T) {
@@ -58,19 +59,19 @@ func TestParseFixtures(t *testing.T) {
 			countsAgree: true, firstError: "syntax error", warning: "not a go test -json event"},
 
 		// JUnit XML
-		"junit/gotestsum-fail.xml": {format: "junit", complete: true, total: 13, passed: 7, bad: 5, skipped: 1, countsAgree: true,
+		"junit/gotestsum-fail.xml": {format: "junit", flavor: "gotestsum", complete: true, total: 13, passed: 7, bad: 5, skipped: 1, countsAgree: true,
 			failing: []string{"fixtures/fail.TestTable", "fixtures/fail.TestTable/two", "fixtures/fail.TestWrongSum",
 				"fixtures/panic.TestBoom", "fixtures/panic.TestParallelWaiting"}, firstError: "sum = 3, want 4"},
 		"junit/gotestsum-rerun.xml": {format: "junit", complete: true, total: 2, passed: 2, flaky: 1, countsAgree: true},
-		"junit/pytest-xunit2.xml": {format: "junit", complete: true, total: 7, passed: 1, bad: 4, skipped: 2, countsAgree: true,
+		"junit/pytest-xunit2.xml": {format: "junit", flavor: "pytest", complete: true, total: 7, passed: 1, bad: 4, skipped: 2, countsAgree: true,
 			failing: []string{"test_sample.test_fails", "test_sample.test_fails_and_teardown_errors",
 				"test_sample.test_prints_control_chars", "test_sample.test_teardown_only_errors"},
 			firstError: "lists differ"},
 		"junit/pytest-xunit1.xml":        {format: "junit", complete: true, total: 7, passed: 1, bad: 4, skipped: 2, countsAgree: true, firstError: "lists differ"},
 		"junit/pytest-collect-error.xml": {format: "junit", complete: true, total: 1, bad: 1, countsAgree: true, failing: []string{"pytest.test_collect_error"}, firstError: "collection failure"},
-		"junit/jest-junit.xml": {format: "junit", complete: true, total: 4, passed: 2, bad: 1, skipped: 1, countsAgree: true,
+		"junit/jest-junit.xml": {format: "junit", flavor: "jest-junit", complete: true, total: 4, passed: 2, bad: 1, skipped: 1, countsAgree: true,
 			failing: []string{"sum adds badly"}, firstError: "expect(received).toBe(expected)"},
-		"junit/surefire-flaky.xml": {format: "junit", complete: true, total: 3, passed: 2, bad: 1, flaky: 1, countsAgree: true,
+		"junit/surefire-flaky.xml": {format: "junit", flavor: "surefire", complete: true, total: 3, passed: 2, bad: 1, flaky: 1, countsAgree: true,
 			failing: []string{"com.acme.PaymentTest.chargesCard"}, firstError: "card declined"},
 		"junit/surefire-wrong-totals.xml": {format: "junit", complete: true, total: 2, passed: 1, bad: 1, countsAgree: false},
 		"junit/nested.xml": {format: "junit", complete: true, total: 3, passed: 2, bad: 1, countsAgree: true,
@@ -83,7 +84,7 @@ func TestParseFixtures(t *testing.T) {
 		"junit/truncated.xml":    {format: "junit", complete: false, total: 1, passed: 1, countsAgree: false, warning: "XML error"},
 
 		// TAP
-		"tap/node.tap": {format: "tap", complete: true, total: 7, passed: 2, bad: 3, skipped: 2, countsAgree: true,
+		"tap/node.tap": {format: "tap", flavor: "tap13", complete: true, total: 7, passed: 2, bad: 3, skipped: 2, countsAgree: true,
 			failing: []string{"compares objects", "math", "math > divides"}, firstError: "strictly deep-equal"},
 		"tap/plan-last.tap":        {format: "tap", complete: true, total: 4, passed: 2, skipped: 2, countsAgree: true},
 		"tap/no-plan.tap":          {format: "tap", complete: false, total: 2, passed: 2, countsAgree: true, warning: "no plan"},
@@ -122,6 +123,9 @@ func TestParseFixtures(t *testing.T) {
 			}
 			if ok, why := r.CountsAgree(); ok != w.countsAgree {
 				t.Errorf("counts agree = %v (%s), want %v; declared %+v listed %+v", ok, why, w.countsAgree, r.Declared, r.Listed)
+			}
+			if w.flavor != "" && r.Flavor != w.flavor {
+				t.Errorf("flavor %q, want %q", r.Flavor, w.flavor)
 			}
 			if w.warning != "" && !slices.ContainsFunc(r.Warnings, func(s string) bool { return strings.Contains(s, w.warning) }) {
 				t.Errorf("warnings %q, want one containing %q", r.Warnings, w.warning)
