@@ -110,7 +110,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 }
 
 func schedulerCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var metricsAddr string
+	c := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the cron scheduler (any number of replicas create each tick's item once)",
 		Args:  cobra.NoArgs,
@@ -126,12 +127,31 @@ func schedulerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			s.Start(ctx)
+			if metricsAddr != "" {
+				stop := serveMetrics(a, metricsAddr)
+				defer stop()
+			}
 			a.Logger.Info("scheduler running", "templates", len(a.Config.Templates))
 			<-ctx.Done()
 			s.Shutdown()
 			return nil
 		},
 	}
+	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9464)")
+	return c
+}
+
+// serveMetrics serves the process's /metrics on addr until the returned stop is called.
+func serveMetrics(a *app.App, addr string) func() {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.Metrics.Handler())
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.Logger.Error("metrics listener failed", "addr", addr, "err", err)
+		}
+	}()
+	return func() { _ = srv.Close() }
 }
 
 func workerCmd(g *globals) *cobra.Command {
@@ -157,9 +177,8 @@ func workerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if metricsAddr != "" {
-				srv := &http.Server{Addr: metricsAddr, Handler: a.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
-				go func() { _ = srv.ListenAndServe() }()
-				defer srv.Close()
+				stop := serveMetrics(a, metricsAddr)
+				defer stop()
 			}
 			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName())
 			<-ctx.Done()

@@ -21,6 +21,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/execloop"
+	"outerloop/worker/model"
 	"outerloop/worker/scriptloop"
 	"outerloop/workitems"
 )
@@ -111,7 +112,14 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now))
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
-	a.Loops.Register("agent", agentloop.New())
+	a.Loops.Register("agent", agentloop.New(agentloop.WithProviderFactory(
+		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+			p, err := model.New(pc, name, os.Getenv, nil)
+			if err != nil {
+				return nil, err
+			}
+			return model.Instrument(p, a.Metrics.ModelRequest), nil
+		})))
 	a.Loops.Register("exec", execloop.New())
 	for k, l := range o.Loops {
 		a.Loops.Register(k, l)
