@@ -269,7 +269,13 @@ func PolicyMarkdown() string {
 	b.WriteString("durations and addresses removed, and the failing CI checks, hashed. Close never happens on\n")
 	b.WriteString("zero tests, a missing or truncated report, a non-zero exit code, or declared counts that\n")
 	b.WriteString("disagree with the report's entries. A retry's input is a short failure summary: the first\n")
-	b.WriteString("error, the failing test ids, failing CI checks and missing reports.\n")
+	b.WriteString("error, the failing test ids, failing CI checks and missing reports, after any input a person\n")
+	b.WriteString("gave. When a failure repeats exactly (so the input would not change), the retry adds a note\n")
+	b.WriteString("and the `another-approach` prompt variant; a third identical failure has nothing left to\n")
+	b.WriteString("change and is refused (`unchanged_retry_refused`), if `same_failure_repeated` has not fired.\n")
+	b.WriteString("Flaky tests are related to the diff when a changed file is in the test's Go package (or, for\n")
+	b.WriteString("other reports, a changed file's path matches its class or module); without a base commit\n")
+	b.WriteString("there is no diff and flaky tests count as unrelated.\n")
 	return b.String()
 }
 
@@ -365,18 +371,44 @@ func signature(f *Facts, rule string) string {
 	return rule + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// withFailureInput is the retry condition for failures: the input carries the failure summary.
+// failureMarker starts every failure summary; text before it in an input came from a person
+// (a resolution's --input) and is kept.
+const failureMarker = "The previous attempt did not pass the done check."
+
+// againNote is added when a failure repeats exactly, together with another prompt variant, so
+// the retry still changes its condition; a third identical failure leaves nothing to change.
+const againNote = "The same failure happened again: take a different approach."
+
+// withFailureInput is the retry condition for failures: the input carries the failure summary
+// after whatever a person had said.
 func withFailureInput(f *Facts, c workitems.Condition) workitems.Condition {
-	c.Input = FailureSummary(f)
+	prev := c.Input
+	human := prev
+	if i := strings.Index(prev, failureMarker); i >= 0 {
+		human = strings.TrimSpace(prev[:i])
+	}
+	join := func(parts ...string) string {
+		var keep []string
+		for _, p := range parts {
+			if p != "" {
+				keep = append(keep, p)
+			}
+		}
+		return strings.Join(keep, "\n\n")
+	}
+	in := join(clip(human, 1000), FailureSummary(f))
+	if in == prev || join(in, againNote) == prev {
+		in = join(in, againNote)
+		c.Strategy.PromptVariant = "another-approach"
+	}
+	c.Input = in
 	return c
 }
 
 // FailureSummary is the short text the next attempt gets: first error and failing test ids.
 func FailureSummary(f *Facts) string {
 	var b strings.Builder
-	b.WriteString("The previous attempt (")
-	fmt.Fprintf(&b, "%d", f.Attempt)
-	b.WriteString(") did not pass the done check.")
+	b.WriteString(failureMarker)
 	if e := firstError(f); e != "" {
 		b.WriteString("\nFirst error: " + e)
 	}

@@ -175,8 +175,28 @@ func TestPolicyRules(t *testing.T) {
 		}, "same_failure_repeated", workitems.OutcomeEscalate, nil},
 		{"an unchanged retry is refused", func(f *Facts) {
 			f.Reports = []*Report{failingReport()}
-			f.Condition = workitems.Condition{Input: FailureSummary(f)}
+			f.Condition = workitems.Condition{Input: FailureSummary(f) + "\n\n" + againNote,
+				Strategy: workitems.Strategy{PromptVariant: "another-approach"}}
 		}, "unchanged_retry_refused", workitems.OutcomeEscalate, nil},
+		{"an exact repeat below the same-failure limit asks for another approach", func(f *Facts) {
+			f.Reports = []*Report{failingReport()}
+			f.Template.Retry.SameFailureLimit = 3
+			f.Attempt = 2
+			f.Item.Attempts = []workitems.Attempt{{N: 1, Decision: &workitems.Decision{Signature: signature(f, "tests_failed")}}, {N: 2}}
+			f.Condition = workitems.Condition{Input: FailureSummary(f)}
+		}, "tests_failed", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if d.Next.Strategy.PromptVariant != "another-approach" || !strings.HasSuffix(d.Next.Input, againNote) {
+				t.Errorf("next %+v", d.Next)
+			}
+		}},
+		{"a person's input is kept ahead of the failure summary", func(f *Facts) {
+			f.Reports = []*Report{failingReport()}
+			f.Condition = workitems.Condition{Input: "Use the v2 client.\n\n" + failureMarker + "\nFirst error: old"}
+		}, "tests_failed", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if !strings.HasPrefix(d.Next.Input, "Use the v2 client.\n\n"+failureMarker) || strings.Contains(d.Next.Input, "old") {
+				t.Errorf("input %q", d.Next.Input)
+			}
+		}},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

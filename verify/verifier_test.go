@@ -171,10 +171,12 @@ func TestVerifyCompleted(t *testing.T) {
 	t.Run("a retry whose condition equals the current one is refused", func(t *testing.T) {
 		t.Parallel()
 		first := verifyFixture(t, "gojson/fail.json", 1, item(workitems.Attempt{N: 1}), 1)
-		// The second attempt ran with exactly the input the failure would produce again; the
-		// previous decision had another signature, so only the unchanged-condition guard fires.
+		// The second attempt already ran with this failure's input and the other-approach
+		// variant; the previous decision had another signature, so only the unchanged-condition
+		// guard fires.
 		it := item(workitems.Attempt{N: 1, Decision: &workitems.Decision{Signature: "different"}},
-			workitems.Attempt{N: 2, Condition: workitems.Condition{Input: strings.Replace(first.Decision.Next.Input, "(1)", "(2)", 1)}})
+			workitems.Attempt{N: 2, Condition: workitems.Condition{Input: first.Decision.Next.Input + "\n\n" + againNote,
+				Strategy: workitems.Strategy{PromptVariant: "another-approach"}}})
 		res := verifyFixture(t, "gojson/fail.json", 1, it, 2)
 		if res.Decision.Rule != "unchanged_retry_refused" || res.Decision.Outcome != workitems.OutcomeEscalate {
 			t.Fatalf("got %+v", res.Decision)
