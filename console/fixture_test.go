@@ -126,7 +126,7 @@ func escalate(tail string) func(it *workitems.Item) error {
 			FirstError: "calc_test.go:7: Add(2, 3) = -1, want 5", OutputTail: tail}
 		d := workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "same_failure_twice", Reasons: []string{"TestAdd failed again"},
 			Evidence: []workitems.EvidenceRef{{Kind: "test_report", Ref: "go test -json ./...", Summary: "1 failed"}},
-			Actor: "verifier", At: now}
+			Actor:    "verifier", At: now}
 		a.Decision = &d
 		it.Decisions = append(it.Decisions, d)
 		it.Spend = a.Spend

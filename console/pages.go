@@ -186,6 +186,7 @@ type escalationRow struct {
 	Verified *workitems.Verdict
 	Exit     *workitems.Exit
 	Actions  []string
+	Summary  string // the escalation's summary, unless the test summary says the same
 }
 
 func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
@@ -204,6 +205,9 @@ func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (
 		}
 		if a := lastExited(it); a != nil {
 			row.Verified, row.Exit = a.Verified, a.Exit
+		}
+		if it.Escalation != nil && (row.Verified == nil || row.Verified.Summary != it.Escalation.Summary) {
+			row.Summary = it.Escalation.Summary
 		}
 		p.Rows = append(p.Rows, row)
 	}

@@ -69,7 +69,9 @@ func kindFormat(k workitems.BudgetKind) func(float64) string {
 
 func money(v float64) string { return fmt.Sprintf("$%.2f", v) }
 
-func seconds(v float64) string { return (time.Duration(v * float64(time.Second))).Round(time.Second).String() }
+func seconds(v float64) string {
+	return (time.Duration(v * float64(time.Second))).Round(time.Second).String()
+}
 
 type spendRow struct {
 	Kind       workitems.BudgetKind
