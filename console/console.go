@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"outerloop/api"
@@ -53,18 +54,25 @@ type Options struct {
 	// NextRun reports a template's next scheduled run (scheduler.Scheduler.NextRun), optional.
 	NextRun func(template string) (time.Time, bool)
 	// EventBlock is how long one blocking read of an item's event stream waits before the
-	// live stream sends a keep-alive (default 10s). It bounds how long a stream outlives its
-	// client, since a blocking Redis read does not notice the client leaving.
+	// live stream sends a keep-alive (default 5s). It bounds how long a stream outlives its
+	// client or Close, since a blocking Redis read does not notice either.
 	EventBlock time.Duration
+	// MaxStreams caps concurrent live streams (default 64): each holds a Redis connection
+	// while it waits, and the worker and the API need the pool too. Beyond it a stream is
+	// refused with 503 and the page retries later.
+	MaxStreams int
 	// PageSize is the number of items per page on the items list (default 25).
 	PageSize int
 }
 
 // Console serves the web console.
 type Console struct {
-	o     Options
-	store *workitems.Store
-	pages map[string]*template.Template
+	o       Options
+	store   *workitems.Store
+	pages   map[string]*template.Template
+	streams chan struct{} // a slot per open live stream
+	closed  chan struct{}
+	once    sync.Once
 }
 
 // New returns the console. Store defaults to the queue's store; a nil Auth disables actions.
@@ -79,13 +87,21 @@ func New(o Options) *Console {
 		o.Store = o.Queue.Store()
 	}
 	if o.EventBlock <= 0 {
-		o.EventBlock = 10 * time.Second
+		o.EventBlock = 5 * time.Second
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 64
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = 25
 	}
-	return &Console{o: o, store: o.Store, pages: parsePages()}
+	return &Console{o: o, store: o.Store, pages: parsePages(), streams: make(chan struct{}, o.MaxStreams), closed: make(chan struct{})}
 }
+
+// Close ends the live streams (each within EventBlock), so that http.Server.Shutdown, which
+// waits for running handlers, is not held up by open item pages: register it with
+// srv.RegisterOnShutdown. Pages keep working; browsers reconnect to the next server.
+func (c *Console) Close() { c.once.Do(func() { close(c.closed) }) }
 
 // parsePages builds one template set per page: the shared layout plus the page's own file.
 // The templates are embedded, so a parse error is a build defect and panics at startup.

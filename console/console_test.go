@@ -346,3 +346,14 @@ func TestTheItemsListSortsAndPages(t *testing.T) {
 		})
 	}
 }
+
+func TestStaticAssetsAreServedFromTheBinary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	for path, ctype := range map[string]string{"/static/console.css": "text/css", "/static/console.js": "text/javascript"} {
+		res, body := f.get(t, path)
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), ctype) || len(body) < 100 {
+			t.Errorf("%s: status %d, type %q, %d bytes", path, res.StatusCode, res.Header.Get("Content-Type"), len(body))
+		}
+	}
+}

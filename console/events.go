@@ -29,6 +29,14 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
+	select {
+	case c.streams <- struct{}{}:
+		defer func() { <-c.streams }()
+	default:
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many live streams; try again later", http.StatusServiceUnavailable)
+		return
+	}
 	after := r.Header.Get("Last-Event-ID")
 	if after == "" {
 		after = r.URL.Query().Get("after")
@@ -49,6 +57,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for ctx.Err() == nil {
+		select {
+		case <-c.closed:
+			return
+		default:
+		}
 		evs, err := c.store.Events(ctx, id, after, 100, c.o.EventBlock)
 		if err != nil {
 			if ctx.Err() == nil {

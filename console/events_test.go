@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/console"
 	"outerloop/workitems"
 )
 
@@ -58,6 +59,22 @@ func openStream(t *testing.T, url string, header http.Header) *sse {
 		}
 	}()
 	return s
+}
+
+// ended reports whether the stream ended within 10s.
+func (s *sse) ended(t *testing.T) bool {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-s.ch:
+			if !ok {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
 }
 
 func (s *sse) next(t *testing.T) sseMessage {
@@ -115,6 +132,34 @@ func TestTheEventStream(t *testing.T) {
 		all, _ := f.app.Store.Events(ctx, "fix@1", "", 100, 0)
 		if len(all) < 2 || m.ID != all[1].ID {
 			t.Fatalf("first resumed event %s, want %s", m.ID, all[1].ID)
+		}
+	})
+}
+
+func TestLiveStreamsAreBoundedAndEndOnClose(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken, func(o *console.Options) { o.MaxStreams = 1 })
+	srv := httptest.NewServer(f.mux)
+	t.Cleanup(srv.Close)
+	f.item(t, "fix@1", "fix", "make TestAdd pass", nil)
+	first := openStream(t, srv.URL+"/items/fix@1/events", nil)
+	if m := first.next(t); m.Event.Type != workitems.EventCreated {
+		t.Fatalf("first event %+v", m)
+	}
+	t.Run("a stream beyond the cap is refused with 503", func(t *testing.T) {
+		res, err := http.Get(srv.URL + "/items/fix@1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+	})
+	t.Run("Close ends the open streams", func(t *testing.T) {
+		f.console.Close()
+		if !first.ended(t) {
+			t.Fatal("the stream is still open after Close")
 		}
 	})
 }

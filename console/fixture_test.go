@@ -26,10 +26,11 @@ const testToken = "s3cret-token-for-tests"
 // (a unique prefix and asynq queue per test). No worker runs: tests put items into the states
 // they need through the store.
 type fixture struct {
-	app  *app.App
-	auth *api.Auth
-	mux  *http.ServeMux
-	next time.Time
+	app     *app.App
+	auth    *api.Auth
+	mux     *http.ServeMux
+	next    time.Time
+	console *console.Console
 }
 
 func testConfig(t *testing.T, templates string) *workitems.Config {
@@ -84,13 +85,19 @@ func openApp(t *testing.T, cfg *workitems.Config) *app.App {
 	return a
 }
 
-func newFixture(t *testing.T, token string) *fixture {
+// newFixture serves the API and the console with token; opts adjust the console's options.
+func newFixture(t *testing.T, token string, opts ...func(*console.Options)) *fixture {
 	t.Helper()
 	a := openApp(t, handlerConfig(t))
 	f := &fixture{app: a, auth: api.NewAuth(token), mux: http.NewServeMux(), next: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	api.New(api.Options{Queue: a.Queue, Auth: f.auth, Logger: testLogger()}).Register(f.mux)
-	console.New(console.Options{Queue: a.Queue, Auth: f.auth, Logger: testLogger(), PageSize: 2, EventBlock: 200 * time.Millisecond,
-		NextRun: func(name string) (time.Time, bool) { return f.next, name == "fix" }}).Register(f.mux)
+	o := console.Options{Queue: a.Queue, Auth: f.auth, Logger: testLogger(), PageSize: 2, EventBlock: 200 * time.Millisecond,
+		NextRun: func(name string) (time.Time, bool) { return f.next, name == "fix" }}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	f.console = console.New(o)
+	f.console.Register(f.mux)
 	return f
 }
 

@@ -13,17 +13,32 @@
 
   var after = live.getAttribute('data-after');
   var url = live.getAttribute('data-events') + (after ? '?after=' + encodeURIComponent(after) : '');
-  var es = new EventSource(url);
+  var es = null;
   var pending = null;
   var busy = false;
+  var finished = false;
 
-  es.onopen = function () { say('● live'); };
-  es.onerror = function () { say('reconnecting…'); };
-  es.onmessage = function () {
-    // Events come in bursts (a step, an exit, a decision): refresh once per burst.
-    if (pending) { clearTimeout(pending); }
-    pending = setTimeout(refresh, 150);
-  };
+  function connect() {
+    es = new EventSource(url);
+    es.onopen = function () { say('● live'); };
+    es.onerror = function () {
+      if (finished) { return; }
+      // The browser retries a dropped stream itself; a refused one (server busy) is closed
+      // for good, so this page tries again later, refreshing first in case it missed events.
+      if (es.readyState === EventSource.CLOSED) {
+        say('live updates paused; retrying…');
+        setTimeout(function () { refresh(); connect(); }, 10000);
+      } else {
+        say('reconnecting…');
+      }
+    };
+    es.onmessage = function () {
+      // Events come in bursts (a step, an exit, a decision): refresh once per burst.
+      if (pending) { clearTimeout(pending); }
+      pending = setTimeout(refresh, 150);
+    };
+  }
+  connect();
 
   // refresh fetches this page again and swaps in its live region. The actions are swapped only
   // when the item's state changed, so text being typed into a form is not lost.
@@ -45,6 +60,7 @@
           oldActs.replaceWith(document.adoptNode(newActs));
         }
         if (live.getAttribute('data-terminal') === 'true') {
+          finished = true;
           es.close();
           say('finished');
         } else {
