@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,5 +135,25 @@ func TestReportFiles(t *testing.T) {
 				t.Fatal("closed without the report")
 			}
 		})
+	}
+}
+
+func TestSecretsInOutputAreRedacted(t *testing.T) {
+	t.Parallel()
+	token := "ghp_" + strings.Repeat("Zz09", 10)
+	stream := `{"Action":"run","Package":"p","Test":"TestAuth"}\n` +
+		`{"Action":"output","Package":"p","Test":"TestAuth","Output":"    auth_test.go:9: login with ` + token + ` failed\\n"}\n` +
+		`{"Action":"fail","Package":"p","Test":"TestAuth"}\n{"Action":"fail","Package":"p"}\n`
+	res, err := newTestVerifier().Verify(context.Background(), Request{Template: template("printf '" + stream + "'; exit 1"),
+		Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := fmt.Sprint(res.Decision, res.Verdict)
+	if strings.Contains(all, token) {
+		t.Fatalf("the token leaked: %s", all)
+	}
+	if res.Decision.Next == nil || !strings.Contains(res.Decision.Next.Input, "[redacted GitHub token]") {
+		t.Fatalf("next %+v", res.Decision.Next)
 	}
 }

@@ -65,6 +65,17 @@ func scanSecret(line []byte) string {
 	return ""
 }
 
+// redact replaces secret-looking text with the kind of secret, so failure summaries, output
+// tails and reasons never carry a credential into the item, its events or logs.
+func redact(s string) string {
+	for _, p := range secretPatterns {
+		if p.re.MatchString(s) {
+			s = p.re.ReplaceAllLiteralString(s, "[redacted "+p.kind+"]")
+		}
+	}
+	return s
+}
+
 // CollectDiff measures the workspace against base and applies the template's limits (lim may be
 // nil: measure only). Untracked, not ignored files count as added.
 func CollectDiff(ctx context.Context, workspace, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {

@@ -139,6 +139,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	d.Evidence = evidenceRefs(f)
 	vd := verdict(f)
 	d.Summary = vd.Summary
+	redactResult(&d, &vd)
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt),
 		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule),
@@ -338,7 +339,24 @@ func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspac
 	f.InfraProblem = infraProblem(f)
 	d := decide(f)
 	vd := verdict(f)
-	return d.Outcome == workitems.OutcomeClose, vd.Summary + " — " + strings.Join(d.Reasons[:1], ""), nil
+	redactResult(&d, &vd)
+	return d.Outcome == workitems.OutcomeClose, vd.Summary + " — " + d.Reasons[0], nil
+}
+
+// redactResult removes secret-looking text from everything a decision records.
+func redactResult(d *workitems.Decision, vd *workitems.Verdict) {
+	for i := range d.Reasons {
+		d.Reasons[i] = redact(d.Reasons[i])
+	}
+	for i := range d.Evidence {
+		d.Evidence[i].Ref = redact(clip(d.Evidence[i].Ref, 300))
+		d.Evidence[i].Summary = redact(d.Evidence[i].Summary)
+	}
+	d.Summary = redact(d.Summary)
+	if d.Next != nil {
+		d.Next.Input = redact(d.Next.Input)
+	}
+	vd.Summary, vd.FirstError, vd.OutputTail = redact(vd.Summary), redact(vd.FirstError), redact(vd.OutputTail)
 }
 
 func evidenceRefs(f *Facts) []workitems.EvidenceRef {
