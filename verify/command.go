@@ -53,6 +53,10 @@ func runCommand(ctx context.Context, dir, cmd string, timeout time.Duration, tai
 	c.WaitDelay = 5 * time.Second // output pipes held by orphans must not hang us
 	start := time.Now()
 	err = c.Run()
+	if c.Process != nil {
+		// Background children a check left behind must not outlive it.
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
 	res.Elapsed = time.Since(start)
 	res.Tail = tw.t.String()
 	var exitErr *exec.ExitError

@@ -157,3 +157,35 @@ func TestSecretsInOutputAreRedacted(t *testing.T) {
 		t.Fatalf("next %+v", res.Decision.Next)
 	}
 }
+
+func TestDoneCheckLeavesNoChildren(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	// The check starts a background child that writes its pid and would outlive the check.
+	res, err := runCommand(context.Background(), ws, `sleep 30 >/dev/null 2>&1 & echo $! > child.pid; echo done`, time.Minute, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(res.Stdout)
+	if !res.OK() || !strings.Contains(res.Tail, "done") {
+		t.Fatalf("result %+v", res)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "child.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	// The child was killed with the group; once reaped by init its /proc entry goes away.
+	// Poll /proc (the kernel gives no other signal to wait on), bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return // gone or a zombie: not running
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %s still running: %s", pid, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

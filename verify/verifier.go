@@ -34,7 +34,9 @@ type Request struct {
 type Result struct {
 	Decision workitems.Decision
 	Verdict  workitems.Verdict
-	Facts    *Facts // the evidence behind the decision, for logs and the CLI
+	// Facts is the evidence behind the decision, for the CLI and tests. Unlike Decision and
+	// Verdict it is not redacted: do not persist or log it whole.
+	Facts *Facts
 }
 
 // Verifier decides on attempts. Its zero value is not usable; call New.
@@ -215,6 +217,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 	if timeout <= 0 {
 		timeout = v.defaultTimeout
 	}
+	// Processes run in real time, so their deadline is real time, not the injected clock.
 	deadline := time.Now().Add(timeout)
 	format := dc.Format
 	if format == "" {
