@@ -26,7 +26,8 @@ type fakeGitHub struct {
 	mu          sync.Mutex
 	runs        []map[string]any
 	statuses    []map[string]any
-	rateLimited int // requests still to answer with a rate limit
+	rateLimited int // requests still to answer with a primary rate limit
+	secondary   int // requests still to answer with a secondary rate limit
 	rerequested []string
 	requests    int
 	auth        []string
@@ -61,6 +62,13 @@ func (f *fakeGitHub) handler(t *testing.T) http.Handler {
 		defer f.mu.Unlock()
 		f.requests++
 		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		if f.secondary > 0 {
+			f.secondary--
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"message":"You have exceeded a secondary rate limit","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`))
+			return true
+		}
 		if f.rateLimited == 0 {
 			return false
 		}
@@ -153,6 +161,7 @@ func TestGitHubSource(t *testing.T) {
 			{"id": 13, "context": "gitlab", "state": "error", "created_at": t0.Format(time.RFC3339)},
 		},
 		rateLimited: 1,
+		secondary:   1,
 	}
 	var slept []time.Duration
 	g := newFakeGitHubSource(t, f, &slept)
@@ -172,12 +181,12 @@ func TestGitHubSource(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("states\n got %v\nwant %v", got, want)
 	}
-	if len(slept) != 1 {
-		t.Fatalf("rate limit waits %v, want one", slept)
+	if len(slept) != 2 {
+		t.Fatalf("rate limit waits %v, want two (secondary, then primary)", slept)
 	}
-	// 7 runs in pages of 2 → 4 requests, 3 statuses in pages of 1 → 3, plus the rate-limited one.
-	if f.requests != 8 {
-		t.Fatalf("%d requests, want 8 (all pages)", f.requests)
+	// 7 runs in pages of 2 → 4 requests, 3 statuses in pages of 1 → 3, plus two rate-limited.
+	if f.requests != 9 {
+		t.Fatalf("%d requests, want 9 (all pages)", f.requests)
 	}
 	if !slices.Contains(f.auth, "Bearer s3cr3t-token") {
 		t.Fatalf("token not sent: %q", f.auth)
