@@ -145,18 +145,7 @@ func waitSettled(t *testing.T, s *workitems.Store, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	after := "0"
-	for {
-		it, err := s.Get(ctx, id)
-		if err == nil && (it.State == workitems.StateClosed || it.State == workitems.StateEscalated) {
-			return
-		}
-		evs, _ := s.Events(ctx, id, after, 100, time.Second)
-		if ctx.Err() != nil {
-			t.Fatalf("%s did not settle: %+v", id, it)
-		}
-		if len(evs) > 0 {
-			after = evs[len(evs)-1].ID
-		}
+	if it, err := s.WaitFor(ctx, id, workitems.InState(workitems.StateClosed, workitems.StateEscalated)); err != nil {
+		t.Fatalf("%s did not settle: %v (%+v)", id, err, it)
 	}
 }

@@ -527,3 +527,34 @@ func (s *Store) DrainSteer(ctx context.Context, id string) ([]string, error) {
 	}
 	return r.Val(), nil
 }
+
+// WaitFor follows an item's event log until done(item) holds, and returns that item. It ends
+// with ctx (wrap ctx with a timeout to bound it).
+func (s *Store) WaitFor(ctx context.Context, id string, done func(*Item) bool) (*Item, error) {
+	after := "0"
+	for {
+		it, err := s.Get(ctx, id)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && done(it) {
+			return it, nil
+		}
+		// Block on the stream, not a sleep: any change of the item writes an event.
+		evs, err := s.Events(ctx, id, after, 100, time.Second)
+		if ctx.Err() != nil {
+			return it, fmt.Errorf("workitems: waiting for %s: %w", id, context.Cause(ctx))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].ID
+		}
+	}
+}
+
+// InState returns a WaitFor condition: the item is in one of states.
+func InState(states ...State) func(*Item) bool {
+	return func(it *Item) bool { return slices.Contains(states, it.State) }
+}

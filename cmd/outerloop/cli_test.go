@@ -131,24 +131,11 @@ func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Durati
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	after := "0"
-	for {
-		if it, err := s.Get(ctx, id); err == nil {
-			for _, st := range states {
-				if it.State == st {
-					return it
-				}
-			}
-		}
-		evs, err := s.Events(ctx, id, after, 100, time.Second)
-		if ctx.Err() != nil {
-			it, _ := s.Get(context.Background(), id)
-			t.Fatalf("item %s did not reach %v within %s: %+v", id, states, timeout, it)
-		}
-		if err == nil && len(evs) > 0 {
-			after = evs[len(evs)-1].ID
-		}
+	it, err := s.WaitFor(ctx, id, workitems.InState(states...))
+	if err != nil {
+		t.Fatalf("item %s did not reach %v: %v; it is %+v", id, states, err, it)
 	}
+	return it
 }
 
 const fixTemplate = `  - name: fix

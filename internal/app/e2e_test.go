@@ -109,30 +109,16 @@ func (s *sys) startWorker(t *testing.T, id string) *worker.Server {
 	return w
 }
 
-// awaitState follows the item's event stream until the item reaches one of states.
+// awaitState waits until the item reaches one of states.
 func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	after := "0"
-	for {
-		it, err := s.Get(ctx, id)
-		if err == nil {
-			for _, st := range states {
-				if it.State == st {
-					return it
-				}
-			}
-		}
-		evs, err := s.Events(ctx, id, after, 100, time.Second)
-		if ctx.Err() != nil {
-			it, _ := s.Get(context.Background(), id)
-			t.Fatalf("item %s did not reach %v within %s; it is %+v", id, states, timeout, it)
-		}
-		if err == nil && len(evs) > 0 {
-			after = evs[len(evs)-1].ID
-		}
+	it, err := s.WaitFor(ctx, id, workitems.InState(states...))
+	if err != nil {
+		t.Fatalf("item %s did not reach %v: %v; it is %+v", id, states, err, it)
 	}
+	return it
 }
 
 func TestCronTickToClosedAfterARetryWithAChangedCondition(t *testing.T) {
