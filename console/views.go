@@ -205,6 +205,17 @@ func stateClass(s workitems.State) string {
 	return "st-wait"
 }
 
+// attemptClass is the CSS class of an attempt's state badge.
+func attemptClass(state string) string {
+	switch state {
+	case "running", "verifying":
+		return "st-busy"
+	case "done":
+		return "st-muted"
+	}
+	return "st-wait"
+}
+
 // outcomeClass is the CSS class of a decision outcome.
 func outcomeClass(o workitems.Outcome) string {
 	switch o {
@@ -238,6 +249,7 @@ func funcs() template.FuncMap {
 		"eventData":    eventData,
 		"stateClass":   stateClass,
 		"outcomeClass": outcomeClass,
+		"attemptClass": attemptClass,
 		"actionLabel":  actionLabel,
 		"join":         strings.Join,
 		"money":        money,
