@@ -1,10 +1,12 @@
 package console_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"outerloop/api"
 	"outerloop/console"
@@ -355,5 +357,28 @@ func TestStaticAssetsAreServedFromTheBinary(t *testing.T) {
 		if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), ctype) || len(body) < 100 {
 			t.Errorf("%s: status %d, type %q, %d bytes", path, res.StatusCode, res.Header.Get("Content-Type"), len(body))
 		}
+	}
+}
+
+func TestALongTimelineShowsTheNewestEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.item(t, "fix@long", "fix", "a chatty item", nil)
+	ctx := t.Context()
+	for i := range 2500 {
+		if err := f.app.Store.Emit(ctx, workitems.Event{Item: "fix@long", Type: workitems.EventStep, Message: fmt.Sprintf("step %04d", i), At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := f.get(t, "/items/fix@long")
+	if !strings.Contains(body, "step 2499") || strings.Contains(body, "step 0000") {
+		t.Fatal("the page should show the newest events, not the oldest")
+	}
+	evs, err := f.app.Store.Events(ctx, "fix@long", "", 5000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `data-after="` + evs[len(evs)-1].ID + `"`; !strings.Contains(body, want) {
+		t.Fatalf("the live stream must continue after the stream's last event (%s)", want)
 	}
 }

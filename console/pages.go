@@ -160,11 +160,11 @@ func (c *Console) item(w http.ResponseWriter, r *http.Request, v *view) (string,
 	if err != nil {
 		return c.internal(v, err)
 	}
-	evs, err := c.store.Events(r.Context(), id, "", maxTimeline, 0)
+	evs, truncated, err := c.timeline(r, id)
 	if err != nil {
 		return c.internal(v, err)
 	}
-	p := itemPage{Item: it, Events: evs, Truncated: len(evs) == maxTimeline, Terminal: it.State.Terminal(),
+	p := itemPage{Item: it, Events: evs, Truncated: truncated, Terminal: it.State.Terminal(),
 		Escalated: it.State == workitems.StateEscalated, BudgetKinds: workitems.AllBudgetKinds(),
 		Attempts: attemptViews(it), Spend: spendRows(it)}
 	if len(evs) > 0 {
@@ -173,6 +173,28 @@ func (c *Console) item(w http.ResponseWriter, r *http.Request, v *view) (string,
 	slices.Reverse(p.Events) // newest first: live changes show at the top
 	v.Title, v.Nav, v.Page = it.ID, "items", p
 	return "item", http.StatusOK
+}
+
+// timeline reads an item's event log to its end and keeps the newest maxTimeline events, so
+// the page's last event id is the stream's and the live stream continues from there.
+func (c *Console) timeline(r *http.Request, id string) (evs []workitems.Event, truncated bool, err error) {
+	const chunk = 1000
+	after := ""
+	for range 100 { // the store trims each log to about 2000 events; this bounds a runaway one
+		batch, err := c.store.Events(r.Context(), id, after, chunk, 0)
+		if err != nil {
+			return nil, false, err
+		}
+		evs = append(evs, batch...)
+		if len(evs) > maxTimeline {
+			evs, truncated = evs[len(evs)-maxTimeline:], true
+		}
+		if len(batch) < chunk {
+			break
+		}
+		after = batch[len(batch)-1].ID
+	}
+	return evs, truncated, nil
 }
 
 type escalationsPage struct {
