@@ -24,7 +24,8 @@ func ParseJUnit(r io.Reader, source string, lim Limits) (*Report, error) {
 	lim = lim.withDefaults()
 	p := &junitParser{lim: lim, rep: &Report{Source: source, Format: FormatJUnit, Declared: unknownCounts(), Complete: true},
 		cases: map[string]*TestCase{}}
-	cleaner := newXMLCleaner(r, max(lim.OutputTail, 16<<10))
+	src := &readErr{r: r}
+	cleaner := newXMLCleaner(src, max(lim.OutputTail, 16<<10))
 	dec := xml.NewDecoder(cleaner)
 	dec.CharsetReader = charsetReader
 	dec.Entity = xml.HTMLEntity // &nbsp; and friends appear in reports written by HTML-minded tools
@@ -34,13 +35,13 @@ func ParseJUnit(r io.Reader, source string, lim Limits) (*Report, error) {
 			break
 		}
 		if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "charset") {
-				p.rep.Complete = false
-				p.rep.warn(lim.MaxWarn, "XML error: %v", err)
-				break
+			if src.err != nil {
+				return nil, fmt.Errorf("verify: reading %s: %w", source, src.err)
 			}
-			return nil, fmt.Errorf("verify: reading %s: %w", source, err)
+			// Anything else the decoder refuses is the document's fault: a malformed report.
+			p.rep.Complete = false
+			p.rep.warn(lim.MaxWarn, "XML error: %v", err)
+			break
 		}
 		p.token(tok)
 	}
@@ -48,6 +49,21 @@ func ParseJUnit(r io.Reader, source string, lim Limits) (*Report, error) {
 		p.rep.warn(lim.MaxWarn, "%d long output sections cut to their last %d bytes", cleaner.cuts, cleaner.keep)
 	}
 	return p.finish(), nil
+}
+
+// readErr remembers the first error of the underlying reader other than EOF, to tell a broken
+// file system from a broken document.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // charsetReader converts the single-byte encodings test tools declare; UTF-8 needs nothing.

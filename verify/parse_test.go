@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"slices"
@@ -311,3 +312,22 @@ func TestGoLineShapes(t *testing.T) {
 		}
 	}
 }
+
+func TestReadErrorsAreErrorsNotReports(t *testing.T) {
+	t.Parallel()
+	broken := func() io.Reader {
+		return io.MultiReader(strings.NewReader("<testsuite><testcase name=\"a\"/>\nok 1\n"), iotest.ErrReader(errDisk))
+	}
+	for name, parse := range map[string]func(io.Reader, string, Limits) (*Report, error){
+		"gojson": ParseGoJSON, "junit": ParseJUnit, "tap": ParseTAP,
+	} {
+		t.Run(name+" returns the reader's error", func(t *testing.T) {
+			t.Parallel()
+			if _, err := parse(broken(), "x", Limits{}); !errors.Is(err, errDisk) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+var errDisk = errors.New("disk on fire")
