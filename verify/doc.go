@@ -1,13 +1,23 @@
 // Package verify owns the verifier: it turns an attempt's claim of "done" into a decision
 // (close, retry with a changed condition, or escalate) based on evidence only.
 //
-// Evidence comes from test reports (go test -json, JUnit XML, TAP, parsed by streaming parsers
-// with bounded memory), the exit codes of the template's done-check commands, the workspace's
-// diff against the attempt's base commit, and CI checks (GitHub check runs and commit statuses,
-// or results posted to the evidence webhook). The decision policy is one ordered table of rules
-// (policy.go, documented in POLICY.md); every decision names the rule that fired, its reasons and
-// the evidence it used.
+// Evidence comes from:
+//   - test reports: go test -json (ParseGoJSON), JUnit XML (ParseJUnit) and TAP 13/14 (ParseTAP),
+//     read by streaming parsers with bounded memory; ParseReport detects the format from the
+//     content, never from the file name;
+//   - the exit codes of the template's done-check commands (sh -c in the workspace, own process
+//     group, killed with their children on timeout);
+//   - the workspace's diff against the attempt's base commit (CollectDiff: allowed paths, size
+//     limits, secret-looking additions);
+//   - CI checks for the workspace's HEAD: GitHub check runs and commit statuses (GitHubSource), or
+//     results any CI system posts to POST /api/evidence (EvidenceHandler, RedisCIStore).
 //
-// The worker calls Verifier.Verify after each attempt; the agent loop may call Verifier.Check to
-// run the done check mid-attempt; the CLI calls RunCLI.
+// The decision policy is one ordered table (Rules) plus the checks every retry passes (Guards);
+// POLICY.md is generated from them. Every decision names its rule, reasons, evidence references
+// and, for failures, a signature used to spot the same failure repeating. Secret-looking text is
+// redacted from everything a decision records.
+//
+// The worker calls Verifier.Verify after each attempt; an agent loop may call Verifier.Check
+// mid-attempt; `outerloop verify --report` calls RunCLI. Fixtures in testdata come from real
+// tools (testdata/gen.sh); BENCHMARKS.md compares the go test -json parser with gotestsum's.
 package verify
