@@ -102,6 +102,9 @@ func (c *cli) run(a ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
+// command returns the binary with the test's isolation flags, not started.
+func (c *cli) command(a ...string) *exec.Cmd { return exec.Command(c.bin, c.args(a...)...) }
+
 // start starts a long-running command (worker, serve); it is killed at cleanup.
 func (c *cli) start(a ...string) *exec.Cmd {
 	c.t.Helper()
