@@ -5,9 +5,13 @@ import (
 	"time"
 
 	"outerloop/api"
+	"outerloop/console"
 	"outerloop/internal/app"
 )
 
 // registerConsole mounts the web console next to the API.
-func registerConsole(mux *http.ServeMux, a *app.App, auth *api.Auth, nextRun func(string) (time.Time, bool)) {
+func registerConsole(mux *http.ServeMux, a *app.App, auth *api.Auth, nextRun func(string) (time.Time, bool)) *console.Console {
+	c := console.New(console.Options{Queue: a.Queue, Store: a.Store, Auth: auth, NextRun: nextRun, Logger: a.Logger})
+	c.Register(mux)
+	return c
 }

@@ -77,7 +77,7 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	ciStore := verify.NewRedisCIStore(a.Redis, a.Prefix(), 7*24*time.Hour)
 	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(ciStore, token), NextRun: sched.NextRun}).Register(mux)
-	registerConsole(mux, a, auth, sched.NextRun)
+	con := registerConsole(mux, a, auth, sched.NextRun)
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err
@@ -91,7 +91,9 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("serve: listen %s: %w", addr, err)
 	}
+	// No WriteTimeout: the console's live event streams stay open.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(con.Close) // open item pages would otherwise hold Shutdown up
 	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.Enabled(),
 		"worker", withWorker, "scheduler", withScheduler)
 	errc := make(chan error, 1)

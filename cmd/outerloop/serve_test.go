@@ -95,6 +95,9 @@ func TestServeRunsTheWholeSystemAndStopsGracefully(t *testing.T) {
 	if code, body := get("/api/items/" + it.ID); code != 200 || !strings.Contains(body, `"state": "closed"`) {
 		t.Errorf("/api/items/{id}: %d", code)
 	}
+	if code, body := get("/"); code != 200 || !strings.Contains(body, it.ID) {
+		t.Errorf("console items page: %d", code)
+	}
 	if code, _ := get("/queues/"); code != 200 {
 		t.Errorf("/queues/ (asynqmon): %d", code)
 	}
