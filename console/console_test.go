@@ -180,7 +180,7 @@ func TestActionsResolveThroughTheQueueAndRecordTheActor(t *testing.T) {
 		{"cancel cancels the item", url.Values{"action": {"cancel"}}, workitems.StateCancelled, nil},
 		{"retry queues a new attempt with the input", url.Values{"action": {"retry"}, "input": {"flip the sign"}}, workitems.StateQueued,
 			func(t *testing.T, it *workitems.Item) {
-				if a := it.Current(); it.Attempt != 2 || a.Condition.Input != "flip the sign" || strings.Join(a.Changed, ",") != "input,not_before" {
+				if a := it.Current(); it.Attempt != 2 || a.Condition.Input != "flip the sign" || strings.Join(a.Changed, ",") != "input" {
 					t.Fatalf("attempt %d: %+v", it.Attempt, it.Current())
 				}
 			}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -297,7 +298,7 @@ func TestResolveActions(t *testing.T) {
 			t.Fatalf("after retry: %s attempt %d spend %v", it.State, it.Attempt, it.Spend.CostUSD)
 		}
 		c := it.Current()
-		if c.Condition.Input != "use v2 API" || c.Condition.Budget.CostUSD != 9 {
+		if c.Condition.Input != "use v2 API" || c.Condition.Budget.CostUSD != 9 || strings.Join(c.Changed, ",") != "input,budget" {
 			t.Fatalf("condition: %+v", c.Condition)
 		}
 		// A double submit must not apply twice.

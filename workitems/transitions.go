@@ -208,7 +208,6 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 				cond.Input = r.Input
 			}
 			cond.Budget = cond.Budget.Merge(r.Budget)
-			cond.NotBefore = r.At.Truncate(0)
 			it.ItemBudget = raise(it.ItemBudget, r.ItemBudget)
 			next := Attempt{N: it.Attempt + 1, Condition: cond, State: "queued"}
 			if prev != nil {
