@@ -330,7 +330,8 @@ func reportPaths(workspace, pattern string) ([]string, error) {
 }
 
 // Check runs a template's done check in a workspace and says whether it passed, for an agent
-// loop that wants to know mid-attempt. It applies the same evidence rules as Verify.
+// loop that wants to know mid-attempt. It applies the same evidence rules as Verify to the
+// commands and reports; CI and the diff are left to the final verification.
 func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (passed bool, summary string, err error) {
 	if tmpl == nil {
 		return false, "", ErrNoTemplate
