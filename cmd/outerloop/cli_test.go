@@ -189,6 +189,10 @@ func TestCLIEnqueueItemsEscalationsResolve(t *testing.T) {
 			t.Errorf("items %s lacks %q:\n%s", fixID, want, out)
 		}
 	}
+	out, _, _ = c.run("items", fixID, "--follow")
+	if !strings.Contains(out, "decision close") || !strings.HasSuffix(strings.TrimSpace(out), fixID+" is closed") {
+		t.Errorf("items --follow:\n%s", out)
+	}
 	out, _, _ = c.run("escalations")
 	if !strings.Contains(out, hopeID) || !strings.Contains(out, "max_attempts") {
 		t.Fatalf("escalations:\n%s", out)

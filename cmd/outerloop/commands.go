@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func actorName(a string) string {
 }
 
 func itemsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, follow bool
 	var state, template string
 	var limit int
 	c := &cobra.Command{
@@ -79,6 +80,9 @@ func itemsCmd(g *globals) *cobra.Command {
 				evs, err := a.Store.Events(ctx, it.ID, "", 2000, 0)
 				if err != nil {
 					return err
+				}
+				if follow {
+					return followItem(ctx, a.Store, it.ID, g.out)
 				}
 				if asJSON {
 					return writeJSON(g.out, api.ItemView{Item: it, Events: evs})
@@ -109,6 +113,7 @@ func itemsCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&follow, "follow", false, "with ID: print the item's events as they happen until it is closed, escalated, failed or cancelled")
 	c.Flags().StringVar(&state, "state", "", "only items in this state")
 	c.Flags().StringVar(&template, "template", "", "only items of this template")
 	c.Flags().IntVar(&limit, "limit", 50, "at most this many items")
@@ -373,4 +378,34 @@ func verifyCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&format, "format", "auto", "auto, gojson, junit or tap")
 	c.Flags().StringVar(&template, "template", "", "decide as this template would (default: a plain done check)")
 	return c
+}
+
+// followItem prints an item's events from the start and then as they happen, until the item
+// settles (terminal or waiting for a person) or ctx ends.
+func followItem(ctx context.Context, s *workitems.Store, id string, w io.Writer) error {
+	after := "0"
+	for {
+		evs, err := s.Events(ctx, id, after, 200, time.Second)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			after = e.ID
+			fmt.Fprintln(w, formatEvent(e))
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		it, err := s.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if it.State.Terminal() || it.State == workitems.StateEscalated {
+			fmt.Fprintf(w, "%s is %s\n", it.ID, it.State)
+			return nil
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
@@ -48,6 +49,7 @@ type App struct {
 	Queue    *scheduler.Queue
 	Metrics  *metrics.Metrics
 	Verifier *verify.Verifier
+	CIStore  *verify.RedisCIStore // CI results posted to the evidence webhook
 	Loops    *worker.Registry
 	Logger   *slog.Logger
 	Embedded bool
@@ -109,7 +111,16 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Metrics = metrics.New()
 	a.Metrics.SetTemplates(o.Config.Templates)
 	a.Metrics.SetStatsSource(a.Store.Stats)
-	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now))
+	// CI evidence: GitHub checks and statuses (token from GITHUB_TOKEN), and results posted to
+	// POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
+	gh, err := verify.NewGitHubSource(verify.GitHubConfig{}, verify.GitHubLogger(o.Logger))
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: github: %w", err)
+	}
+	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
+	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now),
+		verify.WithCI("github", gh), verify.WithCI("webhook", a.CIStore))
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
 	a.Loops.Register("agent", agentloop.New(agentloop.WithProviderFactory(
