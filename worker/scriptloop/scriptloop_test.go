@@ -1,0 +1,159 @@
+package scriptloop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"outerloop/worker"
+	"outerloop/workitems"
+)
+
+type memCheckpoints struct {
+	mu     sync.Mutex
+	state  []byte
+	saves  int
+	lostAt int // Save number from which ErrLeaseLost is returned (0: never)
+}
+
+func (m *memCheckpoints) Load(context.Context) ([]byte, [][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state, nil, nil
+}
+
+func (m *memCheckpoints) Save(_ context.Context, st []byte, _ ...[]byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.saves++
+	if m.lostAt > 0 && m.saves >= m.lostAt {
+		return workitems.ErrLeaseLost
+	}
+	m.state = st
+	return nil
+}
+
+type events struct {
+	mu  sync.Mutex
+	evs []workitems.Event
+}
+
+func (e *events) Emit(_ context.Context, ev workitems.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evs = append(e.evs, ev)
+}
+
+func attempt(t *testing.T, cmds []string, cp *memCheckpoints) *worker.Attempt {
+	t.Helper()
+	return &worker.Attempt{
+		Item: &workitems.Item{ID: "it@1"}, N: 2, Workspace: t.TempDir(),
+		Condition:   workitems.Condition{Input: "TestX failed", Env: map[string]string{"EXTRA": "yes"}},
+		Template:    &workitems.Template{Loop: workitems.Loop{Kind: "script", Commands: cmds}},
+		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{}, nil),
+		Checkpoints: cp, Events: &events{},
+	}
+}
+
+func TestCommandsSeeTheConditionAndRunInTheWorkspace(t *testing.T) {
+	t.Parallel()
+	a := attempt(t, []string{`printf '%s|%s|%s|%s' "$OUTERLOOP_ATTEMPT" "$OUTERLOOP_INPUT" "$EXTRA" "$PWD" > out.txt`}, &memCheckpoints{})
+	exit := New().Run(context.Background(), a)
+	if exit.Reason != workitems.ExitCompleted {
+		t.Fatalf("exit %+v", exit)
+	}
+	b, _ := os.ReadFile(filepath.Join(a.Workspace, "out.txt"))
+	if got := string(b); got != "2|TestX failed|yes|"+a.Workspace {
+		t.Fatalf("env seen by the command: %q", got)
+	}
+}
+
+func TestAFailingCommandEndsTheAttemptFailedAndNamesIt(t *testing.T) {
+	t.Parallel()
+	cp := &memCheckpoints{}
+	a := attempt(t, []string{"true", "echo broken >&2; exit 3", "touch never"}, cp)
+	exit := New().Run(context.Background(), a)
+	if exit.Reason != workitems.ExitFailed || !strings.Contains(exit.Message, "command 2") || !strings.Contains(exit.Message, "exited 3") ||
+		!strings.Contains(exit.LastMessage, "broken") {
+		t.Fatalf("exit %+v", exit)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workspace, "never")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a command after the failure ran")
+	}
+	var st checkpoint
+	_ = json.Unmarshal(cp.state, &st)
+	if st.Next != 2 || len(st.Outputs) != 2 || cp.saves != 2 {
+		t.Fatalf("a checkpoint after every command: next=%d outputs=%d saves=%d", st.Next, len(st.Outputs), cp.saves)
+	}
+}
+
+func TestAResumedAttemptContinuesAfterTheLastCheckpointedCommand(t *testing.T) {
+	t.Parallel()
+	done, _ := json.Marshal(checkpoint{Next: 1, Outputs: []Output{{Command: "touch first"}}})
+	cp := &memCheckpoints{state: done}
+	a := attempt(t, []string{"touch first", "touch second"}, cp)
+	a.Resumed = true
+	if exit := New().Run(context.Background(), a); exit.Reason != workitems.ExitCompleted {
+		t.Fatalf("exit %+v", exit)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workspace, "first")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the checkpointed command ran again")
+	}
+	if _, err := os.Stat(filepath.Join(a.Workspace, "second")); err != nil {
+		t.Fatal("the next command did not run")
+	}
+}
+
+func TestCommandTimeoutAndWallBudgetAreDifferentExits(t *testing.T) {
+	t.Parallel()
+	a := attempt(t, []string{"sleep 5"}, &memCheckpoints{})
+	a.Template.Loop.CommandTimeout = workitems.Duration(100 * time.Millisecond)
+	if exit := New().Run(context.Background(), a); exit.Reason != workitems.ExitFailed || !strings.Contains(exit.Message, "timed out") {
+		t.Fatalf("per-command timeout: %+v", exit)
+	}
+	b := attempt(t, []string{"sleep 5"}, &memCheckpoints{})
+	b.Meter = worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(100 * time.Millisecond)}, workitems.Spend{}, nil)
+	if exit := New().Run(context.Background(), b); exit.Reason != workitems.ExitBudgetExhausted || exit.Budget != workitems.BudgetWallTime {
+		t.Fatalf("wall budget: %+v", exit)
+	}
+}
+
+func TestALostLeaseStopsTheLoop(t *testing.T) {
+	t.Parallel()
+	a := attempt(t, []string{"true", "touch second"}, &memCheckpoints{lostAt: 1})
+	exit := New().Run(context.Background(), a)
+	if exit.Reason != workitems.ExitAborted || exit.Class != workitems.ClassConflict {
+		t.Fatalf("exit %+v", exit)
+	}
+	if _, err := os.Stat(filepath.Join(a.Workspace, "second")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the loop went on after losing its lease")
+	}
+}
+
+func TestCancelAbortsWithoutMarkingTheCommandDone(t *testing.T) {
+	t.Parallel()
+	cp := &memCheckpoints{}
+	a := attempt(t, []string{"touch started; sleep 30"}, cp)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan workitems.Exit)
+	go func() { done <- New().Run(ctx, a) }()
+	for {
+		if _, err := os.Stat(filepath.Join(a.Workspace, "started")); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the child's file is the only signal that it runs
+	}
+	cancel()
+	if exit := <-done; exit.Reason != workitems.ExitAborted {
+		t.Fatalf("exit %+v", exit)
+	}
+	if cp.saves != 0 {
+		t.Fatal("an interrupted command must not be checkpointed as done")
+	}
+}
