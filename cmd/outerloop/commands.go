@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/api"
+	"outerloop/internal/app"
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/workitems"
@@ -27,20 +28,15 @@ func enqueueCmd(g *globals) *cobra.Command {
 		Use:   "enqueue TEMPLATE",
 		Short: "Create an item of a template now (the same path as a cron tick)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := g.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			it, err := a.Queue.Submit(cmd.Context(), scheduler.Request{Template: args[0], Input: input,
+		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+			it, err := a.Queue.Submit(ctx, scheduler.Request{Template: args[0], Input: input,
 				Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: actorName(actor)}})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(g.out, "enqueued %s (attempt 1 of at most %d)\n", it.ID, it.MaxAttempts)
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&input, "input", "", "extra context for the first attempt")
 	c.Flags().StringVar(&actor, "actor", "", "who asks (default $USER)")
@@ -65,13 +61,7 @@ func itemsCmd(g *globals) *cobra.Command {
 		Use:   "items [ID]",
 		Short: "List items, or show one with its attempts, decisions and events",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := g.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			ctx := cmd.Context()
+		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
 			if len(args) == 1 {
 				it, err := a.Store.Get(ctx, args[0])
 				if err != nil {
@@ -110,7 +100,7 @@ func itemsCmd(g *globals) *cobra.Command {
 					it.Spend.CostUSD, age(it.CreatedAt))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&follow, "follow", false, "with ID: print the item's events as they happen until it is closed, escalated, failed or cancelled")
@@ -204,13 +194,8 @@ func escalationsCmd(g *globals) *cobra.Command {
 		Use:   "escalations",
 		Short: "List items waiting for a person, oldest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := g.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			items, err := a.Store.Escalated(cmd.Context())
+		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+			items, err := a.Store.Escalated(ctx)
 			if err != nil {
 				return err
 			}
@@ -234,7 +219,7 @@ func escalationsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, age(e.At), e.Reason, oneLine(e.Summary, 100))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
@@ -319,18 +304,13 @@ func steerCmd(g *globals) *cobra.Command {
 		Use:   "steer ID TEXT",
 		Short: "Queue input for an item's running agent; it appears in the agent's next model request",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := g.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			if err := a.Store.Steer(cmd.Context(), args[0], args[1], actorName(actor)); err != nil {
+		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+			if err := a.Store.Steer(ctx, args[0], args[1], actorName(actor)); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.out, "steer input queued for %s\n", args[0])
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&actor, "actor", "", "who steers (default $USER)")
 	return c

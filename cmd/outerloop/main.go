@@ -135,3 +135,15 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	}
 	return app.Open(ctx, app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log})
 }
+
+// withApp makes a command body that runs with the system open, closing it afterwards.
+func (g *globals) withApp(allowEmbedded bool, run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		a, err := g.open(cmd.Context(), allowEmbedded)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		return run(cmd.Context(), a, args)
+	}
+}

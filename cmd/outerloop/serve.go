@@ -25,16 +25,10 @@ func serveCmd(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			a, err := g.open(ctx, true)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
+		RunE: g.withApp(true, func(ctx context.Context, a *app.App, _ []string) error {
 			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
 				scheduler: !noScheduler, queuesUI: queuesUI})
-		},
+		}),
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once by the built-in worker")
@@ -116,13 +110,7 @@ func schedulerCmd(g *globals) *cobra.Command {
 		Use:   "scheduler",
 		Short: "Run the cron scheduler (any number of replicas create each tick's item once)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			a, err := g.open(ctx, false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
+		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
 			s, err := a.Scheduler(nil)
 			if err != nil {
 				return err
@@ -136,7 +124,7 @@ func schedulerCmd(g *globals) *cobra.Command {
 			<-ctx.Done()
 			s.Shutdown()
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9464)")
 	return c
@@ -162,13 +150,7 @@ func workerCmd(g *globals) *cobra.Command {
 		Use:   "worker",
 		Short: "Run attempts from the queue",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			a, err := g.open(ctx, false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
+		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
 			if id == "" {
 				host, _ := os.Hostname()
 				id = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -186,7 +168,7 @@ func workerCmd(g *globals) *cobra.Command {
 			a.Logger.Info("worker shutting down: attempts checkpoint and yield")
 			w.Shutdown(context.WithoutCancel(ctx))
 			return nil
-		},
+		}),
 	}
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once")
 	c.Flags().StringVar(&id, "id", "", "worker id in leases and events (default host:pid)")
