@@ -154,3 +154,43 @@ func TestAWorkerWhoseLeaseWasTakenOverWritesNothing(t *testing.T) {
 		t.Fatalf("runs: %q", got)
 	}
 }
+
+func TestCancellingARunningItemStopsItsProcessAndWritesNothingMore(t *testing.T) {
+	t.Parallel()
+	repo, logDir := sampleRepo(t), t.TempDir()
+	cfg := config(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
+	s := open(t, cfg, workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	ctx := context.Background()
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "resumable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(logDir, "READY"))
+	cancelled, err := s.Queue.Resolve(ctx, it.ID, workitems.Resolution{Action: "cancel", Actor: "carol"})
+	if err != nil || cancelled.State != workitems.StateCancelled {
+		t.Fatalf("cancel: %v %v", cancelled, err)
+	}
+	// The worker notices at its next heartbeat, kills the command and releases the lease.
+	deadline, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	evs, err := s.Store.WaitFor(deadline, it.ID, func(*workitems.Item) bool {
+		ep, _ := s.Store.Epoch(ctx, it.ID, 1)
+		f, err := s.Store.AcquireLease(ctx, it.ID, 1, "probe", time.Second)
+		if err != nil || f.Epoch != ep+1 {
+			return false
+		}
+		_ = s.Store.ReleaseLease(ctx, f)
+		return true
+	})
+	if err != nil {
+		t.Fatalf("the worker never let go of the cancelled attempt: %v", err)
+	}
+	after, _ := s.Store.Get(ctx, it.ID)
+	if after.State != workitems.StateCancelled || after.Version != evs.Version || after.Current().Exit != nil {
+		t.Fatalf("the worker wrote after the cancel: state %s, exit %+v", after.State, after.Current().Exit)
+	}
+	if got := runsLog(t, logDir); got != "c1 c2-start" {
+		t.Fatalf("runs after cancel: %q", got)
+	}
+}
