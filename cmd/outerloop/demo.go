@@ -129,6 +129,9 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 	}
 	cfg.Dir = dir
 	g.logLevel = "warn" // the demo prints events itself
+	if g.logFormat == "auto" {
+		g.logFormat = "text"
+	}
 	log, err := g.logger()
 	if err != nil {
 		return err
