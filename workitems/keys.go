@@ -10,7 +10,8 @@ type keys struct{ p string }
 func (k keys) item(id string) string       { return k.p + "item:" + id }
 func (k keys) events(id string) string     { return k.p + "events:" + id }
 func (k keys) allEvents() string           { return k.p + "events" }
-func (k keys) items() string               { return k.p + "items" } // zset: id → created (unix ms)
+func (k keys) items() string               { return k.p + "items" }     // zset: id → created (unix ms)
+func (k keys) byTemplate(t string) string  { return k.p + "tmpl:" + t } // zset: id → created (unix ms)
 func (k keys) state(s State) string        { return k.p + "state:" + string(s) }
 func (k keys) open(template string) string { return k.p + "open:" + template }
 func (k keys) escalated() string           { return k.p + "escalated" } // zset: id → escalated at (unix ms)

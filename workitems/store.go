@@ -120,6 +120,7 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, s.k.item(it.ID), body, 0)
 			p.ZAdd(ctx, s.k.items(), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
+			p.ZAdd(ctx, s.k.byTemplate(it.Template), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
 			s.indexState(ctx, p, it, "", StateQueued)
 			s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
 				Actor: it.Origin.Actor, Message: "created by " + it.Origin.Kind, At: now})
@@ -347,20 +348,28 @@ type ListOptions struct {
 	State    State
 	Template string
 	Limit    int // 0: 100
+	Offset   int // skip this many of the newest (pagination)
 }
 
-// List returns items, newest first.
+// List returns items, newest first. Without a state filter it reads only the page it returns
+// (from the creation-time index of all items or of the template); a state filter reads that
+// state's members, which are few for every state but closed.
 func (s *Store) List(ctx context.Context, o ListOptions) ([]*Item, error) {
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
+	o.Offset = max(o.Offset, 0)
 	var ids []string
 	var err error
 	switch {
 	case o.State != "":
 		ids, err = s.rdb.SMembers(ctx, s.k.state(o.State)).Result()
+	case o.Template != "":
+		ids, err = s.rdb.ZRevRange(ctx, s.k.byTemplate(o.Template), int64(o.Offset), int64(o.Offset+o.Limit-1)).Result()
+		o.Offset = 0
 	default:
-		ids, err = s.rdb.ZRevRange(ctx, s.k.items(), 0, -1).Result()
+		ids, err = s.rdb.ZRevRange(ctx, s.k.items(), int64(o.Offset), int64(o.Offset+o.Limit-1)).Result()
+		o.Offset = 0
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workitems: list: %w", err)
@@ -377,6 +386,7 @@ func (s *Store) List(ctx context.Context, o ListOptions) ([]*Item, error) {
 		out = append(out, it)
 	}
 	slices.SortFunc(out, func(a, b *Item) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	out = out[min(o.Offset, len(out)):]
 	if len(out) > o.Limit {
 		out = out[:o.Limit]
 	}

@@ -391,3 +391,48 @@ func TestEventsBlockingReadSeesNewEvent(t *testing.T) {
 		t.Fatalf("blocking read got %+v", evs)
 	}
 }
+
+func TestListPagesNewestFirstAndFilters(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	env := redistest.New(t)
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+	for i := range 5 {
+		now = now.Add(time.Minute)
+		it := newItem(fmt.Sprintf("i%d", i))
+		if i%2 == 1 {
+			it.Template = "other"
+		}
+		if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(o workitems.ListOptions) string {
+		items, err := s.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	for name, tc := range map[string]struct {
+		o    workitems.ListOptions
+		want string
+	}{
+		"first page":         {workitems.ListOptions{Limit: 2}, "i4,i3"},
+		"second page":        {workitems.ListOptions{Limit: 2, Offset: 2}, "i2,i1"},
+		"last page":          {workitems.ListOptions{Limit: 2, Offset: 4}, "i0"},
+		"template":           {workitems.ListOptions{Template: "other"}, "i3,i1"},
+		"template page":      {workitems.ListOptions{Template: "tmpl", Limit: 2, Offset: 1}, "i2,i0"},
+		"state and template": {workitems.ListOptions{State: workitems.StateQueued, Template: "tmpl", Limit: 1, Offset: 1}, "i2"},
+		"past the end":       {workitems.ListOptions{Offset: 9}, ""},
+	} {
+		if got := ids(tc.o); got != tc.want {
+			t.Errorf("%s: %s, want %s", name, got, tc.want)
+		}
+	}
+}
