@@ -179,6 +179,14 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request) {
 		}
 		o.Limit = n
 	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeErr(w, http.StatusBadRequest, "offset %q: want a number ≥ 0", v)
+			return
+		}
+		o.Offset = n
+	}
 	items, err := s.store.List(r.Context(), o)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "%v", err)

@@ -122,6 +122,7 @@ func TestBadReadsNameWhatIsWrong(t *testing.T) {
 		"/api/items?limit=0":           400,
 		"/api/items/nope/events":       404,
 		"/api/items?limit=abc":         400,
+		"/api/items?offset=-1":         400,
 		"/api/items/x/events?wait=10h": 404,
 	} {
 		code, m := f.do(t, "GET", path, "", "")
