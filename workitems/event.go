@@ -13,7 +13,6 @@ const (
 	EventAttemptStarted  EventType = "attempt_started"
 	EventAttemptResumed  EventType = "attempt_resumed"
 	EventStep            EventType = "step"
-	EventCheckpoint      EventType = "checkpoint"
 	EventAttemptExited   EventType = "attempt_exited"
 	EventVerified        EventType = "verified"
 	EventDecision        EventType = "decision"

@@ -189,27 +189,20 @@ type Decision struct {
 
 // Attempt is one run of an inner loop for an item.
 type Attempt struct {
-	N         int        `json:"n"`
-	Condition Condition  `json:"condition"`
-	Changed   []string   `json:"changed,omitempty"` // what differs from attempt N-1
-	State     string     `json:"state"`             // queued | running | verifying | done
-	StartedAt time.Time  `json:"started_at,omitzero"`
-	EndedAt   time.Time  `json:"ended_at,omitzero"`
-	Worker    string     `json:"worker,omitempty"`
-	Epoch     int64      `json:"epoch,omitempty"`
-	Resumes   int        `json:"resumes,omitempty"`
-	Exit      *Exit      `json:"exit,omitempty"`
-	Spend     Spend      `json:"spend,omitzero"`
-	Decision  *Decision  `json:"decision,omitempty"`
-	Workspace string     `json:"workspace,omitempty"`
-	Verified  *Verdict   `json:"verified,omitempty"`
-	Extra     []KeyValue `json:"extra,omitempty"`
-}
-
-// KeyValue is a small labelled fact about an attempt (agent session id, base commit).
-type KeyValue struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	N         int       `json:"n"`
+	Condition Condition `json:"condition"`
+	Changed   []string  `json:"changed,omitempty"` // what differs from attempt N-1
+	State     string    `json:"state"`             // queued | running | verifying | done
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Worker    string    `json:"worker,omitempty"`
+	Epoch     int64     `json:"epoch,omitempty"`
+	Resumes   int       `json:"resumes,omitempty"`
+	Exit      *Exit     `json:"exit,omitempty"`
+	Spend     Spend     `json:"spend,omitzero"`
+	Decision  *Decision `json:"decision,omitempty"`
+	Workspace string    `json:"workspace,omitempty"`
+	Verified  *Verdict  `json:"verified,omitempty"`
 }
 
 // Verdict is the evidence summary the verifier recorded for an attempt.
