@@ -136,9 +136,8 @@ func TestClaude(t *testing.T) {
 		done := make(chan workitems.Exit, 1)
 		go func() { done <- loop.Run(ctx, a.Attempt) }()
 		within(t, 2*time.Minute, ready, "the agent's command to start")
-		if len(findByArg(marker)) == 0 {
-			t.Fatal("the agent's command is not running before the cancel")
-		}
+		// The FIFO opens before `exec sleep` replaces the shell: wait for the exec.
+		awaitProcess(t, marker)
 		cancel()
 		exit := within(t, time.Minute, done, "Run to return")
 		if exit.Reason != workitems.ExitAborted {

@@ -305,3 +305,16 @@ func sleepMarker(t *testing.T) string {
 	h.Write([]byte(t.Name()))
 	return "1000." + strconv.Itoa(os.Getpid()) + "0" + strconv.FormatUint(uint64(h.Sum32()), 10)
 }
+
+// awaitProcess waits until a process with arg in its command line runs. An exec has no event
+// another process can wait on, so /proc is polled, within a bound.
+func awaitProcess(t *testing.T, arg string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(findByArg(arg)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's command is not running before the cancel")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
