@@ -18,6 +18,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/console"
+	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -111,22 +112,15 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 func sampleRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{
-		"go.mod":       "module sample\n\ngo 1.26\n",
-		"calc.go":      "package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
-		"calc_test.go": "package sample\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := sample.Write(dir); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
 
 // fixOnHint fixes the code only when a person's input says how: the verifier's own retry
 // (whose input is the failure summary) fails the same way, so the item escalates.
-const fixOnHint = `if echo "$OUTERLOOP_INPUT" | grep -q "flip the sign"; then sed -i 's/a - b/a + b/' calc.go; echo "fixed: flipped the sign"; else echo "not sure what to change"; fi`
+const fixOnHint = `if echo "$OUTERLOOP_INPUT" | grep -q "flip the sign"; then ` + sample.FixCommand + `; echo "fixed: flipped the sign"; else echo "not sure what to change"; fi`
 
 // awaitState follows the item's event stream until it reaches one of states.
 func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"outerloop/internal/redistest"
+	"outerloop/internal/sample"
 	"outerloop/workitems"
 )
 
@@ -52,15 +53,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sample writes a Go module whose TestAdd fails until Add is fixed, and a config around it.
-func sample(t *testing.T, templates string) (cfgPath, repo string) {
+// setup writes a Go module whose TestAdd fails until Add is fixed, and a config around it.
+func setup(t *testing.T, templates string) (cfgPath, repo string) {
 	t.Helper()
 	dir := t.TempDir()
 	repo = filepath.Join(dir, "repo")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFiles(repo, calcFiles); err != nil {
+	if err := sample.Write(repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFiles(repo, fixScriptFiles); err != nil {
 		t.Fatal(err)
 	}
 	cfgPath = filepath.Join(dir, "outerloop.yaml")
@@ -165,7 +169,7 @@ func enqueuedID(t *testing.T, out string) string {
 
 func TestCLIEnqueueItemsEscalationsResolve(t *testing.T) {
 	t.Parallel()
-	cfg, repo := sample(t, fixTemplate)
+	cfg, repo := setup(t, fixTemplate)
 	c := newCLI(t, cfg)
 	c.start("worker", "--concurrency", "2", "--id", "w1")
 	out, errOut, code := c.run("enqueue", "fix")
@@ -211,7 +215,7 @@ func TestCLIEnqueueItemsEscalationsResolve(t *testing.T) {
 		t.Fatalf("unknown id: %d %s", code, e)
 	}
 	// A person fixes the repo and retries with a note: the item closes.
-	if err := os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package calc\n\n// Add returns a+b.\nfunc Add(a, b int) int { return a + b }\n"), 0o644); err != nil {
+	if err := sample.Fix(repo); err != nil {
 		t.Fatal(err)
 	}
 	out, e, code := c.run("resolve", hopeID, "--retry", "--input", "fixed by hand", "--budget", "cost_usd=2", "--actor", "bob")
@@ -238,7 +242,7 @@ func TestCLIBadConfigIsRefusedAndWritesNothing(t *testing.T) {
 	for name, tmpl := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg, _ := sample(t, tmpl)
+			cfg, _ := setup(t, tmpl)
 			c := newCLI(t, cfg)
 			_, e, code := c.run("enqueue", "x")
 			if code == 0 || !strings.Contains(e, "workitems:") {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
+	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/worker/agentloop/demo"
 	"outerloop/workitems"
@@ -33,18 +34,15 @@ func demoCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// The calc module's test fails until Add is fixed. The fix script reads the previous failure
+// fixScriptFiles is the demo's fix script for the calc module (internal/sample). It reads the previous failure
 // from OUTERLOOP_INPUT: the first attempt knows none and changes nothing useful; the verifier
 // retries with the failing test in the input (a changed condition) and the second attempt fixes it.
-var calcFiles = map[string]string{
-	"go.mod":       "module calc\n\ngo 1.26\n",
-	"calc.go":      "package calc\n\n// Add returns a+b.\nfunc Add(a, b int) int { return a - b }\n",
-	"calc_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
+var fixScriptFiles = map[string]string{
 	"fix.sh": `#!/bin/sh
 # A "fix" that only knows what the verifier told it.
 if echo "$OUTERLOOP_INPUT" | grep -q TestAdd; then
   echo "previous failure mentions TestAdd: fixing the sign in Add"
-  sed -i 's/a - b/a + b/' calc.go
+  ` + sample.FixCommand + `
 else
   echo "no failure known yet: formatting only"
   gofmt -w calc.go
@@ -72,7 +70,10 @@ func demoConfig(dir string) (*workitems.Config, error) {
 			return nil, err
 		}
 	}
-	if err := writeFiles(calc, calcFiles); err != nil {
+	if err := sample.Write(calc); err != nil {
+		return nil, err
+	}
+	if err := writeFiles(calc, fixScriptFiles); err != nil {
 		return nil, err
 	}
 	if err := demo.WriteModule(payment); err != nil {

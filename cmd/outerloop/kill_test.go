@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/sample"
 	"outerloop/workitems"
 )
 
@@ -28,10 +29,10 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
       commands:
         - "echo c1 >> ` + runs + `"
         - "if [ -f ` + logDir + `/MARK ]; then echo c2-again >> ` + runs + `; else touch ` + logDir + `/MARK; echo $$ > ` + logDir + `/pgid; echo c2-start >> ` + runs + `; touch ` + logDir + `/READY; sleep 120; fi"
-        - "sed -i 's/a - b/a + b/' calc.go; echo c3 >> ` + runs + `"
+        - "` + sample.FixCommand + `; echo c3 >> ` + runs + `"
     done_check: {commands: ["go test -json ./..."]}
 `
-	cfg, _ := sample(t, tmpl)
+	cfg, _ := setup(t, tmpl)
 	c := newCLI(t, cfg)
 	a := c.start("worker", "--id", "A")
 	out, e, code := c.run("enqueue", "resumable")

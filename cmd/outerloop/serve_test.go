@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/sample"
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
@@ -47,7 +48,7 @@ func waitHTTP(t *testing.T, url string) {
 
 func TestServeRunsTheWholeSystemAndStopsGracefully(t *testing.T) {
 	t.Parallel()
-	cfg, _ := sample(t, fixTemplate)
+	cfg, _ := setup(t, fixTemplate)
 	c := newCLI(t, cfg)
 	addr := freeAddr(t)
 	cmd := c.command("serve", "--addr", addr, "--queues-ui")
@@ -130,9 +131,11 @@ func TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool(t *testing.T
     loop: {kind: agent, provider: local}
     done_check: {commands: ["true"]}
 `)
-	cfg, repo := sample(t, tmpl)
+	cfg, repo := setup(t, tmpl)
 	// The agent loop needs a provider; the done check must pass: fix the repo first.
-	_ = os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package calc\n\n// Add returns a+b.\nfunc Add(a, b int) int { return a + b }\n"), 0o644)
+	if err := sample.Fix(repo); err != nil {
+		t.Fatal(err)
+	}
 	b, _ := os.ReadFile(cfg)
 	withProvider := strings.Replace(string(b), "templates:", fmt.Sprintf("providers:\n  local: {kind: openai-responses, base_url: %s, api_key_env: %s, model: %s}\ntemplates:",
 		srv.URL, modeltest.KeyEnv, modeltest.Model), 1)

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
+	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
@@ -41,7 +40,7 @@ func TestAgentTemplateRunsThroughTheWorkerAndNoSecretLeaks(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
 	// The repo's code is already right: the model only has to look and say so.
-	if err := os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n"), 0o644); err != nil {
+	if err := sample.Fix(repo); err != nil {
 		t.Fatal(err)
 	}
 	srv := modeltest.NewResponsesServer(t)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
+	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -23,22 +23,15 @@ import (
 func sampleRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{
-		"go.mod":       "module sample\n\ngo 1.26\n",
-		"calc.go":      "package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
-		"calc_test.go": "package sample\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := sample.Write(dir); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
 
 // The fix reads the failure the verifier put in the condition's input: the first attempt has
 // none and makes no real change, the retry sees "TestAdd" and fixes the code.
-const fixScript = `if echo "$OUTERLOOP_INPUT" | grep -q TestAdd; then sed -i 's/a - b/a + b/' calc.go; echo fixed; else echo "no failure known yet"; fi`
+const fixScript = `if echo "$OUTERLOOP_INPUT" | grep -q TestAdd; then ` + sample.FixCommand + `; echo fixed; else echo "no failure known yet"; fi`
 
 func config(t *testing.T, repo string, extra string) *workitems.Config {
 	t.Helper()
@@ -182,7 +175,7 @@ func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
 	}
 	spentBefore := it.Spend
 	// The person fixes the code in the repo the template copies and retries with a note.
-	if err := os.WriteFile(filepath.Join(repo, "calc.go"), []byte("package sample\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n"), 0o644); err != nil {
+	if err := sample.Fix(repo); err != nil {
 		t.Fatal(err)
 	}
 	it, err = s.Queue.Resolve(ctx, it.ID, workitems.Resolution{Action: "retry", Actor: "alice", Input: "fixed the sign by hand"})

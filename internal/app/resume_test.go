@@ -11,6 +11,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
+	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -29,9 +30,9 @@ func resumableScript(logDir string) string {
       commands:
         - "echo c1 >> %[1]s"
         - "if [ -f %[2]s/MARK ]; then echo c2-again >> %[1]s; else touch %[2]s/MARK; echo c2-start >> %[1]s; touch %[2]s/READY; sleep 60; fi"
-        - "sed -i 's/a - b/a + b/' calc.go; echo c3 >> %[1]s"
+        - "%[3]s; echo c3 >> %[1]s"
     done_check: {commands: ["go test -json ./..."]}
-`, log, logDir)
+`, log, logDir, sample.FixCommand)
 }
 
 func waitFile(t *testing.T, path string) {
