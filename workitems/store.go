@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -463,14 +464,27 @@ func (s *Store) OpenCount(ctx context.Context, template string) (int64, error) {
 	return s.rdb.SCard(ctx, s.k.open(template)).Result()
 }
 
-// Stats aggregates counts for metrics and the console.
+// Stats aggregates counts for metrics and the console, in two round trips (it runs on every
+// scrape): one pipeline for the counters, escalations and last closes, one MGET for today's cost
+// of every template seen.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Items: map[string]map[State]int{}, DailyCostUSD: map[string]float64{}, LastClosedAt: map[string]time.Time{}}
-	counts, err := s.rdb.HGetAll(ctx, s.k.counts()).Result()
+	var (
+		counts, closed *redis.MapStringStringCmd
+		oldest         *redis.ZSliceCmd
+		open           *redis.IntCmd
+	)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		counts = p.HGetAll(ctx, s.k.counts())
+		oldest = p.ZRangeWithScores(ctx, s.k.escalated(), 0, 0)
+		open = p.ZCard(ctx, s.k.escalated())
+		closed = p.HGetAll(ctx, s.k.lastClosed())
+		return nil
+	})
 	if err != nil {
 		return st, fmt.Errorf("workitems: stats: %w", err)
 	}
-	for k, v := range counts {
+	for k, v := range counts.Val() {
 		tmpl, state, ok := strings.Cut(k, "|")
 		n, _ := strconv.Atoi(v)
 		if !ok {
@@ -481,28 +495,33 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		}
 		st.Items[tmpl][State(state)] = n
 	}
-	esc, err := s.rdb.ZRangeWithScores(ctx, s.k.escalated(), 0, 0).Result()
-	if err != nil {
-		return st, fmt.Errorf("workitems: stats: %w", err)
-	}
-	st.OpenEscalations = int(s.rdb.ZCard(ctx, s.k.escalated()).Val())
-	if len(esc) > 0 {
+	st.OpenEscalations = int(open.Val())
+	if esc := oldest.Val(); len(esc) > 0 {
 		st.OldestEscalationAt = time.UnixMilli(int64(esc[0].Score)).UTC()
 	}
-	day := s.now().UTC().Format("2006-01-02")
-	for tmpl := range st.Items {
-		v, err := s.rdb.Get(ctx, s.k.dailyCost(tmpl, day)).Float64()
-		if err == nil {
-			st.DailyCostUSD[tmpl] = v
+	for tmpl, v := range closed.Val() {
+		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+			st.LastClosedAt[tmpl] = time.Unix(sec, 0).UTC()
 		}
 	}
-	lc, err := s.rdb.HGetAll(ctx, s.k.lastClosed()).Result()
+	templates := slices.Sorted(maps.Keys(st.Items))
+	if len(templates) == 0 {
+		return st, nil
+	}
+	day := s.now().UTC().Format("2006-01-02")
+	costKeys := make([]string, len(templates))
+	for i, t := range templates {
+		costKeys[i] = s.k.dailyCost(t, day)
+	}
+	costs, err := s.rdb.MGet(ctx, costKeys...).Result()
 	if err != nil {
 		return st, fmt.Errorf("workitems: stats: %w", err)
 	}
-	for tmpl, v := range lc {
-		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
-			st.LastClosedAt[tmpl] = time.Unix(sec, 0).UTC()
+	for i, v := range costs {
+		if str, ok := v.(string); ok {
+			if f, err := strconv.ParseFloat(str, 64); err == nil {
+				st.DailyCostUSD[templates[i]] = f
+			}
 		}
 	}
 	return st, nil

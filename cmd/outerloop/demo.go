@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -200,7 +199,6 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 func followUntilSettled(ctx context.Context, a *app.App, ids []string, out io.Writer, ef io.Writer, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	var mu sync.Mutex
 	after := "0"
 	for {
 		evs, err := a.Store.AllEvents(ctx, after, 200, 500*time.Millisecond)
@@ -210,14 +208,12 @@ func followUntilSettled(ctx context.Context, a *app.App, ids []string, out io.Wr
 		if err != nil {
 			return err
 		}
-		mu.Lock()
 		for _, e := range evs {
 			after = e.ID
 			b, _ := json.Marshal(e)
 			fmt.Fprintf(ef, "%s\n", b)
 			fmt.Fprintln(out, formatEvent(e))
 		}
-		mu.Unlock()
 		settled := 0
 		for _, id := range ids {
 			it, err := a.Store.Get(ctx, id)

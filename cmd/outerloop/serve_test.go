@@ -125,12 +125,12 @@ func TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool(t *testing.T
 			Arguments: fmt.Sprintf(`{"command":"echo run >> %s; echo $$ > %s/pid; touch %s/READY; sleep 120"}`, runs, marks, marks)}),
 		modeltest.Text("The long command was interrupted; the code is fine as it is."),
 	)
-	tmpl := fmt.Sprintf(`  - name: agent
+	tmpl := `  - name: agent
     repo: REPO
     goal: look around
     loop: {kind: agent, provider: local}
     done_check: {commands: ["true"]}
-`)
+`
 	cfg, repo := setup(t, tmpl)
 	// The agent loop needs a provider; the done check must pass: fix the repo first.
 	if err := sample.Fix(repo); err != nil {

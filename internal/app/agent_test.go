@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -140,6 +139,5 @@ func dumpPrefix(t *testing.T, c *redis.Client, prefix string) string {
 		}
 		out.WriteString("\n")
 	}
-	_, _ = io.WriteString(&out, "")
 	return out.String()
 }
