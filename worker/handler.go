@@ -45,7 +45,7 @@ type Observer interface {
 	AttemptStarted(template, loop string)
 	AttemptFinished(template, loop string, reason workitems.ExitReason, d time.Duration, steps int64, itemID string)
 	AddSpend(template, loop string, delta workitems.Spend, itemID string)
-	Decision(template string, outcome workitems.Outcome, rule string, itemID string)
+	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
 	CheckpointWrite(d time.Duration)
 }
 
@@ -323,7 +323,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 		return err
 	}
 	last := it.Decisions[len(it.Decisions)-1]
-	h.o.Observer.Decision(it.Template, last.Outcome, last.Rule, it.ID)
+	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
 	log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State)
 	if it.State == workitems.StateRetryWait && h.o.Enqueuer != nil {
 		if err := h.o.Enqueuer.EnqueueAttempt(ctx, it); err != nil {
@@ -389,6 +389,6 @@ type nopObserver struct{}
 func (nopObserver) AttemptStarted(string, string) {}
 func (nopObserver) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
 }
-func (nopObserver) AddSpend(string, string, workitems.Spend, string)   {}
-func (nopObserver) Decision(string, workitems.Outcome, string, string) {}
-func (nopObserver) CheckpointWrite(time.Duration)                      {}
+func (nopObserver) AddSpend(string, string, workitems.Spend, string)                        {}
+func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
+func (nopObserver) CheckpointWrite(time.Duration)                                           {}

@@ -38,6 +38,8 @@ type Options struct {
 	Clock    workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
 	Loops map[string]worker.InnerLoop
+	// Metrics adds options to the metrics (tests: stats timeouts).
+	Metrics []metrics.Option
 }
 
 // App is the wired system.
@@ -106,11 +108,13 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
-	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
-		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger})
-	a.Metrics = metrics.New()
-	a.Metrics.SetTemplates(o.Config.Templates)
+	// Metrics log through the app's logger (--log-format) and read the app's clock.
+	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock.Now)}, o.Metrics...)...)
+	a.Metrics.SetConfig(o.Config)
 	a.Metrics.SetStatsSource(a.Store.Stats)
+	// People's decisions are counted where every resolution goes through: Queue.Resolve.
+	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
+		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics})
 	// CI evidence: GitHub checks and statuses (token from GITHUB_TOKEN), and results posted to
 	// POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
 	gh, err := verify.NewGitHubSource(verify.GitHubConfig{}, verify.GitHubLogger(o.Logger))

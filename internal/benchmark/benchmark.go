@@ -168,7 +168,7 @@ func (countClose) AttemptStarted(string, string) {}
 func (countClose) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
 }
 func (countClose) AddSpend(string, string, workitems.Spend, string) {}
-func (c countClose) Decision(string, workitems.Outcome, string, string) {
+func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {
 	if c.n.Add(1) == c.target {
 		c.ch <- struct{}{}
 	}
