@@ -48,12 +48,15 @@ const defaultModel = "default"
 //   - decisions by each outcome an actor can decide (verifier: close, retry, escalate; person:
 //     close, retry, cancel);
 //   - for a scheduled template, ticks, misfires and skips by reason (max_open, daily_cap);
-//   - model errors by error class for every configured provider;
+//   - the attempt duration and steps histograms under the template's loop, and the model
+//     request latency histogram and model errors by error class for every configured provider
+//     (an empty histogram's quantile is NaN: the dashboards draw quantiles only where the count
+//     grew);
 //   - the running-attempt cost gauges, and the store's item counts by state.
 //
 // Not created ahead: decisions by policy rule (there are dozens of rules; the rule breakdown
 // is a detail view, the counts come from decisions_total), series of a loop a retry's strategy
-// switches to, and the histograms (an empty histogram would only draw NaN quantiles).
+// switches to.
 // Series of templates a reload removed stay (their counts are still true).
 func (m *Metrics) SetConfig(cfg *workitems.Config) {
 	if m == nil || cfg == nil {
@@ -95,6 +98,7 @@ func (m *Metrics) SetConfig(cfg *workitems.Config) {
 		m.createTemplateSeries(t, view)
 	}
 	for name := range view.providers {
+		m.modelRequest.WithLabelValues(name)
 		for _, c := range workitems.AllErrorClasses() {
 			m.modelErrors.WithLabelValues(name, string(c))
 		}
@@ -112,6 +116,8 @@ func (m *Metrics) SetTemplates(ts []workitems.Template) {
 func (m *Metrics) createTemplateSeries(t *workitems.Template, view *configView) {
 	name, loop := t.Name, t.Loop.Kind
 	m.attemptsStarted.WithLabelValues(name, loop)
+	m.attemptDuration.WithLabelValues(name, loop)
+	m.attemptSteps.WithLabelValues(name, loop)
 	for _, r := range workitems.AllExitReasons() {
 		m.attempts.WithLabelValues(name, loop, string(r))
 	}
