@@ -12,12 +12,31 @@ import (
 
 // fencedCheckpointer writes a loop's checkpoints under the attempt's fence. The stored state is
 // an envelope holding the meter's spend beside the loop's own state, so that a resumed attempt
-// does not get its budget back.
+// does not get its budget back. With a charge, every checkpoint also charges the spend made
+// since the last one (daily cost and counters; see workitems.SaveChargedCheckpoint).
 type fencedCheckpointer struct {
-	store *workitems.Store
-	fence *workitems.Fence
-	meter *Meter
-	obs   Observer
+	store  *workitems.Store
+	fence  *workitems.Fence
+	meter  *Meter
+	obs    Observer
+	charge *charge // nil: checkpoints charge nothing (NewFencedCheckpointer)
+}
+
+// charge is where an attempt's spend is charged, and what has been so far.
+type charge struct {
+	template, loop  string
+	provider, model string // the config's provider key ("" for none) and the model asked for ("": its configured one)
+	item            string
+	charged         workitems.Spend // what the attempt's checkpoints charged, this execution's and earlier ones'
+}
+
+// count reports a charge to the observer: the spend counters and the running attempt's cost.
+func (c *charge) count(obs Observer, delta workitems.Spend) {
+	obs.AddSpend(c.template, c.loop, delta, c.item)
+	if c.provider != "" {
+		obs.AddModelSpend(c.template, c.provider, c.model, delta, c.item)
+	}
+	obs.SetRunningCost(c.template, c.loop, c.item, c.charged.CostUSD)
 }
 
 type envelope struct {
@@ -66,8 +85,17 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 	}
 	raw, _ := json.Marshal(e)
 	start := time.Now()
-	err := c.store.SaveCheckpoint(ctx, c.fence, raw, history...)
+	if c.charge == nil {
+		err := c.store.SaveCheckpoint(ctx, c.fence, raw, history...)
+		c.obs.CheckpointWrite(time.Since(start))
+		return err
+	}
+	charged, delta, err := c.store.SaveChargedCheckpoint(ctx, c.fence, c.charge.template, e.Spend, raw, history...)
 	c.obs.CheckpointWrite(time.Since(start))
+	if err == nil {
+		c.charge.charged = charged
+		c.charge.count(c.obs, delta)
+	}
 	return err
 }
 

@@ -44,7 +44,15 @@ type Enqueuer interface {
 type Observer interface {
 	AttemptStarted(template, loop string)
 	AttemptFinished(template, loop string, reason workitems.ExitReason, d time.Duration, steps int64, itemID string)
+	// AddSpend and AddModelSpend count spend as it is charged: at every checkpoint, and at the
+	// exit what no checkpoint charged. provider is the config's key, model the one asked for
+	// ("" for the provider's configured model).
 	AddSpend(template, loop string, delta workitems.Spend, itemID string)
+	AddModelSpend(template, provider, model string, delta workitems.Spend, itemID string)
+	// SetRunningCost reports the cost an attempt running here has been charged so far;
+	// ClearRunningCost that it stopped running here.
+	SetRunningCost(template, loop, itemID string, usd float64)
+	ClearRunningCost(itemID string)
 	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
 	CheckpointWrite(d time.Duration)
 }
@@ -185,6 +193,8 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	a := it.Current()
 	ws, base := a.Workspace, ""
 	if it.State == workitems.StateRunning {
+		// However the attempt ends here (exit, yield, lost lease, cancel), it no longer runs here.
+		defer h.o.Observer.ClearRunningCost(it.ID)
 		r := h.runLoop(runCtx, it, tmpl, fence, resumed, log)
 		exit, spend := r.exit, r.spend
 		ws, base = r.workspace, r.base
@@ -212,7 +222,11 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			return err
 		}
 		h.o.Observer.AttemptFinished(it.Template, loopKind(tmpl, a.Condition), exit.Reason, spend.WallTime.D(), spend.Steps, it.ID)
-		h.o.Observer.AddSpend(it.Template, loopKind(tmpl, a.Condition), spend, it.ID)
+		if r.charge != nil { // RecordExit charged what the checkpoints had not
+			delta := workitems.Uncharged(spend, r.charge.charged)
+			r.charge.charged = r.charge.charged.Add(delta)
+			r.charge.count(h.o.Observer, delta)
+		}
 		log.Info("attempt exited", "reason", exit.Reason, "budget", exit.Budget, "message", exit.Message)
 	} else if ws != "" {
 		// Resumed at verifying: the loop finished earlier; verify its workspace.
@@ -226,7 +240,8 @@ type loopResult struct {
 	exit            workitems.Exit
 	spend           workitems.Spend
 	workspace, base string
-	restarted       bool // the loop could not resume an external session
+	restarted       bool    // the loop could not resume an external session
+	charge          *charge // what the checkpoints charged (nil: the loop never ran)
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
@@ -234,8 +249,15 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	resumed bool, log *slog.Logger) loopResult {
 	a := it.Current()
 	kind := loopKind(tmpl, a.Condition)
-	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer}
+	ch := &charge{template: it.Template, loop: kind, item: it.ID, model: a.Condition.Strategy.Model}
+	if kind != "script" {
+		ch.provider = tmpl.Loop.Provider
+	}
+	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer, charge: ch}
 	prior, err := cp.priorSpend(ctx)
+	if err == nil {
+		ch.charged, err = h.o.Store.ChargedSpend(ctx, it.ID, a.N)
+	}
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}, spend: prior}
 	}
@@ -246,7 +268,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	meter := NewMeter(loopBudget, prior, h.o.Clock.Now)
 	cp.meter = meter
 	fail := func(class workitems.ErrorClass, msg string) loopResult {
-		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent()}
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent(), charge: ch}
 	}
 	loop, err := h.o.Loops.Lookup(kind)
 	if err != nil {
@@ -275,7 +297,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		}
 	}
 	return loopResult{exit: exit, spend: meter.Spent(), workspace: ws, base: base,
-		restarted: att.Condition.Restarted && !a.Condition.Restarted}
+		restarted: att.Condition.Restarted && !a.Condition.Restarted, charge: ch}
 }
 
 // safeRun turns a panicking loop into an explicit failed exit.
@@ -390,5 +412,8 @@ func (nopObserver) AttemptStarted(string, string) {}
 func (nopObserver) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
 }
 func (nopObserver) AddSpend(string, string, workitems.Spend, string)                        {}
+func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string)           {}
+func (nopObserver) SetRunningCost(string, string, string, float64)                          {}
+func (nopObserver) ClearRunningCost(string)                                                 {}
 func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
 func (nopObserver) CheckpointWrite(time.Duration)                                           {}

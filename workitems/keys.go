@@ -25,3 +25,6 @@ func (k keys) epoch(id string, n int) string { return fmt.Sprintf("%sepoch:%s:%d
 func (k keys) lease(id string, n int) string { return fmt.Sprintf("%slease:%s:%d", k.p, id, n) }
 func (k keys) ckpt(id string, n int) string  { return fmt.Sprintf("%sckpt:%s:%d", k.p, id, n) }
 func (k keys) hist(id string, n int) string  { return fmt.Sprintf("%shist:%s:%d", k.p, id, n) }
+
+// charged is a hash of what an attempt's checkpoints charged (charge.go's spendFields).
+func (k keys) charged(id string, n int) string { return fmt.Sprintf("%scharged:%s:%d", k.p, id, n) }

@@ -168,14 +168,27 @@ type pipeliner = redis.Pipeliner
 
 // updateTx is Update with extra writes queued in the same MULTI.
 func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
+	return s.updateTxRead(ctx, id, fence, nil, nil, m, extra)
+}
+
+// updateTxRead is updateTx that also watches the keys `more` and reads them with read (under
+// WATCH, before the mutation), for extra writes that depend on them.
+func (s *Store) updateTxRead(ctx context.Context, id string, fence *Fence, more []string, read func(*redis.Tx) error,
+	m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
 	watch := []string{s.k.item(id)}
 	if fence != nil {
 		watch = append(watch, s.k.epoch(fence.Item, fence.Attempt))
 	}
+	watch = append(watch, more...)
 	var out *Item
 	err := s.retryWatch(ctx, func(tx *redis.Tx) error {
 		if fence != nil {
 			if err := s.checkFence(ctx, tx, fence); err != nil {
+				return err
+			}
+		}
+		if read != nil {
+			if err := read(tx); err != nil {
 				return err
 			}
 		}

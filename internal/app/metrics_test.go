@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"outerloop/internal/redistest"
 	"outerloop/metrics"
 	"outerloop/scheduler"
+	"outerloop/worker"
 	"outerloop/workitems"
 )
 
@@ -159,3 +161,99 @@ templates:
 		t.Errorf("no JSON log line for the stats error:\n%s", logs.String())
 	}
 }
+
+// Spend is charged at every checkpoint: the daily cost the scheduler's cap reads, the spend
+// counters and the running attempt's cost advance while the attempt runs, and its exit charges
+// only what no checkpoint did.
+func TestSpendAdvancesWithEveryCheckpoint(t *testing.T) {
+	t.Parallel()
+	cfg, err := workitems.ParseConfig([]byte(`
+defaults:
+  budget: {wall_time: 10m, verify_reserve: 1m}
+templates:
+  - {name: spender, daily_cost_cap_usd: 0.6, goal: g, loop: {kind: script, commands: ["true"]}, done_check: {commands: ["true"]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	type seen struct{ daily, counter, running float64 }
+	var (
+		a        *app.App
+		mu       sync.Mutex
+		observed []seen
+		capErr   error
+	)
+	const counter = `outerloop_spend_cost_usd_total{loop="script",template="spender"}`
+	const running = `outerloop_running_attempts_cost_usd{loop="script",template="spender"}`
+	var hs *httptest.Server
+	loop := worker.InnerLoopFunc(func(ctx context.Context, at *worker.Attempt) workitems.Exit {
+		for range 3 {
+			_ = at.Meter.Add(workitems.Spend{CostUSD: 0.25, ModelCalls: 1})
+			if err := at.Checkpoints.Save(ctx, []byte(`{}`)); err != nil {
+				return workitems.Exit{Reason: workitems.ExitFailed, Message: err.Error()}
+			}
+			daily, _ := a.Store.DailyCost(ctx, "spender", time.Now())
+			s := scrapeValues(t, hs.URL)
+			mu.Lock()
+			observed = append(observed, seen{daily, s[counter], s[running]})
+			mu.Unlock()
+		}
+		// Past the cap while still running: the cap refuses the template's next tick now.
+		_, err := a.Queue.Submit(ctx, scheduler.Request{Template: "spender", ID: "spender@tick",
+			Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler"}})
+		mu.Lock()
+		capErr = err
+		mu.Unlock()
+		return workitems.Exit{Reason: workitems.ExitCompleted}
+	})
+	a, err = app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
+		Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Loops: map[string]worker.InnerLoop{"script": loop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	hs = httptest.NewServer(a.Metrics.Handler())
+	t.Cleanup(hs.Close)
+	w := a.Worker(1, "spend")
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Shutdown(context.Background()) })
+	ctx := context.Background()
+	it, err := a.Queue.Submit(ctx, scheduler.Request{Template: "spender"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	it, err = a.Store.WaitFor(wctx, it.ID, workitems.InState(workitems.StateClosed, workitems.StateEscalated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, o := range observed {
+		want := 0.25 * float64(i+1)
+		if !nearly(o.daily, want) || !nearly(o.counter, want) || !nearly(o.running, want) {
+			t.Errorf("after checkpoint %d: daily cost %v, counter %v, running %v; want %v each", i+1, o.daily, o.counter, o.running, want)
+		}
+	}
+	if len(observed) != 3 {
+		t.Fatalf("%d checkpoints observed", len(observed))
+	}
+	if !errors.Is(capErr, workitems.ErrDailyCap) {
+		t.Errorf("a tick while the attempt ran past the cap: %v, want ErrDailyCap", capErr)
+	}
+	daily, _ := a.Store.DailyCost(ctx, "spender", time.Now())
+	s := scrapeValues(t, hs.URL)
+	if !nearly(it.Spend.CostUSD, 0.75) || !nearly(daily, 0.75) || !nearly(s[counter], 0.75) || s[running] != 0 {
+		t.Errorf("after the exit: item %v, daily %v, counter %v, running %v; want 0.75 charged once and nothing running",
+			it.Spend.CostUSD, daily, s[counter], s[running])
+	}
+	if s[`outerloop_spend_model_calls_total{loop="script",template="spender"}`] != 3 {
+		t.Errorf("model calls counted %v, want 3", s[`outerloop_spend_model_calls_total{loop="script",template="spender"}`])
+	}
+}
+
+func nearly(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
