@@ -107,6 +107,7 @@ type Metrics struct {
 
 	decisions     *prometheus.CounterVec
 	decisionRules *prometheus.CounterVec
+	deliveries    *prometheus.CounterVec
 
 	checkpointWrite prometheus.Histogram
 
@@ -159,6 +160,7 @@ func New(opts ...Option) *Metrics {
 	m.modelTokens = counterVec("model_tokens_total", "Model tokens spent by template, model provider, model and direction.", "template", "provider", "model", "direction")
 	m.decisions = counterVec("decisions_total", "Decisions on items by outcome and who decided (actor_kind: verifier, person).", "template", "outcome", "actor_kind")
 	m.decisionRules = counterVec("decision_rules_total", "Decisions on items by outcome and the policy rule that fired (person for a person's).", "template", "outcome", "rule")
+	m.deliveries = counterVec("deliveries_total", "What became of closed items' changes, by outcome (pr_opened, pr_updated, merged, declined, unchanged, patch, pushed, failed).", "template", "outcome")
 	m.checkpointWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "checkpoint_write_duration_seconds",
 		Help:    "Latency of checkpoint writes to the store.",
@@ -194,7 +196,7 @@ func New(opts ...Option) *Metrics {
 		m.attemptsStarted, m.attempts, m.attemptDuration, m.attemptSteps,
 		m.spendTokens, m.spendModelCalls, m.spendToolCalls, m.spendCost, m.spendWall,
 		m.modelCost, m.modelTokens,
-		m.decisions, m.decisionRules, m.checkpointWrite,
+		m.decisions, m.decisionRules, m.deliveries, m.checkpointWrite,
 		m.schedulerTicks, m.schedulerSkips, m.schedulerMisfires,
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
@@ -314,6 +316,25 @@ func (m *Metrics) Decision(template string, actor workitems.ActorKind, outcome w
 	ex := exemplar(itemID)
 	addCounter(m.decisions.WithLabelValues(template, o, string(actor)), 1, ex)
 	addCounter(m.decisionRules.WithLabelValues(template, o, ruleLabel(rule)), 1, ex)
+}
+
+// DeliveryOutcomes lists the outcome label values of Delivery: the delivery vocabulary
+// (workitems.DeliveryOutcome on the delivery branch; use its All list once it is on main).
+func DeliveryOutcomes() []string {
+	return []string{"unchanged", "patch", "pushed", "pr_opened", "pr_updated", "merged", "declined", "failed"}
+}
+
+// Delivery counts what became of a closed item's change: a pull request opened or updated, merged,
+// declined, nothing to deliver (unchanged), a patch kept, a branch pushed, or a failed delivery.
+// An outcome outside DeliveryOutcomes is counted as "other".
+func (m *Metrics) Delivery(template, outcome, itemID string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(DeliveryOutcomes(), outcome) {
+		outcome = other
+	}
+	addCounter(m.deliveries.WithLabelValues(template, outcome), 1, exemplar(itemID))
 }
 
 var ruleRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}`)

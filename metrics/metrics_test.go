@@ -38,6 +38,7 @@ func workload(m *metrics.Metrics) {
 	m.AddModelSpend("nightly", "openai", "", spend, "nightly@20260101T030000Z")
 	m.SetRunningCost("nightly", "agent", "nightly@20260103T030000Z", 0.5)
 	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeClose, "all_green", "nightly@20260101T030000Z")
+	m.Delivery("nightly", "pr_opened", "nightly@20260101T030000Z")
 	m.CheckpointWrite(3 * time.Millisecond)
 	m.SchedulerTick("nightly")
 	m.SchedulerSkip("nightly", metrics.SkipMaxOpen)
@@ -84,6 +85,7 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	m.AddModelSpend("nightly", "openai", "gpt-from-a-response", workitems.Spend{CostUSD: 0.125}, "")
 	m.AddModelSpend("nightly", "somebody-else", "x", workitems.Spend{CostUSD: 1}, "")
 	m.ModelRequest("unconfigured", time.Second, "")
+	m.Delivery("nightly", "the forge said 502", "")
 
 	tests := []struct {
 		name   string
@@ -114,6 +116,8 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 		{"a model the config does not name is folded into other", "outerloop_model_cost_usd_total", `template="nightly",provider="openai",model="other"`, 0.125},
 		{"a provider the config does not name is folded into other", "outerloop_model_cost_usd_total", `template="nightly",provider="other",model="other"`, 1},
 		{"an unconfigured provider's requests are observed as other", "outerloop_model_request_duration_seconds_count", `provider="other"`, 1},
+		{"a delivery is counted by outcome", "outerloop_deliveries_total", `template="nightly",outcome="pr_opened"`, 1},
+		{"a delivery outcome outside the vocabulary is folded into other", "outerloop_deliveries_total", `template="nightly",outcome="other"`, 1},
 		{"the running attempt's cost is exported", "outerloop_running_attempts_cost_usd", `template="nightly",loop="agent"`, 0.5},
 		{"and the attempt is counted as running", "outerloop_running_attempts", `template="nightly",loop="agent"`, 1},
 		{"a tick is counted", "outerloop_scheduler_ticks_total", `template="nightly"`, 1},
