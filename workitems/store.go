@@ -164,10 +164,21 @@ type pipeliner = redis.Pipeliner
 
 // updateTx is Update with extra writes queued in the same MULTI.
 func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
+	return s.updateWatched(ctx, id, fence, nil, func(_ *redis.Tx, it *Item) ([]Event, error) { return m(it) }, extra)
+}
+
+// txMutation is a Mutation that may also read keys watched by the transaction.
+type txMutation func(tx *redis.Tx, it *Item) ([]Event, error)
+
+// updateWatched is updateTx that also WATCHes watchMore, which m may read through tx: a change
+// to any of them before EXEC retries the whole update.
+func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watchMore []string, m txMutation,
+	extra func(*Item, pipeliner)) (*Item, error) {
 	watch := []string{s.k.item(id)}
 	if fence != nil {
 		watch = append(watch, s.k.epoch(fence.Item, fence.Attempt))
 	}
+	watch = append(watch, watchMore...)
 	var out *Item
 	err := s.retryWatch(ctx, func(tx *redis.Tx) error {
 		if fence != nil {
@@ -187,7 +198,7 @@ func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutatio
 			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 		}
 		from := it.State
-		events, err := m(&it)
+		events, err := m(tx, &it)
 		if err != nil {
 			return err
 		}
