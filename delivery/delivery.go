@@ -185,7 +185,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 		d.emit(ctx, r, workitems.StepUnchanged, "nothing but the done check's reports changed: nothing committed", nil)
 		return res, nil
 	}
-	del.Commit, del.Tree = c.commit, c.tree
+	del.Commit, del.Tree, del.BaseTree = c.commit, c.tree, c.baseTree
 	if c.reused {
 		d.emit(ctx, r, workitems.StepReused, "the attempt's commit exists already (resumed): "+short(c.commit), map[string]string{"commit": c.commit})
 	} else {

@@ -131,7 +131,7 @@ func TestAChangeBecomesOneCommitOnTheBaseWithTrailersAndItsPatchIsKept(t *testin
 	if r.commitsOnBase() != 1 || r.git("rev-parse", "HEAD") != d.Commit || r.git("rev-parse", "HEAD^") != r.base || d.Base != r.base {
 		t.Fatalf("want one commit on the base at HEAD: %+v", d)
 	}
-	if d.Tree != r.git("rev-parse", "HEAD^{tree}") || r.git("status", "--porcelain") != "" {
+	if d.Tree != r.git("rev-parse", "HEAD^{tree}") || d.BaseTree != r.git("rev-parse", r.base+"^{tree}") || r.git("status", "--porcelain") != "" {
 		t.Fatal("the commit must hold the whole working tree")
 	}
 	msg := r.git("log", "-1", "--format=%B")

@@ -17,8 +17,9 @@
 //   - mode patch: the patch (`git diff --binary <base> <commit>`) is kept with the item, bounded
 //     by Options.MaxPatchBytes (default DefaultMaxPatchBytes, 1 MiB): past it the stored patch is
 //     cut at a line end and ends with a marker line `# outerloop: patch truncated …`, and the
-//     record says PatchTruncated. The store closes a second item of the template whose base and
-//     tree equal the last delivered patch as unchanged (rule already_delivered), linking it;
+//     record says PatchTruncated. The store closes a second item of the template whose base tree
+//     and tree equal the last delivered patch's as unchanged (rule already_delivered), linking
+//     it;
 //   - mode branch or pull_request: the commit goes to the Publisher, the seam where a forge
 //     plugs in. Without one, NotConfigured refuses with ErrForgeNotConfigured (class
 //     invalid_input) and the item is escalated at once with that cause.

@@ -65,8 +65,8 @@ const (
 
 // commitResult is the attempt's change as one commit.
 type commitResult struct {
-	commit, tree string
-	reused       bool // HEAD already was this commit (a resumed attempt)
+	commit, tree, baseTree string
+	reused                 bool // HEAD already was this commit (a resumed attempt)
 }
 
 // commitChange makes the workspace's change one commit on base and points HEAD at it. With
@@ -93,14 +93,14 @@ func commitChange(ctx context.Context, g git, base, message string, item string,
 		return commitResult{}, err
 	}
 	if tree == baseTree {
-		return commitResult{tree: tree}, nil
+		return commitResult{tree: tree, baseTree: baseTree}, nil
 	}
 	head, err := g.run(ctx, nil, "rev-parse", "--verify", "HEAD")
 	if err != nil {
 		return commitResult{}, err
 	}
 	if head != base && isOurs(ctx, g, head, base, tree, item, attempt) {
-		return commitResult{commit: head, tree: tree, reused: true}, nil
+		return commitResult{commit: head, tree: tree, baseTree: baseTree, reused: true}, nil
 	}
 	// commit-tree, not commit: whatever the loop committed itself is folded into one commit on
 	// base, and no hook or template of the repository runs.
@@ -111,7 +111,7 @@ func commitChange(ctx context.Context, g git, base, message string, item string,
 	if _, err := g.run(ctx, nil, "update-ref", "-m", "outerloop: deliver "+item, "HEAD", commit); err != nil {
 		return commitResult{}, err
 	}
-	return commitResult{commit: commit, tree: tree}, nil
+	return commitResult{commit: commit, tree: tree, baseTree: baseTree}, nil
 }
 
 // isOurs reports whether head is this attempt's delivery commit: its only parent is base, its

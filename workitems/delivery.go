@@ -114,7 +114,10 @@ type Delivery struct {
 	Base    string          `json:"base,omitempty"`   // the commit the attempt started from
 	Commit  string          `json:"commit,omitempty"` // the local commit on Base holding the change
 	Tree    string          `json:"tree,omitempty"`   // Commit's tree id (equal trees are the same result)
-	Files   []ChangedFile   `json:"files,omitempty"`  // at most MaxDeliveryFiles; FileCount has them all
+	// BaseTree is Base's tree id: the same base tree and tree make the same patch, whatever
+	// the commits' dates.
+	BaseTree string        `json:"base_tree,omitempty"`
+	Files    []ChangedFile `json:"files,omitempty"` // at most MaxDeliveryFiles; FileCount has them all
 	// FileCount, Added and Deleted sum the whole change.
 	FileCount int `json:"file_count,omitempty"`
 	Added     int `json:"added,omitempty"`

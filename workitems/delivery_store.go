@@ -15,11 +15,11 @@ var ErrNoPatch = errors.New("no patch stored")
 
 // lastDelivered is a template's last delivered patch-mode result.
 type lastDelivered struct {
-	Base    string `json:"base"`
-	Tree    string `json:"tree"`
-	Item    string `json:"item"`
-	Attempt int    `json:"attempt"`
-	Commit  string `json:"commit"`
+	BaseTree string `json:"base_tree"`
+	Tree     string `json:"tree"`
+	Item     string `json:"item"`
+	Attempt  int    `json:"attempt"`
+	Commit   string `json:"commit"`
 }
 
 // RecordDelivery is RecordDecision with the attempt's delivery: the record goes on the attempt
@@ -27,7 +27,7 @@ type lastDelivered struct {
 // transaction as the decision, so a reader sees all of it or none. del may be nil (nothing was
 // delivered: a retry or an escalation before any commit) and patch empty.
 //
-// No duplicate work across ticks, in patch mode: a close whose base and tree equal the
+// No duplicate work across ticks, in patch mode: a close whose base tree and tree equal the
 // template's last delivered result — made by another item — is recorded as unchanged (rule
 // already_delivered) with SameAs linking that item; a delivered patch becomes the template's
 // last. The template's record is read under WATCH, so two items finishing at once cannot both
@@ -63,14 +63,14 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 				if err != nil {
 					return nil, err
 				}
-				if last != nil && last.Item != it.ID && last.Base == rec.Base && last.Tree == rec.Tree {
+				if last != nil && last.Item != it.ID && last.BaseTree == rec.BaseTree && last.Tree == rec.Tree {
 					rec.Outcome = DeliveryUnchanged
 					rec.SameAs = &DeliveryRef{Item: last.Item, Attempt: last.Attempt, Commit: last.Commit}
 					dec.Rule = RuleAlreadyDelivered
-					dec.Reasons = append([]string{fmt.Sprintf("the result equals the patch item %s delivered (attempt %d, tree %s on base %s): nothing new",
-						last.Item, last.Attempt, short(rec.Tree), short(rec.Base))}, dec.Reasons...)
+					dec.Reasons = append([]string{fmt.Sprintf("the result equals the patch item %s delivered (attempt %d, tree %s on base tree %s): nothing new",
+						last.Item, last.Attempt, short(rec.Tree), short(rec.BaseTree))}, dec.Reasons...)
 				} else {
-					becomesLast = &lastDelivered{Base: rec.Base, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
+					becomesLast = &lastDelivered{BaseTree: rec.BaseTree, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
 				}
 			}
 			a.Delivery, it.Delivery = &rec, &rec

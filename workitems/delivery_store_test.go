@@ -30,8 +30,9 @@ func verifying(t *testing.T, s *workitems.Store, id, tmpl string) *workitems.Fen
 	return f
 }
 
-func patchDelivery(base, tree string) *workitems.Delivery {
-	return &workitems.Delivery{Mode: workitems.DeliveryPatch, Outcome: workitems.DeliveryPatched, Base: base, Commit: "c-" + tree, Tree: tree,
+func patchDelivery(baseTree, tree string) *workitems.Delivery {
+	return &workitems.Delivery{Mode: workitems.DeliveryPatch, Outcome: workitems.DeliveryPatched, Base: "commit-of-" + baseTree, BaseTree: baseTree,
+		Commit: "c-" + tree, Tree: tree,
 		Files: []workitems.ChangedFile{{Path: "calc.go", Added: 1, Deleted: 1}}, FileCount: 1, Added: 1, Deleted: 1, PatchBytes: 12}
 }
 
