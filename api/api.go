@@ -39,7 +39,6 @@ type Options struct {
 type Server struct {
 	o     Options
 	store *workitems.Store
-	mux   *http.ServeMux
 }
 
 // New returns the API server; Register adds its routes to a mux shared with the console.
