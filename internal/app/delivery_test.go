@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/api"
 	"outerloop/delivery"
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
@@ -165,8 +169,17 @@ func TestAGreenChangeIsOneCommitOnTheBaseAndItsPatchIsServedAfterARestart(t *tes
 	if err != nil || later.Delivery == nil || later.Delivery.Commit != d.Commit {
 		t.Fatalf("the delivery record after a restart: %v %+v", err, later)
 	}
-	if p, err := again.Store.Patch(ctx, it.ID, 2); err != nil || string(p) != ws.diff {
-		t.Fatalf("the patch after a restart: %v", err)
+	// GET /api/items/{id}/diff serves exactly git diff base commit.
+	srvAPI := httptest.NewServer(api.New(api.Options{Queue: again.Queue, Logger: testLogger(t)}).Handler())
+	t.Cleanup(srvAPI.Close)
+	resp, err := http.Get(srvAPI.URL + "/api/items/" + it.ID + "/diff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != ws.diff || resp.Header.Get("Content-Type") != "text/x-diff; charset=utf-8" {
+		t.Fatalf("GET diff after a restart: %d %q\nwant\n%s", resp.StatusCode, body, ws.diff)
 	}
 }
 
