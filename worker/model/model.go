@@ -68,6 +68,8 @@ package model
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +137,18 @@ type Request struct {
 	Input           []Item `json:"input"`
 	Tools           []Tool `json:"tools,omitempty"`
 	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
+	// CacheKey groups requests that share a prompt prefix for the server's prompt cache
+	// (Responses prompt_cache_key); CacheKeyFor derives it from the attempt.
+	CacheKey string `json:"cache_key,omitempty"`
+}
+
+// CacheKeyFor returns the prompt-cache key of one attempt, named by attemptID (the item id
+// and the attempt number, "item/2"): stable across the attempt's requests, its retries and
+// resumes included, different per attempt, and a hash, so it says nothing about the item
+// (and is derived from no secret).
+func CacheKeyFor(attemptID string) string {
+	sum := sha256.Sum256([]byte(attemptID))
+	return "outerloop-" + hex.EncodeToString(sum[:16])
 }
 
 // Usage is the token count of one response.
