@@ -1,7 +1,8 @@
 // Package modeltest owns a local OpenAI Responses-API server for tests: it streams scripted
 // replies as real server-sent events (text, function calls, a stream cut before
-// response.completed, HTTP errors) and records every request, so a test can drive the real
-// model client end to end and assert what was sent.
+// response.completed, a response.incomplete, HTTP errors) and records every request, so a
+// test can drive the real model client end to end and assert what was sent (store, include
+// and prompt_cache_key included).
 //
 //	srv := modeltest.NewResponsesServer(t)
 //	srv.Enqueue(modeltest.ToolCalls(model.Call("c1", "read_file", `{"path":"a.go"}`)), modeltest.Text("done"))
