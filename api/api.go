@@ -1,6 +1,7 @@
 // Package api is outerloop's HTTP JSON API: health, metrics, items with their attempts,
-// decisions and events, escalations, templates, and the actions a person or a system takes
-// (enqueue, resolve, steer, CI evidence). Reads are open; actions need the API token (see Auth).
+// decisions, deliveries and events, an attempt's patch (text/x-diff), escalations, templates,
+// and the actions a person or a system takes (enqueue, resolve, steer, CI evidence). Reads are
+// open; actions need the API token (see Auth).
 // The CLI and the web console call the same operations (scheduler.Queue), so an action has one
 // code path whichever door it comes through.
 package api
@@ -38,7 +39,6 @@ type Options struct {
 type Server struct {
 	o     Options
 	store *workitems.Store
-	mux   *http.ServeMux
 }
 
 // New returns the API server; Register adds its routes to a mux shared with the console.
@@ -62,6 +62,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/items", s.mutating(s.createItem))
 	mux.HandleFunc("GET /api/items/{id}", s.getItem)
 	mux.HandleFunc("GET /api/items/{id}/events", s.events)
+	mux.HandleFunc("GET /api/items/{id}/diff", s.diff)
 	mux.HandleFunc("POST /api/items/{id}/resolve", s.mutating(s.resolve))
 	mux.HandleFunc("POST /api/items/{id}/steer", s.mutating(s.steer))
 	mux.HandleFunc("GET /api/escalations", s.escalations)
@@ -99,7 +100,7 @@ func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
 func statusOf(err error) int {
 	var ce *workitems.ConfigError
 	switch {
-	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate):
+	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate), errors.Is(err, workitems.ErrNoPatch):
 		return http.StatusNotFound
 	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists):
 		return http.StatusConflict
@@ -244,6 +245,66 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
 }
+
+// DiffAttempt says which attempt's patch GET /api/items/{id}/diff serves: ?attempt=N, else the
+// attempt of the item's latest delivery (0 and no error: the item has none).
+func DiffAttempt(it *workitems.Item, param string) (int, error) {
+	if param != "" {
+		n, err := strconv.Atoi(param)
+		if err != nil || n < 1 || n > it.Attempt {
+			return 0, fmt.Errorf("attempt %q: want a number from 1 to %d", param, it.Attempt)
+		}
+		return n, nil
+	}
+	if it.Delivery == nil {
+		return 0, nil
+	}
+	return it.Delivery.Attempt, nil
+}
+
+// diff serves an attempt's stored patch as text/x-diff (PatchHeader says when it was cut).
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	it, err := s.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	n, err := DiffAttempt(it, r.URL.Query().Get("attempt"))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if n == 0 {
+		writeErr(w, http.StatusNotFound, "item %s has no delivered change", it.ID)
+		return
+	}
+	patch, err := s.store.Patch(r.Context(), it.ID, n)
+	if err != nil {
+		writeErr(w, statusOf(err), "%v", err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/x-diff; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff") // the patch is the attempt's text, never a page
+	h.Set(AttemptHeader, strconv.Itoa(n))
+	for _, a := range it.Attempts {
+		if a.N == n && a.Delivery != nil {
+			h.Set(CommitHeader, a.Delivery.Commit)
+			if a.Delivery.PatchTruncated {
+				h.Set(TruncatedHeader, fmt.Sprintf("%d of %d bytes", len(patch), a.Delivery.PatchBytes))
+			}
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(patch)
+}
+
+// Headers of GET /api/items/{id}/diff.
+const (
+	AttemptHeader   = "X-Outerloop-Attempt"         // the attempt whose patch this is
+	CommitHeader    = "X-Outerloop-Commit"          // the delivery commit the patch leads to
+	TruncatedHeader = "X-Outerloop-Patch-Truncated" // set when the stored patch was cut at the bound
+)
 
 // CreateRequest is the body of POST /api/items.
 type CreateRequest struct {

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -235,5 +236,81 @@ func TestEnqueueAndSteer(t *testing.T) {
 	code, m = f.do(t, "GET", "/api/items/"+id+"/events?wait=10ms&after=0", "", "")
 	if code != 200 || len(m["events"].([]any)) == 0 {
 		t.Fatalf("events: %d %v", code, m)
+	}
+}
+
+// delivered makes an item closed with a delivered patch (attempt 1) directly through the store.
+func (f *fixture) delivered(t *testing.T, patch string, del workitems.Delivery) string {
+	t.Helper()
+	ctx := context.Background()
+	it, err := f.queue.Submit(ctx, scheduler.Request{Template: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence, _ := f.store.AcquireLease(ctx, it.ID, 1, "w", time.Minute)
+	_, _, _ = f.store.StartAttempt(ctx, fence, "w")
+	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
+	if _, err := f.store.RecordDelivery(ctx, fence, workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "all_green", Actor: "verifier"},
+		nil, &del, []byte(patch)); err != nil {
+		t.Fatal(err)
+	}
+	return it.ID
+}
+
+func TestTheDiffEndpointServesTheStoredPatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	const patch = "diff --git a/calc.go b/calc.go\n--- a/calc.go\n+++ b/calc.go\n@@ -1 +1 @@\n-<script>a - b</script>\n+a + b\n"
+	id := f.delivered(t, patch, workitems.Delivery{Mode: workitems.DeliveryPullRequest, Outcome: workitems.DeliveryPROpened, Base: "b1",
+		Commit: "c1", Tree: "t1", Files: []workitems.ChangedFile{{Path: "calc.go", Added: 1, Deleted: 1}}, FileCount: 1, PatchBytes: 9000, PatchTruncated: true,
+		Branch: "outerloop/t1", PushedSHA: "c1", PR: &workitems.PullRequest{Number: 4, URL: "https://forge.example/a/b/pulls/4", State: workitems.PROpen},
+		Checks:      []workitems.CheckResult{{Name: "test", State: workitems.CheckSuccess, URL: "https://ci.example/run/1", Summary: "ok"}},
+		MergeCommit: ""})
+	get := func(path string) (*http.Response, string) {
+		t.Helper()
+		resp, err := http.Get(f.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, path := range []string{"/api/items/" + id + "/diff", "/api/items/" + id + "/diff?attempt=1"} {
+		resp, body := get(path)
+		if resp.StatusCode != 200 || body != patch {
+			t.Fatalf("GET %s: %d %q", path, resp.StatusCode, body)
+		}
+		h := resp.Header
+		if h.Get("Content-Type") != "text/x-diff; charset=utf-8" || h.Get("X-Content-Type-Options") != "nosniff" ||
+			h.Get(api.AttemptHeader) != "1" || h.Get(api.CommitHeader) != "c1" || h.Get(api.TruncatedHeader) != fmt.Sprintf("%d of 9000 bytes", len(patch)) {
+			t.Fatalf("headers %v", h)
+		}
+	}
+	// The item JSON names the delivery: branch, pushed SHA, PR, checks.
+	code, m := f.do(t, "GET", "/api/items/"+id, "", "")
+	del, _ := m["delivery"].(map[string]any)
+	pr, _ := del["pr"].(map[string]any)
+	checks, _ := del["checks"].([]any)
+	if code != 200 || del["outcome"] != "pr_opened" || del["branch"] != "outerloop/t1" || del["pushed_sha"] != "c1" ||
+		pr["url"] != "https://forge.example/a/b/pulls/4" || pr["state"] != "open" || len(checks) != 1 {
+		t.Fatalf("item JSON delivery: %d %v", code, m["delivery"])
+	}
+	// What is not there is a 404 (or 400 for a bad attempt) with an error that says so.
+	noDelivery := f.escalated(t)
+	for path, want := range map[string]int{
+		"/api/items/nope/diff":                 404,
+		"/api/items/" + noDelivery + "/diff":   404,
+		"/api/items/" + id + "/diff?attempt=2": 400,
+		"/api/items/" + id + "/diff?attempt=x": 400,
+		"/api/items/" + id + "/diff?attempt=0": 400,
+	} {
+		code, m := f.do(t, "GET", path, "", "")
+		if code != want || m["error"] == "" {
+			t.Errorf("GET %s: %d %v, want %d with an error", path, code, m, want)
+		}
+	}
+	if code, m := f.do(t, "GET", "/api/items/"+noDelivery+"/diff?attempt=1", "", ""); code != 404 || !strings.Contains(m["error"].(string), "no patch") {
+		t.Errorf("an attempt without a patch: %d %v", code, m)
 	}
 }

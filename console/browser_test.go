@@ -285,6 +285,36 @@ func TestInABrowserAPersonRetriesAnEscalatedItemAndWatchesItClose(t *testing.T) 
 	}
 	shot("console-item.png", false)
 
+	// The closed item's delivery: the commit's files and its unified diff, drawn with the
+	// console's own stylesheet (the CSP allows no inline style).
+	run(t, ctx, "show the delivery", chromedp.WaitVisible(chromedp.CSS(`#delivery pre.diff .dl-add`)))
+	adds := value(t, ctx, "read the added lines", chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll("#delivery pre.diff .dl-add")).map(e => e.textContent)`))
+	dels := value(t, ctx, "read the deleted lines", chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll("#delivery pre.diff .dl-del")).map(e => e.textContent)`))
+	if fmt.Sprint(adds) != "[+func Add(a, b int) int { return a + b }]" || fmt.Sprint(dels) != "[-func Add(a, b int) int { return a - b }]" {
+		t.Errorf("the diff shows added %q, deleted %q", adds, dels)
+	}
+	files := value(t, ctx, "read the changed files", chromedp.Text(chromedp.CSS(`#delivery table.files tbody`)))
+	if !strings.Contains(files, "calc.go") || !strings.Contains(files, "+1") {
+		t.Errorf("changed files: %q", files)
+	}
+	green := value(t, ctx, "read an added line's colour", chromedp.Evaluate[string](
+		`getComputedStyle(document.querySelector("#delivery pre.diff .dl-add")).backgroundColor`))
+	if green != "rgb(230, 246, 234)" {
+		t.Errorf("added lines are drawn with background %q: the stylesheet did not apply", green)
+	}
+	raw := value(t, ctx, "read the raw link", chromedp.Evaluate[string](`document.querySelector("#delivery a.raw").href`))
+	closedItem, err := a.Store.Get(bg, it.ID)
+	if err != nil || closedItem.Delivery == nil {
+		t.Fatalf("the closed item has no delivery: %v", err)
+	}
+	if !strings.HasSuffix(raw, fmt.Sprintf("/api/items/%s/diff?attempt=%d", it.ID, closedItem.Delivery.Attempt)) {
+		t.Errorf("raw patch link %q", raw)
+	}
+	run(t, ctx, "scroll to the delivery", chromedp.ScrollIntoView(chromedp.CSS(`#delivery`)))
+	shot("console-delivery.png", false)
+
 	final, err := a.Store.Get(bg, it.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -305,6 +335,26 @@ func TestInABrowserAPersonRetriesAnEscalatedItemAndWatchesItClose(t *testing.T) 
 	injected := value(t, ctx, "count injected elements", chromedp.Evaluate[int](`document.querySelectorAll("main script, main img").length`))
 	if injected != 0 {
 		t.Errorf("%d elements were injected from the goal", injected)
+	}
+	// A delivery whose file names and patch text are markup: drawn as text, nothing runs.
+	const hostile = `<img src=x onerror="alert('name')">.go`
+	recordDelivery(t, a.Store, xss.ID, workitems.Delivery{Mode: workitems.DeliveryPatch, Outcome: workitems.DeliveryPatched, Base: "b", Commit: "c",
+		Files: []workitems.ChangedFile{{Path: hostile, Added: 1}}, FileCount: 1, Added: 1, PatchBytes: 100},
+		"diff --git a/"+hostile+" b/"+hostile+"\n@@ -0,0 +1 @@\n+<script>alert('diff')</script><img src=y onerror=\"alert('diff')\">\n")
+	run(t, ctx, "open the delivery with markup",
+		chromedp.Navigate(srv.URL+"/items/"+xss.ID),
+		chromedp.WaitVisible(chromedp.CSS(`#delivery pre.diff .dl-add`)),
+	)
+	line := value(t, ctx, "read the hostile line", chromedp.Text(chromedp.CSS(`#delivery pre.diff .dl-add`)))
+	if line != `+<script>alert('diff')</script><img src=y onerror="alert('diff')">` {
+		t.Errorf("the patch line should show as text: %q", line)
+	}
+	if name := value(t, ctx, "read the hostile file name", chromedp.Text(chromedp.CSS(`#delivery code.path`))); name != hostile {
+		t.Errorf("the file name should show as text: %q", name)
+	}
+	injected = value(t, ctx, "count injected elements", chromedp.Evaluate[int](`document.querySelectorAll("main script, main img").length`))
+	if injected != 0 {
+		t.Errorf("%d elements were injected from the delivery", injected)
 	}
 	run(t, ctx, "open the list with the markup goal", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-item="`+xss.ID+`"]`)))
 	if n := dialogs.Load(); n != 0 {

@@ -1,6 +1,7 @@
 // Package console is outerloop's web console: server-rendered pages (html/template, assets
 // embedded with go:embed, a little vanilla JS and no build step) that show items, their
-// attempts and evidence, the templates, and an escalation inbox where a person resolves work.
+// attempts, evidence and delivered change (changed files, the unified diff, the pull request
+// and its CI checks), the templates, and an escalation inbox where a person resolves work.
 //
 // The console owns its pages, its login form and its form actions. It owns no operations: an
 // action turns a form into an api.ResolveRequest and calls scheduler.Queue.Resolve, exactly as

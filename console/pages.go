@@ -145,6 +145,7 @@ type itemPage struct {
 	Terminal    bool
 	Escalated   bool
 	BudgetKinds []workitems.BudgetKind
+	Delivery    *deliveryView // the latest delivery and its patch
 }
 
 // maxTimeline is how many events the item page shows (the newest are streamed live).
@@ -167,6 +168,9 @@ func (c *Console) item(w http.ResponseWriter, r *http.Request, v *view) (string,
 	p := itemPage{Item: it, Events: evs, Truncated: truncated, Terminal: it.State.Terminal(),
 		Escalated: it.State == workitems.StateEscalated, BudgetKinds: workitems.AllBudgetKinds(),
 		Attempts: attemptViews(it), Spend: spendRows(it)}
+	if p.Delivery, err = c.loadDelivery(r.Context(), it); err != nil {
+		return c.internal(v, err)
+	}
 	if len(evs) > 0 {
 		p.LastEventID = evs[len(evs)-1].ID
 	}

@@ -244,19 +244,27 @@ func actionLabel(a string) string {
 
 func funcs() template.FuncMap {
 	return template.FuncMap{
-		"ago":          ago,
-		"stamp":        stamp,
-		"eventData":    eventData,
-		"stateClass":   stateClass,
-		"outcomeClass": outcomeClass,
-		"attemptClass": attemptClass,
-		"actionLabel":  actionLabel,
-		"join":         strings.Join,
-		"money":        money,
-		"seconds":      seconds,
-		"spendBar":     spendBar,
-		"budgetText":   budgetText,
-		"dict":         dict,
+		"ago":           ago,
+		"stamp":         stamp,
+		"eventData":     eventData,
+		"stateClass":    stateClass,
+		"outcomeClass":  outcomeClass,
+		"attemptClass":  attemptClass,
+		"actionLabel":   actionLabel,
+		"deliveryClass": deliveryClass,
+		"checkClass":    checkClass,
+		"short": func(s string) string {
+			if len(s) > 12 {
+				return s[:12]
+			}
+			return s
+		},
+		"join":       strings.Join,
+		"money":      money,
+		"seconds":    seconds,
+		"spendBar":   spendBar,
+		"budgetText": budgetText,
+		"dict":       dict,
 		"firstLine": func(s string) string {
 			l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 			return l

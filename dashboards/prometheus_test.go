@@ -152,6 +152,7 @@ templates:
 	// Every dashboard query, at a scrape taken after all the spend.
 	at := prom.scrapeAfter(t, time.Now())
 	spent := map[string]float64{}
+	delivered := map[[2]string]float64{} // template, outcome → items
 	for _, name := range []string{"capped", "burner", "hopeless"} {
 		items, err := a.Store.List(ctx, workitems.ListOptions{Template: name})
 		if err != nil {
@@ -159,7 +160,13 @@ templates:
 		}
 		for _, it := range items {
 			spent[name] += it.Spend.CostUSD
+			if it.Delivery != nil {
+				delivered[[2]string{name, string(it.Delivery.Outcome)}]++
+			}
 		}
+	}
+	if len(delivered) == 0 {
+		t.Fatal("no item recorded a delivery")
 	}
 	if spent["capped"] != 1 || spent["burner"] != 9 {
 		t.Fatalf("items spent %v, want capped $1 and burner $9", spent)
@@ -184,12 +191,13 @@ templates:
 	}
 
 	// The budget panels say what the items spent.
-	tests := []struct {
-		panel   string // dashboard file and panel title
+	type panelValue struct {
+		panel   string // dashboard file, panel title and target
 		series  map[string]string
 		want    float64
 		matched bool
-	}{
+	}
+	tests := []panelValue{
 		{panel: "budgets.json Today's cost vs daily cap A", series: map[string]string{"template": "capped"}, want: spent["capped"]},
 		{panel: "budgets.json Today's cost vs daily cap A", series: map[string]string{"template": "burner"}, want: spent["burner"]},
 		{panel: "budgets.json Cost by inner loop (range) A", series: map[string]string{"template": "capped", "loop": "agent"}, want: spent["capped"]},
@@ -203,6 +211,9 @@ templates:
 		{panel: "overview.json Cost today (UTC) A", want: spent["capped"] + spent["burner"]},
 		{panel: "overview.json Closed in range A", want: 2},
 		{panel: "overview.json Escalated in range A", want: 1},
+	}
+	for k, n := range delivered {
+		tests = append(tests, panelValue{panel: "overview.json Deliveries in range by template and outcome A", series: map[string]string{"template": k[0], "outcome": k[1]}, want: n})
 	}
 	for _, tt := range tests {
 		res, ok := results[tt.panel]

@@ -47,7 +47,7 @@ const defaultModel = "default"
 //     the template's loop, and cost and tokens under its provider and model when it has one;
 //   - decisions by each outcome an actor can decide (verifier: close, retry, escalate; person:
 //     close, retry, cancel);
-//   - deliveries by outcome (DeliveryOutcomes);
+//   - deliveries by outcome (workitems.AllDeliveryOutcomes);
 //   - for a scheduled template, ticks, misfires and skips by reason (max_open, daily_cap);
 //   - the attempt duration and steps histograms under the template's loop, and the model
 //     request latency histogram and model errors by error class for every configured provider
@@ -142,8 +142,8 @@ func (m *Metrics) createTemplateSeries(t *workitems.Template, view *configView) 
 			m.decisions.WithLabelValues(name, string(o), string(a))
 		}
 	}
-	for _, o := range DeliveryOutcomes() {
-		m.deliveries.WithLabelValues(name, o)
+	for _, o := range workitems.AllDeliveryOutcomes() {
+		m.deliveries.WithLabelValues(name, string(o))
 	}
 	if t.Schedule != "" {
 		m.schedulerTicks.WithLabelValues(name)

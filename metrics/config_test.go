@@ -39,8 +39,8 @@ func TestSetConfigCreatesEveryCounterSeriesAtZero(t *testing.T) {
 			want = append(want, fmt.Sprintf(`outerloop_decisions_total{template="manual",outcome="%s",actor_kind="%s"}`, o, a))
 		}
 	}
-	for _, o := range metrics.DeliveryOutcomes() {
-		want = append(want, `outerloop_deliveries_total{template="manual",outcome="`+o+`"}`)
+	for _, o := range workitems.AllDeliveryOutcomes() {
+		want = append(want, `outerloop_deliveries_total{template="manual",outcome="`+string(o)+`"}`)
 	}
 	want = append(want,
 		`outerloop_model_cost_usd_total{template="nightly",provider="openai",model="gpt-5-codex"}`,

@@ -318,23 +318,18 @@ func (m *Metrics) Decision(template string, actor workitems.ActorKind, outcome w
 	addCounter(m.decisionRules.WithLabelValues(template, o, ruleLabel(rule)), 1, ex)
 }
 
-// DeliveryOutcomes lists the outcome label values of Delivery: the delivery vocabulary
-// (workitems.DeliveryOutcome on the delivery branch; use its All list once it is on main).
-func DeliveryOutcomes() []string {
-	return []string{"unchanged", "patch", "pushed", "pr_opened", "pr_updated", "merged", "declined", "failed"}
-}
-
-// Delivery counts what became of a closed item's change: a pull request opened or updated, merged,
-// declined, nothing to deliver (unchanged), a patch kept, a branch pushed, or a failed delivery.
-// An outcome outside DeliveryOutcomes is counted as "other".
-func (m *Metrics) Delivery(template, outcome, itemID string) {
+// Delivery counts what became of a closed item's change (workitems.AllDeliveryOutcomes): a pull
+// request opened or updated, merged, declined, nothing to deliver (unchanged), a patch kept, a
+// branch pushed, or a failed delivery. Anything else is counted as "other".
+func (m *Metrics) Delivery(template string, outcome workitems.DeliveryOutcome, itemID string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(DeliveryOutcomes(), outcome) {
-		outcome = other
+	o := string(outcome)
+	if !slices.Contains(workitems.AllDeliveryOutcomes(), outcome) {
+		o = other
 	}
-	addCounter(m.deliveries.WithLabelValues(template, outcome), 1, exemplar(itemID))
+	addCounter(m.deliveries.WithLabelValues(template, o), 1, exemplar(itemID))
 }
 
 var ruleRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}`)

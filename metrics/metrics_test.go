@@ -38,7 +38,7 @@ func workload(m *metrics.Metrics) {
 	m.AddModelSpend("nightly", "openai", "", spend, "nightly@20260101T030000Z")
 	m.SetRunningCost("nightly", "agent", "nightly@20260103T030000Z", 0.5)
 	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeClose, "all_green", "nightly@20260101T030000Z")
-	m.Delivery("nightly", "pr_opened", "nightly@20260101T030000Z")
+	m.Delivery("nightly", workitems.DeliveryPROpened, "nightly@20260101T030000Z")
 	m.CheckpointWrite(3 * time.Millisecond)
 	m.SchedulerTick("nightly")
 	m.SchedulerSkip("nightly", metrics.SkipMaxOpen)
@@ -85,7 +85,7 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	m.AddModelSpend("nightly", "openai", "gpt-from-a-response", workitems.Spend{CostUSD: 0.125}, "")
 	m.AddModelSpend("nightly", "somebody-else", "x", workitems.Spend{CostUSD: 1}, "")
 	m.ModelRequest("unconfigured", time.Second, "")
-	m.Delivery("nightly", "the forge said 502", "")
+	m.Delivery("nightly", workitems.DeliveryOutcome("the forge said 502"), "")
 
 	tests := []struct {
 		name   string

@@ -171,6 +171,12 @@ func Rules() []Rule {
 					"make them deterministic: " + listClip(flakyTouched(f), 10)
 				return c
 			}},
+		{Name: workitems.RuleNoChange, When: "the evidence would close the item (one of the three close rules below) and the diff against the base commit is empty",
+			Outcome: workitems.OutcomeClose,
+			Match:   func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Files) == 0 && wouldClose(f) },
+			Reason: func(f *Facts) string {
+				return "unchanged: the check passes and the attempt changed nothing, so nothing is committed or delivered"
+			}},
 		{Name: "flaky_unrelated", When: "all green on the final run; some tests failed then passed, outside the diff",
 			Outcome: workitems.OutcomeClose,
 			Match:   func(f *Facts) bool { return allGreen(f) && len(flakyAll(f)) > 0 },
@@ -357,7 +363,7 @@ var volatile = regexp.MustCompile(`\(\d+(\.\d+)?m?s\)|0x[0-9a-f]+|\d+(\.\d+)?m?s
 // durations and addresses removed, so the same failure gives the same signature.
 func signature(f *Facts, rule string) string {
 	switch rule {
-	case "all_green", "flaky_unrelated", "checks_passed", "no_evidence":
+	case "all_green", "flaky_unrelated", "checks_passed", "no_evidence", workitems.RuleNoChange:
 		return ""
 	}
 	h := sha256.New()
@@ -542,6 +548,11 @@ func flakyTouched(f *Facts) []string {
 		}
 	}
 	return ids
+}
+
+// wouldClose: flaky_unrelated, all_green or checks_passed would match (no_change comes first).
+func wouldClose(f *Facts) bool {
+	return allGreen(f) && (len(f.Reports) > 0 || (!f.ReportExpected && (len(f.Commands) > 0 || f.CI != nil)))
 }
 
 // allGreen: every piece of evidence present is green and nothing required is missing.

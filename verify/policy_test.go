@@ -154,6 +154,18 @@ func TestPolicyRules(t *testing.T) {
 		{"all green with green CI closes", func(f *Facts) {
 			f.CI = &CIEvidence{Required: []string{"test"}, Checks: []CICheck{{Name: "test", State: CISuccess}}}
 		}, "all_green", workitems.OutcomeClose, nil},
+		{"a passing check with an empty diff closes as unchanged", func(f *Facts) { f.Diff = &DiffEvidence{Base: "b"} },
+			workitems.RuleNoChange, workitems.OutcomeClose, func(t *testing.T, d workitems.Decision) {
+				if d.Signature != "" || !strings.Contains(d.Reasons[0], "unchanged") {
+					t.Errorf("decision %+v", d)
+				}
+			}},
+		{"commands alone with an empty diff close as unchanged", func(f *Facts) { f.Reports, f.Diff = nil, &DiffEvidence{Base: "b"} },
+			workitems.RuleNoChange, workitems.OutcomeClose, nil},
+		{"an empty diff with failing tests still retries", func(f *Facts) { f.Reports, f.Diff = []*Report{failingReport()}, &DiffEvidence{Base: "b"} },
+			"tests_failed", workitems.OutcomeRetry, nil},
+		{"an empty diff without evidence is still no evidence", func(f *Facts) { f.Reports, f.Commands, f.Diff = nil, nil, &DiffEvidence{Base: "b"} },
+			"no_evidence", workitems.OutcomeEscalate, nil},
 		{"commands without a report close when no report was asked for", func(f *Facts) { f.Reports = nil },
 			"checks_passed", workitems.OutcomeClose, nil},
 		{"no commands, no reports and no CI is no evidence", func(f *Facts) { f.Reports, f.Commands = nil, nil },

@@ -54,6 +54,7 @@ type Observer interface {
 	SetRunningCost(template, loop, itemID string, usd float64)
 	ClearRunningCost(itemID string)
 	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
+	Delivery(template string, outcome workitems.DeliveryOutcome, itemID string)
 	CheckpointWrite(d time.Duration)
 }
 
@@ -72,6 +73,7 @@ type HandlerOptions struct {
 	Verifier   Verifier
 	Enqueuer   Enqueuer
 	Workspaces Workspaces
+	Deliverer  Deliverer // nil: decisions are recorded as the verifier made them, nothing is committed
 	Observer   Observer
 	Clock      workitems.Clock
 	Logger     *slog.Logger
@@ -311,7 +313,9 @@ func (h *Handler) safeRun(ctx context.Context, l InnerLoop, a *Attempt) (exit wo
 	return l.Run(ctx, a)
 }
 
-// decide asks the verifier and records its decision; a retry's next attempt is enqueued.
+// decide asks the verifier, hands the decision to delivery (a close becomes a commit and its
+// patch or pull request) and records both in one transaction; a retry's next attempt is
+// enqueued.
 func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
 	ws, base string, log *slog.Logger) error {
 	a := it.Current()
@@ -336,7 +340,19 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	if d.Actor == "" {
 		d.Actor = "verifier"
 	}
-	it, err = h.o.Store.RecordDecision(ctx, fence, d, verdict)
+	var del *workitems.Delivery
+	var patch []byte
+	if h.o.Deliverer != nil {
+		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
+			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}})
+		if err != nil {
+			// Like a verify error: the item stays verifying and the task is retried; a resumed
+			// delivery reuses the commit it made.
+			return fmt.Errorf("worker: deliver %s attempt %d: %w", it.ID, a.N, err)
+		}
+		d, del, patch = res.Decision, res.Delivery, res.Patch
+	}
+	it, err = h.o.Store.RecordDelivery(ctx, fence, d, verdict, del, patch)
 	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
 		log.Warn("decision not recorded", "err", err)
 		return nil
@@ -346,7 +362,13 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	}
 	last := it.Decisions[len(it.Decisions)-1]
 	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
-	log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State)
+	if it.Delivery != nil && it.Delivery.Attempt == a.N {
+		h.o.Observer.Delivery(it.Template, it.Delivery.Outcome, it.ID)
+		log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State,
+			"delivery", it.Delivery.Outcome, "commit", it.Delivery.Commit)
+	} else {
+		log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State)
+	}
 	if it.State == workitems.StateRetryWait && h.o.Enqueuer != nil {
 		if err := h.o.Enqueuer.EnqueueAttempt(ctx, it); err != nil {
 			log.Warn("enqueue of the retry failed; reconcile will repair it", "err", err)
@@ -414,6 +436,7 @@ func (nopObserver) AttemptFinished(string, string, workitems.ExitReason, time.Du
 func (nopObserver) AddSpend(string, string, workitems.Spend, string)                        {}
 func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string)           {}
 func (nopObserver) SetRunningCost(string, string, string, float64)                          {}
+func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)                      {}
 func (nopObserver) ClearRunningCost(string)                                                 {}
 func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
 func (nopObserver) CheckpointWrite(time.Duration)                                           {}

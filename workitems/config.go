@@ -131,6 +131,7 @@ type Template struct {
 	MaxAttempts     int       `yaml:"max_attempts"`
 	Retry           Retry     `yaml:"retry"`
 	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
+	Deliver         Deliver   `yaml:"deliver"`  // what a closed item's change becomes
 }
 
 // ConfigError names the template and field that are wrong.
@@ -316,6 +317,7 @@ func (c *Config) applyDefaults() {
 		if t.Loop.NoProgressLimit == 0 {
 			t.Loop.NoProgressLimit = 3
 		}
+		t.Deliver.applyDefaults()
 	}
 }
 
@@ -454,6 +456,9 @@ func (c *Config) validateTemplate(t *Template) error {
 	}
 	if t.Retry.SameFailureLimit < 1 {
 		return bad("retry.same_failure_limit", "must be at least 1")
+	}
+	if field, err := t.Deliver.validate(); err != nil {
+		return bad(field, "%v", err)
 	}
 	return nil
 }

@@ -233,6 +233,7 @@ type Attempt struct {
 	Decision  *Decision `json:"decision,omitempty"`
 	Workspace string    `json:"workspace,omitempty"`
 	Verified  *Verdict  `json:"verified,omitempty"`
+	Delivery  *Delivery `json:"delivery,omitempty"` // what became of the attempt's change
 }
 
 // Verdict is the evidence summary the verifier recorded for an attempt.
@@ -274,6 +275,9 @@ type Item struct {
 	UpdatedAt   time.Time    `json:"updated_at"`
 	Version     int64        `json:"version"`
 	Resolution  []Resolution `json:"resolutions,omitempty"`
+	// Delivery is the latest attempt's delivery record (its branch and pull request are where
+	// later attempts deliver to).
+	Delivery *Delivery `json:"delivery,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.

@@ -28,3 +28,20 @@ func (k keys) hist(id string, n int) string  { return fmt.Sprintf("%shist:%s:%d"
 
 // charged is a hash of what an attempt's checkpoints charged (charge.go's spendFields).
 func (k keys) charged(id string, n int) string { return fmt.Sprintf("%scharged:%s:%d", k.p, id, n) }
+
+// patch holds attempt n's delivered patch (bounded by the delivery flow; see Delivery).
+func (k keys) patch(id string, n int) string { return fmt.Sprintf("%spatch:%s:%d", k.p, id, n) }
+
+// delivered holds a template's last delivered patch-mode result (base, tree, item), for
+// "nothing new" across ticks.
+func (k keys) delivered(template string) string { return k.p + "delivered:" + template }
+
+// ofItem lists every key that belongs to one item with attempts 1..attempts alone (not the
+// indexes it is a member of): Store.Delete removes them. A new per-item key goes here too.
+func (k keys) ofItem(id string, attempts int) []string {
+	out := []string{k.item(id), k.events(id), k.steer(id)}
+	for n := 1; n <= attempts; n++ {
+		out = append(out, k.epoch(id, n), k.lease(id, n), k.ckpt(id, n), k.hist(id, n), k.patch(id, n), k.charged(id, n))
+	}
+	return out
+}

@@ -168,27 +168,25 @@ type pipeliner = redis.Pipeliner
 
 // updateTx is Update with extra writes queued in the same MULTI.
 func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
-	return s.updateTxRead(ctx, id, fence, nil, nil, m, extra)
+	return s.updateWatched(ctx, id, fence, nil, func(_ *redis.Tx, it *Item) ([]Event, error) { return m(it) }, extra)
 }
 
-// updateTxRead is updateTx that also watches the keys `more` and reads them with read (under
-// WATCH, before the mutation), for extra writes that depend on them.
-func (s *Store) updateTxRead(ctx context.Context, id string, fence *Fence, more []string, read func(*redis.Tx) error,
-	m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
+// txMutation is a Mutation that may also read keys watched by the transaction.
+type txMutation func(tx *redis.Tx, it *Item) ([]Event, error)
+
+// updateWatched is updateTx that also WATCHes watchMore, which m may read through tx: a change
+// to any of them before EXEC retries the whole update.
+func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watchMore []string, m txMutation,
+	extra func(*Item, pipeliner)) (*Item, error) {
 	watch := []string{s.k.item(id)}
 	if fence != nil {
 		watch = append(watch, s.k.epoch(fence.Item, fence.Attempt))
 	}
-	watch = append(watch, more...)
+	watch = append(watch, watchMore...)
 	var out *Item
 	err := s.retryWatch(ctx, func(tx *redis.Tx) error {
 		if fence != nil {
 			if err := s.checkFence(ctx, tx, fence); err != nil {
-				return err
-			}
-		}
-		if read != nil {
-			if err := read(tx); err != nil {
 				return err
 			}
 		}
@@ -204,7 +202,7 @@ func (s *Store) updateTxRead(ctx context.Context, id string, fence *Fence, more 
 			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 		}
 		from := it.State
-		events, err := m(&it)
+		events, err := m(tx, &it)
 		if err != nil {
 			return err
 		}

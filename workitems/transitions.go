@@ -65,7 +65,10 @@ func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend
 		charged = parseSpend(strs)
 		return nil
 	}
-	it, err := s.updateTxRead(ctx, f.Item, f, []string{chargedKey}, read, func(it *Item) ([]Event, error) {
+	it, err := s.updateWatched(ctx, f.Item, f, []string{chargedKey}, func(tx *redis.Tx, it *Item) ([]Event, error) {
+		if err := read(tx); err != nil {
+			return nil, err
+		}
 		a := it.Current()
 		if it.Attempt != f.Attempt || a == nil || it.State != StateRunning {
 			return nil, fmt.Errorf("workitems: item %s: exit for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)

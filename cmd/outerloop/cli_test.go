@@ -295,7 +295,8 @@ func TestDemoRunsOnTheEmbeddedDefault(t *testing.T) {
 	}
 	s := string(out)
 	for _, want := range []string{"embedded Redis", "RECORDED model", "decision retry", "decision escalate [exit_budget_exhausted]",
-		"demo finished"} {
+		"delivery committed", "delivered results", "delivery: patch, mode patch", "| +func Add(a, b int) int { return a + b }",
+		"| +\tif now.After(o.ExpiresAt.Add(RefundWindow)) {", "demo finished"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("demo output lacks %q", want)
 		}

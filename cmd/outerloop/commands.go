@@ -54,18 +54,27 @@ func actorName(a string) string {
 }
 
 func itemsCmd(g *globals) *cobra.Command {
-	var asJSON, follow bool
-	var state, template string
+	var asJSON, follow, diff bool
+	var state, template, attempt string
 	var limit int
 	c := &cobra.Command{
 		Use:   "items [ID]",
 		Short: "List items, or show one with its attempts, decisions and events",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+			if (diff || attempt != "") && len(args) == 0 {
+				return errors.New("--diff and --attempt go with an item ID")
+			}
+			if attempt != "" && !diff {
+				return errors.New("--attempt goes with --diff")
+			}
 			if len(args) == 1 {
 				it, err := a.Store.Get(ctx, args[0])
 				if err != nil {
 					return err
+				}
+				if diff {
+					return printPatch(ctx, a.Store, it, attempt, g.out)
 				}
 				evs, err := a.Store.Events(ctx, it.ID, "", 2000, 0)
 				if err != nil {
@@ -103,11 +112,118 @@ func itemsCmd(g *globals) *cobra.Command {
 		}),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&diff, "diff", false, "with ID: print the patch of the item's delivered change (as GET /api/items/ID/diff)")
+	c.Flags().StringVar(&attempt, "attempt", "", "with --diff: the patch of this attempt (default: the latest delivery's)")
 	c.Flags().BoolVar(&follow, "follow", false, "with ID: print the item's events as they happen until it is closed, escalated, failed or cancelled")
 	c.Flags().StringVar(&state, "state", "", "only items in this state")
 	c.Flags().StringVar(&template, "template", "", "only items of this template")
 	c.Flags().IntVar(&limit, "limit", 50, "at most this many items")
 	return c
+}
+
+// printPatch writes an attempt's stored patch exactly as kept (the same choice of attempt as
+// the HTTP endpoint).
+func printPatch(ctx context.Context, s *workitems.Store, it *workitems.Item, attempt string, w io.Writer) error {
+	n, err := api.DiffAttempt(it, attempt)
+	if err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("item %s has no delivered change", it.ID)
+	}
+	patch, err := s.Patch(ctx, it.ID, n)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(patch)
+	return err
+}
+
+// printDelivery writes what became of an attempt's change: outcome, commit, files, and what
+// a forge made of it.
+func printDelivery(w io.Writer, indent string, d *workitems.Delivery) {
+	fmt.Fprintf(w, "%sdelivery: %s, mode %s", indent, d.Outcome, d.Mode)
+	if d.Commit != "" {
+		fmt.Fprintf(w, ", commit %s on %s", shortSHA(d.Commit), shortSHA(d.Base))
+	}
+	if d.FileCount > 0 {
+		fmt.Fprintf(w, ", %d %s +%d -%d, patch %d bytes", d.FileCount, plural(d.FileCount, "file", "files"), d.Added, d.Deleted, d.PatchBytes)
+		if d.PatchTruncated {
+			fmt.Fprint(w, " (stored truncated)")
+		}
+	}
+	fmt.Fprintln(w)
+	if d.SameAs != nil {
+		fmt.Fprintf(w, "%s  same result as %s attempt %d", indent, d.SameAs.Item, d.SameAs.Attempt)
+		if d.SameAs.PR != nil {
+			fmt.Fprintf(w, " (%s)", d.SameAs.PR.URL)
+		}
+		fmt.Fprintln(w)
+	}
+	if d.Error != "" {
+		fmt.Fprintf(w, "%s  error (%s): %s\n", indent, d.ErrorClass, oneLine(d.Error, 300))
+	}
+	if d.Branch != "" {
+		fmt.Fprintf(w, "%s  branch %s", indent, d.Branch)
+		if d.PushedSHA != "" {
+			fmt.Fprintf(w, " pushed %s", shortSHA(d.PushedSHA))
+		}
+		fmt.Fprintln(w)
+	}
+	if pr := d.PR; pr != nil {
+		fmt.Fprintf(w, "%s  pull request #%d [%s] %s\n", indent, pr.Number, pr.State, pr.URL)
+	}
+	for _, c := range d.Checks {
+		fmt.Fprintf(w, "%s  check %s: %s", indent, c.Name, c.State)
+		if c.Summary != "" {
+			fmt.Fprintf(w, " — %s", oneLine(c.Summary, 120))
+		}
+		if c.URL != "" {
+			fmt.Fprintf(w, " %s", c.URL)
+		}
+		fmt.Fprintln(w)
+	}
+	if d.MergeCommit != "" {
+		fmt.Fprintf(w, "%s  merged as %s\n", indent, d.MergeCommit)
+	}
+	for i, f := range d.Files {
+		if i == 20 {
+			fmt.Fprintf(w, "%s  … and %d more files (outerloop items ID --diff)\n", indent, d.FileCount-20)
+			break
+		}
+		name := pathText(f.Path)
+		if f.From != "" {
+			name = pathText(f.From) + " → " + name
+		}
+		if f.Binary {
+			fmt.Fprintf(w, "%s  %s (binary)\n", indent, name)
+		} else {
+			fmt.Fprintf(w, "%s  %s +%d -%d\n", indent, name, f.Added, f.Deleted)
+		}
+	}
+}
+
+// pathText shows a file name as it is, or quoted when it holds spaces or characters a
+// terminal would act on (a file name may hold anything, newlines and escapes included).
+func pathText(p string) string {
+	if q := strconv.Quote(p); q != `"`+p+`"` || strings.ContainsAny(p, " \t") {
+		return q
+	}
+	return p
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -163,6 +279,9 @@ func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 		if d := a.Decision; d != nil {
 			fmt.Fprintf(w, "  decision: %s (%s) %s\n", d.Outcome, d.Rule, oneLine(strings.Join(d.Reasons, "; "), 300))
 		}
+		if d := a.Delivery; d != nil {
+			printDelivery(w, "  ", d)
+		}
 	}
 	fmt.Fprintln(w, "\nevents:")
 	for _, e := range evs {
@@ -172,6 +291,9 @@ func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 		}
 		if k := e.Data["kind"]; k != "" {
 			line += " " + k
+		}
+		if st := e.Data["step"]; e.Type == workitems.EventDelivery && st != "" {
+			line += " " + st
 		}
 		if e.Message != "" {
 			line += ": " + oneLine(e.Message, 160)

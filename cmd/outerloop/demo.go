@@ -185,6 +185,9 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 			fmt.Fprintf(out, "  %-40s decision %s (%s)\n", "", d.Outcome, d.Rule)
 		}
 	}
+	if err := printDelivered(ctx, a, ids, out, dir, keep); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "\nevents: %s (one JSON event per line)\n", eventsPath)
 	if !keep {
 		fmt.Fprintln(out, "        (removed at exit; run with --keep to look at them, the workspaces and the sample repos)")
@@ -248,6 +251,8 @@ func formatEvent(e workitems.Event) string {
 		}
 	case workitems.EventDecision:
 		what = fmt.Sprintf("decision %s [%s]", e.Data["outcome"], e.Data["rule"])
+	case workitems.EventDelivery:
+		what = "delivery " + e.Data["step"]
 	}
 	msg := oneLine(e.Message, 110)
 	if e.Type == workitems.EventDecision && e.Data["reasons"] != "" {
@@ -257,4 +262,54 @@ func formatEvent(e workitems.Event) string {
 		msg = "  " + msg
 	}
 	return fmt.Sprintf("%s  %-14s #%d %-28s%s", e.At.Local().Format("15:04:05.000"), item, e.Attempt, what, msg)
+}
+
+// demoPatchLines is how much of each delivered patch the demo prints.
+const demoPatchLines = 16
+
+// printDelivered shows what the closed items delivered: the record and the head of the patch
+// kept with the item (written to DIR/patches with --keep).
+func printDelivered(ctx context.Context, a *app.App, ids []string, out io.Writer, dir string, keep bool) error {
+	fmt.Fprintln(out, "\ndelivered results (mode patch: the change is one commit on the attempt's base, its patch kept with the item)")
+	for _, id := range ids {
+		it, err := a.Store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		d := it.Delivery
+		if it.State != workitems.StateClosed || d == nil {
+			continue
+		}
+		fmt.Fprintf(out, "  %s\n", it.ID)
+		printDelivery(out, "    ", d)
+		if d.Commit == "" {
+			continue
+		}
+		patch, err := a.Store.Patch(ctx, it.ID, d.Attempt)
+		if err != nil {
+			return err
+		}
+		lines := strings.SplitAfter(string(patch), "\n")
+		for i, l := range lines {
+			if i == demoPatchLines {
+				fmt.Fprintf(out, "    | … %d more lines\n", len(lines)-i-1)
+				break
+			}
+			if l != "" {
+				fmt.Fprintf(out, "    | %s", l)
+			}
+		}
+		if keep {
+			p := filepath.Join(dir, "patches", strings.NewReplacer("@", "_", "/", "_").Replace(it.ID)+".patch")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, patch, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "    patch: %s (%d bytes)\n", p, len(patch))
+		}
+	}
+	fmt.Fprintln(out, "  with a real Redis: `outerloop items ID` shows the delivery, `outerloop items ID --diff` prints the patch, GET /api/items/ID/diff serves it")
+	return nil
 }

@@ -1,7 +1,7 @@
 // Package app wires outerloop's parts into one running system: config, Redis (a server or the
 // embedded miniredis), the item store, the queue, the scheduler, the worker with its inner
-// loops, the verifier and the metrics. The CLI, the HTTP server and the end-to-end tests all
-// build the system through it, so they run the same thing.
+// loops, the verifier, delivery and the metrics. The CLI, the HTTP server and the end-to-end
+// tests all build the system through it, so they run the same thing.
 package app
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"outerloop/delivery"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/verify"
@@ -38,6 +39,11 @@ type Options struct {
 	Clock    workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
 	Loops map[string]worker.InnerLoop
+	// Publisher delivers branch and pull_request modes through a forge (default:
+	// delivery.NotConfigured, which escalates them).
+	Publisher delivery.Publisher
+	// MaxPatchBytes bounds the patch kept with an item (default delivery.DefaultMaxPatchBytes).
+	MaxPatchBytes int64
 	// Metrics adds options to the metrics (tests: stats timeouts).
 	Metrics []metrics.Option
 }
@@ -51,11 +57,14 @@ type App struct {
 	Queue    *scheduler.Queue
 	Metrics  *metrics.Metrics
 	Verifier *verify.Verifier
-	CIStore  *verify.RedisCIStore // CI results posted to the evidence webhook
-	Loops    *worker.Registry
-	Logger   *slog.Logger
-	Embedded bool
-	Workdir  string
+	// Deliverer turns closed attempts into commits and patches (and, with a forge's publisher,
+	// pull requests).
+	Deliverer *delivery.Deliverer
+	CIStore   *verify.RedisCIStore // CI results posted to the evidence webhook
+	Loops     *worker.Registry
+	Logger    *slog.Logger
+	Embedded  bool
+	Workdir   string
 
 	opts      Options
 	client    *asynq.Client
@@ -125,6 +134,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
 	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now),
 		verify.WithCI("github", gh), verify.WithCI("webhook", a.CIStore))
+	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
 	a.Loops.Register("agent", agentloop.New(agentloop.WithProviderFactory(
@@ -155,7 +165,7 @@ func (a *App) QueueName() string { return a.opts.Queue }
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
-		Enqueuer: a.Queue, Workspaces: worker.Workspaces{Root: a.Workdir, BaseDir: a.Config.Dir},
+		Enqueuer: a.Queue, Workspaces: worker.Workspaces{Root: a.Workdir, BaseDir: a.Config.Dir}, Deliverer: DelivererAdapter{a.Deliverer},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID,
 	})
 }
@@ -204,4 +214,17 @@ func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (wor
 func (v VerifierAdapter) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (worker.DoneCheckResult, error) {
 	passed, summary, err := v.V.Check(ctx, tmpl, workspace)
 	return worker.DoneCheckResult{Passed: passed, Summary: summary}, err
+}
+
+// DelivererAdapter lets the worker call delivery.Deliverer through its own small interface.
+type DelivererAdapter struct{ D *delivery.Deliverer }
+
+// Deliver runs the delivery flow.
+func (d DelivererAdapter) Deliver(ctx context.Context, in worker.DeliverInput) (worker.DeliverResult, error) {
+	r, err := d.D.Deliver(ctx, delivery.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Workspace: in.Workspace,
+		Base: in.BaseCommit, Decision: in.Decision, Verdict: in.Verdict, Events: in.Events})
+	if err != nil {
+		return worker.DeliverResult{}, err
+	}
+	return worker.DeliverResult{Decision: r.Decision, Delivery: r.Delivery, Patch: r.Patch}, nil
 }

@@ -170,6 +170,7 @@ func (countClose) AttemptFinished(string, string, workitems.ExitReason, time.Dur
 func (countClose) AddSpend(string, string, workitems.Spend, string)              {}
 func (countClose) AddModelSpend(string, string, string, workitems.Spend, string) {}
 func (countClose) SetRunningCost(string, string, string, float64)                {}
+func (countClose) Delivery(string, workitems.DeliveryOutcome, string)            {}
 func (countClose) ClearRunningCost(string)                                       {}
 func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {
 	if c.n.Add(1) == c.target {

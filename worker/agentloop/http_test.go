@@ -129,3 +129,27 @@ func TestHTTPScenario08NonRetryableErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestHTTPScenarioOutOfOutputTokensAsksAgain(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewResponsesServer(t)
+	first := modeltest.Text("Half of the plan")
+	first.Incomplete = "max_output_tokens"
+	srv.Enqueue(first, modeltest.Text("the rest"))
+	h := newHarness(t)
+	ex := h.run(t.Context(), srv.Provider(t))
+	reqs := srv.Requests()
+	if ex.Reason != workitems.ExitCompleted || ex.LastMessage != "the rest" || len(reqs) != 2 {
+		t.Fatalf("exit %+v after %d requests; a response out of output tokens must be followed up", ex, len(reqs))
+	}
+	var carried bool
+	for _, it := range reqs[1].Input {
+		carried = carried || (it.Role == "assistant" && it.Content == "Half of the plan")
+	}
+	if !carried {
+		t.Fatalf("request 2 input %+v lacks the first half", reqs[1].Input)
+	}
+	if reqs[0].PromptCacheKey == "" || reqs[0].PromptCacheKey != reqs[1].PromptCacheKey {
+		t.Fatalf("prompt_cache_key %q then %q, want one key for the attempt", reqs[0].PromptCacheKey, reqs[1].PromptCacheKey)
+	}
+}

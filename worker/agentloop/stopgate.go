@@ -28,7 +28,7 @@ const summaryPrefix = "Hand-off summary of the work so far (earlier history was 
 func (rt *runtime) compact(ctx context.Context) error {
 	build := func() model.Request {
 		in := append(rt.view(), model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: compactPrompt})
-		return model.Request{Model: rt.modelID, Instructions: compactInstructions, Input: in}
+		return model.Request{Model: rt.modelID, Instructions: compactInstructions, Input: in, CacheKey: model.CacheKeyFor(rt.st.Turn)}
 	}
 	inputItems := len(rt.view())
 	resp, err := rt.stream(ctx, build)

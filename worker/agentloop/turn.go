@@ -238,7 +238,8 @@ func (rt *runtime) instructions() string {
 }
 
 func (rt *runtime) request() model.Request {
-	return model.Request{Model: rt.modelID, Instructions: rt.instructions(), Input: rt.view(), Tools: rt.tools.specs()}
+	return model.Request{Model: rt.modelID, Instructions: rt.instructions(), Input: rt.view(), Tools: rt.tools.specs(),
+		CacheKey: model.CacheKeyFor(rt.st.Turn)}
 }
 
 func (rt *runtime) sample(ctx context.Context) error {

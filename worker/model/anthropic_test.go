@@ -84,9 +84,9 @@ func TestAnthropicToolUseThenText(t *testing.T) {
 		}
 	}
 	var first struct {
-		MaxTokens int    `json:"max_tokens"`
-		System    string `json:"system"`
-		Stream    bool   `json:"stream"`
+		MaxTokens int             `json:"max_tokens"`
+		System    json.RawMessage `json:"system"`
+		Stream    bool            `json:"stream"`
 		Tools     []struct {
 			Name        string          `json:"name"`
 			InputSchema json.RawMessage `json:"input_schema"`
@@ -95,7 +95,7 @@ func TestAnthropicToolUseThenText(t *testing.T) {
 	if err := json.Unmarshal(reqs[0].body, &first); err != nil {
 		t.Fatal(err)
 	}
-	if first.MaxTokens != model.DefaultAnthropicMaxTokens || first.System != "You fix bugs." || !first.Stream ||
+	if first.MaxTokens != model.DefaultAnthropicMaxTokens || blockText(t, first.System) != "You fix bugs." || !first.Stream ||
 		len(first.Tools) != 1 || !strings.Contains(string(first.Tools[0].InputSchema), `"path"`) {
 		t.Errorf("request 1 = %s", reqs[0].body)
 	}
@@ -110,7 +110,7 @@ func TestAnthropicToolUseThenText(t *testing.T) {
 				Name      string          `json:"name"`
 				Input     json.RawMessage `json:"input"`
 				ToolUseID string          `json:"tool_use_id"`
-				Content   string          `json:"content"`
+				Content   json.RawMessage `json:"content"`
 			} `json:"content"`
 		} `json:"messages"`
 	}
@@ -127,7 +127,7 @@ func TestAnthropicToolUseThenText(t *testing.T) {
 			case "tool_use":
 				parts = append(parts, fmt.Sprintf("tool_use:%s:%s:%s", c.ID, c.Name, c.Input))
 			case "tool_result":
-				parts = append(parts, fmt.Sprintf("tool_result:%s:%s", c.ToolUseID, c.Content))
+				parts = append(parts, fmt.Sprintf("tool_result:%s:%s", c.ToolUseID, blockText(t, c.Content)))
 			}
 		}
 		got = append(got, m.Role+" ["+strings.Join(parts, " | ")+"]")
@@ -183,4 +183,28 @@ func TestAnthropicStreamFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockText is the text of a Messages API field that is a string or a list of text blocks
+// (system, tool_result content): both shapes are the API's, and the SDK sends blocks.
+func blockText(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		t.Fatalf("%s is neither a string nor text blocks: %v", raw, err)
+	}
+	for _, b := range blocks {
+		if b.Type != "text" {
+			t.Fatalf("%s holds a %q block", raw, b.Type)
+		}
+		s += b.Text
+	}
+	return s
 }

@@ -5,14 +5,47 @@
 // its recorded history. Errors carry a class (workitems.ErrorClass) and, when the server gave
 // one, the delay to wait.
 //
-// # Why hand-written clients
+// # On the vendors' SDKs, and what stays ours
 //
-// The HTTP clients use net/http and a small server-sent-events reader instead of the official
-// SDKs. The SDKs retry on their own (which would hide failures from the loop's retry budget and
-// events), map errors into their own types, and differ per vendor; what the loop needs is a few
-// request fields, a handful of stream events, the HTTP status, the Retry-After header and the
-// error code, all of which are short to read directly and easy to test against recorded
-// streams. Each Stream call is exactly one HTTP request.
+// openai-responses and openai-chat are built on github.com/openai/openai-go/v3, anthropic on
+// github.com/anthropics/anthropic-sdk-go/v2: their request types (every field we send is an
+// SDK param), their SSE decoder and typed stream, their event and chunk types, and their
+// error types (*openai.Error, *anthropic.Error, *ssestream.StreamError, found with
+// errors.As). The SDKs' own retries are off (WithMaxRetries(0)): each Stream call is exactly
+// one HTTP request, and the loop retries, rebuilt from history. The services are built with
+// our options only, never with the SDKs' NewClient, which would read OPENAI_API_KEY,
+// OPENAI_BASE_URL, ANTHROPIC_API_KEY, custom headers or a profile file from the environment.
+//
+// What the SDKs do not do for us stays here:
+//
+//   - A per-call middleware (an SDK request option, exchange.middleware): the idle watchdog
+//     (the SDKs have a whole-request timeout, not "no byte for 5 minutes"), a 64 KiB bound on
+//     error bodies (the SDKs read them whole), and refusing a 200 answer that is JSON instead
+//     of a stream (the SDKs would read it as an empty stream, a cut retried in vain). It keeps
+//     the error response's headers and body for the classifier.
+//   - Chat Completions goes through the SDK's generic Post with the SDK's decoder and stream
+//     assembled here, because Chat.Completions.NewStreaming hides whether the stream ended
+//     with "data: [DONE]" or was cut; doneDecoder notes the [DONE].
+//   - Anthropic likewise: Messages.NewStreaming drops every event without an "event:" line
+//     (some compatible servers send data lines only), and an error event behind our decoder
+//     would no longer be typed; antDecoder gives such events their type from the data and
+//     takes error events itself. The key goes in x-api-key (the SDK's WithAPIKey sends a
+//     bearer token, which compatible proxies do not read). anthropic-version is the SDK's
+//     (AnthropicVersion).
+//   - Error classes (below): the SDK types give the status, headers, code and type; the codes
+//     are compared whole against typed lists built from the SDKs' constants
+//     (responses.ResponseErrorCode, anthropic.ErrorType). Where a vendor sends no code for a
+//     condition, its documented message is the signal, looked for in the message field only
+//     ("prompt is too long", "maximum context length", "credit balance is too low", "exceeded
+//     your current quota"). Body fields the SDK left empty (vLLM's top-level message,
+//     Ollama's {"error":"text"}, a type Anthropic's SDK does not know) are read from the
+//     kept body.
+//   - Secrets: an SDK error value holds the request, whose headers carry the key, and
+//     Anthropic's prints the raw body; neither is kept in an *Error's chain. Messages are
+//     built from the fields and scrubbed of the key.
+//   - The stop-reason mapping (EndTurn, needs_follow_up, ErrTruncated), usage normalisation,
+//     Cost from the price table, the history → request mapping (turn merging, dropped
+//     reasoning), the scripted and replay providers.
 //
 // # Building a provider
 //
@@ -25,13 +58,23 @@
 //
 // # Responses
 //
-// A Response holds assistant messages and function calls in output order (OpenAI reasoning
-// items are kept as KindReasoning with Raw; they are sent back only when they carry
-// encrypted content). EndTurn is false when the model called a tool (or Anthropic stopped
-// with tool_use / pause_turn). A response cut by the output-token limit or a content filter is
-// not returned: it is an invalid_input *Error wrapping ErrTruncated. Anthropic's usage is
-// normalised: InputTokens counts fresh input, cache writes and cache reads;
-// CachedInputTokens counts the reads (cache writes are priced as plain input by Cost).
+// A Response holds assistant messages and function calls in output order. EndTurn is false
+// when the model called a tool, when Anthropic stopped with tool_use / pause_turn, and when
+// a Responses answer ended incomplete at max_output_tokens: the model is not done, so the
+// loop asks again (needs_follow_up) with what it finished in history (the partial message is
+// kept; a function call cut mid-arguments and an unfinished reasoning item are dropped). A
+// response stopped by a content filter, Chat's finish_reason length, Anthropic's max_tokens,
+// refusal or model_context_window_exceeded is not returned: it is an invalid_input *Error
+// wrapping ErrTruncated. Anthropic's usage is normalised: InputTokens counts fresh input,
+// cache writes and cache reads; CachedInputTokens counts the reads (cache writes are priced
+// as plain input by Cost).
+//
+// Responses requests are stateless, as Codex sends them: store is false, include asks for
+// reasoning.encrypted_content, and the reasoning items (KindReasoning, the server's item in
+// Raw) go back in place in the next request when they carry encrypted content (else they
+// would name a stored item, and are dropped). Request.CacheKey becomes prompt_cache_key; the
+// agent loop sets it per attempt with CacheKeyFor, so an attempt's requests share the
+// server's prompt cache.
 //
 // # Error classes
 //
@@ -39,16 +82,21 @@
 //	  stream silent for the idle timeout (ErrStreamIdle), a corrupt event: transient
 //	  with RetryAfter from retry-after-ms, Retry-After (seconds or HTTP date) or a
 //	  "try again in 3s" message
-//	insufficient_quota (any status): permission, QuotaExceeded (a person must act; not retried)
-//	400/413/422 naming the context window ("context_length_exceeded", "prompt is too long",
-//	  "maximum context length"): invalid_input, ContextWindowExceeded
+//	insufficient_quota, billing_hard_limit_reached, billing_not_active, billing_error (any
+//	  status): permission, QuotaExceeded (a person must act; not retried)
+//	400/413/422 with code context_length_exceeded or a message naming the context window:
+//	  invalid_input, ContextWindowExceeded
 //	other 400/413/422: invalid_input; 401/403: permission; 404: not_found; 409: conflict;
 //	  any other status: unknown
-//	an error inside an accepted stream (response.failed, error events): by its code as above,
-//	  else transient
+//	an error inside an accepted stream (response.failed, error events, a Chat chunk holding
+//	  "error", a 200 JSON error body): quota and context window as above; server_error,
+//	  rate_limit_exceeded, vector_store_timeout, rate_limit_error, api_error,
+//	  overloaded_error, timeout_error: transient; invalid_request_error and the other
+//	  Responses codes (prompt, image, policy): invalid_input; authentication_error,
+//	  permission_error: permission; not_found_error: not_found; anything else: transient
 //
-// Providers are safe for concurrent use. When ctx ends, Stream returns an error wrapping ctx.Err() and never a *Error, so a
-// cancellation is never mistaken for a transient failure.
+// Providers are safe for concurrent use. When ctx ends, Stream returns an error wrapping
+// ctx.Err() and never a *Error, so a cancellation is never mistaken for a transient failure.
 //
 // # Recordings (the replay provider)
 //
@@ -68,6 +116,8 @@ package model
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +185,18 @@ type Request struct {
 	Input           []Item `json:"input"`
 	Tools           []Tool `json:"tools,omitempty"`
 	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
+	// CacheKey groups requests that share a prompt prefix for the server's prompt cache
+	// (Responses prompt_cache_key); CacheKeyFor derives it from the attempt.
+	CacheKey string `json:"cache_key,omitempty"`
+}
+
+// CacheKeyFor returns the prompt-cache key of one attempt, named by attemptID (the item id
+// and the attempt number, "item/2"): stable across the attempt's requests, its retries and
+// resumes included, different per attempt, and a hash, so it says nothing about the item
+// (and is derived from no secret).
+func CacheKeyFor(attemptID string) string {
+	sum := sha256.Sum256([]byte(attemptID))
+	return "outerloop-" + hex.EncodeToString(sum[:16])
 }
 
 // Usage is the token count of one response.

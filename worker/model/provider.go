@@ -3,10 +3,10 @@ package model
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -50,7 +50,9 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // getenv(cfg.APIKeyEnv); an empty APIKeyEnv means the server needs no key (a local vLLM or
 // Ollama), while a named but unset variable is an error wrapping ErrMissingKey that names the
 // variable. hc carries the requests (nil: a new client without timeout; the context bounds
-// each call). cfg.BaseURL points the client at any compatible server.
+// each call). cfg.BaseURL points the client at any compatible server. Nothing else is read
+// from the environment: the SDKs' own variables (OPENAI_API_KEY, ANTHROPIC_BASE_URL, …) are
+// ignored.
 func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, hc *http.Client, opts ...Option) (Provider, error) {
 	o := options{now: time.Now, idle: DefaultIdleTimeout}
 	for _, opt := range opts {
@@ -89,85 +91,91 @@ func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, 
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	h := &httpClient{name: name, base: base, model: cfg.Model, key: key, hc: hc, idle: o.idle,
-		cls: classifier{provider: name, key: key, now: o.now}}
+	c := &conn{name: name, model: cfg.Model, key: key, idle: o.idle, cls: classifier{provider: name, key: key, now: o.now}}
+	// The SDKs resolve paths against the base URL, so it must end with a slash.
+	base += "/"
 	switch cfg.Kind {
 	case KindOpenAIResponses:
-		return &responsesProvider{h}, nil
+		return newResponses(c, base, hc), nil
 	case KindOpenAIChat:
-		return &chatProvider{h}, nil
+		return newChat(c, base, hc), nil
 	default:
-		return &anthropicProvider{h}, nil
+		return newAnthropic(c, base, hc), nil
 	}
 }
 
-// httpClient is what the HTTP providers share: where to send, the key, and the classifier.
-type httpClient struct {
+// conn is what the SDK-backed providers share: the configured model, the key, the idle
+// timeout and the classifier.
+type conn struct {
 	name  string
-	base  string
 	model string
 	key   string
-	hc    *http.Client
 	idle  time.Duration
 	cls   classifier
 }
 
 // modelFor returns the model of req, else the configured one.
-func (h *httpClient) modelFor(req Request) (string, error) {
+func (c *conn) modelFor(req Request) (string, error) {
 	if req.Model != "" {
 		return req.Model, nil
 	}
-	if h.model != "" {
-		return h.model, nil
+	if c.model != "" {
+		return c.model, nil
 	}
-	return "", h.cls.invalid("no model configured (set the provider's model)")
+	return "", c.cls.invalid("no model configured (set the provider's model)")
 }
 
-// post sends body as JSON to base+path and returns the body of the 2xx streaming response;
-// any other status becomes a classified *Error. It never retries. The stream fails with
-// ErrStreamIdle when no byte arrives for the idle timeout (headers included).
-func (h *httpClient) post(ctx context.Context, path string, body any, header http.Header) (io.ReadCloser, error) {
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return nil, h.cls.invalid("encode request: %v", err)
+// exchange is one Stream call's HTTP exchange as its middleware (an SDK request option) saw
+// it. The middleware holds what the SDKs leave to the caller: the idle watchdog, a bound on
+// error bodies, and refusing a 200 answer that is not a stream. It keeps an error response's
+// status, headers and (bounded) body for the classifier. The SDKs never retry (MaxRetries 0),
+// so one Stream call is one exchange.
+type exchange struct {
+	c      *conn
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (c *conn) exchange() *exchange { return &exchange{c: c} }
+
+// middleware has the shape of option.Middleware in both SDKs.
+func (x *exchange) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	ib := &idleBody{ctx: ctx, cancel: cancel, d: x.c.idle}
+	if ib.d > 0 {
+		ib.timer = time.AfterFunc(ib.d, func() { cancel(ErrStreamIdle) })
 	}
-	reqCtx, cancel := context.WithCancelCause(ctx)
-	ib := &idleBody{ctx: reqCtx, cancel: cancel, d: h.idle}
-	if h.idle > 0 {
-		ib.timer = time.AfterFunc(h.idle, func() { cancel(ErrStreamIdle) })
-	}
-	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, h.base+path, bytes.NewReader(buf))
-	if err != nil {
-		ib.Close()
-		return nil, h.cls.invalid("build request: %v", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	for k, vs := range header {
-		hreq.Header[k] = vs
-	}
-	resp, err := h.hc.Do(hreq)
+	resp, err := next(req.WithContext(ctx))
 	if err != nil {
 		err = ib.idleErr(err)
 		ib.Close()
-		return nil, h.cls.fromTransport(ctx, err)
+		return nil, err
 	}
 	ib.rc = resp.Body
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if resp.StatusCode >= 400 {
 		defer ib.Close()
-		return nil, h.cls.fromHTTP(resp)
+		x.status, x.header = resp.StatusCode, resp.Header
+		x.body, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if err != nil {
+			return nil, ib.idleErr(err)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(x.body)) // what the SDK reads to build its error
+		return resp, nil
 	}
-	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		// A server that ignored stream:true (or a proxy answering 200 with an error body):
-		// reading it as a stream would look like a cut stream and be retried in vain.
+		// the SDKs would read it as an empty stream, which looks like a cut and is retried in
+		// vain.
 		defer ib.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		if a, ok := parseAPIError(body); ok {
-			return nil, h.cls.fromStream(a)
+		if f, ok := bodyError(body); ok {
+			return nil, x.c.cls.fromStream(f)
 		}
-		return nil, h.cls.invalid("server answered with %s instead of a stream; does it support stream:true?", ct)
+		return nil, x.c.cls.invalid("server answered with %s instead of a stream; does it support stream:true?", mt)
 	}
-	return ib, nil
+	resp.Body = ib
+	return resp, nil
 }
 
 // idleBody is a response body that cancels its request when no byte arrives for d.

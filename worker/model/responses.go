@@ -3,231 +3,177 @@ package model
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
+
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
 )
 
-// responsesProvider speaks the OpenAI Responses API: POST {base}/responses with stream:true.
-type responsesProvider struct{ h *httpClient }
+// responsesProvider speaks the OpenAI Responses API (POST {base}/responses, streamed) through
+// openai-go. Requests are stateless: store is false, and reasoning items come back with their
+// encrypted content so the next request can carry them (as Codex does).
+type responsesProvider struct {
+	c   *conn
+	svc responses.ResponseService
+}
 
-func (p *responsesProvider) Name() string { return p.h.name }
+func newResponses(c *conn, base string, hc *http.Client) *responsesProvider {
+	return &responsesProvider{c: c, svc: responses.NewResponseService(openaiOptions(c, base, hc)...)}
+}
 
-// Wire types of the Responses API, only the fields we use.
-type (
-	respRequest struct {
-		Model           string     `json:"model"`
-		Instructions    string     `json:"instructions,omitempty"`
-		Input           []any      `json:"input"`
-		Tools           []respTool `json:"tools,omitempty"`
-		ToolChoice      string     `json:"tool_choice,omitempty"`
-		MaxOutputTokens int        `json:"max_output_tokens,omitempty"`
-		Stream          bool       `json:"stream"`
+// openaiOptions configures openai-go: our base URL, client and key only (no environment
+// defaults: the service is built without openai.NewClient), and no SDK retries.
+func openaiOptions(c *conn, base string, hc *http.Client) []option.RequestOption {
+	opts := []option.RequestOption{option.WithBaseURL(base), option.WithHTTPClient(hc), option.WithMaxRetries(0)}
+	if c.key != "" {
+		opts = append(opts, option.WithAPIKey(c.key))
 	}
-	respTool struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      bool            `json:"strict"`
-	}
-	respMessageIn struct {
-		Type    string `json:"type"`
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	respCallIn struct {
-		Type      string `json:"type"`
-		CallID    string `json:"call_id"`
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	}
-	respCallOutputIn struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-		Output string `json:"output"`
-	}
-	// respItem is an output item as the server sends it.
-	respItem struct {
-		Type      string `json:"type"`
-		ID        string `json:"id"`
-		Role      string `json:"role"`
-		Status    string `json:"status"`
-		CallID    string `json:"call_id"`
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-		Content   []struct {
-			Type    string `json:"type"`
-			Text    string `json:"text"`
-			Refusal string `json:"refusal"`
-		} `json:"content"`
-		EncryptedContent string `json:"encrypted_content"`
-	}
-	respUsage struct {
-		InputTokens        int64 `json:"input_tokens"`
-		OutputTokens       int64 `json:"output_tokens"`
-		InputTokensDetails struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-	}
-	respResponse struct {
-		ID                string            `json:"id"`
-		Status            string            `json:"status"`
-		Output            []json.RawMessage `json:"output"`
-		Usage             *respUsage        `json:"usage"`
-		Error             *apiError         `json:"error"`
-		IncompleteDetails *struct {
-			Reason string `json:"reason"`
-		} `json:"incomplete_details"`
-	}
-	respEvent struct {
-		Type        string          `json:"type"`
-		OutputIndex int             `json:"output_index"`
-		ItemID      string          `json:"item_id"`
-		Delta       string          `json:"delta"`
-		Arguments   string          `json:"arguments"`
-		Item        json.RawMessage `json:"item"`
-		Response    *respResponse   `json:"response"`
-		// the "error" event
-		Message string    `json:"message"`
-		Code    any       `json:"code"`
-		Error   *apiError `json:"error"`
-	}
-)
+	return opts
+}
+
+func (p *responsesProvider) Name() string { return p.c.name }
 
 // respInput maps our history to Responses input items. Messages go as plain-text content;
-// function calls go without their server item id (so no stored item is referenced); a
-// reasoning item is sent back only when its Raw carries encrypted content, else dropped.
-func respInput(items []Item) []any {
-	out := make([]any, 0, len(items))
+// function calls go without a server item id (nothing is stored server-side); a reasoning
+// item goes back only when it carries encrypted content (without it, it would reference a
+// stored item), else it is dropped.
+func respInput(items []Item) responses.ResponseInputParam {
+	out := make(responses.ResponseInputParam, 0, len(items))
 	for _, it := range items {
 		switch it.Kind {
 		case KindMessage:
-			role := string(it.Role)
+			role := responses.EasyInputMessageRole(it.Role)
 			if role == "" {
-				role = string(RoleUser)
+				role = responses.EasyInputMessageRoleUser
 			}
-			out = append(out, respMessageIn{Type: "message", Role: role, Content: it.Text})
+			m := responses.ResponseInputItemParamOfMessage(it.Text, role)
+			m.OfMessage.Type = responses.EasyInputMessageTypeMessage
+			out = append(out, m)
 		case KindFunctionCall:
-			out = append(out, respCallIn{Type: "function_call", CallID: it.CallID, Name: it.Name, Arguments: it.Arguments})
+			out = append(out, responses.ResponseInputItemParamOfFunctionCall(it.Arguments, it.CallID, it.Name))
 		case KindFunctionCallOutput:
-			out = append(out, respCallOutputIn{Type: "function_call_output", CallID: it.CallID, Output: it.Output})
+			o := responses.ResponseInputItemParamOfFunctionCallOutput(it.Output)
+			o.OfFunctionCallOutput.CallID = param.NewOpt(it.CallID)
+			out = append(out, o)
 		case KindReasoning:
-			var ri respItem
-			if len(it.Raw) > 0 && json.Unmarshal(it.Raw, &ri) == nil && ri.Type == "reasoning" && ri.EncryptedContent != "" {
-				out = append(out, it.Raw)
+			var ri responses.ResponseReasoningItem
+			if len(it.Raw) == 0 || json.Unmarshal(it.Raw, &ri) != nil || ri.Type != "reasoning" || ri.EncryptedContent == "" {
+				continue
 			}
+			summary := make([]responses.ResponseReasoningItemSummaryParam, 0, len(ri.Summary))
+			for _, s := range ri.Summary {
+				summary = append(summary, responses.ResponseReasoningItemSummaryParam{Text: s.Text})
+			}
+			r := responses.ResponseInputItemParamOfReasoning(ri.ID, summary)
+			r.OfReasoning.EncryptedContent = param.NewOpt(ri.EncryptedContent)
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func respTools(tools []Tool) []respTool {
-	out := make([]respTool, 0, len(tools))
+func respTools(tools []Tool) ([]responses.ToolUnionParam, error) {
+	out := make([]responses.ToolUnionParam, 0, len(tools))
 	for _, t := range tools {
-		params := t.Parameters
-		if len(params) == 0 {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		schema, err := schemaOf(t)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, respTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params})
+		ft := responses.FunctionToolParam{Name: t.Name, Parameters: schema, Strict: param.NewOpt(false)}
+		if t.Description != "" {
+			ft.Description = param.NewOpt(t.Description)
+		}
+		out = append(out, responses.ToolUnionParam{OfFunction: &ft})
 	}
-	return out
+	return out, nil
 }
 
-// itemFromResp converts a server output item; ok is false for kinds we do not keep.
-func itemFromResp(raw json.RawMessage) (Item, bool, error) {
-	var ri respItem
-	if err := json.Unmarshal(raw, &ri); err != nil {
-		return Item{}, false, err
+// schemaOf decodes a tool's JSON schema (an empty object schema when it has none).
+func schemaOf(t Tool) (map[string]any, error) {
+	if len(t.Parameters) == 0 {
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
 	}
-	switch ri.Type {
+	var m map[string]any
+	if err := json.Unmarshal(t.Parameters, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// itemFromOutput converts a server output item; ok is false for kinds we do not keep.
+func itemFromOutput(o responses.ResponseOutputItemUnion) (Item, bool) {
+	switch o.Type {
 	case "message":
 		var b strings.Builder
-		for _, c := range ri.Content {
+		for _, c := range o.Content {
 			b.WriteString(c.Text)
 			b.WriteString(c.Refusal)
 		}
-		return Item{Kind: KindMessage, Role: RoleAssistant, Text: b.String()}, true, nil
+		return Item{Kind: KindMessage, Role: RoleAssistant, Text: b.String()}, true
 	case "function_call":
-		return Item{Kind: KindFunctionCall, CallID: ri.CallID, Name: ri.Name, Arguments: ri.Arguments}, true, nil
+		return Item{Kind: KindFunctionCall, CallID: o.CallID, Name: o.Name, Arguments: o.Arguments.OfString}, true
 	case "reasoning":
-		return Item{Kind: KindReasoning, Raw: append(json.RawMessage(nil), raw...)}, true, nil
+		return Item{Kind: KindReasoning, Raw: json.RawMessage(o.RawJSON())}, true
 	}
-	return Item{}, false, nil
+	return Item{}, false
 }
 
-// Stream sends req and reads the event stream up to response.completed.
+// Stream sends req and reads the event stream up to response.completed (or
+// response.incomplete).
 func (p *responsesProvider) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
-	model, err := p.h.modelFor(req)
+	model, err := p.c.modelFor(req)
 	if err != nil {
 		return nil, err
 	}
-	body := respRequest{Model: model, Instructions: req.Instructions, Input: respInput(req.Input),
-		Tools: respTools(req.Tools), MaxOutputTokens: req.MaxOutputTokens, Stream: true}
-	if len(body.Tools) > 0 {
-		body.ToolChoice = "auto"
-	}
-	header := http.Header{}
-	if p.h.key != "" {
-		header.Set("Authorization", "Bearer "+p.h.key)
-	}
-	stream, err := p.h.post(ctx, "/responses", body, header)
+	tools, err := respTools(req.Tools)
 	if err != nil {
-		return nil, err
+		return nil, p.c.cls.invalid("tool schema: %v", err)
 	}
+	params := responses.ResponseNewParams{
+		Model:   model,
+		Input:   responses.ResponseNewParamsInputUnion{OfInputItemList: respInput(req.Input)},
+		Tools:   tools,
+		Store:   param.NewOpt(false),
+		Include: []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent},
+	}
+	if req.Instructions != "" {
+		params.Instructions = param.NewOpt(req.Instructions)
+	}
+	if req.MaxOutputTokens > 0 {
+		params.MaxOutputTokens = param.NewOpt(int64(req.MaxOutputTokens))
+	}
+	if req.CacheKey != "" {
+		params.PromptCacheKey = param.NewOpt(req.CacheKey)
+	}
+	if len(tools) > 0 {
+		params.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsAuto)}
+	}
+	x := p.c.exchange()
+	stream := p.svc.NewStreaming(ctx, params, option.WithMiddleware(x.middleware))
 	defer stream.Close()
-	return p.read(ctx, stream, onDelta)
-}
 
-// partial is an output item being streamed.
-type partial struct {
-	item Item
-	ok   bool
-}
-
-func (p *responsesProvider) read(ctx context.Context, body io.Reader, onDelta func(Delta)) (*Response, error) {
-	cls := p.h.cls
-	sse := newSSEReader(body)
-	items := map[int]*partial{}
-	at := func(i int) *partial {
+	cls := p.c.cls
+	items := map[int64]*partial{}
+	at := func(i int64) *partial {
 		if items[i] == nil {
 			items[i] = &partial{}
 		}
 		return items[i]
 	}
 	out := &Response{}
-	for {
-		ev, err := sse.Next()
-		if errors.Is(err, io.EOF) {
-			return nil, cls.streamCut(ctx)
-		}
-		if err != nil {
-			return nil, cls.fromTransport(ctx, err)
-		}
-		if len(ev.Data) == 0 || string(ev.Data) == "[DONE]" {
-			continue
-		}
-		var e respEvent
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return nil, cls.decodeErr(ev.Event, err)
-		}
-		if e.Type == "" {
-			e.Type = ev.Event
-		}
+	for stream.Next() {
+		e := stream.Current()
 		switch e.Type {
 		case "response.created", "response.in_progress":
-			if e.Response != nil && e.Response.ID != "" {
+			if e.Response.ID != "" {
 				out.ID = e.Response.ID
 			}
 		case "response.output_item.added":
-			it, ok, err := itemFromResp(e.Item)
-			if err != nil {
-				return nil, cls.decodeErr(e.Type, err)
-			}
 			pi := at(e.OutputIndex)
-			pi.item, pi.ok = it, ok
+			pi.item, pi.ok = itemFromOutput(e.Item)
 		case "response.output_text.delta", "response.refusal.delta":
 			pi := at(e.OutputIndex)
 			if !pi.ok {
@@ -242,10 +188,7 @@ func (p *responsesProvider) read(ctx context.Context, body io.Reader, onDelta fu
 		case "response.function_call_arguments.done":
 			at(e.OutputIndex).item.Arguments = e.Arguments
 		case "response.output_item.done":
-			it, ok, err := itemFromResp(e.Item)
-			if err != nil {
-				return nil, cls.decodeErr(e.Type, err)
-			}
+			it, ok := itemFromOutput(e.Item)
 			pi := at(e.OutputIndex)
 			// The done item is complete at OpenAI; a terse compatible server may leave out
 			// what it already streamed, so keep the streamed text and arguments then.
@@ -257,65 +200,74 @@ func (p *responsesProvider) read(ctx context.Context, body io.Reader, onDelta fu
 					it.Arguments = pi.item.Arguments
 				}
 			}
-			pi.item, pi.ok = it, ok
+			pi.item, pi.ok, pi.done = it, ok, e.Item.Status != "incomplete"
 		case "response.completed":
-			if e.Response == nil {
-				return nil, cls.decodeErr(e.Type, errors.New("no response object"))
-			}
-			return p.finish(out, items, e.Response)
+			return p.finish(out, items, e.Response, true), nil
 		case "response.incomplete":
-			reason := "unknown reason"
-			if e.Response != nil && e.Response.IncompleteDetails != nil {
-				reason = e.Response.IncompleteDetails.Reason
+			// Out of output tokens the model is not done: what it finished goes to history
+			// and the loop asks again (needs_follow_up). Any other reason (a content filter)
+			// would repeat, so it is an error.
+			if reason := e.Response.IncompleteDetails.Reason; reason != "max_output_tokens" {
+				if reason == "" {
+					reason = "unknown reason"
+				}
+				return nil, cls.truncated(reason)
 			}
-			return nil, cls.truncated(reason)
+			return p.finish(out, items, e.Response, false), nil
 		case "response.failed":
-			a := apiError{Message: "response failed"}
-			if e.Response != nil && e.Response.Error != nil {
-				a = *e.Response.Error
+			f := failure{code: string(e.Response.Error.Code), message: e.Response.Error.Message}
+			if f.code == "" && f.message == "" {
+				f.message = "response failed"
 			}
-			return nil, cls.fromStream(a)
+			return nil, cls.fromStream(f)
 		case "error":
-			a := apiError{Message: e.Message, Code: e.Code}
-			if e.Error != nil {
-				a = *e.Error
-			}
-			return nil, cls.fromStream(a)
+			return nil, cls.fromStream(failure{code: e.Code, message: e.Message})
 		}
 	}
+	if err := stream.Err(); err != nil {
+		return nil, cls.fromSDK(ctx, err, x)
+	}
+	return nil, cls.streamCut(ctx)
 }
 
-// finish assembles the response: streamed items in output order, or the completed
-// response's output when the server streamed none.
-func (p *responsesProvider) finish(out *Response, items map[int]*partial, done *respResponse) (*Response, error) {
+// partial is an output item being streamed.
+type partial struct {
+	item Item
+	ok   bool // a kind we keep
+	done bool // its output_item.done arrived, complete
+}
+
+// finish assembles the response: streamed items in output order, or the final response's
+// output when the server streamed none. A completed response ends the turn unless it calls a
+// tool; an incomplete one never does, and keeps only what was finished (a function call cut
+// mid-arguments, or a reasoning item without its done event, is dropped; text is kept).
+func (p *responsesProvider) finish(out *Response, items map[int64]*partial, done responses.Response, completed bool) *Response {
 	if done.ID != "" {
 		out.ID = done.ID
 	}
+	keep := func(it Item, finished bool) bool {
+		return completed || finished || it.Kind == KindMessage
+	}
 	if len(items) == 0 {
-		for _, raw := range done.Output {
-			it, ok, err := itemFromResp(raw)
-			if err != nil {
-				return nil, p.h.cls.decodeErr("response.completed", err)
-			}
-			if ok {
+		for _, o := range done.Output {
+			if it, ok := itemFromOutput(o); ok && keep(it, o.Status != "incomplete") {
 				out.Items = append(out.Items, it)
 			}
 		}
 	} else {
-		idx := make([]int, 0, len(items))
+		idx := make([]int64, 0, len(items))
 		for i := range items {
 			idx = append(idx, i)
 		}
-		sort.Ints(idx)
+		sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
 		for _, i := range idx {
-			if items[i].ok {
-				out.Items = append(out.Items, items[i].item)
+			if pi := items[i]; pi.ok && keep(pi.item, pi.done) {
+				out.Items = append(out.Items, pi.item)
 			}
 		}
 	}
-	if u := done.Usage; u != nil {
-		out.Usage = Usage{InputTokens: u.InputTokens, CachedInputTokens: u.InputTokensDetails.CachedTokens, OutputTokens: u.OutputTokens}
-	}
-	out.EndTurn = len(out.ToolCalls()) == 0
-	return out, nil
+	u := done.Usage
+	out.Usage = Usage{InputTokens: u.InputTokens, CachedInputTokens: u.InputTokensDetails.CachedTokens, OutputTokens: u.OutputTokens}
+	out.EndTurn = completed && len(out.ToolCalls()) == 0
+	return out
 }

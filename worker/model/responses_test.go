@@ -181,8 +181,8 @@ func TestResponsesErrors(t *testing.T) {
 		{name: "an error event with context_length_exceeded marks the context full", reply: modeltest.Reply{Raw: sse(
 			`{"type":"error","code":"context_length_exceeded","message":"too long","param":null}`)},
 			class: workitems.ClassInvalidInput, ctxFull: true},
-		{name: "response.incomplete at max_output_tokens is truncated", reply: modeltest.Reply{Raw: sse(
-			`{"type":"response.incomplete","response":{"id":"r1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}`)},
+		{name: "response.incomplete by the content filter is truncated", reply: modeltest.Reply{Raw: sse(
+			`{"type":"response.incomplete","response":{"id":"r1","status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`)},
 			class: workitems.ClassInvalidInput, sentinel: model.ErrTruncated},
 		{name: "a corrupt event is transient", reply: modeltest.Reply{Raw: "data: {not json\n\n"}, class: workitems.ClassTransient},
 	}

@@ -9,8 +9,9 @@ import (
 
 // Events renders r as the Responses-API server-sent events a real server streams:
 // response.created, per item output_item.added, its deltas (text split in two pieces to
-// exercise accumulation), output_item.done, then response.completed with usage — or, when
-// r.Cut is set, nothing after the items.
+// exercise accumulation), output_item.done, then response.completed with usage (or
+// response.incomplete when r.Incomplete names a reason) — or, when r.Cut is set, nothing
+// after the items.
 func Events(id string, r Reply) []string {
 	seq := 0
 	var out []string
@@ -68,8 +69,13 @@ func Events(id string, r Reply) []string {
 	if done == nil {
 		done = []any{}
 	}
-	emit("response.completed", map[string]any{"response": map[string]any{"id": id, "object": "response",
-		"status": "completed", "output": done, "usage": map[string]any{
+	final, status := "response.completed", "completed"
+	var details any
+	if r.Incomplete != "" {
+		final, status, details = "response.incomplete", "incomplete", map[string]any{"reason": r.Incomplete}
+	}
+	emit(final, map[string]any{"response": map[string]any{"id": id, "object": "response",
+		"status": status, "incomplete_details": details, "output": done, "usage": map[string]any{
 			"input_tokens":          r.Usage.InputTokens,
 			"input_tokens_details":  map[string]any{"cached_tokens": r.Usage.CachedInputTokens},
 			"output_tokens":         r.Usage.OutputTokens,

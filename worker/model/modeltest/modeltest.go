@@ -1,7 +1,8 @@
 // Package modeltest owns a local OpenAI Responses-API server for tests: it streams scripted
 // replies as real server-sent events (text, function calls, a stream cut before
-// response.completed, HTTP errors) and records every request, so a test can drive the real
-// model client end to end and assert what was sent.
+// response.completed, a response.incomplete, HTTP errors) and records every request, so a
+// test can drive the real model client end to end and assert what was sent (store, include
+// and prompt_cache_key included).
 //
 //	srv := modeltest.NewResponsesServer(t)
 //	srv.Enqueue(modeltest.ToolCalls(model.Call("c1", "read_file", `{"path":"a.go"}`)), modeltest.Text("done"))
@@ -44,6 +45,9 @@ type Reply struct {
 	Started chan struct{}
 	// Raw, when set, is written verbatim as the stream body (recorded SSE).
 	Raw string
+	// Incomplete, when set, ends the stream with response.incomplete for this reason
+	// ("max_output_tokens", "content_filter") instead of response.completed.
+	Incomplete string
 
 	Status int
 	Header http.Header
@@ -121,6 +125,9 @@ type Request struct {
 	Tools           []string // function tool names, in order
 	MaxOutputTokens int
 	Stream          bool
+	Store           *bool    // nil when absent
+	Include         []string // what the response should include ("reasoning.encrypted_content")
+	PromptCacheKey  string
 	// Authorized reports whether the request carried the expected key.
 	Authorized bool
 }
@@ -301,13 +308,17 @@ func record(r *http.Request) Request {
 		Tools        []struct {
 			Name string `json:"name"`
 		} `json:"tools"`
-		MaxOutputTokens int  `json:"max_output_tokens"`
-		Stream          bool `json:"stream"`
+		MaxOutputTokens int      `json:"max_output_tokens"`
+		Stream          bool     `json:"stream"`
+		Store           *bool    `json:"store"`
+		Include         []string `json:"include"`
+		PromptCacheKey  string   `json:"prompt_cache_key"`
 	}
 	if json.Unmarshal(body, &wire) != nil {
 		return rec
 	}
 	rec.Model, rec.Instructions, rec.MaxOutputTokens, rec.Stream = wire.Model, wire.Instructions, wire.MaxOutputTokens, wire.Stream
+	rec.Store, rec.Include, rec.PromptCacheKey = wire.Store, wire.Include, wire.PromptCacheKey
 	for _, t := range wire.Tools {
 		rec.Tools = append(rec.Tools, t.Name)
 	}

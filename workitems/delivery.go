@@ -1,0 +1,179 @@
+package workitems
+
+import "time"
+
+// DeliveryOutcome is what became of an attempt's change.
+type DeliveryOutcome string
+
+// The delivery outcomes.
+const (
+	// DeliveryUnchanged: nothing to deliver — the diff was empty (rule no_change), or the result
+	// equals one already delivered (rule already_delivered, with SameAs).
+	DeliveryUnchanged DeliveryOutcome = "unchanged"
+	// DeliveryPatched: the commit's patch is kept with the item (mode patch).
+	DeliveryPatched DeliveryOutcome = "patch"
+	// DeliveryPushed: the commit was pushed to the branch (mode branch).
+	DeliveryPushed DeliveryOutcome = "pushed"
+	// DeliveryPROpened and DeliveryPRUpdated: a pull request was opened, or the open one updated.
+	DeliveryPROpened  DeliveryOutcome = "pr_opened"
+	DeliveryPRUpdated DeliveryOutcome = "pr_updated"
+	// DeliveryMerged: the pull request was merged (automerge); MergeCommit says where.
+	DeliveryMerged DeliveryOutcome = "merged"
+	// DeliveryDeclined: a person closed an earlier pull request with the same tree unmerged.
+	DeliveryDeclined DeliveryOutcome = "declined"
+	// DeliveryFailed: delivery could not be done (Error says why); the item is escalated.
+	DeliveryFailed DeliveryOutcome = "failed"
+)
+
+// AllDeliveryOutcomes lists every delivery outcome.
+func AllDeliveryOutcomes() []DeliveryOutcome {
+	return []DeliveryOutcome{DeliveryUnchanged, DeliveryPatched, DeliveryPushed, DeliveryPROpened,
+		DeliveryPRUpdated, DeliveryMerged, DeliveryDeclined, DeliveryFailed}
+}
+
+// PRState is a pull request's state on its forge.
+type PRState string
+
+// The pull request states.
+const (
+	PROpen   PRState = "open"
+	PRClosed PRState = "closed" // closed without merging
+	PRMerged PRState = "merged"
+)
+
+// AllPRStates lists every pull request state.
+func AllPRStates() []PRState { return []PRState{PROpen, PRClosed, PRMerged} }
+
+// CheckState is a CI check's state, normalised across forges (the same vocabulary as
+// verify.CIState).
+type CheckState string
+
+// The CI check states.
+const (
+	CheckPending        CheckState = "pending"
+	CheckSuccess        CheckState = "success"
+	CheckFailure        CheckState = "failure"
+	CheckInfraError     CheckState = "infra_error"
+	CheckCancelled      CheckState = "cancelled"
+	CheckNeutral        CheckState = "neutral"
+	CheckActionRequired CheckState = "action_required"
+	CheckStale          CheckState = "stale"
+	CheckUnknown        CheckState = "unknown"
+)
+
+// AllCheckStates lists every CI check state.
+func AllCheckStates() []CheckState {
+	return []CheckState{CheckPending, CheckSuccess, CheckFailure, CheckInfraError, CheckCancelled,
+		CheckNeutral, CheckActionRequired, CheckStale, CheckUnknown}
+}
+
+// The decision rules of the delivery flow (verify's policy table lists RuleNoChange; the others
+// are made after the verifier's close).
+const (
+	// RuleNoChange closes an item whose passing attempt changed nothing: nothing is committed.
+	RuleNoChange = "no_change"
+	// RuleAlreadyDelivered closes an item whose result equals the template's last delivered one.
+	RuleAlreadyDelivered = "already_delivered"
+	// RuleDeclined closes an item whose result equals a pull request a person closed unmerged.
+	RuleDeclined = "declined"
+	// RuleDeliveryFailed escalates an item whose change could not be delivered.
+	RuleDeliveryFailed = "delivery_failed"
+)
+
+// DeliveryStep names one step of the delivery flow in an EventDelivery event (Data["step"]).
+type DeliveryStep string
+
+// The delivery steps.
+const (
+	StepUnchanged DeliveryStep = "unchanged" // nothing to commit
+	StepCommitted DeliveryStep = "committed" // the attempt's change is one commit on its base
+	StepReused    DeliveryStep = "reused"    // a resumed attempt found its commit already made
+	StepPublish   DeliveryStep = "publish"   // handed to the forge (push, pull request, CI)
+	StepFollowup  DeliveryStep = "followup"  // the forge was told about a retry or an escalation
+	StepRetrying  DeliveryStep = "retrying"  // a transient error: the task is retried, no attempt is spent
+	StepFailed    DeliveryStep = "failed"    // a delivery error a person must look at
+	StepRecorded  DeliveryStep = "recorded"  // the delivery record (and patch) stored with the decision
+)
+
+// AllDeliverySteps lists every delivery step.
+func AllDeliverySteps() []DeliveryStep {
+	return []DeliveryStep{StepUnchanged, StepCommitted, StepReused, StepPublish, StepFollowup,
+		StepRetrying, StepFailed, StepRecorded}
+}
+
+// EventDelivery is a step of the delivery flow (Data: step, and what the step knows).
+const EventDelivery EventType = "delivery"
+
+// Delivery is what became of an attempt's change: the local commit and its patch, and — through
+// a forge — the branch, the pushed commit, the pull request, its CI checks and the merge.
+// Fields that do not apply are empty.
+type Delivery struct {
+	Attempt int             `json:"attempt"`
+	Mode    DeliveryMode    `json:"mode"`
+	Outcome DeliveryOutcome `json:"outcome"`
+	Base    string          `json:"base,omitempty"`   // the commit the attempt started from
+	Commit  string          `json:"commit,omitempty"` // the local commit on Base holding the change
+	Tree    string          `json:"tree,omitempty"`   // Commit's tree id (equal trees are the same result)
+	// BaseTree is Base's tree id: the same base tree and tree make the same patch, whatever
+	// the commits' dates.
+	BaseTree string        `json:"base_tree,omitempty"`
+	Files    []ChangedFile `json:"files,omitempty"` // at most MaxDeliveryFiles; FileCount has them all
+	// FileCount, Added and Deleted sum the whole change.
+	FileCount int `json:"file_count,omitempty"`
+	Added     int `json:"added,omitempty"`
+	Deleted   int `json:"deleted,omitempty"`
+	// PatchBytes is the size of the whole patch; PatchTruncated says the stored one is cut
+	// (Store.Patch returns the stored one).
+	PatchBytes     int64 `json:"patch_bytes,omitempty"`
+	PatchTruncated bool  `json:"patch_truncated,omitempty"`
+	// SameAs is the delivered result this one equals (outcome unchanged, rule already_delivered
+	// or declined).
+	SameAs *DeliveryRef `json:"same_as,omitempty"`
+
+	// Filled by a forge publisher.
+	Branch      string        `json:"branch,omitempty"`
+	PushedSHA   string        `json:"pushed_sha,omitempty"`
+	PR          *PullRequest  `json:"pr,omitempty"`
+	Checks      []CheckResult `json:"checks,omitempty"`
+	MergeCommit string        `json:"merge_commit,omitempty"`
+
+	// With outcome failed: why, and the error's class.
+	Error      string     `json:"error,omitempty"`
+	ErrorClass ErrorClass `json:"error_class,omitempty"`
+	At         time.Time  `json:"at,omitzero"`
+}
+
+// MaxDeliveryFiles bounds Delivery.Files (the item record stays small; the patch has them all).
+const MaxDeliveryFiles = 500
+
+// ChangedFile is one file of a delivered change.
+type ChangedFile struct {
+	Path    string `json:"path"`
+	From    string `json:"from,omitempty"` // a rename's old path
+	Added   int    `json:"added"`
+	Deleted int    `json:"deleted"`
+	Binary  bool   `json:"binary,omitempty"`
+}
+
+// DeliveryRef points at another item's delivered result.
+type DeliveryRef struct {
+	Item    string       `json:"item,omitempty"`
+	Attempt int          `json:"attempt,omitempty"`
+	Commit  string       `json:"commit,omitempty"`
+	PR      *PullRequest `json:"pr,omitempty"`
+}
+
+// PullRequest is a delivery's pull request on its forge.
+type PullRequest struct {
+	Number int     `json:"number"`
+	URL    string  `json:"url"`
+	State  PRState `json:"state"`
+}
+
+// CheckResult is one CI check on the pushed commit.
+type CheckResult struct {
+	Name    string     `json:"name"`
+	State   CheckState `json:"state"`
+	URL     string     `json:"url,omitempty"`
+	Summary string     `json:"summary,omitempty"`
+}

@@ -1,0 +1,144 @@
+package workitems
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNoPatch means no patch is stored for that attempt of the item.
+var ErrNoPatch = errors.New("no patch stored")
+
+// lastDelivered is a template's last delivered patch-mode result.
+type lastDelivered struct {
+	BaseTree string `json:"base_tree"`
+	Tree     string `json:"tree"`
+	Item     string `json:"item"`
+	Attempt  int    `json:"attempt"`
+	Commit   string `json:"commit"`
+}
+
+// RecordDelivery is RecordDecision with the attempt's delivery: the record goes on the attempt
+// and on the item (its latest), and the patch under the attempt's patch key, in the same
+// transaction as the decision, so a reader sees all of it or none. del may be nil (nothing was
+// delivered: a retry or an escalation before any commit) and patch empty.
+//
+// No duplicate work across ticks, in patch mode: a close whose base tree and tree equal the
+// template's last delivered result — made by another item — is recorded as unchanged (rule
+// already_delivered) with SameAs linking that item; a delivered patch becomes the template's
+// last. The template's record is read under WATCH, so two items finishing at once cannot both
+// deliver the same tree.
+func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Verdict, del *Delivery, patch []byte) (*Item, error) {
+	cur, err := s.Get(ctx, f.Item)
+	if err != nil {
+		return nil, err
+	}
+	lastKey := s.k.delivered(cur.Template) // an item's template never changes
+	var becomesLast *lastDelivered
+	return s.updateWatched(ctx, f.Item, f, []string{lastKey}, func(tx *redis.Tx, it *Item) ([]Event, error) {
+		becomesLast = nil
+		a := it.Current()
+		if it.Attempt != f.Attempt || a == nil || it.State != StateVerifying {
+			return nil, fmt.Errorf("workitems: item %s: decision for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		}
+		now := s.now().UTC()
+		if d.At.IsZero() {
+			d.At = now
+		}
+		a.Verified = v
+		var evs []Event
+		dec := d // a retried transaction starts from the caller's decision again
+		if del != nil {
+			rec := *del
+			rec.Attempt = a.N
+			if rec.At.IsZero() {
+				rec.At = now
+			}
+			if dec.Outcome == OutcomeClose && rec.Mode == DeliveryPatch && rec.Outcome == DeliveryPatched {
+				last, err := readLastDelivered(ctx, tx, lastKey)
+				if err != nil {
+					return nil, err
+				}
+				if last != nil && last.Item != it.ID && last.BaseTree == rec.BaseTree && last.Tree == rec.Tree {
+					rec.Outcome = DeliveryUnchanged
+					rec.SameAs = &DeliveryRef{Item: last.Item, Attempt: last.Attempt, Commit: last.Commit}
+					dec.Rule = RuleAlreadyDelivered
+					dec.Reasons = append([]string{fmt.Sprintf("the result equals the patch item %s delivered (attempt %d, tree %s on base tree %s): nothing new",
+						last.Item, last.Attempt, short(rec.Tree), short(rec.BaseTree))}, dec.Reasons...)
+				} else {
+					becomesLast = &lastDelivered{BaseTree: rec.BaseTree, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
+				}
+			}
+			a.Delivery, it.Delivery = &rec, &rec
+			data := map[string]string{"step": string(StepRecorded), "mode": string(rec.Mode), "outcome": string(rec.Outcome)}
+			if rec.Commit != "" {
+				data["commit"] = rec.Commit
+			}
+			if len(patch) > 0 {
+				data["patch_bytes"] = strconv.FormatInt(rec.PatchBytes, 10)
+				data["patch_truncated"] = strconv.FormatBool(rec.PatchTruncated)
+			}
+			if rec.SameAs != nil {
+				data["same_as"] = rec.SameAs.Item
+			}
+			msg := "delivery: " + string(rec.Outcome)
+			if rec.Error != "" {
+				msg += ": " + rec.Error
+			}
+			evs = append(evs, Event{Type: EventDelivery, Attempt: a.N, Message: msg, Data: data})
+		}
+		more, err := s.applyDecision(it, a, dec)
+		return append(evs, more...), err
+	}, func(it *Item, p pipeliner) {
+		if len(patch) > 0 {
+			p.Set(ctx, s.k.patch(it.ID, f.Attempt), patch, 0)
+		}
+		if becomesLast != nil {
+			b, _ := json.Marshal(becomesLast) // plain strings and ints
+			p.Set(ctx, lastKey, b, 0)
+		}
+	})
+}
+
+func readLastDelivered(ctx context.Context, tx *redis.Tx, key string) (*lastDelivered, error) {
+	b, err := tx.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var l lastDelivered
+	if json.Unmarshal(b, &l) != nil {
+		return nil, nil // unreadable: treat as none (it is only an optimisation's memory)
+	}
+	return &l, nil
+}
+
+// Patch returns the patch stored for attempt n of an item (cut and marked when the whole one
+// was over the delivery flow's bound: see Delivery.PatchTruncated). ErrNotFound: no such
+// item; ErrNoPatch: the attempt has none.
+func (s *Store) Patch(ctx context.Context, id string, n int) ([]byte, error) {
+	b, err := s.rdb.Get(ctx, s.k.patch(id, n)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		if _, err := s.Get(ctx, id); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("workitems: item %s attempt %d: %w", id, n, ErrNoPatch)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workitems: patch %s attempt %d: %w", id, n, err)
+	}
+	return b, nil
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
