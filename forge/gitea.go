@@ -402,7 +402,9 @@ func (g *gitea) Checks(ctx context.Context, repo, sha string) ([]Check, error) {
 }
 
 // RerunChecks re-requests nothing: Gitea's CI results are commit statuses.
-func (g *gitea) RerunChecks(context.Context, string, string, []string) ([]string, error) { return nil, nil }
+func (g *gitea) RerunChecks(context.Context, string, string, []string) ([]string, error) {
+	return nil, nil
+}
 
 // giteaState normalises a Gitea commit status. "warning" is a failure, as in Gitea's own
 // combined status; "skipped" passes.
