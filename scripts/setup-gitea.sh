@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds a Gitea server binary for the forge tests (internal/giteatest starts one per test
-# package). Idempotent: a binary already built for the pinned version is kept. Prints where the
-# binary and its module directory (options/ and templates/, which Gitea reads at run time) are,
-# as shell exports.
+# package). Idempotent: a binary already built for the pinned version is kept. Next to it go the
+# module's options/ and templates/, which a Gitea built without bindata reads at run time (it
+# stops on a missing translation otherwise). Prints the binary's path as a shell export.
 #
 # `go install code.gitea.io/gitea@VERSION` refuses the module (its go.mod has replace
 # directives), so the module is downloaded through the Go module proxy and built inside a
@@ -39,8 +39,15 @@ if [ ! -x "$bin" ]; then
 		-ldflags "-s -w -X main.Version=${GITEA_VERSION#v}" -o "$bin.tmp" .) >&2
 	mv "$bin.tmp" "$bin" # atomic: a concurrent caller sees no binary or a whole one
 fi
+for d in options templates; do
+	if [ ! -d "$dir/$d" ]; then
+		rm -rf "$dir/$d.tmp"
+		cp -r "$moddir/$d" "$dir/$d.tmp"
+		chmod -R u+w "$dir/$d.tmp"
+		mv "$dir/$d.tmp" "$dir/$d"
+	fi
+done
 
 [ -x "$bin" ] || { echo "setup-gitea: $bin missing after build" >&2; exit 1; }
 echo "setup-gitea: $("$bin" --version 2>/dev/null | head -1)" >&2
 echo "export OUTERLOOP_GITEA_BIN=$bin"
-echo "export OUTERLOOP_GITEA_MODULE=$moddir"
