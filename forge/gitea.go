@@ -303,41 +303,53 @@ func (g *gitea) Merge(ctx context.Context, repo string, number int, m MergeReque
 		return p, g.fail(ctx, op, repo, resp, err)
 	}
 	headMoved := func(p *gsdk.PullRequest) error {
-		if p.Head == nil || p.Head.Sha != m.ExpectedHeadSHA {
-			got := ""
-			if p.Head != nil {
-				got = p.Head.Sha
-			}
+		if p.Head == nil {
+			return &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassInvariantViolation,
+				Err: errors.New("pull request has no head")}
+		}
+		if got := p.Head.Sha; got != m.ExpectedHeadSHA {
 			return &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassConflict, Err: ErrHeadMoved,
 				Message: "head is " + shortSHA(got) + ", expected " + shortSHA(m.ExpectedHeadSHA)}
 		}
 		return nil
 	}
-	// Gitea checks mergeability asynchronously after a push (and answers 405 "try again later"
-	// meanwhile): wait, briefly, until it says mergeable.
+	// Gitea moves a pull request's head and checks its mergeability asynchronously after a
+	// push (answering 405 "try again later" meanwhile): wait, briefly, until the head is the
+	// expected commit and Gitea says mergeable. Whether the head moved is the branch's to say
+	// (its ref moves with the push itself).
 	errChecking := errors.New("gitea is still checking mergeability")
+	errCatchingUp := errors.New("gitea has not moved the pull request to the pushed head yet")
 	err = retrying(ctx, g.cfg, func() error {
 		p, err := get()
 		if err != nil {
-			return err
-		}
-		if err := headMoved(p); err != nil {
 			return err
 		}
 		if p.HasMerged || p.State == gsdk.StateClosed {
 			return &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassConflict, Err: ErrNotMergeable,
 				Message: "pull request is " + string(p.State)}
 		}
+		if moved := headMoved(p); moved != nil {
+			b, resp, err := c.GetRepoBranch(owner, name, p.Head.Ref)
+			if err := g.fail(ctx, op, repo, resp, err); err != nil {
+				return err
+			}
+			if b.Commit != nil && b.Commit.ID == m.ExpectedHeadSHA {
+				return errCatchingUp
+			}
+			return moved
+		}
 		if !p.Mergeable {
 			return errChecking
 		}
 		return nil
-	}, func(err error) bool { return errors.Is(err, errChecking) })
-	if errors.Is(err, errChecking) {
+	}, func(err error) bool { return errors.Is(err, errChecking) || errors.Is(err, errCatchingUp) })
+	switch {
+	case errors.Is(err, errChecking):
 		return "", &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassConflict, Err: ErrNotMergeable,
 			Message: "Gitea does not report it mergeable (conflicts, or still checking)"}
-	}
-	if err != nil {
+	case errors.Is(err, errCatchingUp):
+		return "", &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassTransient, Err: err}
+	case err != nil:
 		return "", err
 	}
 	ok, resp, err := c.MergePullRequest(owner, name, int64(number), gsdk.MergePullRequestOption{Style: giteaStyles[m.Method],
