@@ -16,7 +16,7 @@ var (
 	// configuration error; nothing retries it).
 	ErrMissingToken = errors.New("token variable not set")
 	// ErrUnknownForge means no forge has that key.
-	ErrUnknownForge = errors.New("no such forge in forges:")
+	ErrUnknownForge = errors.New("not a key of forges")
 	// ErrAuth means the forge refused the credentials (401/403).
 	ErrAuth = errors.New("forge refused the credentials")
 	// ErrNotFound means the repository, branch or pull request does not exist (404).

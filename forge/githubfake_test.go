@@ -288,9 +288,7 @@ func (f *fakeGitHub) handler() http.Handler {
 		}
 		n := num(r)
 		var out []map[string]any
-		for _, l := range in {
-			f.labels[n] = append(f.labels[n], l)
-		}
+		f.labels[n] = append(f.labels[n], in...)
 		for _, l := range f.labels[n] {
 			out = append(out, map[string]any{"name": l, "color": "ededed"})
 		}
