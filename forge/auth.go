@@ -1,14 +1,17 @@
 package forge
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"outerloop/workitems"
 )
@@ -18,7 +21,8 @@ import (
 // the GitHub CI source always allowed; logged once) and writes fail with ErrMissingToken
 // before anything is sent.
 type tokenTransport struct {
-	base   http.RoundTripper
+	base    http.RoundTripper
+	timeout time.Duration // per request, unless the caller's context has a deadline
 	getenv func(string) string
 	env    string
 	scheme string // "Bearer" (GitHub), "token" (Gitea)
@@ -29,6 +33,36 @@ type tokenTransport struct {
 
 func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	tok := t.getenv(t.env)
+	if tok != "" || (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		// The timeout lives in the request's context, not in http.Client.Timeout: go-github
+		// leaves error bodies unclosed, and a client timeout keeps a goroutine per such
+		// request until it fires; a context's timer is no goroutine.
+		if _, ok := req.Context().Deadline(); !ok && t.timeout > 0 {
+			ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+			resp, err := t.send(req.WithContext(ctx), tok)
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+			return resp, nil
+		}
+	}
+	return t.send(req, tok)
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func (t *tokenTransport) send(req *http.Request, tok string) (*http.Response, error) {
 	if tok == "" {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
 			if req.Body != nil {
@@ -61,8 +95,8 @@ func authClient(cfg Config, scheme string) *http.Client {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = &tokenTransport{base: base, getenv: cfg.Getenv, env: cfg.TokenEnv, scheme: scheme,
-		logger: cfg.Logger, forge: cfg.Name}
+	c.Transport = &tokenTransport{base: base, timeout: cfg.RequestTimeout, getenv: cfg.Getenv, env: cfg.TokenEnv,
+		scheme: scheme, logger: cfg.Logger, forge: cfg.Name}
 	return &c
 }
 

@@ -169,8 +169,10 @@ type Config struct {
 	workitems.ForgeConfig
 	// Getenv reads the token variable at each use (default os.Getenv).
 	Getenv func(string) string
-	// HTTPClient carries API requests (default: a client with a 30 s timeout).
+	// HTTPClient carries API requests (default: a plain client).
 	HTTPClient *http.Client
+	// RequestTimeout bounds each API request whose context has no deadline (default 30 s).
+	RequestTimeout time.Duration
 	Clock      workitems.Clock // default the system clock
 	Logger     *slog.Logger    // default discards
 	// MaxRateWait is the longest a call waits for a rate limit to reset before returning
@@ -188,8 +190,9 @@ func (c *Config) withDefaults() {
 		c.Getenv = os.Getenv
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		c.HTTPClient = &http.Client{}
 	}
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
 	if c.Clock == nil {
 		c.Clock = workitems.SystemClock{}
 	}

@@ -12,11 +12,13 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"outerloop/internal/giteatest"
 	"outerloop/workitems"
 )
 
-func TestMain(m *testing.M) { giteatest.Main(m) }
+func TestMain(m *testing.M) { giteatest.Main(m, func() error { return goleak.Find() }) }
 
 // syncBuffer is a log sink tests search for secrets.
 type syncBuffer struct {

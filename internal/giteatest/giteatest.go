@@ -134,9 +134,12 @@ func Shared(t testing.TB) *Server {
 	return shared.srv
 }
 
-// Main runs the package's tests and then stops the shared Gitea and removes its work path.
-// Call it from TestMain: func TestMain(m *testing.M) { giteatest.Main(m) }.
-func Main(m *testing.M) {
+// Main runs the package's tests, stops the shared Gitea and removes its work path, then runs
+// the after checks (goleak.Find, say: once Gitea is gone nothing may still be waiting on it);
+// a failing check fails the run. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { giteatest.Main(m, func() error { return goleak.Find() }) }
+func Main(m *testing.M, after ...func() error) {
 	code := m.Run()
 	shared.mu.Lock()
 	if shared.srv != nil {
@@ -146,6 +149,12 @@ func Main(m *testing.M) {
 		_ = os.RemoveAll(shared.dir)
 	}
 	shared.mu.Unlock()
+	for _, check := range after {
+		if err := check(); err != nil && code == 0 {
+			fmt.Fprintln(os.Stderr, "giteatest: after the tests:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { Main(m, func() error { return goleak.Find() }) }
 
 func TestServerServesGitAndTheAPIAndDiesAtClose(t *testing.T) {
 	t.Parallel()
