@@ -23,12 +23,12 @@ import (
 type tokenTransport struct {
 	base    http.RoundTripper
 	timeout time.Duration // per request, unless the caller's context has a deadline
-	getenv func(string) string
-	env    string
-	scheme string // "Bearer" (GitHub), "token" (Gitea)
-	logger *slog.Logger
-	forge  string
-	warned atomic.Bool
+	getenv  func(string) string
+	env     string
+	scheme  string // "Bearer" (GitHub), "token" (Gitea)
+	logger  *slog.Logger
+	forge   string
+	warned  atomic.Bool
 }
 
 func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {

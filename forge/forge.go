@@ -173,8 +173,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// RequestTimeout bounds each API request whose context has no deadline (default 30 s).
 	RequestTimeout time.Duration
-	Clock      workitems.Clock // default the system clock
-	Logger     *slog.Logger    // default discards
+	Clock          workitems.Clock // default the system clock
+	Logger         *slog.Logger    // default discards
 	// MaxRateWait is the longest a call waits for a rate limit to reset before returning
 	// ErrRateLimited (default 2 minutes).
 	MaxRateWait time.Duration
