@@ -8,8 +8,25 @@
 // used, so a rotated token is picked up without a restart; no token ever appears in a URL, an
 // argv, a log line, an error, an event or a metric. API requests carry it in an Authorization
 // header. git gets it through GitAuth: an http.<url>.extraHeader passed in GIT_CONFIG_COUNT/
-// GIT_CONFIG_KEY_n/GIT_CONFIG_VALUE_n environment entries, scoped to the remote's origin; Push
-// runs `git push --force-with-lease` with it and classifies rejections.
+// GIT_CONFIG_KEY_n/GIT_CONFIG_VALUE_n environment entries, scoped to the remote's origin (the
+// same entries serve git fetch). RemoteBranch reads the branch's commit on the remote (the
+// lease's expected value); Push runs `git push --force-with-lease=<branch>:<expected>` with it
+// (PushArgs is its argv, with no credential in it) and classifies rejections. git runs through
+// worker/proc: its own process group, a scrubbed environment, a timeout.
+//
+// A delivery step reads:
+//
+//	f, _ := forges.Get(tmpl.Deliver.Forge)        // a Set built by NewSet from forges:
+//	repo, _ := f.Repository(ctx, tmpl.Deliver.Repo) // default branch, clone URL
+//	auth, _ := f.GitAuth(repo.CloneURL)             // the token, read now
+//	req := forge.PushRequest{Forge: f.Name(), Dir: ws, URL: repo.CloneURL, Branch: branch, Auth: auth}
+//	req.Expected, _ = forge.RemoteBranch(ctx, req)
+//	req.SHA = commit
+//	err := forge.Push(ctx, req)                       // ErrStaleLease, ErrProtectedBranch, ErrAuth…
+//	prs, _ := f.PullRequestsFor(ctx, tmpl.Deliver.Repo, branch) // open one? last closed one?
+//	pr, _ := f.CreatePullRequest(ctx, tmpl.Deliver.Repo, forge.NewPullRequest{…})
+//	checks, _ := f.Checks(ctx, tmpl.Deliver.Repo, commit)
+//	sha, _ := f.Merge(ctx, tmpl.Deliver.Repo, pr.Number, forge.MergeRequest{Method: …, ExpectedHeadSHA: commit})
 //
 // Every failure is an *Error with a workitems.ErrorClass (workitems.ClassOf finds it) and, where
 // the caller must act differently, a sentinel found with errors.Is:
@@ -34,7 +51,10 @@
 //     "warning" counts as failure, as Gitea's own combined status does. There are no draft pull
 //     requests in the API: a draft is a title starting with "WIP: ". Labels are ids: missing ones
 //     are created. A pull request created right after a push can be refused with 404 while
-//     Gitea indexes the branch; creation retries that briefly.
+//     Gitea indexes the branch; creation retries that briefly. After a push Gitea also moves the
+//     pull request's head and re-checks mergeability asynchronously: Merge waits (briefly) for
+//     the head to be the expected SHA and for "mergeable", and tells a head that really moved
+//     (the branch is elsewhere: ErrHeadMoved) from one Gitea has not caught up with (transient).
 //
 // Tests: the Gitea client runs against a real Gitea server (internal/giteatest). GitHub itself
 // is out of reach from the test environment, so the GitHub client is tested against an
