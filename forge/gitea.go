@@ -314,11 +314,12 @@ func (g *gitea) Merge(ctx context.Context, repo string, number int, m MergeReque
 		return nil
 	}
 	// Gitea moves a pull request's head and checks its mergeability asynchronously after a
-	// push (answering 405 "try again later" meanwhile): wait, briefly, until the head is the
-	// expected commit and Gitea says mergeable. Whether the head moved is the branch's to say
-	// (its ref moves with the push itself).
+	// push to it or to its base (answering 405 "try again later" meanwhile): wait, briefly,
+	// until the head is the expected commit and Gitea says mergeable, and try again on a 405.
+	// Whether the head moved is the branch's to say (its ref moves with the push itself).
 	errChecking := errors.New("gitea is still checking mergeability")
 	errCatchingUp := errors.New("gitea has not moved the pull request to the pushed head yet")
+	var refused *Error // the last 405
 	err = retrying(ctx, g.cfg, func() error {
 		p, err := get()
 		if err != nil {
@@ -341,9 +342,32 @@ func (g *gitea) Merge(ctx context.Context, repo string, number int, m MergeReque
 		if !p.Mergeable {
 			return errChecking
 		}
-		return nil
+		ok, resp, err := c.MergePullRequest(owner, name, int64(number), gsdk.MergePullRequestOption{Style: giteaStyles[m.Method],
+			HeadCommitId: m.ExpectedHeadSHA, Title: m.Title, Message: m.Message})
+		if err := g.fail(ctx, op, repo, resp, err); err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		switch resp.StatusCode {
+		case http.StatusMethodNotAllowed:
+			refused = g.status(op, repo, resp, ErrNotMergeable).(*Error)
+			return errChecking
+		case http.StatusConflict:
+			// Conflicts, or the head moved between our check and the merge.
+			if p, err := get(); err == nil {
+				if err := headMoved(p); err != nil {
+					return err
+				}
+			}
+			return g.status(op, repo, resp, ErrNotMergeable)
+		}
+		return g.status(op, repo, resp, nil)
 	}, func(err error) bool { return errors.Is(err, errChecking) || errors.Is(err, errCatchingUp) })
 	switch {
+	case errors.Is(err, errChecking) && refused != nil:
+		return "", refused
 	case errors.Is(err, errChecking):
 		return "", &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassConflict, Err: ErrNotMergeable,
 			Message: "Gitea does not report it mergeable (conflicts, or still checking)"}
@@ -351,26 +375,6 @@ func (g *gitea) Merge(ctx context.Context, repo string, number int, m MergeReque
 		return "", &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassTransient, Err: err}
 	case err != nil:
 		return "", err
-	}
-	ok, resp, err := c.MergePullRequest(owner, name, int64(number), gsdk.MergePullRequestOption{Style: giteaStyles[m.Method],
-		HeadCommitId: m.ExpectedHeadSHA, Title: m.Title, Message: m.Message})
-	if err := g.fail(ctx, op, repo, resp, err); err != nil {
-		return "", err
-	}
-	if !ok {
-		switch resp.StatusCode {
-		case http.StatusConflict:
-			// Conflicts, or the head moved between our check and the merge.
-			if p, err := get(); err == nil {
-				if err := headMoved(p); err != nil {
-					return "", err
-				}
-			}
-			return "", g.status(op, repo, resp, ErrNotMergeable)
-		case http.StatusMethodNotAllowed:
-			return "", g.status(op, repo, resp, ErrNotMergeable)
-		}
-		return "", g.status(op, repo, resp, nil)
 	}
 	p, err := get()
 	if err != nil {

@@ -489,10 +489,41 @@ func (s *Server) Git(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// PushDir pushes the local repository dir's HEAD to branch of r.
+// PushDir pushes the local repository dir's HEAD to branch of r and waits until Gitea has
+// processed the push (WaitPushed).
 func (s *Server) PushDir(t testing.TB, dir string, r Repo, branch string) {
 	t.Helper()
+	sha := s.Git(t, dir, "rev-parse", "HEAD")
 	s.Git(t, dir, "push", "--quiet", r.CloneURL, "HEAD:refs/heads/"+branch)
+	s.WaitPushed(t, r, branch, sha)
+}
+
+// WaitPushed waits until Gitea's API shows branch of r at sha and the repository as not empty:
+// git push returns before Gitea's queue has processed it (until then a first push leaves the
+// repository "empty", and its pull request endpoints answer 404).
+func (s *Server) WaitPushed(t testing.TB, r Repo, branch, sha string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var b struct {
+			Commit struct{ ID string } `json:"commit"`
+		}
+		var repo struct {
+			Empty bool `json:"empty"`
+		}
+		// Gitea gives no event for "processed": its API state is the signal.
+		code, body, err := s.Do(context.Background(), http.MethodGet, "/repos/"+r.Slug+"/branches/"+branch, nil)
+		if err == nil && code == http.StatusOK && json.Unmarshal(body, &b) == nil && b.Commit.ID == sha {
+			code, body, err = s.Do(context.Background(), http.MethodGet, "/repos/"+r.Slug, nil)
+			if err == nil && code == http.StatusOK && json.Unmarshal(body, &repo) == nil && !repo.Empty {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("giteatest: %s %s not at %s after 30s (HTTP %d, %v)", r.Slug, branch, sha, code, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // PostStatus posts a commit status (state: pending, success, error, failure, warning).
