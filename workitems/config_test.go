@@ -34,6 +34,17 @@ func TestParseConfigFullExample(t *testing.T) {
 	if nd.CatchUp != "none" || nd.DoneCheck.Format != "auto" || nd.Retry.SameFailureLimit != 2 {
 		t.Errorf("template defaults: %+v", nd)
 	}
+	if d := pf.Deliver; d.Forge != "github" || d.Repo != "acme/payments" || d.Mode != DeliverPullRequest ||
+		d.MergeMethod != MergeSquash || d.Title != "Make the payment tests pass without changing their assertions." ||
+		pf.DoneCheck.CI.Forge != "github" || pf.DoneCheck.CI.Repo != "acme/payments" {
+		t.Errorf("deliver: %+v, ci: %+v", d, pf.DoneCheck.CI)
+	}
+	if g := cfg.Forges["gitea"]; g.Kind != ForgeGitea || g.TokenEnv != "GITEA_TOKEN" {
+		t.Errorf("forges: %+v", cfg.Forges)
+	}
+	if nd.Deliver.Mode != DeliverPatch || nd.Deliver.Branch != DefaultBranchPattern {
+		t.Errorf("deliver defaults without a forge: %+v", nd.Deliver)
+	}
 	if cfg.Providers["openai"].Prices.OutputPerMTok != 10 {
 		t.Errorf("prices: %+v", cfg.Providers["openai"].Prices)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/delivery"
+	"outerloop/forge"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/verify"
@@ -59,6 +60,7 @@ type App struct {
 	// pull requests).
 	Deliverer *delivery.Deliverer
 	CIStore   *verify.RedisCIStore // CI results posted to the evidence webhook
+	Forges    forge.Set            // a client per entry of forges:, by key
 	Loops     *worker.Registry
 	Logger    *slog.Logger
 	Embedded  bool
@@ -120,16 +122,20 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Metrics = metrics.New()
 	a.Metrics.SetTemplates(o.Config.Templates)
 	a.Metrics.SetStatsSource(a.Store.Stats)
-	// CI evidence: GitHub checks and statuses (token from GITHUB_TOKEN), and results posted to
-	// POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
-	gh, err := verify.NewGitHubSource(verify.GitHubConfig{}, verify.GitHubLogger(o.Logger))
+	// One client per entry of forges: (config adds a default github one for templates that
+	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
+	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
+	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		a.Close()
-		return nil, fmt.Errorf("app: github: %w", err)
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
-	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now),
-		verify.WithCI("github", gh), verify.WithCI("webhook", a.CIStore))
+	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI("webhook", a.CIStore)}
+	for name, f := range a.Forges {
+		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
+	}
+	a.Verifier = verify.New(vopts...)
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())

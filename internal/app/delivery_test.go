@@ -132,7 +132,7 @@ func TestAGreenChangeIsOneCommitOnTheBaseAndItsPatchIsServedAfterARestart(t *tes
 	}
 	d := it.Delivery
 	ws := watch.get(it.ID, 2)
-	if d == nil || it.Attempts[1].Delivery == nil || d.Outcome != workitems.DeliveryPatched || d.Mode != workitems.DeliveryPatch || d.Attempt != 2 {
+	if d == nil || it.Attempts[1].Delivery == nil || d.Outcome != workitems.DeliveryPatched || d.Mode != workitems.DeliverPatch || d.Attempt != 2 {
 		t.Fatalf("delivery %+v", d)
 	}
 	if ws.commits != 1 || ws.head != d.Commit || ws.parent != d.Base || ws.author != "outerloop <outerloop@localhost>" {
@@ -294,7 +294,7 @@ func TestForgeDelivery(t *testing.T) {
 	// The mode is set here, not in YAML: the forge config (forges:, deliver.forge) may refuse a
 	// pull_request mode without a forge, and this is about a worker without one.
 	tmpl, _ := cfg.Template("pr")
-	tmpl.Deliver.Mode = workitems.DeliveryPullRequest
+	tmpl.Deliver.Mode = workitems.DeliverPullRequest
 	t.Run("without a forge the item escalates with the cause", func(t *testing.T) {
 		t.Parallel()
 		s := open(t, cfg, workitems.SystemClock{})
