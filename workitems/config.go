@@ -21,6 +21,7 @@ type Config struct {
 	Defaults  Defaults                  `yaml:"defaults"`
 	Providers map[string]ProviderConfig `yaml:"providers"`
 	Templates []Template                `yaml:"templates"`
+	Retention Retention                 `yaml:"retention"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 }
@@ -291,6 +292,7 @@ func (c *Config) applyDefaults() {
 	if c.Defaults.MaxAttempts == 0 {
 		c.Defaults.MaxAttempts = 3
 	}
+	c.Retention = c.Retention.WithDefaults()
 	for i := range c.Templates {
 		t := &c.Templates[i]
 		t.Budget = c.Defaults.Budget.Merge(t.Budget)
@@ -331,6 +333,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Defaults.MaxAttempts < 0 {
 		return &ConfigError{Field: "defaults.max_attempts", Err: errors.New("must not be negative")}
+	}
+	if err := c.Retention.validate(); err != nil {
+		return err
 	}
 	for name, p := range c.Providers {
 		if !slices.Contains(ProviderKinds(), p.Kind) {

@@ -203,6 +203,9 @@ type Attempt struct {
 	Decision  *Decision `json:"decision,omitempty"`
 	Workspace string    `json:"workspace,omitempty"`
 	Verified  *Verdict  `json:"verified,omitempty"`
+	// Base is where the attempt's workspace started; ExitSnapshot its tree when the loop exited.
+	Base         *WorkspaceBase     `json:"base,omitempty"`
+	ExitSnapshot *WorkspaceSnapshot `json:"exit_snapshot,omitempty"`
 }
 
 // Verdict is the evidence summary the verifier recorded for an attempt.

@@ -25,3 +25,4 @@ func (k keys) epoch(id string, n int) string { return fmt.Sprintf("%sepoch:%s:%d
 func (k keys) lease(id string, n int) string { return fmt.Sprintf("%slease:%s:%d", k.p, id, n) }
 func (k keys) ckpt(id string, n int) string  { return fmt.Sprintf("%sckpt:%s:%d", k.p, id, n) }
 func (k keys) hist(id string, n int) string  { return fmt.Sprintf("%shist:%s:%d", k.p, id, n) }
+func (k keys) snap(id string, n int) string  { return fmt.Sprintf("%ssnap:%s:%d", k.p, id, n) } // workspace diff
