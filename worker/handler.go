@@ -65,14 +65,15 @@ type HandlerOptions struct {
 	Verifier   Verifier
 	Enqueuer   Enqueuer
 	Workspaces *Workspaces // default: under $TMPDIR/outerloop-work
-	// KeepWorkspaces leaves the workspaces of closed and cancelled items in place (the demo's
-	// --keep); without it they are removed right after the decision.
-	KeepWorkspaces bool
 	Observer   Observer
 	Clock      workitems.Clock
 	Logger     *slog.Logger
 	LeaseTTL   time.Duration // default 15s; renewed every third of it
 	WorkerID   string        // default host:pid
+
+	// KeepWorkspaces leaves the workspaces of closed and cancelled items in place (the demo's
+	// --keep); without it they are removed right after the decision.
+	KeepWorkspaces bool
 }
 
 // Handler is the asynq handler of attempt tasks. It leases the attempt (fencing epoch), runs the

@@ -39,7 +39,9 @@ type RestoreError struct {
 	Err     error
 }
 
-func (e *RestoreError) Error() string { return fmt.Sprintf("worker: restore: %s: %v", e.Problem, e.Err) }
+func (e *RestoreError) Error() string {
+	return fmt.Sprintf("worker: restore: %s: %v", e.Problem, e.Err)
+}
 func (e *RestoreError) Unwrap() error { return e.Err }
 
 // RuleWorkspaceLost is the rule of the retry recorded when a resume in verifying cannot restore
@@ -240,6 +242,7 @@ func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *
 // removeEnded removes this host's workspaces of an item that closed or was cancelled; those of
 // escalated and failed items stay for the retention, and the sweeper removes them later.
 func (h *Handler) removeEnded(ctx context.Context, id string, log *slog.Logger) {
+	ctx = context.WithoutCancel(ctx)
 	it, err := h.o.Store.Get(ctx, id)
 	if err != nil || (it.State != workitems.StateClosed && it.State != workitems.StateCancelled) {
 		return

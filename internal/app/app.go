@@ -34,13 +34,14 @@ type Options struct {
 	Prefix   string // store key prefix (default "ol:")
 	Queue    string // asynq queue (default "outerloop")
 	Workdir  string // workspaces root (default $TMPDIR/outerloop-work)
-	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
-	// items keep theirs.
-	KeepWorkspaces bool
 	Logger   *slog.Logger
 	Clock    workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
 	Loops map[string]worker.InnerLoop
+
+	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
+	// items keep theirs.
+	KeepWorkspaces bool
 }
 
 // App is the wired system.
