@@ -149,3 +149,14 @@ func NewFencedCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter,
 	}
 	return &fencedCheckpointer{store: store, fence: f, meter: m, obs: obs}
 }
+
+// NewWorkspaceCheckpointer is NewFencedCheckpointer with a snapshot of ws in every checkpoint,
+// as the handler gives loops (for benchmarks of the snapshot's cost).
+func NewWorkspaceCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter, obs Observer, ws *Workspace, limit int) Checkpointer {
+	c := NewFencedCheckpointer(store, f, m, obs).(*fencedCheckpointer)
+	if limit <= 0 {
+		limit = workitems.DefaultSnapshotLimit
+	}
+	c.snap = newSnapshotter(ws, limit, workitems.WorkspaceSnapshot{Tree: ws.Base.Tree})
+	return c
+}
