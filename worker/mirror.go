@@ -183,11 +183,15 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirror
 		}
 		m.commit = want
 	}
-	if m.branch, err = git(ctx, m.dir, "symbolic-ref", "--short", "HEAD"); err != nil {
-		m.branch = "main"
+	// One process for the tree and the branch name (--abbrev-ref applies to the args after it).
+	out, err := git(ctx, m.dir, "rev-parse", m.commit+"^{tree}", "--abbrev-ref", "HEAD")
+	if f := strings.Fields(out); err != nil || len(f) != 2 {
+		return m, fmt.Errorf("worker: mirror %s: tree of %.12s: %q %v", m.name, m.commit, out, err)
+	} else {
+		m.tree, m.branch = f[0], f[1]
 	}
-	if m.tree, err = git(ctx, m.dir, "rev-parse", m.commit+"^{tree}"); err != nil {
-		return m, err
+	if m.branch == "HEAD" { // detached: the source said nothing about its default branch
+		m.branch = "main"
 	}
 	if _, err := git(ctx, m.dir, "update-ref", m.ref, m.commit); err != nil {
 		return m, err
@@ -252,6 +256,9 @@ func fetchMirror(ctx context.Context, dir string) error {
 	for line := range strings.SplitSeq(out, "\n") {
 		if target, ok := strings.CutPrefix(line, "ref: "); ok {
 			ref, _, _ := strings.Cut(target, "\t")
+			if cur, _ := os.ReadFile(filepath.Join(dir, "HEAD")); strings.TrimSpace(string(cur)) == "ref: "+ref {
+				return nil // the usual case: no process to say so
+			}
 			if _, err := git(ctx, dir, "symbolic-ref", "HEAD", ref); err != nil {
 				return err
 			}

@@ -97,7 +97,9 @@ func benchWorkspaces(ctx context.Context, g *globals, e benchmark.Env, rounds in
 	plain := testing.Benchmark(func(b *testing.B) { benchmark.CheckpointWrite(b, e) })
 	same := testing.Benchmark(func(b *testing.B) { benchmark.CheckpointSnapshot(b, e, f.Source, false) })
 	changed := testing.Benchmark(func(b *testing.B) { benchmark.CheckpointSnapshot(b, e, f.Source, true) })
-	per := func(r testing.BenchmarkResult) time.Duration { return time.Duration(r.T.Nanoseconds() / int64(max(r.N, 1))) }
+	per := func(r testing.BenchmarkResult) time.Duration {
+		return time.Duration(r.T.Nanoseconds() / int64(max(r.N, 1)))
+	}
 	fmt.Fprintf(g.out, "\n%-52s %12s %8s\n", "checkpoint write", "per op", "ratio")
 	for _, row := range []struct {
 		name string
