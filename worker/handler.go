@@ -194,7 +194,7 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	}
 	log = log.With("epoch", fence.Epoch)
 	a := it.Current()
-	ws, base := a.Workspace, ""
+	var ws, base string
 	if it.State == workitems.StateRunning {
 		r := h.runLoop(runCtx, it, tmpl, fence, resumed, log)
 		exit, spend := r.exit, r.spend

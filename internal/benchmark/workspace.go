@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -46,7 +45,11 @@ func GenerateRepo(ctx context.Context, dir string, spec RepoSpec) error {
 	if out, err := exec.CommandContext(ctx, "git", "init", "-q", "-b", "main", dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("benchmark: git init: %v: %s", err, out)
 	}
-	root := filepath.Join(runtime.GOROOT(), "src")
+	goroot, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+	if err != nil {
+		return fmt.Errorf("benchmark: go env GOROOT: %w", err)
+	}
+	root := filepath.Join(strings.TrimSpace(string(goroot)), "src")
 	var files []string
 	for _, d := range spec.GoDirs {
 		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
