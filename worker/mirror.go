@@ -147,6 +147,12 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirror
 		return m, err
 	}
 	defer unlock()
+	m, err = w.pinBaseLocked(ctx, src, want, m)
+	return m, redactErr(err, src)
+}
+
+func (w *Workspaces) pinBaseLocked(ctx context.Context, src, want string, m mirrorBase) (mirrorBase, error) {
+	var err error
 	if _, err := os.Stat(filepath.Join(m.dir, "HEAD")); err != nil {
 		if err := w.createMirror(ctx, src, m.dir); err != nil {
 			return m, err
@@ -156,7 +162,7 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirror
 	switch {
 	case want == "":
 		if !m.created {
-			if err := fetchMirror(ctx, m.dir); err != nil {
+			if err := fetchMirror(ctx, m.dir, src); err != nil {
 				return m, err
 			}
 			m.fetched = true
@@ -169,14 +175,14 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirror
 		m.commit = c
 	default:
 		if !hasCommit(ctx, m.dir, want) && !m.created {
-			if err := fetchMirror(ctx, m.dir); err != nil {
+			if err := fetchMirror(ctx, m.dir, src); err != nil {
 				return m, err
 			}
 			m.fetched = true
 		}
 		if !hasCommit(ctx, m.dir, want) {
 			// A server may still serve a commit no branch reaches (GitHub does); ask for it by id.
-			_, _ = git(ctx, m.dir, "fetch", "--quiet", "origin", want)
+			_, _ = git(ctx, m.dir, "fetch", "--quiet", src, want)
 		}
 		if !hasCommit(ctx, m.dir, want) {
 			return m, fmt.Errorf("worker: base %.12s is not in %s any more: %w", want, RedactSource(src), ErrBaseUnavailable)
@@ -223,9 +229,11 @@ func (w *Workspaces) createMirror(ctx context.Context, src, dir string) error {
 	defer lock.Close()
 	for _, args := range [][]string{
 		{"init", "--quiet", "--bare", "--template="},
-		{"config", "remote.origin.url", src},
-		{"config", "--add", "remote.origin.fetch", "+refs/heads/*:refs/heads/*"},
-		{"config", "--add", "remote.origin.fetch", "+refs/tags/*:refs/tags/*"},
+		// For people and tools only: fetches name the URL on the command line, so credentials in
+		// a repo URL are never written into the mirror (which sandboxed commands can read).
+		{"config", "remote.origin.url", RedactSource(src)},
+		{"config", "--add", "remote.origin.fetch", mirrorRefspecs[0]},
+		{"config", "--add", "remote.origin.fetch", mirrorRefspecs[1]},
 		// gc runs inside the fetch, under our lock, never detached after it.
 		{"config", "gc.autoDetach", "false"},
 		{"config", "core.logAllRefUpdates", "false"},
@@ -234,8 +242,8 @@ func (w *Workspaces) createMirror(ctx context.Context, src, dir string) error {
 			return err
 		}
 	}
-	if err := fetchMirror(ctx, tmp); err != nil {
-		return fmt.Errorf("worker: mirror of %s: %w", RedactSource(src), err)
+	if err := fetchMirror(ctx, tmp, src); err != nil {
+		return fmt.Errorf("worker: mirror of %s: %w", RedactSource(src), redactErr(err, src))
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("worker: mirror: %w", err)
@@ -243,13 +251,17 @@ func (w *Workspaces) createMirror(ctx context.Context, src, dir string) error {
 	return nil
 }
 
+// mirrorRefspecs are what a mirror holds: branches and tags, never refs/outerloop/… (the base
+// refs live there, out of reach of --prune) nor a forge's pull-request refs.
+var mirrorRefspecs = []string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
+
 // fetchMirror fetches branches and tags (pruning those the source deleted) and points the
 // mirror's HEAD at the source's default branch.
-func fetchMirror(ctx context.Context, dir string) error {
-	if _, err := git(ctx, dir, "fetch", "--prune", "--quiet", "origin"); err != nil {
+func fetchMirror(ctx context.Context, dir, src string) error {
+	if _, err := git(ctx, dir, append([]string{"fetch", "--prune", "--quiet", src}, mirrorRefspecs...)...); err != nil {
 		return err
 	}
-	out, err := git(ctx, dir, "ls-remote", "--symref", "origin", "HEAD")
+	out, err := git(ctx, dir, "ls-remote", "--symref", src, "HEAD")
 	if err != nil {
 		return err
 	}
@@ -285,3 +297,37 @@ func (w *Workspaces) unpinBase(ctx context.Context, name, ref string) error {
 	_, err = git(ctx, dir, "update-ref", "-d", ref)
 	return err
 }
+
+// redactErr keeps credentials a repo URL carries out of an error's text (git quotes the URL it
+// failed on); errors.Is and As still see the original.
+func redactErr(err error, src string) error {
+	if err == nil || RedactSource(src) == src {
+		return err
+	}
+	r := &redactedError{err: err, src: src}
+	if r.Error() == err.Error() {
+		return err
+	}
+	return r
+}
+
+type redactedError struct {
+	err error
+	src string
+}
+
+func (e *redactedError) Error() string {
+	msg := strings.ReplaceAll(e.err.Error(), e.src, RedactSource(e.src))
+	if u, err := url.Parse(e.src); err == nil && u.User != nil {
+		secret, hasPassword := u.User.Password()
+		if !hasPassword {
+			secret = u.User.Username() // https://TOKEN@host/…
+		}
+		if secret != "" {
+			msg = strings.ReplaceAll(msg, secret, "***")
+		}
+	}
+	return msg
+}
+
+func (e *redactedError) Unwrap() error { return e.err }

@@ -167,6 +167,13 @@ func TestAWorkspaceFromTheMirrorHoldsOnlyItsOwnObjects(t *testing.T) {
 	if got := run(t, mirror, "rev-parse", w.baseRef("deps@20260101T000000Z", 1)); got != ws.Base.Commit {
 		t.Fatalf("base ref %s", got)
 	}
+	// Fetches after the first must not prune the base refs (they are outside the refspecs).
+	if _, err := w.Prepare(ctx, "deps@20260101T000000Z", 2, src); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, mirror, "rev-parse", w.baseRef("deps@20260101T000000Z", 1)); got != ws.Base.Commit {
+		t.Fatalf("base ref after a fetch %s", got)
+	}
 
 	// What the attempt makes is its own: every object the workspace then stores is new.
 	write(t, ws.Dir, "pkg0/new.txt", "new file")
@@ -449,5 +456,15 @@ func TestMirrorNamesAreStableAndFreeOfCredentials(t *testing.T) {
 	}
 	if got := RedactSource("https://user:tok@host/x.git?private_token=abc"); got != "https://host/x.git" {
 		t.Errorf("redact: %s", got)
+	}
+}
+
+func TestAFailedMirrorNamesTheRepoWithoutItsCredentials(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"http://user:s3cr3t-pw@127.0.0.1:1/acme/x.git", "http://s3cr3t-tok@127.0.0.1:1/acme/x.git"} {
+		_, err := (&Workspaces{Root: t.TempDir()}).Prepare(t.Context(), "it@1", 1, src)
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "127.0.0.1:1/acme/x.git") {
+			t.Fatalf("error for %s: %v", src, err)
+		}
 	}
 }
