@@ -23,6 +23,7 @@ type Config struct {
 	// Forges are where results are delivered and CI is read, by key (deliver.forge, ci.forge).
 	Forges    map[string]ForgeConfig `yaml:"forges"`
 	Templates []Template             `yaml:"templates"`
+	Retention Retention              `yaml:"retention"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 }
@@ -299,6 +300,7 @@ func (c *Config) applyDefaults() {
 		c.Defaults.MaxAttempts = 3
 	}
 	c.applyForgeDefaults()
+	c.Retention = c.Retention.WithDefaults()
 	for i := range c.Templates {
 		t := &c.Templates[i]
 		t.Budget = c.Defaults.Budget.Merge(t.Budget)
@@ -340,6 +342,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Defaults.MaxAttempts < 0 {
 		return &ConfigError{Field: "defaults.max_attempts", Err: errors.New("must not be negative")}
+	}
+	if err := c.Retention.validate(); err != nil {
+		return err
 	}
 	for name, p := range c.Providers {
 		if !slices.Contains(ProviderKinds(), p.Kind) {

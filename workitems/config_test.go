@@ -100,6 +100,9 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 			[]string{`template "t1"`, "loop.commands"}},
 		{"bad done check format", strings.Replace(validTemplate, `{commands: ["go test -json ./..."]}`, `{commands: ["x"], format: xml}`, 1),
 			[]string{`template "t1"`, "done_check.format", "xml"}},
+		{"negative workspace retention", "retention: {workspaces: -1h}\n" + validTemplate, []string{"retention.workspaces", "negative"}},
+		{"unknown retention key", "retention: {workspace: 1h}\n" + validTemplate, []string{"retention.workspace", "unknown key"}},
+		{"bad retention duration", "retention: {workspaces: 3d}\n" + validTemplate, []string{"not a duration"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,5 +126,17 @@ func TestConfigErrorIsTyped(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Template != "t1" || ce.Field != "loop.kind" {
 		t.Fatalf("want *ConfigError for t1 loop.kind, got %#v", err)
+	}
+}
+
+func TestRetentionDefaultsAndOverrides(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte(validTemplate))
+	if err != nil || cfg.Retention.Workspaces.D() != DefaultWorkspaceRetention {
+		t.Fatalf("default retention: %v %v", cfg.Retention, err)
+	}
+	cfg, err = ParseConfig([]byte("retention:\n  workspaces: 6h\n" + validTemplate))
+	if err != nil || cfg.Retention.Workspaces.D().Hours() != 6 {
+		t.Fatalf("retention: %v %v", cfg.Retention, err)
 	}
 }

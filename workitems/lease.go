@@ -55,17 +55,26 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 
 return 0
 `)
 
-// saveCheckpoint replaces an attempt's checkpoint and appends history entries, only while the
-// writer's epoch is the newest.
+// saveCheckpoint replaces an attempt's checkpoint, appends history entries and, when the
+// workspace changed, replaces the workspace snapshot beside it, only while the writer's epoch is
+// the newest. A restart from the first step clears the history first.
 //
-//	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list
-//	ARGV[1] epoch, ARGV[2] checkpoint bytes, ARGV[3..] history entries
+//	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list, KEYS[4] snapshot key
+//	ARGV[1] epoch, ARGV[2] checkpoint bytes,
+//	ARGV[3] snapshot op ("" keep | "set" | "del"), ARGV[4] snapshot bytes,
+//	ARGV[5] "1" to clear the history before appending, ARGV[6..] history entries
 //
 // Returns the history length, or -1 when the epoch is stale.
 var saveCheckpoint = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('SET', KEYS[2], ARGV[2])
-for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+if ARGV[3] == 'set' then
+  redis.call('SET', KEYS[4], ARGV[4])
+elseif ARGV[3] == 'del' then
+  redis.call('DEL', KEYS[4])
+end
+if ARGV[5] == '1' then redis.call('DEL', KEYS[3]) end
+for i = 6, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
 return redis.call('LLEN', KEYS[3])
 `)
 
@@ -117,13 +126,35 @@ func (s *Store) Epoch(ctx context.Context, item string, n int) (int64, error) {
 
 // SaveCheckpoint writes an attempt's checkpoint and appends history under the fence.
 func (s *Store) SaveCheckpoint(ctx context.Context, f *Fence, state []byte, history ...[]byte) error {
-	args := make([]any, 0, 2+len(history))
-	args = append(args, f.Epoch, state)
-	for _, h := range history {
+	return s.WriteCheckpoint(ctx, f, CheckpointWrite{State: state, History: history})
+}
+
+// CheckpointWrite is one fenced checkpoint write.
+type CheckpointWrite struct {
+	State   []byte
+	History [][]byte // appended
+	// Snapshot replaces the stored workspace diff; nil keeps it (the tree did not change). One
+	// that is too large or failed deletes it, so that no diff outlives the tree it recreates.
+	Snapshot *Snapshot
+	// Reset drops the history first: the attempt starts over from its first step.
+	Reset bool
+}
+
+// WriteCheckpoint writes w in one fenced Lua call: the state, the history and the workspace
+// snapshot change together or not at all.
+func (s *Store) WriteCheckpoint(ctx context.Context, f *Fence, w CheckpointWrite) error {
+	op, snap := snapshotOp(w.Snapshot)
+	reset := ""
+	if w.Reset {
+		reset = "1"
+	}
+	args := make([]any, 0, 5+len(w.History))
+	args = append(args, f.Epoch, w.State, op, snap, reset)
+	for _, h := range w.History {
 		args = append(args, h)
 	}
 	n, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
-		s.k.hist(f.Item, f.Attempt)}, args...).Int64()
+		s.k.hist(f.Item, f.Attempt), s.k.snap(f.Item, f.Attempt)}, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
 	}

@@ -45,6 +45,10 @@ type Options struct {
 	Publisher delivery.Publisher
 	// MaxPatchBytes bounds the patch kept with an item (default delivery.DefaultMaxPatchBytes).
 	MaxPatchBytes int64
+
+	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
+	// items keep theirs.
+	KeepWorkspaces bool
 }
 
 // App is the wired system.
@@ -65,6 +69,9 @@ type App struct {
 	Logger    *slog.Logger
 	Embedded  bool
 	Workdir   string
+	// Workspaces makes and removes this process's attempt workspaces (shared by its handlers
+	// and its sweeper, so mirror locks are shared too).
+	Workspaces *worker.Workspaces
 
 	opts      Options
 	client    *asynq.Client
@@ -92,7 +99,8 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if o.Workdir == "" {
 		o.Workdir = filepath.Join(os.TempDir(), "outerloop-work")
 	}
-	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir}
+	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir,
+		Workspaces: &worker.Workspaces{Root: o.Workdir, BaseDir: o.Config.Dir, Deployment: o.Prefix}}
 	if o.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // asynq's leases rely on keys expiring with real time
@@ -167,15 +175,25 @@ func (a *App) QueueName() string { return a.opts.Queue }
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
-		Enqueuer: a.Queue, Workspaces: worker.Workspaces{Root: a.Workdir, BaseDir: a.Config.Dir}, Deliverer: DelivererAdapter{a.Deliverer},
+		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID,
 	})
 }
 
-// Worker returns a worker server (not started).
+// Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
 	return worker.NewServer(a.AsynqOpt, a.Handler(workerID), worker.ServerOptions{
-		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger})
+		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper()})
+}
+
+// Sweeper returns the workspace sweeper of this process's work dir (not started); nil with
+// KeepWorkspaces.
+func (a *App) Sweeper() *worker.Sweeper {
+	if a.opts.KeepWorkspaces {
+		return nil
+	}
+	return worker.NewSweeper(worker.SweeperOptions{Workspaces: a.Workspaces, Store: a.Store, Retention: a.Config.Retention,
+		Clock: a.opts.Clock, Logger: a.Logger.With("component", "sweeper"), Disk: metrics.NewWorkspaceDisk(a.Metrics)})
 }
 
 // Scheduler returns the cron scheduler (not started).
