@@ -261,7 +261,7 @@ func TestTheDiffEndpointServesTheStoredPatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, token)
 	const patch = "diff --git a/calc.go b/calc.go\n--- a/calc.go\n+++ b/calc.go\n@@ -1 +1 @@\n-<script>a - b</script>\n+a + b\n"
-	id := f.delivered(t, patch, workitems.Delivery{Mode: workitems.DeliveryPullRequest, Outcome: workitems.DeliveryPROpened, Base: "b1",
+	id := f.delivered(t, patch, workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryPROpened, Base: "b1",
 		Commit: "c1", Tree: "t1", Files: []workitems.ChangedFile{{Path: "calc.go", Added: 1, Deleted: 1}}, FileCount: 1, PatchBytes: 9000, PatchTruncated: true,
 		Branch: "outerloop/t1", PushedSHA: "c1", PR: &workitems.PullRequest{Number: 4, URL: "https://forge.example/a/b/pulls/4", State: workitems.PROpen},
 		Checks:      []workitems.CheckResult{{Name: "test", State: workitems.CheckSuccess, URL: "https://ci.example/run/1", Summary: "ok"}},

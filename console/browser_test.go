@@ -338,7 +338,7 @@ func TestInABrowserAPersonRetriesAnEscalatedItemAndWatchesItClose(t *testing.T) 
 	}
 	// A delivery whose file names and patch text are markup: drawn as text, nothing runs.
 	const hostile = `<img src=x onerror="alert('name')">.go`
-	recordDelivery(t, a.Store, xss.ID, workitems.Delivery{Mode: workitems.DeliveryPatch, Outcome: workitems.DeliveryPatched, Base: "b", Commit: "c",
+	recordDelivery(t, a.Store, xss.ID, workitems.Delivery{Mode: workitems.DeliverPatch, Outcome: workitems.DeliveryPatched, Base: "b", Commit: "c",
 		Files: []workitems.ChangedFile{{Path: hostile, Added: 1}}, FileCount: 1, Added: 1, PatchBytes: 100},
 		"diff --git a/"+hostile+" b/"+hostile+"\n@@ -0,0 +1 @@\n+<script>alert('diff')</script><img src=y onerror=\"alert('diff')\">\n")
 	run(t, ctx, "open the delivery with markup",

@@ -61,7 +61,7 @@ const hostilePatch = "diff --git a/" + hostileName + " b/" + hostileName + "\n" 
 func TestTheItemPageShowsTheDeliveryFilesAndDiffEscaped(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testToken)
-	f.deliver(t, "fix@d", workitems.Delivery{Mode: workitems.DeliveryPullRequest, Outcome: workitems.DeliveryPROpened,
+	f.deliver(t, "fix@d", workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryPROpened,
 		Base: "1111111111111111111111111111111111111111", Commit: "2222222222222222222222222222222222222222", Tree: "t",
 		Files:     []workitems.ChangedFile{{Path: hostileName, Added: 3}, {Path: "calc.go", Added: 1, Deleted: 2}, {Path: "logo.png", Binary: true}},
 		FileCount: 4, Added: 4, Deleted: 2, PatchBytes: 9000, PatchTruncated: true,
@@ -113,7 +113,7 @@ func TestTheItemPageShowsTheDeliveryFilesAndDiffEscaped(t *testing.T) {
 func TestTheItemPageShowsUnchangedAndFailedDeliveries(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testToken)
-	f.deliver(t, "fix@same", workitems.Delivery{Mode: workitems.DeliveryPatch, Outcome: workitems.DeliveryUnchanged, Base: "b", Tree: "t",
+	f.deliver(t, "fix@same", workitems.Delivery{Mode: workitems.DeliverPatch, Outcome: workitems.DeliveryUnchanged, Base: "b", Tree: "t",
 		SameAs: &workitems.DeliveryRef{Item: "fix@first", Attempt: 2, Commit: "c"}}, "")
 	_, body := f.get(t, "/items/fix@same")
 	for _, want := range []string{`data-outcome="unchanged"`, `Same result as <a href="/items/fix@first">fix@first</a> (attempt 2)`} {
@@ -124,7 +124,7 @@ func TestTheItemPageShowsUnchangedAndFailedDeliveries(t *testing.T) {
 	if strings.Contains(body, `<pre class="diff">`) {
 		t.Error("an unchanged delivery has no diff to draw")
 	}
-	f.deliver(t, "fix@nopatch", workitems.Delivery{Mode: workitems.DeliveryPullRequest, Outcome: workitems.DeliveryFailed, Base: "b", Commit: "c",
+	f.deliver(t, "fix@nopatch", workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryFailed, Base: "b", Commit: "c",
 		Error: "delivery: template \"fix\": deliver.mode pull_request needs a forge: forge delivery not configured", ErrorClass: workitems.ClassInvalidInput}, "")
 	_, body = f.get(t, "/items/fix@nopatch")
 	for _, want := range []string{`data-outcome="failed"`, "Delivery failed (invalid_input): delivery: template &#34;fix&#34;", "No patch is stored"} {

@@ -154,7 +154,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	}
 	mode := r.Template.Deliver.Mode
 	if mode == "" {
-		mode = workitems.DeliveryPatch
+		mode = workitems.DeliverPatch
 	}
 	del := &workitems.Delivery{Attempt: r.Attempt, Mode: mode, Base: r.Base, At: d.o.Now().UTC()}
 	res.Delivery = del

@@ -120,7 +120,7 @@ func TestAChangeBecomesOneCommitOnTheBaseWithTrailersAndItsPatchIsKept(t *testin
 	r := newRepo(t, map[string]string{"calc.go": calc, "README": "calc\n"})
 	r.write(map[string]string{"calc.go": strings.Replace(calc, "a - b", "a + b", 1), "notes/new.txt": "one\ntwo\n"})
 	ev := &events{}
-	res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliveryPatch), green, ev))
+	res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliverPatch), green, ev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,11 +176,11 @@ func TestAResumedAttemptReusesItsCommit(t *testing.T) {
 	r.write(map[string]string{"calc.go": "fixed\n"})
 	d := delivery.New(delivery.Options{})
 	ev := &events{}
-	first, err := d.Deliver(context.Background(), request(r, template(workitems.DeliveryPatch), green, ev))
+	first, err := d.Deliver(context.Background(), request(r, template(workitems.DeliverPatch), green, ev))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := d.Deliver(context.Background(), request(r, template(workitems.DeliveryPatch), green, ev))
+	second, err := d.Deliver(context.Background(), request(r, template(workitems.DeliverPatch), green, ev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestAResumedAttemptReusesItsCommit(t *testing.T) {
 		t.Fatalf("events %v", ev.steps())
 	}
 	// Another attempt of the item (or another item) does not reuse it: a new commit on the base.
-	other := request(r, template(workitems.DeliveryPatch), green, ev)
+	other := request(r, template(workitems.DeliverPatch), green, ev)
 	other.Attempt = 3
 	third, err := d.Deliver(context.Background(), other)
 	if err != nil {
@@ -211,7 +211,7 @@ func TestCommitsTheLoopMadeItselfAreFoldedIntoOne(t *testing.T) {
 	r.git("add", "b.go")
 	r.git("commit", "-qm", "agent: step 2")
 	r.write(map[string]string{"c.go": "uncommitted\n"})
-	res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliveryPatch), green, &events{}))
+	res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliverPatch), green, &events{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestCommitsTheLoopMadeItselfAreFoldedIntoOne(t *testing.T) {
 
 func TestNothingIsCommittedWhenNothingChanged(t *testing.T) {
 	t.Parallel()
-	tmpl := template(workitems.DeliveryPatch)
+	tmpl := template(workitems.DeliverPatch)
 	tmpl.DoneCheck.Reports = []string{"report.xml", "out/*.json", "../escape.xml", "/abs.xml"}
 	t.Run("rule no_change from the verifier", func(t *testing.T) {
 		t.Parallel()
@@ -267,7 +267,7 @@ func TestNotGreenCommitsNothing(t *testing.T) {
 		{Outcome: workitems.OutcomeEscalate, Rule: "max_attempts"},
 	} {
 		ev := &events{}
-		res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliveryPatch), d, ev))
+		res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliverPatch), d, ev))
 		if err != nil || res.Delivery != nil || res.Patch != nil || res.Decision.Rule != d.Rule || len(ev.steps()) != 0 {
 			t.Fatalf("%s: %v %+v %v", d.Rule, err, res, ev.steps())
 		}
@@ -279,7 +279,7 @@ func TestNotGreenCommitsNothing(t *testing.T) {
 
 func TestForgeModesWithoutAForgeEscalateWithTheCause(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []workitems.DeliveryMode{workitems.DeliveryBranch, workitems.DeliveryPullRequest} {
+	for _, mode := range []workitems.DeliveryMode{workitems.DeliverBranch, workitems.DeliverPullRequest} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			r := newRepo(t, map[string]string{"calc.go": calc})
@@ -352,7 +352,7 @@ func TestAPublisherGetsTheCommitAndTransientErrorsAreRetried(t *testing.T) {
 	pub := &publisher{result: opened, errs: []error{workitems.Classify(workitems.ClassTransient, errors.New("forge: 502 bad gateway"))}}
 	d := delivery.New(delivery.Options{Publisher: pub})
 	ev := &events{}
-	req := request(r, template(workitems.DeliveryPullRequest), green, ev)
+	req := request(r, template(workitems.DeliverPullRequest), green, ev)
 	if _, err := d.Deliver(context.Background(), req); workitems.ClassOf(err) != workitems.ClassTransient || !strings.Contains(err.Error(), "502") {
 		t.Fatalf("a transient publish error must come back to be retried: %v", err)
 	}
@@ -364,7 +364,7 @@ func TestAPublisherGetsTheCommitAndTransientErrorsAreRetried(t *testing.T) {
 		t.Fatal("the retry must publish the same commit")
 	}
 	p := pub.published[1]
-	if p.Delivery.Mode != workitems.DeliveryPullRequest || p.Delivery.Base != r.base || p.Delivery.Tree == "" || len(p.Delivery.Files) != 1 || p.Workspace != r.dir {
+	if p.Delivery.Mode != workitems.DeliverPullRequest || p.Delivery.Base != r.base || p.Delivery.Tree == "" || len(p.Delivery.Files) != 1 || p.Workspace != r.dir {
 		t.Fatalf("publication %+v", p.Delivery)
 	}
 	del := res.Delivery
@@ -380,7 +380,7 @@ func TestAPublisherGetsTheCommitAndTransientErrorsAreRetried(t *testing.T) {
 	r2.write(map[string]string{"calc.go": "fixed\n"})
 	retry := workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "ci_failed", Next: &workitems.Condition{Input: "CI test failed"}}
 	pub2 := &publisher{result: func(p delivery.Publication) delivery.Published { out := opened(p); out.Decision = &retry; return out }}
-	res, err = delivery.New(delivery.Options{Publisher: pub2}).Deliver(context.Background(), request(r2, template(workitems.DeliveryPullRequest), green, &events{}))
+	res, err = delivery.New(delivery.Options{Publisher: pub2}).Deliver(context.Background(), request(r2, template(workitems.DeliverPullRequest), green, &events{}))
 	if err != nil || res.Decision.Rule != "ci_failed" || res.Delivery.PR == nil {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -388,7 +388,7 @@ func TestAPublisherGetsTheCommitAndTransientErrorsAreRetried(t *testing.T) {
 	r3 := newRepo(t, map[string]string{"calc.go": calc})
 	r3.write(map[string]string{"calc.go": "fixed\n"})
 	pub3 := &publisher{errs: []error{workitems.Classify(workitems.ClassPermission, errors.New("forge: 403 push to a protected branch"))}}
-	res, err = delivery.New(delivery.Options{Publisher: pub3}).Deliver(context.Background(), request(r3, template(workitems.DeliveryBranch), green, &events{}))
+	res, err = delivery.New(delivery.Options{Publisher: pub3}).Deliver(context.Background(), request(r3, template(workitems.DeliverBranch), green, &events{}))
 	if err != nil || res.Decision.Outcome != workitems.OutcomeEscalate || res.Delivery.ErrorClass != workitems.ClassPermission ||
 		!strings.Contains(res.Decision.Summary, "protected branch") {
 		t.Fatalf("%v %+v", err, res)
@@ -402,7 +402,7 @@ func TestARetryOrEscalationOfAnItemWithAPullRequestIsFollowedUp(t *testing.T) {
 	d := delivery.New(delivery.Options{Publisher: pub})
 	esc := workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "ci_missing", Summary: "no CI"}
 	ev := &events{}
-	req := request(r, template(workitems.DeliveryPullRequest), esc, ev)
+	req := request(r, template(workitems.DeliverPullRequest), esc, ev)
 	if _, err := d.Deliver(context.Background(), req); err != nil || len(pub.followups) != 0 {
 		t.Fatalf("nothing published before: no followup (%v, %d)", err, len(pub.followups))
 	}
@@ -428,7 +428,7 @@ func TestAnOversizedPatchIsCutAtALineAndMarked(t *testing.T) {
 	}
 	r.write(map[string]string{"gen.txt": big.String()})
 	const limit = 4096
-	res, err := delivery.New(delivery.Options{MaxPatchBytes: limit}).Deliver(context.Background(), request(r, template(workitems.DeliveryPatch), green, &events{}))
+	res, err := delivery.New(delivery.Options{MaxPatchBytes: limit}).Deliver(context.Background(), request(r, template(workitems.DeliverPatch), green, &events{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +452,7 @@ func TestOddFileNamesRenamesBinariesAndAConfiguredAuthor(t *testing.T) {
 	r.git("mv", "old name.go", "new\tname.go")
 	hostile := "<script>alert(1)</script>\n.go"
 	r.write(map[string]string{hostile: "x\n", "logo.png": "\x89PNG\x00\x01\x02binary"})
-	tmpl := template(workitems.DeliveryPatch)
+	tmpl := template(workitems.DeliverPatch)
 	tmpl.Deliver.Author, tmpl.Deliver.Title = "Release Bot <bot@example.com>", "chore: tidy\nsecond line ignored"
 	res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, tmpl, green, &events{}))
 	if err != nil {

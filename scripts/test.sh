@@ -6,7 +6,9 @@
 #     by key prefix and queue name and never flush or stop a shared server.
 #   - promtool (Debian's prometheus package) for the alert-rule tests,
 #   - Chromium (Debian's chromium) for the console's browser test,
-#   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests.
+#   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
+#   - a Gitea server binary (built once from the Go module proxy into .cache/gitea) for the
+#     forge and delivery tests, which start it on a free port (internal/giteatest).
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestDemo ./cmd/...).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,6 +56,7 @@ command -v git >/dev/null || apt_install git
 { command -v promtool && command -v prometheus; } >/dev/null || apt_install prometheus
 eval "$(scripts/setup-chromium.sh)"
 eval "$(scripts/setup-agents.sh)"
+eval "$(scripts/setup-gitea.sh)"
 
 echo "test.sh: go vet" >&2
 go vet ./...

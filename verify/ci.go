@@ -8,23 +8,25 @@ import (
 	"slices"
 	"strings"
 
+	"outerloop/forge"
 	"outerloop/workitems"
 )
 
-// CIState is a CI check's state, normalised across providers.
-type CIState string
+// CIState is a CI check's state, normalised across providers: the forge package's vocabulary,
+// so evidence from a forge and from the webhook reads the same.
+type CIState = forge.CheckState
 
 // The CI states.
 const (
-	CIPending        CIState = "pending"
-	CISuccess        CIState = "success"
-	CIFailure        CIState = "failure"
-	CIInfraError     CIState = "infra_error"
-	CICancelled      CIState = "cancelled"
-	CINeutral        CIState = "neutral"
-	CIActionRequired CIState = "action_required"
-	CIStale          CIState = "stale"
-	CIUnknown        CIState = "unknown"
+	CIPending        = forge.CheckPending
+	CISuccess        = forge.CheckSuccess
+	CIFailure        = forge.CheckFailure
+	CIInfraError     = forge.CheckInfraError
+	CICancelled      = forge.CheckCancelled
+	CINeutral        = forge.CheckNeutral
+	CIActionRequired = forge.CheckActionRequired
+	CIStale          = forge.CheckStale
+	CIUnknown        = forge.CheckUnknown
 )
 
 // CICheck is one check's latest result for a commit.
@@ -92,11 +94,6 @@ type CIRerunner interface {
 	Rerun(ctx context.Context, repo, sha string, names []string) error
 }
 
-// final reports whether a state is a result (not still waiting).
-func (s CIState) final() bool {
-	return s != CIPending && s != CIStale && s != CIUnknown && s != ""
-}
-
 // collectCI waits (until cfg.Wait has passed) for every required check to have a final state
 // for the workspace's HEAD commit.
 func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, workspace string) (*CIEvidence, error) {
@@ -109,9 +106,9 @@ func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, worksp
 		return ev, nil
 	}
 	ev.SHA = sha
-	src := v.ci[cfg.Provider]
+	src := v.ci[ciSource(cfg)]
 	if src == nil {
-		v.logger.WarnContext(ctx, "verify: no CI source for provider", slog.String("provider", cfg.Provider))
+		v.logger.WarnContext(ctx, "verify: no CI source", slog.String("source", ciSource(cfg)))
 		ev.Missing = slices.Clone(cfg.Required)
 		return ev, nil
 	}
@@ -145,7 +142,7 @@ func pickRequired(checks []CICheck, required []string, sha string) (got []CIChec
 	}
 	for _, r := range required {
 		c, ok := byName[r]
-		if !ok || !c.State.final() {
+		if !ok || !c.State.Final() {
 			missing = append(missing, r)
 			if ok {
 				got = append(got, c)
@@ -161,7 +158,7 @@ func (v *Verifier) rerunCI(ctx context.Context, cfg *workitems.CICheck, f *Facts
 	if cfg == nil || f.CI == nil {
 		return nil
 	}
-	rr, ok := v.ci[cfg.Provider].(CIRerunner)
+	rr, ok := v.ci[ciSource(cfg)].(CIRerunner)
 	if !ok {
 		return nil
 	}
@@ -178,6 +175,15 @@ func (v *Verifier) rerunCI(ctx context.Context, cfg *workitems.CICheck, f *Facts
 		v.logger.WarnContext(ctx, "verify: re-running CI checks", slog.String("error", err.Error()))
 	}
 	return nil
+}
+
+// ciSource names where a template's CI evidence comes from: its forge (ci.forge, which config
+// sets for provider: github too), else its provider (webhook).
+func ciSource(cfg *workitems.CICheck) string {
+	if cfg.Forge != "" {
+		return cfg.Forge
+	}
+	return cfg.Provider
 }
 
 // headSHA is the workspace's HEAD commit.

@@ -9,8 +9,9 @@
 //     group, killed with their children on timeout);
 //   - the workspace's diff against the attempt's base commit (CollectDiff: allowed paths, size
 //     limits, secret-looking additions);
-//   - CI checks for the workspace's HEAD: GitHub check runs and commit statuses (GitHubSource), or
-//     results any CI system posts to POST /api/evidence (EvidenceHandler, RedisCIStore).
+//   - CI checks for the workspace's HEAD, read from the template's forge (ForgeCI over package
+//     forge: GitHub check runs and commit statuses, Gitea commit statuses), or results any CI
+//     system posts to POST /api/evidence (EvidenceHandler, RedisCIStore).
 //
 // The decision policy is one ordered table (Rules) plus the checks every retry passes (Guards);
 // POLICY.md is generated from them. Every decision names its rule, reasons, evidence references

@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/forge"
 	"outerloop/workitems"
 )
 
@@ -121,7 +124,25 @@ func run(id int, name, sha, status, conclusion string, started time.Time) map[st
 	return m
 }
 
-func newFakeGitHubSource(t *testing.T, f *fakeGitHub, slept *[]time.Duration) *GitHubSource {
+// sleepRecorder is a workitems.Clock whose waits return at once and are recorded.
+type sleepRecorder struct {
+	mu    sync.Mutex
+	slept *[]time.Duration
+}
+
+func (c *sleepRecorder) Now() time.Time { return time.Now() }
+
+func (c *sleepRecorder) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	*c.slept = append(*c.slept, d)
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- time.Now()
+	return ch
+}
+
+// newFakeGitHubSource is the CI source the app builds for a github forge, pointed at the fake.
+func newFakeGitHubSource(t *testing.T, f *fakeGitHub, slept *[]time.Duration, maxRateWait time.Duration) (*ForgeCI, *bytes.Buffer) {
 	t.Helper()
 	srv := httptest.NewServer(f.handler(t))
 	t.Cleanup(srv.Close)
@@ -131,15 +152,15 @@ func newFakeGitHubSource(t *testing.T, f *fakeGitHub, slept *[]time.Duration) *G
 		}
 		return ""
 	}
-	g, err := NewGitHubSource(GitHubConfig{BaseURL: srv.URL, TokenEnv: "OL_TEST_GH_TOKEN", Getenv: env, HTTPClient: srv.Client()},
-		GitHubClock(time.Now, func(ctx context.Context, d time.Duration) error {
-			*slept = append(*slept, d)
-			return nil
-		}))
+	var logs bytes.Buffer
+	g, err := forge.New(forge.Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
+		BaseURL: srv.URL, TokenEnv: "OL_TEST_GH_TOKEN"}, Getenv: env, HTTPClient: srv.Client(),
+		Clock: &sleepRecorder{slept: slept}, MaxRateWait: maxRateWait,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g
+	return NewForgeCI(g), &logs
 }
 
 func TestGitHubSource(t *testing.T) {
@@ -164,7 +185,7 @@ func TestGitHubSource(t *testing.T) {
 		secondary:   1,
 	}
 	var slept []time.Duration
-	g := newFakeGitHubSource(t, f, &slept)
+	g, logs := newFakeGitHubSource(t, f, &slept, 0)
 	checks, err := g.Checks(context.Background(), "acme/payments", shaA)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +212,9 @@ func TestGitHubSource(t *testing.T) {
 	if !slices.Contains(f.auth, "Bearer s3cr3t-token") {
 		t.Fatalf("token not sent: %q", f.auth)
 	}
+	if !strings.Contains(logs.String(), "rate limited, waiting") || strings.Contains(logs.String(), "s3cr3t-token") {
+		t.Fatalf("the waits are logged, the token never:\n%s", logs)
+	}
 	if err := g.Rerun(context.Background(), "acme/payments", shaA, []string{"e2e", "flaky", "gitlab"}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,38 +227,20 @@ func TestGitHubSourceGivesUpOnALongRateLimit(t *testing.T) {
 	t.Parallel()
 	f := &fakeGitHub{rateLimited: 100}
 	var slept []time.Duration
-	g := newFakeGitHubSource(t, f, &slept)
-	g.maxRateWait = 0 // any wait is too long
+	g, logs := newFakeGitHubSource(t, f, &slept, time.Nanosecond) // any wait is too long
 	_, err := g.Checks(context.Background(), "acme/payments", shaA)
-	if err == nil || !errorsIs(err, ErrRateLimited) {
+	if err == nil || !errorsIs(err, ErrRateLimited) || workitems.ClassOf(err) != workitems.ClassTransient {
 		t.Fatalf("err = %v", err)
+	}
+	if strings.Contains(err.Error(), "s3cr3t-token") || strings.Contains(logs.String(), "s3cr3t-token") {
+		t.Fatalf("the token leaked: %v\n%s", err, logs)
 	}
 	if len(slept) != 0 {
 		t.Fatalf("slept %v", slept)
 	}
 }
 
-func TestCheckRunStates(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		status, conclusion string
-		want               CIState
-	}{
-		{"queued", "", CIPending}, {"in_progress", "", CIPending}, {"waiting", "", CIPending},
-		{"completed", "success", CISuccess}, {"completed", "failure", CIFailure}, {"completed", "timed_out", CIFailure},
-		{"completed", "neutral", CINeutral}, {"completed", "skipped", CINeutral}, {"completed", "cancelled", CICancelled},
-		{"completed", "action_required", CIActionRequired}, {"completed", "stale", CIStale},
-		{"completed", "startup_failure", CIInfraError}, {"completed", "weird", CIUnknown}, {"odd", "", CIUnknown},
-	}
-	for _, c := range cases {
-		t.Run(c.status+" "+c.conclusion+" is "+string(c.want), func(t *testing.T) {
-			t.Parallel()
-			if got := checkRunState(c.status, c.conclusion); got != c.want {
-				t.Fatalf("got %s", got)
-			}
-		})
-	}
-}
+// The check-run state table moved with the GitHub client: forge.TestCheckRunStates.
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
@@ -249,11 +255,12 @@ func TestVerifyWithGitHubChecks(t *testing.T) {
 		run(4, "test", shaB, "completed", "success", t0.Add(time.Hour)),  // another commit
 	}}
 	var slept []time.Duration
-	g := newFakeGitHubSource(t, f, &slept)
+	g, _ := newFakeGitHubSource(t, f, &slept, 0)
 	tmpl := template()
-	tmpl.DoneCheck.CI = &workitems.CICheck{Provider: "github", Repo: "acme/payments", Required: []string{"build", "test"},
+	// What config makes of {provider: github, repo: acme/payments}: the forge of kind github.
+	tmpl.DoneCheck.CI = &workitems.CICheck{Forge: "gh", Provider: "github", Repo: "acme/payments", Required: []string{"build", "test"},
 		Wait: workitems.Duration(time.Minute)}
-	v := New(WithClock(func() time.Time { return testNow }), WithCI("github", g))
+	v := New(WithClock(func() time.Time { return testNow }), WithCI("gh", g))
 	res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,
 		Exit: completed(), Workspace: ws})
 	if err != nil {

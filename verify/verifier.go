@@ -45,7 +45,7 @@ type Verifier struct {
 	logger         *slog.Logger
 	defaultTimeout time.Duration
 	limits         Limits
-	ci             map[string]CISource // by template provider: github | webhook
+	ci             map[string]CISource // by forge key, or provider webhook
 	sleep          func(ctx context.Context, d time.Duration) error
 	pollEvery      time.Duration
 }
@@ -65,14 +65,15 @@ func WithDefaultTimeout(d time.Duration) Option { return func(v *Verifier) { v.d
 // WithLimits bounds what report parsers keep in memory.
 func WithLimits(l Limits) Option { return func(v *Verifier) { v.limits = l } }
 
-// WithCI sets where CI evidence comes from for templates whose ci.provider is provider
-// ("github": a GitHubSource; "webhook": the store EvidenceHandler writes to).
-func WithCI(provider string, s CISource) Option {
+// WithCI sets where CI evidence comes from for templates whose done_check.ci names source: a
+// forge key (ci.forge; config resolves provider github to one) with a ForgeCI, or the provider
+// "webhook" with the store EvidenceHandler writes to.
+func WithCI(source string, s CISource) Option {
 	return func(v *Verifier) {
 		if v.ci == nil {
 			v.ci = map[string]CISource{}
 		}
-		v.ci[provider] = s
+		v.ci[source] = s
 	}
 }
 

@@ -12,14 +12,18 @@ import (
 
 // fencedCheckpointer writes a loop's checkpoints under the attempt's fence. The stored state is
 // an envelope holding the meter's spend beside the loop's own state, so that a resumed attempt
-// does not get its budget back. With a charge, every checkpoint also charges the spend made
-// since the last one (daily cost and counters; see workitems.SaveChargedCheckpoint).
+// does not get its budget back, and the workspace's snapshot, so that any host can restore the
+// tree the loop's state describes (the diff itself is written beside it in the same Lua call).
+// With a charge, every checkpoint also charges the spend made since the last one, in the same
+// Lua call (daily cost and counters; see workitems.WriteChargedCheckpoint).
 type fencedCheckpointer struct {
 	store  *workitems.Store
 	fence  *workitems.Fence
 	meter  *Meter
 	obs    Observer
-	charge *charge // nil: checkpoints charge nothing (NewFencedCheckpointer)
+	snap   *snapshotter        // nil: no workspace (nothing to snapshot)
+	warn   func(string, error) // a snapshot could not be taken
+	charge *charge             // nil: checkpoints charge nothing (NewFencedCheckpointer)
 }
 
 // charge is where an attempt's spend is charged, and what has been so far.
@@ -40,21 +44,23 @@ func (c *charge) count(obs Observer, delta workitems.Spend) {
 }
 
 type envelope struct {
-	Spend workitems.Spend `json:"spend"`
-	Loop  json.RawMessage `json:"loop,omitempty"`
-	At    time.Time       `json:"at"`
+	Spend     workitems.Spend              `json:"spend"`
+	Loop      json.RawMessage              `json:"loop,omitempty"`
+	Workspace *workitems.WorkspaceSnapshot `json:"workspace,omitempty"`
+	At        time.Time                    `json:"at"`
 }
 
-func (c *fencedCheckpointer) priorSpend(ctx context.Context) (workitems.Spend, error) {
+// envelope returns the stored envelope (nil when the attempt has no checkpoint).
+func (c *fencedCheckpointer) envelope(ctx context.Context) (*envelope, error) {
 	raw, _, err := c.store.LoadCheckpoint(ctx, c.fence.Item, c.fence.Attempt)
 	if err != nil || raw == nil {
-		return workitems.Spend{}, err
+		return nil, err
 	}
 	var e envelope
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return workitems.Spend{}, fmt.Errorf("worker: checkpoint of %s attempt %d unreadable: %w", c.fence.Item, c.fence.Attempt, err)
+		return nil, fmt.Errorf("worker: checkpoint of %s attempt %d unreadable: %w", c.fence.Item, c.fence.Attempt, err)
 	}
-	return e.Spend, nil
+	return &e, nil
 }
 
 // Load returns the loop's state and history.
@@ -73,7 +79,7 @@ func (c *fencedCheckpointer) Load(ctx context.Context) ([]byte, [][]byte, error)
 	return e.Loop, hist, nil
 }
 
-// Save writes the loop's state with the current spend.
+// Save writes the loop's state with the current spend and the workspace's snapshot.
 func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...[]byte) error {
 	e := envelope{Spend: c.meter.Spent(), At: time.Now().UTC()}
 	if len(state) > 0 {
@@ -83,18 +89,40 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 		}
 		e.Loop = state
 	}
-	raw, _ := json.Marshal(e)
-	start := time.Now()
-	if c.charge == nil {
-		err := c.store.SaveCheckpoint(ctx, c.fence, raw, history...)
-		c.obs.CheckpointWrite(time.Since(start))
-		return err
+	w := workitems.CheckpointWrite{History: history}
+	if c.snap != nil {
+		meta, snap := c.snap.take(ctx)
+		e.Workspace, w.Snapshot = &meta, snap
+		if meta.Error != "" && c.warn != nil {
+			c.warn("workspace snapshot failed; a resume elsewhere starts the attempt over", fmt.Errorf("%s", meta.Error))
+		}
 	}
-	charged, delta, err := c.store.SaveChargedCheckpoint(ctx, c.fence, c.charge.template, e.Spend, raw, history...)
+	w.State, _ = json.Marshal(e)
+	start := time.Now()
+	if c.charge != nil {
+		w.Charge = &workitems.Charge{Template: c.charge.template, Spend: e.Spend}
+	}
+	charged, err := c.store.WriteChargedCheckpoint(ctx, c.fence, w)
 	c.obs.CheckpointWrite(time.Since(start))
-	if err == nil {
-		c.charge.charged = charged
-		c.charge.count(c.obs, delta)
+	if err == nil && e.Workspace != nil {
+		c.snap.stored(*e.Workspace)
+	}
+	if err == nil && c.charge != nil {
+		c.charge.charged = charged.Total
+		c.charge.count(c.obs, charged.Delta)
+	}
+	return err
+}
+
+// restart discards the loop's checkpoint and history, keeping the spend already made, and
+// records the fresh workspace's snapshot: the attempt starts over from its first step.
+func (c *fencedCheckpointer) restart(ctx context.Context, spend workitems.Spend, ws workitems.WorkspaceSnapshot) error {
+	e := envelope{Spend: spend, Workspace: &ws, At: time.Now().UTC()}
+	raw, _ := json.Marshal(e)
+	err := c.store.WriteCheckpoint(ctx, c.fence, workitems.CheckpointWrite{State: raw, Reset: true,
+		Snapshot: &workitems.Snapshot{WorkspaceSnapshot: ws}})
+	if err == nil && c.snap != nil {
+		c.snap.stored(ws)
 	}
 	return err
 }
@@ -147,4 +175,15 @@ func NewFencedCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter,
 		obs = nopObserver{}
 	}
 	return &fencedCheckpointer{store: store, fence: f, meter: m, obs: obs}
+}
+
+// NewWorkspaceCheckpointer is NewFencedCheckpointer with a snapshot of ws in every checkpoint,
+// as the handler gives loops (for benchmarks of the snapshot's cost).
+func NewWorkspaceCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter, obs Observer, ws *Workspace, limit int) Checkpointer {
+	c := NewFencedCheckpointer(store, f, m, obs).(*fencedCheckpointer)
+	if limit <= 0 {
+		limit = workitems.DefaultSnapshotLimit
+	}
+	c.snap = newSnapshotter(ws, limit, workitems.WorkspaceSnapshot{Tree: ws.Base.Tree})
+	return c
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -72,13 +73,17 @@ type HandlerOptions struct {
 	Loops      *Registry
 	Verifier   Verifier
 	Enqueuer   Enqueuer
-	Workspaces Workspaces
-	Deliverer  Deliverer // nil: decisions are recorded as the verifier made them, nothing is committed
+	Workspaces *Workspaces // default: under $TMPDIR/outerloop-work
+	Deliverer  Deliverer   // nil: decisions are recorded as the verifier made them, nothing is committed
 	Observer   Observer
 	Clock      workitems.Clock
 	Logger     *slog.Logger
 	LeaseTTL   time.Duration // default 15s; renewed every third of it
 	WorkerID   string        // default host:pid
+
+	// KeepWorkspaces leaves the workspaces of closed and cancelled items in place (the demo's
+	// --keep); without it they are removed right after the decision.
+	KeepWorkspaces bool
 }
 
 // Handler is the asynq handler of attempt tasks. It leases the attempt (fencing epoch), runs the
@@ -109,6 +114,9 @@ func NewHandler(o HandlerOptions) *Handler {
 	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
+	}
+	if o.Workspaces == nil {
+		o.Workspaces = &Workspaces{Root: filepath.Join(os.TempDir(), "outerloop-work")}
 	}
 	h := &Handler{o: o}
 	h.base, h.cancel = context.WithCancel(context.Background())
@@ -145,6 +153,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // Process runs attempt n of an item (the body of ProcessTask).
 func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	log := h.o.Logger.With("item", id, "attempt", n)
+	if !h.o.KeepWorkspaces {
+		defer h.removeEnded(ctx, id, log) // closed or cancelled: this host's workspaces go at once
+	}
 	st := h.o.Store
 	it, err := st.Get(ctx, id)
 	if errors.Is(err, workitems.ErrNotFound) {
@@ -193,7 +204,7 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	}
 	log = log.With("epoch", fence.Epoch)
 	a := it.Current()
-	ws, base := a.Workspace, ""
+	var ws, base string
 	if it.State == workitems.StateRunning {
 		// However the attempt ends here (exit, yield, lost lease, cancel), it no longer runs here.
 		defer h.o.Observer.ClearRunningCost(it.ID)
@@ -215,7 +226,11 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			// asynq's retry resume it.
 			return fmt.Errorf("worker: attempt aborted: %w", context.Cause(ctx))
 		}
-		it, err = st.RecordExit(ctx, fence, exit, spend, ws, r.restarted)
+		rec := workitems.ExitRecord{Exit: exit, Spend: spend, Workspace: ws, Restarted: r.restarted}
+		if r.snap != nil {
+			rec.Snapshot, rec.Keep = r.snap.exitRecord(ctx)
+		}
+		it, err = st.RecordExitWith(ctx, fence, rec)
 		if err != nil {
 			if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
 				log.Warn("exit not recorded", "err", err)
@@ -230,9 +245,14 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			r.charge.count(h.o.Observer, delta)
 		}
 		log.Info("attempt exited", "reason", exit.Reason, "budget", exit.Budget, "message", exit.Message)
-	} else if ws != "" {
-		// Resumed at verifying: the loop finished earlier; verify its workspace.
-		base, _ = git(ctx, ws, "rev-parse", baseTag)
+	} else {
+		// Resumed at verifying: the loop finished earlier; verify exactly the tree it left.
+		var re *RestoreError
+		if ws, base, err = h.verifyingWorkspace(ctx, it, tmpl, log); errors.As(err, &re) {
+			return h.workspaceLost(ctx, it, fence, re, log)
+		} else if err != nil {
+			return err
+		}
 	}
 	return h.decide(ctx, it, tmpl, fence, ws, base, log)
 }
@@ -242,8 +262,9 @@ type loopResult struct {
 	exit            workitems.Exit
 	spend           workitems.Spend
 	workspace, base string
-	restarted       bool    // the loop could not resume an external session
-	charge          *charge // what the checkpoints charged (nil: the loop never ran)
+	restarted       bool         // the loop could not resume an external session
+	snap            *snapshotter // the workspace's, for the exit snapshot
+	charge          *charge      // what the checkpoints charged (nil: the loop never ran)
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
@@ -256,12 +277,16 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		ch.provider = tmpl.Loop.Provider
 	}
 	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer, charge: ch}
-	prior, err := cp.priorSpend(ctx)
+	env, err := cp.envelope(ctx)
 	if err == nil {
 		ch.charged, err = h.o.Store.ChargedSpend(ctx, it.ID, a.N)
 	}
 	if err != nil {
-		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}, spend: prior}
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
+	}
+	var prior workitems.Spend
+	if env != nil {
+		prior = env.Spend
 	}
 	budget := it.AttemptBudget(a.Condition)
 	loopBudget := budget
@@ -276,11 +301,23 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if err != nil {
 		return fail(workitems.ClassInvalidInput, err.Error())
 	}
-	ws, base, err := h.o.Workspaces.Prepare(ctx, it, a.N, tmpl.Repo, a.Condition.CleanCheckout && !resumed)
-	if err != nil {
-		return fail(workitems.ClassNotFound, err.Error())
-	}
 	events := &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}
+	cp.warn = func(msg string, err error) {
+		log.Warn(msg, "err", err)
+		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: msg + ": " + err.Error()})
+	}
+	w, resumed, err := h.workspace(ctx, it, tmpl, fence, cp, resumed, env, log)
+	if err != nil {
+		class := workitems.ClassOf(err)
+		if class == workitems.ClassUnknown {
+			class = workitems.ClassNotFound
+		}
+		if class == workitems.ClassTransient {
+			return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: class, Message: err.Error()}, spend: meter.Spent()}
+		}
+		return fail(class, err.Error())
+	}
+	ws, base := w.Dir, w.Base.Commit
 	att := &Attempt{
 		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.o.Config, Workspace: ws,
 		Resumed: resumed, Meter: meter, Checkpoints: cp, Events: events,
@@ -299,7 +336,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		}
 	}
 	return loopResult{exit: exit, spend: meter.Spent(), workspace: ws, base: base,
-		restarted: att.Condition.Restarted && !a.Condition.Restarted, charge: ch}
+		restarted: att.Condition.Restarted && !a.Condition.Restarted, snap: cp.snap, charge: ch}
 }
 
 // safeRun turns a panicking loop into an explicit failed exit.

@@ -3,9 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,59 +82,5 @@ func TestRegistryNamesUnknownLoops(t *testing.T) {
 	_, err := r.Lookup("robot")
 	if !errors.Is(err, ErrUnknownLoop) || !strings.Contains(err.Error(), `"robot"`) || !strings.Contains(err.Error(), "script") {
 		t.Fatalf("got %v", err)
-	}
-}
-
-func TestWorkspacesCopyOrCloneWithABaseCommitAndReuseOnResume(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	plain := t.TempDir()
-	_ = os.WriteFile(filepath.Join(plain, "a.txt"), []byte("hello"), 0o644)
-	outside := filepath.Join(t.TempDir(), "secret")
-	_ = os.WriteFile(outside, []byte("x"), 0o644)
-	_ = os.Symlink(outside, filepath.Join(plain, "link"))
-	gitRepo := t.TempDir()
-	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "root"}} {
-		if out, err := exec.Command("git", append([]string{"-C", gitRepo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	_ = os.WriteFile(filepath.Join(gitRepo, "b.txt"), []byte("b"), 0o644)
-	ws := Workspaces{Root: t.TempDir()}
-	it := &workitems.Item{ID: "t@20260101T000000Z"}
-
-	dir, base, err := ws.Prepare(ctx, it, 1, plain, false)
-	if err != nil || base == "" {
-		t.Fatalf("copy: %v %q", err, base)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "hello" {
-		t.Fatal("file not copied")
-	}
-	if _, err := os.Lstat(filepath.Join(dir, "link")); !os.IsNotExist(err) {
-		t.Fatal("a symlink pointing outside was copied")
-	}
-	_ = os.WriteFile(filepath.Join(dir, "a.txt"), []byte("changed by attempt"), 0o644)
-	again, base2, err := ws.Prepare(ctx, it, 1, plain, false)
-	if err != nil || again != dir || base2 != base {
-		t.Fatalf("resume must reuse the workspace: %v %s %s", err, again, base2)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "changed by attempt" {
-		t.Fatal("resume lost the attempt's changes")
-	}
-	if _, _, err := ws.Prepare(ctx, it, 1, plain, true); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "hello" {
-		t.Fatal("clean checkout must start over")
-	}
-	gdir, gbase, err := ws.Prepare(ctx, it, 2, gitRepo, false)
-	if err != nil || gbase == "" || gdir == dir {
-		t.Fatalf("clone: %v %s", err, gdir)
-	}
-	if _, err := os.Stat(filepath.Join(gdir, "b.txt")); !os.IsNotExist(err) {
-		t.Fatal("a git repo is cloned: uncommitted files stay behind")
-	}
-	if _, _, err := ws.Prepare(ctx, it, 3, filepath.Join(plain, "missing"), false); err == nil {
-		t.Fatal("a missing repo path must fail")
 	}
 }

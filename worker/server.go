@@ -22,6 +22,8 @@ type ServerOptions struct {
 	// TaskCheckInterval is how often an idle server polls its queue (asynq's default: 1s).
 	TaskCheckInterval time.Duration
 	Logger            *slog.Logger
+	// Sweeper removes this host's workspaces of ended items; started and stopped with the server.
+	Sweeper *Sweeper
 }
 
 // Server runs attempt tasks from asynq with a graceful shutdown that asynq alone does not give:
@@ -87,6 +89,9 @@ func (s *Server) Start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if s.o.Sweeper != nil {
+		s.o.Sweeper.Start()
+	}
 	if s.enqueuer != nil && s.o.ReconcileEvery > 0 {
 		s.wg.Add(1)
 		go func() {
@@ -125,6 +130,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.o.Sweeper != nil {
+		s.o.Sweeper.Shutdown()
+	}
 	s.srv.Shutdown()
 }
 

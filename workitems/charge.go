@@ -44,42 +44,20 @@ func parseSpend(vals []string) Spend {
 		CachedInputTokens: n(4), OutputTokens: n(5), CostUSD: cost, Steps: n(7)}
 }
 
-// saveChargedCheckpoint is saveCheckpoint that also charges the attempt's spend.
-//
-//	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list, KEYS[4] charged hash,
-//	KEYS[5] the template's daily cost key (today, UTC)
-//	ARGV[1] epoch, ARGV[2] checkpoint bytes, ARGV[3..10] the spend so far (spendFields order),
-//	ARGV[11] daily cost key TTL in seconds, ARGV[12..] history entries
-//
-// Each field's charge rises to the spend given, never falls; the cost it rose by is added to
-// the daily cost. Returns {history length, the charged fields after, before}, or {-1} when the
-// epoch is stale (then nothing is written or charged).
-var saveChargedCheckpoint = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
-redis.call('SET', KEYS[2], ARGV[2])
-local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
-local old = redis.call('HMGET', KEYS[4], unpack(names))
-local out, before = {}, {}
-for i, name in ipairs(names) do
-  local o = tonumber(old[i]) or 0
-  before[i] = string.format('%.17g', o)
-  local v = tonumber(ARGV[2 + i]) or 0
-  if v > o then
-    redis.call('HSET', KEYS[4], name, ARGV[2 + i])
-    if name == 'cost_usd' then
-      redis.call('INCRBYFLOAT', KEYS[5], string.format('%.17g', v - o))
-      redis.call('EXPIRE', KEYS[5], ARGV[11])
-    end
-    o = v
-  end
-  out[i] = string.format('%.17g', o)
-end
-for i = 12, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
-return {redis.call('LLEN', KEYS[3]), out, before}
-`)
-
 // dailyCostTTL keeps a day's cost key long enough for yesterday's figures to be read.
 const dailyCostTTL = 72 * time.Hour
+
+// Charge asks a checkpoint write to charge the attempt's spend so far to its template.
+type Charge struct {
+	Template string
+	Spend    Spend // the attempt's spend so far (what its meter reads), not a delta
+}
+
+// Charged is what a charged checkpoint write left: the attempt's charged spend after it, and
+// what this write charged.
+type Charged struct {
+	Total, Delta Spend
+}
 
 // SaveChargedCheckpoint writes an attempt's checkpoint and appends history under the fence, like
 // SaveCheckpoint, and in the same atomic write charges spend — the attempt's spend so far — to
@@ -88,36 +66,9 @@ const dailyCostTTL = 72 * time.Hour
 // fence it writes and charges nothing and returns ErrLeaseLost.
 func (s *Store) SaveChargedCheckpoint(ctx context.Context, f *Fence, template string, spend Spend, state []byte,
 	history ...[]byte) (charged, delta Spend, err error) {
-	if template == "" {
-		return Spend{}, Spend{}, fmt.Errorf("workitems: checkpoint %s attempt %d: no template to charge", f.Item, f.Attempt)
-	}
-	args := make([]any, 0, 11+len(history))
-	args = append(args, f.Epoch, state)
-	args = append(args, spendArgs(spend)...)
-	args = append(args, int64(dailyCostTTL.Seconds()))
-	for _, h := range history {
-		args = append(args, h)
-	}
-	day := s.now().UTC().Format(time.DateOnly)
-	res, err := saveChargedCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
-		s.k.hist(f.Item, f.Attempt), s.k.charged(f.Item, f.Attempt), s.k.dailyCost(template, day)}, args...).Slice()
-	if err != nil {
-		return Spend{}, Spend{}, fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
-	}
-	if n, _ := res[0].(int64); n < 0 {
-		return Spend{}, Spend{}, fmt.Errorf("workitems: checkpoint %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
-	}
-	charged, before := parseSpend(replyStrings(res[1])), parseSpend(replyStrings(res[2]))
-	return charged, rest(charged, before), nil
-}
-
-func replyStrings(v any) []string {
-	raw, _ := v.([]any)
-	out := make([]string, len(raw))
-	for i, x := range raw {
-		out[i], _ = x.(string)
-	}
-	return out
+	c, err := s.WriteChargedCheckpoint(ctx, f, CheckpointWrite{State: state, History: history,
+		Charge: &Charge{Template: template, Spend: spend}})
+	return c.Total, c.Delta, err
 }
 
 // ChargedSpend returns what the checkpoints of attempt n of an item have charged so far.
@@ -161,6 +112,16 @@ func chargedFields(s Spend) []any {
 	out := make([]any, 0, 2*len(args))
 	for i, name := range spendFields {
 		out = append(out, name, args[i])
+	}
+	return out
+}
+
+// replyStrings reads a Lua reply's array of strings.
+func replyStrings(v any) []string {
+	raw, _ := v.([]any)
+	out := make([]string, len(raw))
+	for i, x := range raw {
+		out[i], _ = x.(string)
 	}
 	return out
 }

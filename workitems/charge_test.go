@@ -176,3 +176,37 @@ func TestAnExitWithoutCheckpointsChargesEverything(t *testing.T) {
 		t.Error("a charged checkpoint without a template was accepted")
 	}
 }
+
+// BenchmarkCheckpointCharge is a fenced checkpoint write with the spend charged in the same Lua
+// call, against the same write without a charge (the baseline).
+func BenchmarkCheckpointCharge(b *testing.B) {
+	env := redistest.New(b)
+	s := workitems.NewStore(env.Client, env.Prefix)
+	ctx := context.Background()
+	if err := s.Create(ctx, newItem("tmpl@bench"), workitems.CreateLimits{}); err != nil {
+		b.Fatal(err)
+	}
+	f, err := s.AcquireLease(ctx, "tmpl@bench", 1, "w", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := []byte(`{"spend":{},"loop":{"step":1}}`)
+	b.Run("uncharged(baseline)", func(b *testing.B) {
+		for b.Loop() {
+			if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: state}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("charged", func(b *testing.B) {
+		spend := workitems.Spend{}
+		for b.Loop() {
+			spend.CostUSD += 0.001
+			spend.InputTokens += 100
+			if _, err := s.WriteChargedCheckpoint(ctx, f, workitems.CheckpointWrite{State: state,
+				Charge: &workitems.Charge{Template: "tmpl", Spend: spend}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -20,7 +20,10 @@ type Config struct {
 	Redis     string                    `yaml:"redis"`
 	Defaults  Defaults                  `yaml:"defaults"`
 	Providers map[string]ProviderConfig `yaml:"providers"`
-	Templates []Template                `yaml:"templates"`
+	// Forges are where results are delivered and CI is read, by key (deliver.forge, ci.forge).
+	Forges    map[string]ForgeConfig `yaml:"forges"`
+	Templates []Template             `yaml:"templates"`
+	Retention Retention              `yaml:"retention"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 }
@@ -85,8 +88,12 @@ type Loop struct {
 
 // CICheck says which CI checks must be green, and how long to wait for them.
 type CICheck struct {
-	Provider string   `yaml:"provider" json:"provider"` // github | webhook
-	Repo     string   `yaml:"repo" json:"repo"`
+	// Forge is the key of the forge whose checks are read. Provider github (written before
+	// forges: existed) resolves to the forge of kind github; provider webhook reads results
+	// posted to /api/evidence instead.
+	Forge    string   `yaml:"forge" json:"forge,omitempty"`
+	Provider string   `yaml:"provider" json:"provider,omitempty"` // github | webhook
+	Repo     string   `yaml:"repo" json:"repo"`                   // owner/name (default deliver.repo)
 	Required []string `yaml:"required" json:"required"`
 	Wait     Duration `yaml:"wait" json:"wait"`
 }
@@ -126,12 +133,12 @@ type Template struct {
 	Goal            string    `yaml:"goal"`
 	Loop            Loop      `yaml:"loop"`
 	DoneCheck       DoneCheck `yaml:"done_check"`
+	Deliver         Deliver   `yaml:"deliver"`
 	Budget          Budget    `yaml:"budget"`
 	ItemBudget      Budget    `yaml:"item_budget"`
 	MaxAttempts     int       `yaml:"max_attempts"`
 	Retry           Retry     `yaml:"retry"`
 	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
-	Deliver         Deliver   `yaml:"deliver"`  // what a closed item's change becomes
 }
 
 // ConfigError names the template and field that are wrong.
@@ -292,6 +299,8 @@ func (c *Config) applyDefaults() {
 	if c.Defaults.MaxAttempts == 0 {
 		c.Defaults.MaxAttempts = 3
 	}
+	c.applyForgeDefaults()
+	c.Retention = c.Retention.WithDefaults()
 	for i := range c.Templates {
 		t := &c.Templates[i]
 		t.Budget = c.Defaults.Budget.Merge(t.Budget)
@@ -317,7 +326,7 @@ func (c *Config) applyDefaults() {
 		if t.Loop.NoProgressLimit == 0 {
 			t.Loop.NoProgressLimit = 3
 		}
-		t.Deliver.applyDefaults()
+		applyDeliverDefaults(t)
 	}
 }
 
@@ -334,6 +343,9 @@ func (c *Config) Validate() error {
 	if c.Defaults.MaxAttempts < 0 {
 		return &ConfigError{Field: "defaults.max_attempts", Err: errors.New("must not be negative")}
 	}
+	if err := c.Retention.validate(); err != nil {
+		return err
+	}
 	for name, p := range c.Providers {
 		if !slices.Contains(ProviderKinds(), p.Kind) {
 			return &ConfigError{Field: "providers." + name + ".kind",
@@ -345,6 +357,9 @@ func (c *Config) Validate() error {
 		if p.Prices.InputPerMTok < 0 || p.Prices.OutputPerMTok < 0 || p.Prices.CachedInputPerMTok < 0 {
 			return &ConfigError{Field: "providers." + name + ".prices", Err: errors.New("must not be negative")}
 		}
+	}
+	if err := c.validateForges(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for i := range c.Templates {
@@ -434,13 +449,11 @@ func (c *Config) validateTemplate(t *Template) error {
 	if t.DoneCheck.Timeout < 0 {
 		return bad("done_check.timeout", "must not be negative")
 	}
-	if ci := t.DoneCheck.CI; ci != nil {
-		if ci.Provider != "github" && ci.Provider != "webhook" {
-			return bad("done_check.ci.provider", "%q is not github or webhook", ci.Provider)
-		}
-		if len(ci.Required) == 0 {
-			return bad("done_check.ci.required", "name at least one required check")
-		}
+	if err := c.validateDeliver(t, bad); err != nil {
+		return err
+	}
+	if err := c.validateCI(t, bad); err != nil {
+		return err
 	}
 	if d := t.DoneCheck.Diff; d != nil && (d.MaxFiles < 0 || d.MaxLines < 0) {
 		return bad("done_check.diff", "limits must not be negative")
@@ -456,9 +469,6 @@ func (c *Config) validateTemplate(t *Template) error {
 	}
 	if t.Retry.SameFailureLimit < 1 {
 		return bad("retry.same_failure_limit", "must be at least 1")
-	}
-	if field, err := t.Deliver.validate(); err != nil {
-		return bad(field, "%v", err)
 	}
 	return nil
 }

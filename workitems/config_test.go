@@ -34,6 +34,17 @@ func TestParseConfigFullExample(t *testing.T) {
 	if nd.CatchUp != "none" || nd.DoneCheck.Format != "auto" || nd.Retry.SameFailureLimit != 2 {
 		t.Errorf("template defaults: %+v", nd)
 	}
+	if d := pf.Deliver; d.Forge != "github" || d.Repo != "acme/payments" || d.Mode != DeliverPullRequest ||
+		d.MergeMethod != MergeSquash || d.Title != "Make the payment tests pass without changing their assertions." ||
+		pf.DoneCheck.CI.Forge != "github" || pf.DoneCheck.CI.Repo != "acme/payments" {
+		t.Errorf("deliver: %+v, ci: %+v", d, pf.DoneCheck.CI)
+	}
+	if g := cfg.Forges["gitea"]; g.Kind != ForgeGitea || g.TokenEnv != "GITEA_TOKEN" {
+		t.Errorf("forges: %+v", cfg.Forges)
+	}
+	if nd.Deliver.Mode != DeliverPatch || nd.Deliver.Branch != DefaultBranchPattern {
+		t.Errorf("deliver defaults without a forge: %+v", nd.Deliver)
+	}
 	if cfg.Providers["openai"].Prices.OutputPerMTok != 10 {
 		t.Errorf("prices: %+v", cfg.Providers["openai"].Prices)
 	}
@@ -89,6 +100,9 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 			[]string{`template "t1"`, "loop.commands"}},
 		{"bad done check format", strings.Replace(validTemplate, `{commands: ["go test -json ./..."]}`, `{commands: ["x"], format: xml}`, 1),
 			[]string{`template "t1"`, "done_check.format", "xml"}},
+		{"negative workspace retention", "retention: {workspaces: -1h}\n" + validTemplate, []string{"retention.workspaces", "negative"}},
+		{"unknown retention key", "retention: {workspace: 1h}\n" + validTemplate, []string{"retention.workspace", "unknown key"}},
+		{"bad retention duration", "retention: {workspaces: 3d}\n" + validTemplate, []string{"not a duration"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,5 +126,17 @@ func TestConfigErrorIsTyped(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Template != "t1" || ce.Field != "loop.kind" {
 		t.Fatalf("want *ConfigError for t1 loop.kind, got %#v", err)
+	}
+}
+
+func TestRetentionDefaultsAndOverrides(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte(validTemplate))
+	if err != nil || cfg.Retention.Workspaces.D() != DefaultWorkspaceRetention {
+		t.Fatalf("default retention: %v %v", cfg.Retention, err)
+	}
+	cfg, err = ParseConfig([]byte("retention:\n  workspaces: 6h\n" + validTemplate))
+	if err != nil || cfg.Retention.Workspaces.D().Hours() != 6 {
+		t.Fatalf("retention: %v %v", cfg.Retention, err)
 	}
 }

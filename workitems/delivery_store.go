@@ -58,7 +58,7 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 			if rec.At.IsZero() {
 				rec.At = now
 			}
-			if dec.Outcome == OutcomeClose && rec.Mode == DeliveryPatch && rec.Outcome == DeliveryPatched {
+			if dec.Outcome == OutcomeClose && rec.Mode == DeliverPatch && rec.Outcome == DeliveryPatched {
 				last, err := readLastDelivered(ctx, tx, lastKey)
 				if err != nil {
 					return nil, err

@@ -31,7 +31,7 @@ func verifying(t *testing.T, s *workitems.Store, id, tmpl string) *workitems.Fen
 }
 
 func patchDelivery(baseTree, tree string) *workitems.Delivery {
-	return &workitems.Delivery{Mode: workitems.DeliveryPatch, Outcome: workitems.DeliveryPatched, Base: "commit-of-" + baseTree, BaseTree: baseTree,
+	return &workitems.Delivery{Mode: workitems.DeliverPatch, Outcome: workitems.DeliveryPatched, Base: "commit-of-" + baseTree, BaseTree: baseTree,
 		Commit: "c-" + tree, Tree: tree,
 		Files: []workitems.ChangedFile{{Path: "calc.go", Added: 1, Deleted: 1}}, FileCount: 1, Added: 1, Deleted: 1, PatchBytes: 12}
 }
@@ -165,7 +165,7 @@ func TestRecordDeliveryOfARetryKeepsTheItemsEarlierDelivery(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	f := verifying(t, s, "pr@1", "pr")
-	failed := &workitems.Delivery{Mode: workitems.DeliveryPullRequest, Outcome: workitems.DeliveryFailed, Base: "b", Commit: "c1",
+	failed := &workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryFailed, Base: "b", Commit: "c1",
 		Error: "forge delivery not configured", ErrorClass: workitems.ClassInvalidInput}
 	esc := workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: workitems.RuleDeliveryFailed, Summary: "delivery failed", Actor: "verifier"}
 	it, err := s.RecordDelivery(ctx, f, esc, nil, failed, []byte("p"))

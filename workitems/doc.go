@@ -1,7 +1,8 @@
 // Package workitems owns the work item: the template it comes from (outerloop.yaml), its state
 // machine, its attempts and their conditions, budgets and spend, exit reasons, verifier
 // decisions, and the Redis store that holds all of it together with the per-item event log,
-// attempt leases (fencing epochs) and checkpoints.
+// attempt leases (fencing epochs) and checkpoints, each checkpoint with the snapshot of the
+// attempt's workspace (tree id and diff from the recorded base) written in the same fenced call.
 //
 // Every other package depends inward on this one; it depends on none of them.
 //

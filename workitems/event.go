@@ -22,6 +22,12 @@ const (
 	EventLeaseLost       EventType = "lease_lost"
 	EventWarning         EventType = "warning"
 	EventEnqueueRepaired EventType = "enqueue_repaired"
+	// Workspaces: where an attempt's workspace came from, how a resume restored it (or why the
+	// attempt started over), and when a worker removed it.
+	EventWorkspacePrepared EventType = "workspace_prepared"
+	EventWorkspaceRestored EventType = "workspace_restored"
+	EventAttemptRestarted  EventType = "attempt_restarted"
+	EventWorkspaceRemoved  EventType = "workspace_removed"
 )
 
 // Event is one entry of an item's event log. Data holds small, secret-free facts.

@@ -234,6 +234,9 @@ type Attempt struct {
 	Workspace string    `json:"workspace,omitempty"`
 	Verified  *Verdict  `json:"verified,omitempty"`
 	Delivery  *Delivery `json:"delivery,omitempty"` // what became of the attempt's change
+	// Base is where the attempt's workspace started; ExitSnapshot its tree when the loop exited.
+	Base         *WorkspaceBase     `json:"base,omitempty"`
+	ExitSnapshot *WorkspaceSnapshot `json:"exit_snapshot,omitempty"`
 }
 
 // Verdict is the evidence summary the verifier recorded for an attempt.

@@ -50,6 +50,25 @@ func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Ite
 // restarted records that the loop could not resume its external session and started afresh
 // (Condition.Restarted).
 func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend, workspace string, restarted bool) (*Item, error) {
+	return s.RecordExitWith(ctx, f, ExitRecord{Exit: exit, Spend: spend, Workspace: workspace, Restarted: restarted})
+}
+
+// ExitRecord is what RecordExitWith stores.
+type ExitRecord struct {
+	Exit      Exit
+	Spend     Spend
+	Workspace string // the workspace's path on the host that ran the loop
+	Restarted bool   // see RecordExit
+	// Snapshot is the workspace's tree at the exit, recorded on the attempt so that a resume in
+	// verifying on any host verifies exactly that tree. Its diff replaces the stored one in the
+	// same transaction unless Keep says the stored diff is already of this tree.
+	Snapshot *Snapshot
+	Keep     bool
+}
+
+// RecordExitWith is RecordExit with the workspace's exit snapshot.
+func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*Item, error) {
+	exit, spend, workspace, restarted := r.Exit, r.Spend, r.Workspace, r.Restarted
 	var template string
 	var charged Spend
 	chargedKey := s.k.charged(f.Item, f.Attempt)
@@ -78,6 +97,10 @@ func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend
 		if restarted {
 			a.Condition.Restarted = true
 		}
+		if r.Snapshot != nil {
+			meta := r.Snapshot.WorkspaceSnapshot
+			a.ExitSnapshot = &meta
+		}
 		delta := spend.Sub(a.Spend) // a.Spend holds what earlier exits of a resumed attempt charged (none today)
 		a.Spend = spend
 		it.Spend = it.Spend.Add(delta)
@@ -93,6 +116,14 @@ func (s *Store) RecordExit(ctx context.Context, f *Fence, exit Exit, spend Spend
 	}, func(it *Item, p pipeliner) {
 		s.addDailyCost(ctx, p, template, rest(spend, charged).CostUSD)
 		p.HSet(ctx, chargedKey, chargedFields(chargedAfter(charged, spend))...)
+		if r.Snapshot != nil && !r.Keep {
+			switch op, val := snapshotOp(r.Snapshot); op {
+			case "set":
+				p.Set(ctx, s.k.snap(f.Item, f.Attempt), val, 0)
+			case "del":
+				p.Del(ctx, s.k.snap(f.Item, f.Attempt))
+			}
+		}
 	})
 	return it, err
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -14,9 +16,11 @@ import (
 )
 
 func benchCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var rounds int
+	var skipWorkspaces bool
+	c := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure outerloop's overhead against raw Redis and raw asynq, in the same run, on --redis",
+		Short: "Measure outerloop's overhead against raw Redis and raw asynq, and workspace preparation against git worktree add, in the same run, on --redis",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url, err := g.redisURL(nil, false)
@@ -52,7 +56,58 @@ func benchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.out, "%-30s %14s   %-16s %14s   %.2fx\n", r.Name, time.Duration(r.NsPerOp),
 					r.Baseline, time.Duration(r.BaselineNsPerOp), r.Ratio())
 			}
-			return nil
+			if skipWorkspaces {
+				return nil
+			}
+			return benchWorkspaces(ctx, g, e, rounds)
 		},
 	}
+	c.Flags().IntVar(&rounds, "workspace-rounds", 5, "workspaces made each way (the median is reported)")
+	c.Flags().BoolVar(&skipWorkspaces, "skip-workspaces", false, "measure only the Redis and asynq pairs")
+	return c
 }
+
+// benchWorkspaces compares workspace preparation and disk per attempt with git worktree add
+// from the same mirror, on a generated repository (GOROOT source and a long history), and a
+// checkpoint with a workspace snapshot with one without.
+func benchWorkspaces(ctx context.Context, g *globals, e benchmark.Env, rounds int) error {
+	dir, err := os.MkdirTemp("", "olbench-ws-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(g.out, "\nworkspaces (in %s, removed afterwards)\n", dir)
+	f, err := benchmark.Workspaces(ctx, dir, benchmark.DefaultRepo, max(rounds, 1), g.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "repository: %d files, checkout %s, .git %s; mirror %s\n", f.Files, mib(f.CheckoutBytes), mib(f.RepoBytes), mib(f.MirrorBytes))
+	var base benchmark.WorkspaceResult
+	for _, r := range f.Results {
+		if r.Baseline {
+			base = r
+		}
+	}
+	fmt.Fprintf(g.out, "\n%-52s %12s %8s %12s %8s\n", "per attempt", "time", "ratio", "disk", "ratio")
+	for _, r := range f.Results {
+		fmt.Fprintf(g.out, "%-52s %12s %7.2fx %12s %7.2fx\n", r.Name, r.PerOp.Round(time.Millisecond),
+			float64(r.PerOp)/float64(base.PerOp), mib(r.Disk), float64(r.Disk)/float64(base.Disk))
+	}
+	fmt.Fprintln(g.out, "\n  measuring checkpoints with a workspace snapshot…")
+	plain := testing.Benchmark(func(b *testing.B) { benchmark.CheckpointWrite(b, e) })
+	same := testing.Benchmark(func(b *testing.B) { benchmark.CheckpointSnapshot(b, e, f.Source, false) })
+	changed := testing.Benchmark(func(b *testing.B) { benchmark.CheckpointSnapshot(b, e, f.Source, true) })
+	per := func(r testing.BenchmarkResult) time.Duration {
+		return time.Duration(r.T.Nanoseconds() / int64(max(r.N, 1)))
+	}
+	fmt.Fprintf(g.out, "\n%-52s %12s %8s\n", "checkpoint write", "per op", "ratio")
+	for _, row := range []struct {
+		name string
+		r    testing.BenchmarkResult
+	}{{"without snapshot (baseline)", plain}, {"with snapshot, tree unchanged (no diff written)", same}, {"with snapshot, one file changed", changed}} {
+		fmt.Fprintf(g.out, "%-52s %12s %7.1fx\n", row.name, per(row.r), float64(per(row.r))/float64(per(plain)))
+	}
+	return nil
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -136,7 +136,7 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 	if err != nil {
 		return err
 	}
-	a, err := app.Open(ctx, app.Options{Config: cfg, Workdir: filepath.Join(dir, "work"), Logger: log})
+	a, err := app.Open(ctx, app.Options{Config: cfg, Workdir: filepath.Join(dir, "work"), Logger: log, KeepWorkspaces: keep})
 	if err != nil {
 		return err
 	}

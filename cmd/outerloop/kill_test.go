@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,8 +16,11 @@ import (
 
 // TestKilledWorkerIsResumedByAnotherFromItsCheckpoint kills a worker process with SIGKILL in
 // the middle of an attempt. asynq re-delivers the task to a second worker process once the dead
-// one's lease runs out (about a minute: asynq's recoverer), which resumes after the last
-// checkpointed step; the item closes and nothing is lost or run twice.
+// one's lease runs out (about a minute: asynq's recoverer). The second worker has a work dir of
+// its own, as on another host: it has neither the workspace nor the mirror, so it makes the
+// mirror, recreates the recorded base, applies the checkpoint's stored diff and resumes after
+// the last checkpointed step. The item closes with the same tree as an uninterrupted run, and
+// nothing is lost or run twice.
 func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	logDir := t.TempDir()
@@ -27,14 +31,16 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
     loop:
       kind: script
       commands:
-        - "echo c1 >> ` + runs + `"
-        - "if [ -f ` + logDir + `/MARK ]; then echo c2-again >> ` + runs + `; else touch ` + logDir + `/MARK; echo $$ > ` + logDir + `/pgid; echo c2-start >> ` + runs + `; touch ` + logDir + `/READY; sleep 120; fi"
-        - "` + sample.FixCommand + `; echo c3 >> ` + runs + `"
+        - "echo c1 >> ` + runs + `; echo one > step1.txt"
+        - "if [ -f ` + logDir + `/MARK ]; then echo c2-again >> ` + runs + `; else touch ` + logDir + `/MARK; echo $$ > ` + logDir + `/pgid; echo c2-start >> ` + runs + `; echo half > partial.txt; touch ` + logDir + `/READY; sleep 120; fi; echo two > step2.txt"
+        - "test -f step1.txt && ` + sample.FixCommand + ` && echo c3 >> ` + runs + `"
     done_check: {commands: ["go test -json ./..."]}
 `
-	cfg, _ := setup(t, tmpl)
+	cfg, repo := setup(t, tmpl)
+	gitCommitAll(t, repo) // a git source: each worker keeps a bare mirror of it in its work dir
 	c := newCLI(t, cfg)
-	a := c.start("worker", "--id", "A")
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := c.start("--workdir", dirA, "worker", "--id", "A")
 	out, e, code := c.run("enqueue", "resumable")
 	if code != 0 {
 		t.Fatalf("enqueue: %s", e)
@@ -54,10 +60,10 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 	}
 	s := c.store()
 	mid, _ := s.Get(t.Context(), id)
-	if mid.State != workitems.StateRunning || mid.Current().Epoch != 1 {
-		t.Fatalf("after the kill: %s epoch %d", mid.State, mid.Current().Epoch)
+	if mid.State != workitems.StateRunning || mid.Current().Epoch != 1 || mid.Current().Base == nil {
+		t.Fatalf("after the kill: %s epoch %d base %+v", mid.State, mid.Current().Epoch, mid.Current().Base)
 	}
-	c.start("worker", "--id", "B")
+	c.start("--workdir", dirB, "worker", "--id", "B")
 	it := awaitState(t, s, id, 4*time.Minute, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 {
 		t.Fatalf("want closed in one attempt, got %s after %d", it.State, len(it.Attempts))
@@ -72,6 +78,46 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 	}
 	if at.Spend.Steps != 3 {
 		t.Fatalf("steps across the crash: %d", at.Spend.Steps)
+	}
+	evs, _ := s.Events(t.Context(), id, "", 1000, 0)
+	restored := 0
+	for _, e := range evs {
+		if e.Type == workitems.EventWorkspaceRestored && e.Data["from"] == "snapshot" && strings.HasPrefix(e.Actor, "B") {
+			restored++
+		}
+		if e.Type == workitems.EventAttemptRestarted {
+			t.Fatalf("the attempt started over: %s", e.Message)
+		}
+	}
+	if restored != 1 || at.Base.Commit != mid.Current().Base.Commit {
+		t.Fatalf("B must restore the checkpointed tree at the recorded base: %d restores, base %.12s vs %.12s",
+			restored, at.Base.Commit, mid.Current().Base.Commit)
+	}
+	if _, err := os.Stat(filepath.Join(dirB, "mirrors")); err != nil {
+		t.Fatal("B made no mirror of its own")
+	}
+	// The same template run once, uninterrupted (MARK exists: step 2 does not block), by B.
+	out, e, code = c.run("enqueue", "resumable")
+	if code != 0 {
+		t.Fatalf("enqueue: %s", e)
+	}
+	single := awaitState(t, s, enqueuedID(t, out), 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	st := single.Attempts[0]
+	if single.State != workitems.StateClosed || st.ExitSnapshot == nil || at.ExitSnapshot == nil ||
+		st.ExitSnapshot.Tree != at.ExitSnapshot.Tree || st.ExitSnapshot.Bytes != at.ExitSnapshot.Bytes {
+		t.Fatalf("the resumed attempt's result %+v differs from a single run's %+v", at.ExitSnapshot, st.ExitSnapshot)
+	}
+}
+
+// gitCommitAll makes dir a git repository with everything in it committed.
+func gitCommitAll(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "sample"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/delivery"
+	"outerloop/forge"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/verify"
@@ -46,6 +47,10 @@ type Options struct {
 	MaxPatchBytes int64
 	// Metrics adds options to the metrics (tests: stats timeouts).
 	Metrics []metrics.Option
+
+	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
+	// items keep theirs.
+	KeepWorkspaces bool
 }
 
 // App is the wired system.
@@ -61,10 +66,14 @@ type App struct {
 	// pull requests).
 	Deliverer *delivery.Deliverer
 	CIStore   *verify.RedisCIStore // CI results posted to the evidence webhook
+	Forges    forge.Set            // a client per entry of forges:, by key
 	Loops     *worker.Registry
 	Logger    *slog.Logger
 	Embedded  bool
 	Workdir   string
+	// Workspaces makes and removes this process's attempt workspaces (shared by its handlers
+	// and its sweeper, so mirror locks are shared too).
+	Workspaces *worker.Workspaces
 
 	opts      Options
 	client    *asynq.Client
@@ -92,7 +101,8 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if o.Workdir == "" {
 		o.Workdir = filepath.Join(os.TempDir(), "outerloop-work")
 	}
-	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir}
+	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir,
+		Workspaces: &worker.Workspaces{Root: o.Workdir, BaseDir: o.Config.Dir, Deployment: o.Prefix}}
 	if o.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // asynq's leases rely on keys expiring with real time
@@ -124,16 +134,20 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
 		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics})
-	// CI evidence: GitHub checks and statuses (token from GITHUB_TOKEN), and results posted to
-	// POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
-	gh, err := verify.NewGitHubSource(verify.GitHubConfig{}, verify.GitHubLogger(o.Logger))
+	// One client per entry of forges: (config adds a default github one for templates that
+	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
+	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
+	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		a.Close()
-		return nil, fmt.Errorf("app: github: %w", err)
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
-	a.Verifier = verify.New(verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now),
-		verify.WithCI("github", gh), verify.WithCI("webhook", a.CIStore))
+	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI("webhook", a.CIStore)}
+	for name, f := range a.Forges {
+		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
+	}
+	a.Verifier = verify.New(vopts...)
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
@@ -165,15 +179,25 @@ func (a *App) QueueName() string { return a.opts.Queue }
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
-		Enqueuer: a.Queue, Workspaces: worker.Workspaces{Root: a.Workdir, BaseDir: a.Config.Dir}, Deliverer: DelivererAdapter{a.Deliverer},
+		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID,
 	})
 }
 
-// Worker returns a worker server (not started).
+// Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
 	return worker.NewServer(a.AsynqOpt, a.Handler(workerID), worker.ServerOptions{
-		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger})
+		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper()})
+}
+
+// Sweeper returns the workspace sweeper of this process's work dir (not started); nil with
+// KeepWorkspaces.
+func (a *App) Sweeper() *worker.Sweeper {
+	if a.opts.KeepWorkspaces {
+		return nil
+	}
+	return worker.NewSweeper(worker.SweeperOptions{Workspaces: a.Workspaces, Store: a.Store, Retention: a.Config.Retention,
+		Clock: a.opts.Clock, Logger: a.Logger.With("component", "sweeper"), Disk: metrics.NewWorkspaceDisk(a.Metrics)})
 }
 
 // Scheduler returns the cron scheduler (not started).

@@ -79,7 +79,7 @@ func (s *sys) watchedHandler(t *testing.T, id string) (*worker.Handler, *watchin
 	w := &watchingDeliverer{t: t, inner: app.DelivererAdapter{D: s.Deliverer}, byKey: map[string]seen{}}
 	h := worker.NewHandler(worker.HandlerOptions{Store: s.Store, Config: s.Config, Loops: s.Loops,
 		Verifier: app.VerifierAdapter{V: s.Verifier}, Enqueuer: s.Queue, Deliverer: w,
-		Workspaces: worker.Workspaces{Root: s.Workdir, BaseDir: s.Config.Dir}, Logger: testLogger(t), WorkerID: id})
+		Workspaces: s.Workspaces, Logger: testLogger(t), WorkerID: id})
 	return h, w
 }
 
@@ -132,7 +132,7 @@ func TestAGreenChangeIsOneCommitOnTheBaseAndItsPatchIsServedAfterARestart(t *tes
 	}
 	d := it.Delivery
 	ws := watch.get(it.ID, 2)
-	if d == nil || it.Attempts[1].Delivery == nil || d.Outcome != workitems.DeliveryPatched || d.Mode != workitems.DeliveryPatch || d.Attempt != 2 {
+	if d == nil || it.Attempts[1].Delivery == nil || d.Outcome != workitems.DeliveryPatched || d.Mode != workitems.DeliverPatch || d.Attempt != 2 {
 		t.Fatalf("delivery %+v", d)
 	}
 	if ws.commits != 1 || ws.head != d.Commit || ws.parent != d.Base || ws.author != "outerloop <outerloop@localhost>" {
@@ -294,7 +294,7 @@ func TestForgeDelivery(t *testing.T) {
 	// The mode is set here, not in YAML: the forge config (forges:, deliver.forge) may refuse a
 	// pull_request mode without a forge, and this is about a worker without one.
 	tmpl, _ := cfg.Template("pr")
-	tmpl.Deliver.Mode = workitems.DeliveryPullRequest
+	tmpl.Deliver.Mode = workitems.DeliverPullRequest
 	t.Run("without a forge the item escalates with the cause", func(t *testing.T) {
 		t.Parallel()
 		s := open(t, cfg, workitems.SystemClock{})
@@ -352,18 +352,6 @@ func TestForgeDelivery(t *testing.T) {
 }
 
 // openWith is open with options of the test's choosing.
-func openWith(t *testing.T, cfg *workitems.Config, mod func(*app.Options)) *sys {
-	t.Helper()
-	env := redistest.New(t)
-	o := app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t)}
-	mod(&o)
-	a, err := app.Open(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	return &sys{App: a, env: env}
-}
 
 func TestTwoTicksWithTheSameResultDeliverOnce(t *testing.T) {
 	t.Parallel()

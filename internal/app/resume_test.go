@@ -107,7 +107,7 @@ func TestAWorkerWhoseLeaseWasTakenOverWritesNothing(t *testing.T) {
 	// a long GC pause or a network partition.
 	frozen := fakeclock.New(time.Now())
 	a := worker.NewHandler(worker.HandlerOptions{Store: s.Store, Config: s.Config, Loops: s.Loops,
-		Verifier: app.VerifierAdapter{V: s.Verifier}, Workspaces: worker.Workspaces{Root: s.Workdir}, Clock: frozen,
+		Verifier: app.VerifierAdapter{V: s.Verifier}, Workspaces: s.Workspaces, Clock: frozen,
 		LeaseTTL: 300 * time.Millisecond, WorkerID: "A", Logger: testLogger(t)})
 	aDone := make(chan error, 1)
 	go func() { aDone <- a.Process(ctx, it.ID, 1) }()

@@ -141,7 +141,7 @@ func Item(b *testing.B, e Env) {
 	obs := countClose{n: &done, target: target, ch: finished}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := worker.NewHandler(worker.HandlerOptions{Store: store, Config: cfg, Loops: loops, Verifier: closeVerifier{},
-		Enqueuer: q, Workspaces: worker.Workspaces{Root: b.TempDir()}, Observer: obs, Logger: log})
+		Enqueuer: q, Workspaces: &worker.Workspaces{Root: b.TempDir()}, Observer: obs, Logger: log})
 	w := worker.NewServer(e.Asynq, h, worker.ServerOptions{Queue: e.Queue + "-ol", Concurrency: 4, ReconcileEvery: -1, Logger: log,
 		TaskCheckInterval: 10 * time.Millisecond})
 	if err := w.Start(); err != nil {

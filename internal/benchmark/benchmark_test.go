@@ -1,6 +1,11 @@
 package benchmark
 
 import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"outerloop/internal/redistest"
@@ -26,6 +31,75 @@ func TestItemBenchmarkCompletes(t *testing.T) {
 		r := testing.Benchmark(func(b *testing.B) { f(b, en) })
 		if r.N < 1 {
 			t.Fatal("benchmark did not run")
+		}
+	}
+}
+
+var (
+	repoOnce sync.Once
+	repoDir  string
+	repoErr  error
+)
+
+// smallRepo generates SmallRepo once per test binary (removed by TestMain).
+func smallRepo(tb testing.TB) string {
+	tb.Helper()
+	repoOnce.Do(func() {
+		if repoDir, repoErr = os.MkdirTemp("", "olbench-repo-"); repoErr == nil {
+			repoErr = GenerateRepo(context.Background(), filepath.Join(repoDir, "src"), SmallRepo)
+		}
+	})
+	if repoErr != nil {
+		tb.Fatal(repoErr)
+	}
+	return filepath.Join(repoDir, "src")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if repoDir != "" {
+		os.RemoveAll(repoDir)
+	}
+	os.Exit(code)
+}
+
+// Workspace preparation against `git worktree add` from the same mirror:
+// go test -run XXX -bench 'Prepare|Worktree' ./internal/benchmark/
+func BenchmarkPrepareWorkspace(b *testing.B) { PrepareWorkspace(b, smallRepo(b)) }
+func BenchmarkWorktreeAdd(b *testing.B)      { WorktreeAdd(b, smallRepo(b)) }
+
+// A checkpoint with a workspace snapshot against one without (BenchmarkCheckpointWrite):
+// go test -run XXX -bench 'Checkpoint' ./internal/benchmark/
+func BenchmarkCheckpointSnapshotChanged(b *testing.B) {
+	CheckpointSnapshot(b, env(b), smallRepo(b), true)
+}
+func BenchmarkCheckpointSnapshotUnchanged(b *testing.B) {
+	CheckpointSnapshot(b, env(b), smallRepo(b), false)
+}
+
+// TestWorkspaceBenchmarkReportsEveryWay runs the workspace comparison once, small, so that a
+// broken benchmark fails CI, and checks the figures are what the design promises: a workspace
+// costs a checkout, not a history.
+func TestWorkspaceBenchmarkReportsEveryWay(t *testing.T) {
+	t.Parallel()
+	f, err := Workspaces(t.Context(), t.TempDir(), SmallRepo, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Results) != 3 || f.Files == 0 || f.MirrorBytes <= 0 {
+		t.Fatalf("figures %+v", f)
+	}
+	ours, worktree, clone := f.Results[0], f.Results[1], f.Results[2]
+	if ours.Disk <= 0 || ours.Disk > f.CheckoutBytes*2 || clone.Disk < ours.Disk+f.MirrorBytes/2 {
+		t.Fatalf("disk per attempt: ours %d, worktree %d, clone %d; checkout %d, mirror %d",
+			ours.Disk, worktree.Disk, clone.Disk, f.CheckoutBytes, f.MirrorBytes)
+	}
+	for _, name := range []string{"Checkpoint snapshot changed", "unchanged"} {
+		r := testing.Benchmark(func(b *testing.B) {
+			CheckpointSnapshot(b, env(b), smallRepo(b), name != "unchanged")
+		})
+		if r.N < 1 {
+			t.Fatalf("%s did not run", name)
 		}
 	}
 }

@@ -10,6 +10,12 @@ func withDeliver(section string) string {
 	return strings.Replace(validTemplate, "goal: do it", "goal: do it\n    deliver: "+section, 1)
 }
 
+// withForge is withDeliver in a deployment with a github forge and a repo on it.
+func withForge(section string) string {
+	return "forges:\n  github: {kind: github}\n" + strings.Replace(withDeliver(section), "goal: do it",
+		"goal: do it\n    repo: https://github.com/acme/payments.git", 1)
+}
+
 func TestDeliverSection(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -18,10 +24,10 @@ func TestDeliverSection(t *testing.T) {
 		author     Author
 		wantErr    []string
 	}{
-		{"no section: patch", validTemplate, DeliveryPatch, Author{"outerloop", "outerloop@localhost"}, nil},
-		{"a forge without a mode: pull_request", withDeliver("{forge: github}"), DeliveryPullRequest, Author{"outerloop", "outerloop@localhost"}, nil},
-		{"an explicit mode and author", withDeliver(`{mode: branch, title: "Bump deps", author: "Bot Person <bot@example.com>"}`),
-			DeliveryBranch, Author{"Bot Person", "bot@example.com"}, nil},
+		{"no section: patch", validTemplate, DeliverPatch, Author{"outerloop", "outerloop@localhost"}, nil},
+		{"a forge without a mode: pull_request", withForge("{forge: github}"), DeliverPullRequest, Author{"outerloop", "outerloop@localhost"}, nil},
+		{"an explicit mode and author", withForge(`{forge: github, mode: branch, title: "Bump deps", author: "Bot Person <bot@example.com>"}`),
+			DeliverBranch, Author{"Bot Person", "bot@example.com"}, nil},
 		{"an unknown mode", withDeliver("{mode: email}"), "", Author{}, []string{`template "t1"`, "deliver.mode", `"email"`, "patch, branch, pull_request"}},
 		{"an author without a name", withDeliver("{author: bot@example.com}"), "", Author{}, []string{`template "t1"`, "deliver.author", "Name <email>"}},
 		{"an author that is not an address", withDeliver(`{author: "Bot <not an address>"}`), "", Author{}, []string{"deliver.author"}},
@@ -92,7 +98,7 @@ func TestDeliveryVocabulariesAreDistinct(t *testing.T) {
 	if len(outcomes) != 8 || len(modes) != 3 || len(checks) != 9 {
 		t.Fatalf("a vocabulary lost a value: %v %v %v", modes, outcomes, checks)
 	}
-	if DeliveryPatch.NeedsForge() || !DeliveryBranch.NeedsForge() || !DeliveryPullRequest.NeedsForge() {
+	if DeliverPatch.NeedsForge() || !DeliverBranch.NeedsForge() || !DeliverPullRequest.NeedsForge() {
 		t.Fatal("NeedsForge")
 	}
 }

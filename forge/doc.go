@@ -1,0 +1,64 @@
+// Package forge owns outerloop's clients of code forges: one Forge interface over GitHub
+// (go-github) and Gitea/Forgejo/Codeberg (the Gitea SDK), used by delivery (default branch,
+// pull requests, labels, comments, merge) and by the verifier's CI evidence (check runs and
+// commit statuses normalised to one set of CheckStates), so a deployment has one client per
+// entry of its forges: map. New builds one from a workitems.ForgeConfig.
+//
+// Tokens are read from the environment variable the forge names (token_env) each time they are
+// used, so a rotated token is picked up without a restart; no token ever appears in a URL, an
+// argv, a log line, an error, an event or a metric. API requests carry it in an Authorization
+// header. git gets it through GitAuth: an http.<url>.extraHeader passed in GIT_CONFIG_COUNT/
+// GIT_CONFIG_KEY_n/GIT_CONFIG_VALUE_n environment entries, scoped to the remote's origin (the
+// same entries serve git fetch). RemoteBranch reads the branch's commit on the remote (the
+// lease's expected value); Push runs `git push --force-with-lease=<branch>:<expected>` with it
+// (PushArgs is its argv, with no credential in it) and classifies rejections. git runs through
+// worker/proc: its own process group, a scrubbed environment, a timeout.
+//
+// A delivery step reads:
+//
+//	f, _ := forges.Get(tmpl.Deliver.Forge)        // a Set built by NewSet from forges:
+//	repo, _ := f.Repository(ctx, tmpl.Deliver.Repo) // default branch, clone URL
+//	auth, _ := f.GitAuth(repo.CloneURL)             // the token, read now
+//	req := forge.PushRequest{Forge: f.Name(), Dir: ws, URL: repo.CloneURL, Branch: branch, Auth: auth}
+//	req.Expected, _ = forge.RemoteBranch(ctx, req)
+//	req.SHA = commit
+//	err := forge.Push(ctx, req)                       // ErrStaleLease, ErrProtectedBranch, ErrAuth…
+//	prs, _ := f.PullRequestsFor(ctx, tmpl.Deliver.Repo, branch) // open one? last closed one?
+//	pr, _ := f.CreatePullRequest(ctx, tmpl.Deliver.Repo, forge.NewPullRequest{…})
+//	checks, _ := f.Checks(ctx, tmpl.Deliver.Repo, commit)
+//	sha, _ := f.Merge(ctx, tmpl.Deliver.Repo, pr.Number, forge.MergeRequest{Method: …, ExpectedHeadSHA: commit})
+//
+// Every failure is an *Error with a workitems.ErrorClass (workitems.ClassOf finds it) and, where
+// the caller must act differently, a sentinel found with errors.Is:
+//
+//	transient      5xx, network errors, primary and secondary rate limits (ErrRateLimited, with
+//	               the server's reset time in RetryAt)
+//	invalid_input  422 and other 4xx, bad arguments, a token variable that is unset (ErrMissingToken)
+//	permission     401/403 (ErrAuth), a push the remote refused (ErrProtectedBranch)
+//	not_found      404 (ErrNotFound)
+//	conflict       405/409 on merge (ErrNotMergeable, ErrHeadMoved), a pull request that exists
+//	               already (ErrPullRequestExists), a push whose lease was lost (ErrStaleLease)
+//
+// Waits (rate limits, Gitea indexing a pushed branch, Gitea checking mergeability) go through
+// the injected workitems.Clock and are bounded; longer waits are returned as transient errors
+// for the caller to schedule.
+//
+// Kind-specific behaviour, documented here once:
+//   - GitHub: check runs and commit statuses are both read (latest per name; a check run wins
+//     over a status of the same name); failed check runs can be re-requested (RerunChecks).
+//     Labels missing on the repository are created by GitHub itself.
+//   - Gitea: commit statuses are the only CI results (Gitea Actions posts its jobs as statuses);
+//     "warning" counts as failure, as Gitea's own combined status does. There are no draft pull
+//     requests in the API: a draft is a title starting with "WIP: ". Labels are ids: missing ones
+//     are created. A pull request created right after a push can be refused with 404 while
+//     Gitea indexes the branch; creation retries that briefly. After a push Gitea also moves the
+//     pull request's head and re-checks mergeability asynchronously: Merge waits (briefly) for
+//     the head to be the expected SHA and for "mergeable", and tells a head that really moved
+//     (the branch is elsewhere: ErrHeadMoved) from one Gitea has not caught up with (transient).
+//
+// Tests: the Gitea client runs against a real Gitea server (internal/giteatest). GitHub itself
+// is out of reach from the test environment, so the GitHub client is tested against an
+// httptest server answering GitHub's documented REST shapes (pulls, issues labels and comments,
+// check runs, commit statuses, repos, rate-limit headers, 403/429 secondary limits); its pushes
+// go to a real git remote.
+package forge

@@ -1,0 +1,246 @@
+package forge
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// Forge is one configured forge (an entry of forges:). Repositories are named "owner/name".
+// Every method is safe for concurrent use; every error is an *Error.
+type Forge interface {
+	// Name is the forge's key in forges:.
+	Name() string
+	// Kind is the API it speaks.
+	Kind() workitems.ForgeKind
+
+	// Repository returns the repository's default branch and clone URL.
+	Repository(ctx context.Context, repo string) (*Repository, error)
+
+	// PullRequestsFor finds the pull requests whose head is branch (in repo itself, not a fork):
+	// the open one, and the most recently closed one.
+	PullRequestsFor(ctx context.Context, repo, branch string) (BranchPullRequests, error)
+	// CreatePullRequest opens a pull request. One already open for the same head and base is
+	// ErrPullRequestExists.
+	CreatePullRequest(ctx context.Context, repo string, pr NewPullRequest) (*PullRequest, error)
+	// EditPullRequest changes the title and/or body (nil fields stay).
+	EditPullRequest(ctx context.Context, repo string, number int, edit PullRequestEdit) (*PullRequest, error)
+	// AddLabels adds labels to a pull request, creating those the repository lacks.
+	AddLabels(ctx context.Context, repo string, number int, labels []string) error
+	// Comment posts a comment on a pull request.
+	Comment(ctx context.Context, repo string, number int, body string) error
+	// Merge merges a pull request whose head is still m.ExpectedHeadSHA and returns the merge
+	// commit's SHA. It fails with ErrHeadMoved when the head moved and ErrNotMergeable when the
+	// forge refuses (conflicts, failing required checks, a draft, a disallowed method).
+	Merge(ctx context.Context, repo string, number int, m MergeRequest) (string, error)
+
+	// Checks returns the CI results for a commit: the latest per name, each for sha.
+	Checks(ctx context.Context, repo, sha string) ([]Check, error)
+	// RerunChecks asks the forge to re-run the named checks of sha and returns those it could
+	// re-request (GitHub check runs; commit statuses cannot be re-requested).
+	RerunChecks(ctx context.Context, repo, sha string, names []string) ([]string, error)
+
+	// GitAuth returns what git needs to authenticate to remoteURL (an http(s) URL on this
+	// forge's server, without credentials) with the forge's token, read now.
+	GitAuth(remoteURL string) (GitAuth, error)
+}
+
+// Repository is what delivery needs to know about a repository.
+type Repository struct {
+	Repo          string `json:"repo"` // owner/name
+	DefaultBranch string `json:"default_branch"`
+	// CloneURL is the http(s) URL git pushes to and fetches from; it never carries credentials.
+	CloneURL string `json:"clone_url"`
+	HTMLURL  string `json:"html_url,omitempty"`
+}
+
+// PullRequestState is a pull request's state.
+type PullRequestState string
+
+// The pull request states.
+const (
+	PROpen   PullRequestState = "open"
+	PRClosed PullRequestState = "closed" // closed without merging
+	PRMerged PullRequestState = "merged"
+)
+
+// AllPullRequestStates lists every pull request state.
+func AllPullRequestStates() []PullRequestState {
+	return []PullRequestState{PROpen, PRClosed, PRMerged}
+}
+
+// PullRequest is a pull request as delivery sees it.
+type PullRequest struct {
+	Number  int              `json:"number"`
+	URL     string           `json:"url"` // the page a person opens
+	State   PullRequestState `json:"state"`
+	Draft   bool             `json:"draft,omitempty"`
+	Title   string           `json:"title"`
+	Body    string           `json:"body,omitempty"`
+	Base    string           `json:"base"`     // branch
+	Head    string           `json:"head"`     // branch
+	HeadSHA string           `json:"head_sha"` // the commit the head branch pointed at
+	// MergeCommitSHA is the merge commit once merged.
+	MergeCommitSHA string    `json:"merge_commit_sha,omitempty"`
+	Labels         []string  `json:"labels,omitempty"`
+	ClosedAt       time.Time `json:"closed_at,omitzero"`
+}
+
+// Merged reports whether the pull request was merged.
+func (p *PullRequest) Merged() bool { return p.State == PRMerged }
+
+// BranchPullRequests are the pull requests of one head branch.
+type BranchPullRequests struct {
+	Open *PullRequest // nil when none is open
+	// LastClosed is the most recently closed one (merged or not); nil when none was closed.
+	LastClosed *PullRequest
+}
+
+// NewPullRequest is what CreatePullRequest opens.
+type NewPullRequest struct {
+	Title string
+	Body  string
+	Base  string // the branch it merges into
+	Head  string // the branch with the change, in the same repository
+	Draft bool
+}
+
+// PullRequestEdit changes a pull request; nil fields stay as they are.
+type PullRequestEdit struct {
+	Title *string
+	Body  *string
+}
+
+// MergeRequest says how to merge.
+type MergeRequest struct {
+	Method workitems.MergeMethod
+	// ExpectedHeadSHA is the head commit that was checked; the merge is refused with
+	// ErrHeadMoved when the head is anything else. Required.
+	ExpectedHeadSHA string
+	// Title and Message are the merge (or squash) commit's; "" leaves the forge's default.
+	Title, Message string
+}
+
+// CheckState is a CI check's state, normalised across forges.
+type CheckState string
+
+// The check states.
+const (
+	CheckPending        CheckState = "pending"
+	CheckSuccess        CheckState = "success"
+	CheckFailure        CheckState = "failure"
+	CheckInfraError     CheckState = "infra_error" // the CI system itself failed
+	CheckCancelled      CheckState = "cancelled"
+	CheckNeutral        CheckState = "neutral" // counts as passing (skipped, neutral)
+	CheckActionRequired CheckState = "action_required"
+	CheckStale          CheckState = "stale"
+	CheckUnknown        CheckState = "unknown"
+)
+
+// AllCheckStates lists every check state.
+func AllCheckStates() []CheckState {
+	return []CheckState{CheckPending, CheckSuccess, CheckFailure, CheckInfraError, CheckCancelled,
+		CheckNeutral, CheckActionRequired, CheckStale, CheckUnknown}
+}
+
+// Final reports whether s is a result, not something still to wait for.
+func (s CheckState) Final() bool {
+	return s != CheckPending && s != CheckStale && s != CheckUnknown && s != ""
+}
+
+// Check is one check's latest result for a commit.
+type Check struct {
+	Name    string     `json:"name"`
+	State   CheckState `json:"state"`
+	SHA     string     `json:"sha"`
+	URL     string     `json:"url,omitempty"`
+	Summary string     `json:"summary,omitempty"` // one line, at most 200 characters
+}
+
+// Config builds a Forge.
+type Config struct {
+	Name string // the key in forges:
+	workitems.ForgeConfig
+	// Getenv reads the token variable at each use (default os.Getenv).
+	Getenv func(string) string
+	// HTTPClient carries API requests (default: a plain client).
+	HTTPClient *http.Client
+	// RequestTimeout bounds each API request whose context has no deadline (default 30 s).
+	RequestTimeout time.Duration
+	Clock          workitems.Clock // default the system clock
+	Logger         *slog.Logger    // default discards
+	// MaxRateWait is the longest a call waits for a rate limit to reset before returning
+	// ErrRateLimited (default 2 minutes).
+	MaxRateWait time.Duration
+	// Retry bounds the short waits for a forge that is still catching up (Gitea indexing a
+	// pushed branch or checking mergeability): Tries attempts, the first wait RetryBase,
+	// doubling (defaults 6 and 250ms: about 8 s in all).
+	Tries     int
+	RetryBase time.Duration
+}
+
+func (c *Config) withDefaults() {
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
+	if c.Clock == nil {
+		c.Clock = workitems.SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.MaxRateWait = cmp.Or(c.MaxRateWait, 2*time.Minute)
+	c.Tries = cmp.Or(c.Tries, 6)
+	c.RetryBase = cmp.Or(c.RetryBase, 250*time.Millisecond)
+	c.Name = cmp.Or(c.Name, string(c.Kind))
+}
+
+// New builds the client for one forge. The token is not needed yet: it is read at each use.
+func New(cfg Config) (Forge, error) {
+	cfg.withDefaults()
+	switch cfg.Kind {
+	case workitems.ForgeGitHub:
+		return newGitHub(cfg)
+	case workitems.ForgeGitea:
+		return newGitea(cfg)
+	}
+	return nil, &Error{Forge: cfg.Name, Op: "configure", Class: workitems.ClassInvalidInput,
+		Err: fmt.Errorf("kind %q is not one of %v", cfg.Kind, workitems.AllForgeKinds())}
+}
+
+// Set is the deployment's forges by key.
+type Set map[string]Forge
+
+// NewSet builds a client for every entry of forges:; base is applied to each (its Name and
+// ForgeConfig are replaced).
+func NewSet(forges map[string]workitems.ForgeConfig, base Config) (Set, error) {
+	s := Set{}
+	for name, fc := range forges {
+		c := base
+		c.Name, c.ForgeConfig = name, fc
+		f, err := New(c)
+		if err != nil {
+			return nil, err
+		}
+		s[name] = f
+	}
+	return s, nil
+}
+
+// Get returns the named forge, or an invalid_input *Error naming the known ones.
+func (s Set) Get(name string) (Forge, error) {
+	if f, ok := s[name]; ok {
+		return f, nil
+	}
+	return nil, &Error{Forge: name, Op: "look up", Class: workitems.ClassInvalidInput, Err: ErrUnknownForge}
+}

@@ -1,0 +1,359 @@
+package forge
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeGitHub answers GitHub's documented REST shapes (docs.github.com/rest, API version
+// 2022-11-28) for one repository, acme/payments, whose git remote is a real `git http-backend`
+// behind an httptest server that checks the Authorization header the way github.com takes a
+// token over HTTPS (Basic, the token as password). GitHub itself is out of reach here.
+type fakeGitHub struct {
+	t     *testing.T
+	token string
+	api   *httptest.Server
+	git   *httptest.Server
+	bare  string // the remote's bare repository
+
+	mu       sync.Mutex
+	pulls    []map[string]any
+	runs     []map[string]any
+	statuses []map[string]any
+	labels   map[int][]string
+	comments map[int][]string
+	reruns   []string
+	requests []string // "METHOD path?query"
+	auth     []string // Authorization headers the API saw
+	gitAuth  []string // Authorization headers the git remote saw
+	bodies   []string // request bodies
+	// Faults for the next requests, in order: "primary", "secondary", "429", "500", "401".
+	faults      []string
+	unmergeable bool
+	now         time.Time
+}
+
+const ghRepo = "acme/payments"
+
+func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
+	t.Helper()
+	f := &fakeGitHub{t: t, token: token, labels: map[int][]string{}, comments: map[int][]string{},
+		now: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
+	f.bare = filepath.Join(t.TempDir(), "acme", "payments.git")
+	gitRun(t, filepath.Dir(filepath.Dir(f.bare)), "init", "-q", "--bare", f.bare)
+	gitRun(t, f.bare, "config", "http.receivepack", "true")
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(filepath.Dir(f.bare)), "GIT_HTTP_EXPORT_ALL=1",
+			"REMOTE_USER=x-access-token", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + t.TempDir()}}
+	f.git = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		f.mu.Lock()
+		f.gitAuth = append(f.gitAuth, h)
+		f.mu.Unlock()
+		if h != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+f.token)) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+			http.Error(w, "Invalid username or token.", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.git.Close)
+	f.api = httptest.NewServer(f.handler())
+	t.Cleanup(f.api.Close)
+	return f
+}
+
+func (f *fakeGitHub) cloneURL() string { return f.git.URL + "/acme/payments.git" }
+
+// branchSHA is the remote's commit for a branch ("" when none).
+func (f *fakeGitHub) branchSHA(branch string) string {
+	out, err := exec.Command("git", "--git-dir", f.bare, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (f *fakeGitHub) write(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fault answers the next queued fault, if any (GitHub's documented rate-limit answers).
+func (f *fakeGitHub) fault(w http.ResponseWriter) bool {
+	if len(f.faults) == 0 {
+		return false
+	}
+	kind := f.faults[0]
+	f.faults = f.faults[1:]
+	switch kind {
+	case "primary":
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Used", "5000")
+		w.Header().Set("X-RateLimit-Resource", "core")
+		// A reset already past in real time, so go-github's own pre-check lets the retry through.
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(-time.Second).Unix(), 10))
+		f.write(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded for user ID 1.",
+			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
+	case "primary-long":
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(-time.Second).Unix(), 10))
+		f.write(w, http.StatusTooManyRequests, map[string]string{"message": "API rate limit exceeded"})
+	case "secondary":
+		w.Header().Set("Retry-After", "0")
+		f.write(w, http.StatusForbidden, map[string]string{"message": "You have exceeded a secondary rate limit.",
+			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"})
+	case "secondary-429":
+		w.Header().Set("Retry-After", "0")
+		f.write(w, http.StatusTooManyRequests, map[string]string{"message": "You have exceeded a secondary rate limit.",
+			"documentation_url": "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"})
+	case "429":
+		w.Header().Set("Retry-After", "0")
+		f.write(w, http.StatusTooManyRequests, map[string]string{"message": "Too many requests"})
+	case "500":
+		f.write(w, http.StatusBadGateway, map[string]string{"message": "Server Error"})
+	case "401":
+		f.write(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials",
+			"documentation_url": "https://docs.github.com/rest"})
+	case "404":
+		f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found",
+			"documentation_url": "https://docs.github.com/rest"})
+	default:
+		f.t.Errorf("unknown fault %q", kind)
+	}
+	return true
+}
+
+func (f *fakeGitHub) pull(n int) map[string]any {
+	for _, p := range f.pulls {
+		if p["number"] == n {
+			return p
+		}
+	}
+	return nil
+}
+
+func (f *fakeGitHub) newPull(title, body, base, head string, draft bool) map[string]any {
+	n := len(f.pulls) + 1
+	p := map[string]any{"number": n, "id": 1000 + n, "state": "open", "draft": draft, "title": title, "body": body,
+		"html_url": fmt.Sprintf("https://github.com/%s/pull/%d", ghRepo, n), "merged": false, "merged_at": nil,
+		// An open pull request's merge_commit_sha is GitHub's test merge, not a merge.
+		"merge_commit_sha": "feedfeedfeedfeedfeedfeedfeedfeedfeedfeed", "closed_at": nil,
+		"base": map[string]any{"ref": base, "sha": f.branchSHA(base), "repo": map[string]any{"full_name": ghRepo}},
+		"head": map[string]any{"ref": head, "sha": f.branchSHA(head), "label": "acme:" + head,
+			"repo": map[string]any{"full_name": ghRepo}},
+		"labels": []any{}}
+	f.pulls = append(f.pulls, p)
+	return p
+}
+
+// closePull closes a pull request without merging (a person declining it).
+func (f *fakeGitHub) closePull(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pull(n)
+	p["state"], p["closed_at"] = "closed", f.now.Format(time.RFC3339)
+}
+
+func (f *fakeGitHub) handler() http.Handler {
+	mux := http.NewServeMux()
+	pre := "/repos/{owner}/{repo}"
+	wrap := func(h func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var body []byte
+			if r.Body != nil {
+				body, _ = readAll(r)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI())
+			f.auth = append(f.auth, r.Header.Get("Authorization"))
+			f.bodies = append(f.bodies, string(body))
+			if f.fault(w) {
+				return
+			}
+			if r.PathValue("owner")+"/"+r.PathValue("repo") != ghRepo {
+				f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+				return
+			}
+			h(w, r, body)
+		}
+	}
+	num := func(r *http.Request) int { n, _ := strconv.Atoi(r.PathValue("n")); return n }
+	mux.HandleFunc("GET "+pre, wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		f.write(w, http.StatusOK, map[string]any{"id": 1, "full_name": ghRepo, "default_branch": "main",
+			"clone_url": f.cloneURL(), "html_url": "https://github.com/" + ghRepo, "private": true})
+	}))
+	mux.HandleFunc("GET "+pre+"/pulls", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		q := r.URL.Query()
+		var out []map[string]any
+		for i := len(f.pulls) - 1; i >= 0; i-- { // sort=created, direction=desc
+			p := f.pulls[i]
+			head := p["head"].(map[string]any)
+			if h := q.Get("head"); h != "" && h != "acme:"+head["ref"].(string) {
+				continue
+			}
+			if s := q.Get("state"); s != "all" && s != "" && s != p["state"] {
+				continue
+			}
+			out = append(out, p)
+		}
+		f.write(w, http.StatusOK, out)
+	}))
+	mux.HandleFunc("POST "+pre+"/pulls", wrap(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var in struct {
+			Title, Body, Base, Head string
+			Draft                   bool
+		}
+		_ = json.Unmarshal(body, &in)
+		for _, p := range f.pulls {
+			if p["state"] == "open" && p["head"].(map[string]any)["ref"] == in.Head {
+				f.write(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+					"errors":            []map[string]string{{"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for acme:" + in.Head + "."}},
+					"documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"})
+				return
+			}
+		}
+		if f.branchSHA(in.Head) == "" || in.Head == in.Base {
+			f.write(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+				"errors":            []map[string]string{{"resource": "PullRequest", "field": "head", "code": "invalid"}},
+				"documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"})
+			return
+		}
+		f.write(w, http.StatusCreated, f.newPull(in.Title, in.Body, in.Base, in.Head, in.Draft))
+	}))
+	mux.HandleFunc("PATCH "+pre+"/pulls/{n}", wrap(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		p := f.pull(num(r))
+		if p == nil {
+			f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+			return
+		}
+		var in map[string]any
+		_ = json.Unmarshal(body, &in)
+		for _, k := range []string{"title", "body"} {
+			if v, ok := in[k]; ok {
+				p[k] = v
+			}
+		}
+		f.write(w, http.StatusOK, p)
+	}))
+	mux.HandleFunc("PUT "+pre+"/pulls/{n}/merge", wrap(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		p := f.pull(num(r))
+		var in struct {
+			SHA         string `json:"sha"`
+			MergeMethod string `json:"merge_method"`
+			CommitTitle string `json:"commit_title"`
+		}
+		_ = json.Unmarshal(body, &in)
+		head := p["head"].(map[string]any)
+		head["sha"] = f.branchSHA(head["ref"].(string)) // GitHub follows pushes
+		switch {
+		case p["state"] != "open" || f.unmergeable:
+			f.write(w, http.StatusMethodNotAllowed, map[string]string{"message": "Pull Request is not mergeable",
+				"documentation_url": "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request"})
+		case in.SHA != "" && in.SHA != head["sha"]:
+			f.write(w, http.StatusConflict, map[string]string{"message": "Head branch was modified. Review and try the merge again.",
+				"documentation_url": "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request"})
+		default:
+			sha := fmt.Sprintf("%040x", 0xabc000+len(in.MergeMethod)) // a merge commit the fake makes up
+			p["state"], p["merged"], p["merged_at"], p["closed_at"], p["merge_commit_sha"] = "closed", true,
+				f.now.Format(time.RFC3339), f.now.Format(time.RFC3339), sha
+			f.write(w, http.StatusOK, map[string]any{"sha": sha, "merged": true, "message": "Pull Request successfully merged"})
+		}
+	}))
+	mux.HandleFunc("POST "+pre+"/issues/{n}/labels", wrap(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var in []string
+		if err := json.Unmarshal(body, &in); err != nil {
+			f.write(w, http.StatusUnprocessableEntity, map[string]string{"message": "Invalid request."})
+			return
+		}
+		n := num(r)
+		var out []map[string]any
+		f.labels[n] = append(f.labels[n], in...)
+		for _, l := range f.labels[n] {
+			out = append(out, map[string]any{"name": l, "color": "ededed"})
+		}
+		if p := f.pull(n); p != nil {
+			p["labels"] = out
+		}
+		f.write(w, http.StatusOK, out)
+	}))
+	mux.HandleFunc("POST "+pre+"/issues/{n}/comments", wrap(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var in struct{ Body string }
+		_ = json.Unmarshal(body, &in)
+		f.comments[num(r)] = append(f.comments[num(r)], in.Body)
+		f.write(w, http.StatusCreated, map[string]any{"id": 1, "body": in.Body})
+	}))
+	mux.HandleFunc("GET "+pre+"/commits/{ref}/check-runs", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if r.URL.Query().Get("filter") != "all" {
+			f.t.Errorf("check runs listed without filter=all: %s", r.URL)
+		}
+		var out []map[string]any
+		for _, c := range f.runs {
+			if c["head_sha"] == r.PathValue("ref") {
+				out = append(out, c)
+			}
+		}
+		f.write(w, http.StatusOK, map[string]any{"total_count": len(out), "check_runs": out})
+	}))
+	mux.HandleFunc("GET "+pre+"/commits/{ref}/statuses", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		var out []map[string]any
+		for _, s := range f.statuses {
+			if s["sha"] == r.PathValue("ref") {
+				out = append(out, s)
+			}
+		}
+		f.write(w, http.StatusOK, out)
+	}))
+	mux.HandleFunc("POST "+pre+"/check-runs/{id}/rerequest", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		f.reruns = append(f.reruns, r.PathValue("id"))
+		f.write(w, http.StatusCreated, map[string]any{})
+	}))
+	return mux
+}
+
+func readAll(r *http.Request) ([]byte, error) {
+	defer r.Body.Close()
+	return io.ReadAll(r.Body)
+}
+
+func checkRun(id int, name, sha, status, conclusion string, started time.Time) map[string]any {
+	m := map[string]any{"id": id, "name": name, "head_sha": sha, "status": status, "started_at": started.Format(time.RFC3339),
+		"html_url": fmt.Sprintf("https://github.com/acme/payments/runs/%d", id),
+		"output":   map[string]any{"title": name + " " + cmpOr(conclusion, status), "summary": "details"}}
+	if conclusion != "" {
+		m["conclusion"] = conclusion
+	}
+	return m
+}
+
+func commitStatus(id int, context, sha, state, desc string, at time.Time) map[string]any {
+	return map[string]any{"id": id, "context": context, "sha": sha, "state": state, "description": desc,
+		"target_url": "https://ci.example.com/" + context, "created_at": at.Format(time.RFC3339)}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

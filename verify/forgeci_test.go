@@ -1,0 +1,50 @@
+package verify
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/forge"
+	"outerloop/internal/giteatest"
+	"outerloop/workitems"
+)
+
+// A Gitea's commit statuses on the workspace's HEAD are the CI evidence, through the same
+// forge client delivery uses.
+func TestVerifyReadsCIFromARealGitea(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.Start(t)
+	repo := srv.NewRepo(t, "verify")
+	ws, sha := gitRepo(t, map[string]string{"a.txt": "a\n"})
+	srv.PushDir(t, ws, repo, "main")
+	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitea,
+		BaseURL: srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: srv.Getenv("GITEA_TOKEN")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := template()
+	tmpl.DoneCheck.CI = &workitems.CICheck{Forge: "tea", Repo: repo.Slug, Required: []string{"build", "test"},
+		Wait: workitems.Duration(time.Minute)}
+	v := New(WithClock(func() time.Time { return testNow }), WithCI("tea", NewForgeCI(f)))
+	verify := func() workitems.Decision {
+		t.Helper()
+		res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,
+			Exit: completed(), Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Decision
+	}
+
+	srv.PostStatus(t, repo, sha, "build", "success", "built", "http://ci/build")
+	srv.PostStatus(t, repo, sha, "test", "failure", "TestAdd failed", "http://ci/test")
+	if d := verify(); d.Rule != "ci_failed" || d.Next == nil || !strings.Contains(d.Next.Input, "Failing CI checks: test") {
+		t.Fatalf("red: %s %+v", d.Rule, d.Next)
+	}
+	srv.PostStatus(t, repo, sha, "test", "success", "12 passed", "http://ci/test")
+	if d := verify(); d.Outcome != workitems.OutcomeClose || d.Rule != "checks_passed" {
+		t.Fatalf("green: %s/%s %v", d.Outcome, d.Rule, d.Reasons)
+	}
+}

@@ -1,0 +1,467 @@
+package workitems
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// ForgeKind is the API a code forge speaks.
+type ForgeKind string
+
+// The forge kinds.
+const (
+	// ForgeGitHub is github.com or GitHub Enterprise Server (REST v3).
+	ForgeGitHub ForgeKind = "github"
+	// ForgeGitea is Gitea, Forgejo or Codeberg (Gitea's API v1).
+	ForgeGitea ForgeKind = "gitea"
+)
+
+// AllForgeKinds lists every forge kind.
+func AllForgeKinds() []ForgeKind { return []ForgeKind{ForgeGitHub, ForgeGitea} }
+
+// DefaultGitHubAPI is the REST API root of github.com.
+const DefaultGitHubAPI = "https://api.github.com"
+
+// ForgeConfig is one entry of the deployment's forges: map. The token is read from the
+// environment variable TokenEnv when it is used; it never appears in config, logs or events.
+type ForgeConfig struct {
+	Kind ForgeKind `yaml:"kind" json:"kind"`
+	// BaseURL is the API root for github (default https://api.github.com; GitHub Enterprise:
+	// https://HOST/api/v3) and the server's URL for gitea (required).
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	// TokenEnv names the environment variable holding the token (default GITHUB_TOKEN for
+	// github, GITEA_TOKEN for gitea).
+	TokenEnv string `yaml:"token_env" json:"token_env"`
+}
+
+// DeliveryMode is what a closed item's change becomes.
+type DeliveryMode string
+
+// The delivery modes.
+const (
+	// DeliverPatch keeps the patch with the item (nothing is pushed).
+	DeliverPatch DeliveryMode = "patch"
+	// DeliverBranch pushes the change to the template's branch and stops.
+	DeliverBranch DeliveryMode = "branch"
+	// DeliverPullRequest pushes and opens (or updates) a pull request.
+	DeliverPullRequest DeliveryMode = "pull_request"
+)
+
+// AllDeliveryModes lists every delivery mode.
+func AllDeliveryModes() []DeliveryMode {
+	return []DeliveryMode{DeliverPatch, DeliverBranch, DeliverPullRequest}
+}
+
+// MergeMethod is how a pull request is merged.
+type MergeMethod string
+
+// The merge methods.
+const (
+	MergeMerge  MergeMethod = "merge"
+	MergeSquash MergeMethod = "squash"
+	MergeRebase MergeMethod = "rebase"
+)
+
+// AllMergeMethods lists every merge method.
+func AllMergeMethods() []MergeMethod { return []MergeMethod{MergeMerge, MergeSquash, MergeRebase} }
+
+// DefaultBranchPattern is the branch a template delivers to unless it names one: one branch per
+// template means at most one open pull request, which retries and later ticks update.
+const DefaultBranchPattern = "outerloop/{template}"
+
+// Deliver is a template's deliver: section.
+type Deliver struct {
+	Forge string `yaml:"forge" json:"forge,omitempty"` // a key of forges
+	// Repo is owner/name on the forge (default parsed from the template's repo URL).
+	Repo string       `yaml:"repo" json:"repo,omitempty"`
+	Mode DeliveryMode `yaml:"mode" json:"mode"` // default pull_request with a forge, patch without
+	// Base is the branch the change goes to; "" is the remote's default branch.
+	Base string `yaml:"base" json:"base,omitempty"`
+	// Branch is the branch pushed to; {template} and {item} expand (BranchFor).
+	Branch string `yaml:"branch" json:"branch"`
+	// Title is the pull request's title and the commit's subject (default: the goal's first line).
+	Title       string      `yaml:"title" json:"title"`
+	Labels      []string    `yaml:"labels" json:"labels,omitempty"`
+	Draft       bool        `yaml:"draft" json:"draft,omitempty"`
+	Automerge   bool        `yaml:"automerge" json:"automerge,omitempty"` // merge once the verifier closes the item
+	MergeMethod MergeMethod `yaml:"merge_method" json:"merge_method"`     // default squash
+	// Author is "Name <email>" for the delivery commit (default DefaultAuthor).
+	Author string `yaml:"author" json:"author,omitempty"`
+}
+
+// NeedsForge reports whether the mode delivers through a forge.
+func (m DeliveryMode) NeedsForge() bool { return m == DeliverBranch || m == DeliverPullRequest }
+
+// branchPlaceholders are the placeholders Deliver.Branch may use.
+var branchPlaceholders = []string{"{template}", "{item}"}
+
+var placeholderRE = regexp.MustCompile(`\{[^{}]*\}`)
+
+// BranchFor expands the branch pattern for one item. Characters git refuses in a ref name are
+// replaced by '-', so any item id gives a valid branch.
+func (d *Deliver) BranchFor(template, item string) string {
+	r := strings.NewReplacer("{template}", refSafe(template), "{item}", refSafe(item))
+	return r.Replace(d.Branch)
+}
+
+// refSafe replaces what git-check-ref-format forbids inside one component.
+func refSafe(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\/", r) {
+			return '-'
+		}
+		return r
+	}, s)
+	s = strings.ReplaceAll(s, "..", "-")
+	s = strings.ReplaceAll(s, "@{", "-")
+	for {
+		t := strings.TrimSuffix(strings.Trim(s, "."), ".lock")
+		if t == s {
+			return s
+		}
+		s = t
+	}
+}
+
+// CheckBranchName reports why name is not a valid git branch name (git-check-ref-format's
+// rules for refs/heads/NAME), or nil.
+func CheckBranchName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty branch name")
+	case name == "@":
+		return errors.New(`"@" is not a branch name`)
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
+		return fmt.Errorf("%q: empty path component", name)
+	case strings.HasSuffix(name, "."):
+		return fmt.Errorf("%q ends with '.'", name)
+	case strings.Contains(name, ".."):
+		return fmt.Errorf("%q contains '..'", name)
+	case strings.Contains(name, "@{"):
+		return fmt.Errorf("%q contains '@{'", name)
+	case strings.HasPrefix(name, "-"):
+		return fmt.Errorf("%q starts with '-'", name)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return fmt.Errorf("%q contains %q, which git refuses in a ref", name, r)
+		}
+	}
+	for c := range strings.SplitSeq(name, "/") {
+		if strings.HasPrefix(c, ".") || strings.HasSuffix(c, ".lock") {
+			return fmt.Errorf("%q: a component starts with '.' or ends with '.lock'", name)
+		}
+	}
+	return nil
+}
+
+var (
+	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	repoPartRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
+
+// ParseRepoSlug splits "owner/name" and checks both parts.
+func ParseRepoSlug(s string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(s, "/")
+	if !ok || !repoPartRE.MatchString(owner) || !repoPartRE.MatchString(name) ||
+		owner == "." || owner == ".." || name == "." || name == ".." {
+		return "", "", fmt.Errorf("%q is not owner/name", s)
+	}
+	return owner, name, nil
+}
+
+// RepoSlugFromURL derives owner/name from a git remote URL: https://host/acme/payments.git,
+// git@host:acme/payments.git, ssh://git@host/acme/payments (the last two path segments, so a
+// forge served under a sub-path works too). A local path has none.
+func RepoSlugFromURL(remote string) (string, error) {
+	var path string
+	switch {
+	case strings.Contains(remote, "://"):
+		u, err := url.Parse(remote)
+		if err != nil || u.Host == "" || u.Scheme == "file" {
+			return "", fmt.Errorf("%q is not a forge URL", remote)
+		}
+		path = u.Path
+	case strings.Contains(remote, ":") && !strings.HasPrefix(remote, "/") && !strings.HasPrefix(remote, "."):
+		// scp-like syntax: [user@]host:owner/name.git
+		_, path, _ = strings.Cut(remote, ":")
+	default:
+		return "", fmt.Errorf("%q is a local path, not a forge URL", remote)
+	}
+	parts := strings.Split(strings.Trim(strings.TrimSuffix(strings.TrimSuffix(path, "/"), ".git"), "/"), "/")
+	if len(parts) < 2 {
+		return "", fmt.Errorf("%q has no owner/name path", remote)
+	}
+	slug := parts[len(parts)-2] + "/" + parts[len(parts)-1]
+	if _, _, err := ParseRepoSlug(slug); err != nil {
+		return "", fmt.Errorf("%q: %w", remote, err)
+	}
+	return slug, nil
+}
+
+// firstLine is s's first non-blank line, trimmed and clipped to n runes.
+func firstLine(s string, n int) string {
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if r := []rune(l); len(r) > n {
+				return strings.TrimSpace(string(r[:n-1])) + "…"
+			}
+			return l
+		}
+	}
+	return ""
+}
+
+// reservedForgeName is the CI provider name a forge key may not take (done_check.ci looks
+// sources up by forge key or provider in one namespace).
+const reservedForgeName = "webhook"
+
+func (c *Config) applyForgeDefaults() {
+	for name, f := range c.Forges {
+		if f.BaseURL == "" && f.Kind == ForgeGitHub {
+			f.BaseURL = DefaultGitHubAPI
+		}
+		if f.TokenEnv == "" {
+			switch f.Kind {
+			case ForgeGitHub:
+				f.TokenEnv = "GITHUB_TOKEN"
+			case ForgeGitea:
+				f.TokenEnv = "GITEA_TOKEN"
+			}
+		}
+		c.Forges[name] = f
+	}
+	// done_check.ci.provider: github (configs written before forges:) reads from the forge of
+	// kind github; with none, from a default one at api.github.com with GITHUB_TOKEN.
+	for i := range c.Templates {
+		ci := c.Templates[i].DoneCheck.CI
+		if ci == nil || ci.Forge != "" || ci.Provider != string(ForgeGitHub) {
+			continue
+		}
+		names := c.forgesOfKind(ForgeGitHub)
+		switch {
+		case len(names) == 1:
+			ci.Forge = names[0]
+		case len(names) == 0:
+			if _, taken := c.Forges["github"]; taken {
+				continue // Validate names the conflict
+			}
+			if c.Forges == nil {
+				c.Forges = map[string]ForgeConfig{}
+			}
+			c.Forges["github"] = ForgeConfig{Kind: ForgeGitHub, BaseURL: DefaultGitHubAPI, TokenEnv: "GITHUB_TOKEN"}
+			ci.Forge = "github"
+		}
+	}
+}
+
+// forgesOfKind returns the keys of the forges of kind k, sorted.
+func (c *Config) forgesOfKind(k ForgeKind) []string {
+	var names []string
+	for n, f := range c.Forges {
+		if f.Kind == k {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *Config) forgeNames() string {
+	var names []string
+	for n := range c.Forges {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return "forges: is empty"
+	}
+	slices.Sort(names)
+	return "forges has " + strings.Join(names, ", ")
+}
+
+func applyDeliverDefaults(t *Template) {
+	d := &t.Deliver
+	if d.Mode == "" {
+		d.Mode = DeliverPatch
+		if d.Forge != "" {
+			d.Mode = DeliverPullRequest
+		}
+	}
+	if d.Branch == "" {
+		d.Branch = DefaultBranchPattern
+	}
+	if d.MergeMethod == "" {
+		d.MergeMethod = MergeSquash
+	}
+	if d.Title == "" {
+		d.Title = firstLine(t.Goal, 120)
+	}
+	if d.Repo == "" && d.Forge != "" {
+		d.Repo, _ = RepoSlugFromURL(t.Repo) // validated: a forge needs a repo
+	}
+	if ci := t.DoneCheck.CI; ci != nil && ci.Repo == "" && ci.Forge != "" {
+		ci.Repo = d.Repo
+		if ci.Repo == "" {
+			ci.Repo, _ = RepoSlugFromURL(t.Repo)
+		}
+	}
+}
+
+func (c *Config) validateForges() error {
+	for name, f := range c.Forges {
+		field := "forges." + name
+		bad := func(sub string, err error) error { return &ConfigError{Field: field + sub, Err: err} }
+		if !nameRE.MatchString(name) {
+			return bad("", errors.New("use lower-case letters, digits, '.', '_' and '-' (at most 63)"))
+		}
+		if name == reservedForgeName {
+			return bad("", errors.New(`the name "webhook" is reserved for done_check.ci.provider: webhook`))
+		}
+		if !slices.Contains(AllForgeKinds(), f.Kind) {
+			return bad(".kind", fmt.Errorf("%q is not one of %s", f.Kind, joinKinds(AllForgeKinds())))
+		}
+		if f.BaseURL == "" {
+			return bad(".base_url", errors.New("missing (the server's URL, e.g. https://gitea.example.com)"))
+		}
+		u, err := url.Parse(f.BaseURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return bad(".base_url", fmt.Errorf("%q is not an http(s) URL", f.BaseURL))
+		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			// A token in the URL would end up in logs; it belongs in token_env.
+			return bad(".base_url", errors.New("must not carry credentials, a query or a fragment (put the token in token_env)"))
+		}
+		if !envNameRE.MatchString(f.TokenEnv) {
+			// Only the name is checked here: the variable is read when the forge is used.
+			return bad(".token_env", fmt.Errorf("%q is not an environment variable name", f.TokenEnv))
+		}
+	}
+	return nil
+}
+
+func joinKinds[T ~string](ks []T) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (c *Config) validateDeliver(t *Template, bad func(field, format string, args ...any) error) error {
+	d := &t.Deliver
+	if d.Forge != "" {
+		if _, ok := c.Forges[d.Forge]; !ok {
+			return bad("deliver.forge", "%q is not a key of forges (%s)", d.Forge, c.forgeNames())
+		}
+	}
+	if !slices.Contains(AllDeliveryModes(), d.Mode) {
+		return bad("deliver.mode", "%q is not one of %s", d.Mode, joinKinds(AllDeliveryModes()))
+	}
+	if d.Mode != DeliverPatch && d.Forge == "" {
+		return bad("deliver.forge", "mode %s needs a forge (a key of forges)", d.Mode)
+	}
+	if d.Forge != "" {
+		if d.Repo == "" {
+			return bad("deliver.repo", "missing, and repo %q gives no owner/name: name the forge's owner/name", t.Repo)
+		}
+		if _, _, err := ParseRepoSlug(d.Repo); err != nil {
+			return bad("deliver.repo", "%v", err)
+		}
+	}
+	if d.Base != "" {
+		if err := CheckBranchName(d.Base); err != nil {
+			return bad("deliver.base", "%v", err)
+		}
+	}
+	for _, p := range placeholderRE.FindAllString(d.Branch, -1) {
+		if !slices.Contains(branchPlaceholders, p) {
+			return bad("deliver.branch", "unknown placeholder %s (known: %s)", p, strings.Join(branchPlaceholders, ", "))
+		}
+	}
+	if strings.ContainsAny(placeholderRE.ReplaceAllString(d.Branch, ""), "{}") {
+		return bad("deliver.branch", "%q has an unbalanced brace", d.Branch)
+	}
+	if err := CheckBranchName(d.BranchFor(t.Name, t.Name+"@20060102T150405Z")); err != nil {
+		return bad("deliver.branch", "%v", err)
+	}
+	if d.Base != "" && d.Base == d.Branch {
+		return bad("deliver.branch", "%q is also the base branch", d.Branch)
+	}
+	seen := map[string]bool{}
+	for _, l := range d.Labels {
+		switch {
+		case strings.TrimSpace(l) == "":
+			return bad("deliver.labels", "a label is empty")
+		case len([]rune(l)) > 50:
+			return bad("deliver.labels", "%q is longer than 50 characters", l)
+		case seen[l]:
+			return bad("deliver.labels", "%q is listed twice", l)
+		}
+		seen[l] = true
+	}
+	if !slices.Contains(AllMergeMethods(), d.MergeMethod) {
+		return bad("deliver.merge_method", "%q is not one of %s", d.MergeMethod, joinKinds(AllMergeMethods()))
+	}
+	if d.Automerge && d.Mode != DeliverPullRequest {
+		return bad("deliver.automerge", "needs mode pull_request (mode is %s)", d.Mode)
+	}
+	if d.Automerge && d.Draft {
+		return bad("deliver.automerge", "a draft pull request cannot be merged: drop draft or automerge")
+	}
+	if d.Author != "" {
+		if _, err := ParseAuthor(d.Author); err != nil {
+			return bad("deliver.author", "%v", err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateCI(t *Template, bad func(field, format string, args ...any) error) error {
+	ci := t.DoneCheck.CI
+	if ci == nil {
+		return nil
+	}
+	switch ci.Provider {
+	case "", string(ForgeGitHub), "webhook":
+	default:
+		return bad("done_check.ci.provider", "%q is not github or webhook (or give ci.forge)", ci.Provider)
+	}
+	if ci.Provider == "webhook" && ci.Forge != "" {
+		return bad("done_check.ci.forge", "provider webhook reads results posted to /api/evidence: drop forge or provider")
+	}
+	if ci.Provider == "" && ci.Forge == "" {
+		return bad("done_check.ci.forge", "missing: name a key of forges (or provider: webhook)")
+	}
+	if ci.Provider == string(ForgeGitHub) && ci.Forge == "" {
+		if names := c.forgesOfKind(ForgeGitHub); len(names) > 1 {
+			return bad("done_check.ci.provider", "github is ambiguous: forges %s are of kind github; name one in ci.forge", strings.Join(names, ", "))
+		}
+		return bad("done_check.ci.provider", `github needs a forge of kind github, and the key "github" is taken by another kind; name one in ci.forge`)
+	}
+	if ci.Forge != "" {
+		f, ok := c.Forges[ci.Forge]
+		if !ok {
+			return bad("done_check.ci.forge", "%q is not a key of forges (%s)", ci.Forge, c.forgeNames())
+		}
+		if ci.Provider == string(ForgeGitHub) && f.Kind != ForgeGitHub {
+			return bad("done_check.ci.forge", "%q is of kind %s, but provider says github", ci.Forge, f.Kind)
+		}
+		if ci.Repo == "" {
+			return bad("done_check.ci.repo", "missing, and neither deliver.repo nor repo %q gives owner/name", t.Repo)
+		}
+		if _, _, err := ParseRepoSlug(ci.Repo); err != nil {
+			return bad("done_check.ci.repo", "%v", err)
+		}
+	}
+	if len(ci.Required) == 0 {
+		return bad("done_check.ci.required", "name at least one required check")
+	}
+	if ci.Wait < 0 {
+		return bad("done_check.ci.wait", "must not be negative")
+	}
+	return nil
+}
