@@ -19,13 +19,17 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	t.Helper()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	m := metrics.New(metrics.WithClock(func() time.Time { return now }))
-	m.SetTemplates([]workitems.Template{{
-		Name:            "nightly",
-		Schedule:        "CRON_TZ=UTC 0 3 * * *",
-		DailyCostCapUSD: 20,
-		Budget:          workitems.Budget{WallTime: workitems.Duration(30 * time.Minute), CostUSD: 3, Steps: 100},
-		ItemBudget:      workitems.Budget{CostUSD: 15},
-	}})
+	m.SetConfig(&workitems.Config{
+		Providers: map[string]workitems.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
+		Templates: []workitems.Template{{
+			Name:            "nightly",
+			Schedule:        "CRON_TZ=UTC 0 3 * * *",
+			DailyCostCapUSD: 20,
+			Loop:            workitems.Loop{Kind: "agent", Provider: "openai"},
+			Budget:          workitems.Budget{WallTime: workitems.Duration(30 * time.Minute), CostUSD: 3, Steps: 100},
+			ItemBudget:      workitems.Budget{CostUSD: 15},
+		}},
+	})
 	m.SetStatsSource(func(context.Context) (workitems.Stats, error) {
 		return workitems.Stats{
 			Items:              map[string]map[workitems.State]int{"nightly": {workitems.StateEscalated: 1}},
@@ -38,15 +42,19 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	const item = "nightly@20261125T030000Z"
 	m.AttemptStarted("nightly", "script")
 	m.AttemptFinished("nightly", "script", workitems.ExitFailed, 5*time.Minute, 4, item)
-	m.AddSpend("nightly", "script", workitems.Spend{
+	spend := workitems.Spend{
 		WallTime: workitems.Duration(5 * time.Minute), ModelCalls: 2, ToolCalls: 3,
 		InputTokens: 100, CachedInputTokens: 10, OutputTokens: 20, CostUSD: 0.1,
-	}, item)
-	m.Decision("nightly", workitems.OutcomeRetry, "tests_failed", item)
+	}
+	m.AddSpend("nightly", "script", spend, item)
+	m.AddModelSpend("nightly", "openai", "", spend, item)
+	m.SetRunningCost("nightly", "agent", "nightly@20261126T030000Z", 0.05)
+	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeRetry, "tests_failed", item)
+	m.Delivery("nightly", workitems.DeliveryMerged, item)
 	m.CheckpointWrite(2 * time.Millisecond)
 	m.SchedulerTick("nightly")
 	m.SchedulerSkip("nightly", metrics.SkipDailyCap)
-	m.SchedulerMisfire("nightly")
+	m.SchedulerMisfire("nightly", 1)
 	m.ModelRequest("openai", time.Second, string(workitems.ClassTransient))
 	return m.Handler()
 }

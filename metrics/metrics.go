@@ -1,10 +1,17 @@
 // Package metrics owns outerloop's Prometheus metrics: the collectors on their own registry, the
-// /metrics handler (OpenMetrics, so exemplars carry item ids), and the scrape-time view of the
-// store (items by state, escalations, today's cost). Names and labels here are the contract the
-// dashboards and alert rules in dashboards/ are tested against.
+// /metrics handler (OpenMetrics, so exemplars carry item ids), the scrape-time view of the store
+// (items by state, escalations, today's cost) and the spend of the attempts this process runs.
+// Names and labels here are the contract the dashboards and alert rules in dashboards/ are
+// tested against.
 //
-// Labels are small fixed sets (template, loop, reason, outcome, rule, kind, scope, state,
-// provider, class). Item ids never become labels; they ride on exemplars as item_id.
+// Labels are small fixed sets (template, loop, reason, outcome, actor_kind, rule, kind, scope,
+// state, provider, model, class). Item ids never become labels; they ride on exemplars as
+// item_id. Provider and model labels come from the config (a provider's key and its configured
+// model), never from what a model server answered.
+//
+// SetConfig (called at start and on every config reload) creates every series of a configured
+// template at zero: increase() and rate() count from the first cent only when the series exists
+// before its first increment. Which sets are created is listed on SetConfig.
 //
 // Every method is safe on a nil *Metrics and does nothing, so callers and tests may pass nil.
 package metrics
@@ -13,25 +20,26 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/robfig/cron/v3"
 
 	"outerloop/workitems"
 )
 
 const namespace = "outerloop"
 
-// Bucket layouts. Attempts run minutes to hours; checkpoints are Redis writes (milliseconds);
-// model requests stream for seconds to minutes.
+// Bucket layouts. Script attempts take seconds, agent attempts minutes to hours; checkpoints
+// are Redis writes (milliseconds); model requests stream for seconds to minutes.
 var (
-	attemptDurationBuckets = []float64{10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800}
+	attemptDurationBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400}
 	attemptStepsBuckets    = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
 	checkpointBuckets      = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 	modelRequestBuckets    = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300}
@@ -43,6 +51,13 @@ const (
 	SkipDailyCap = "daily_cap"
 	skipOther    = "other"
 )
+
+// other is the label value for anything outside a fixed set (a provider or model the config does
+// not name, a rule name that is not one).
+const other = "other"
+
+// RulePerson is the rule label of a person's decisions (the verifier's carry its policy rule).
+const RulePerson = "person"
 
 // exemplarMaxRunes is client_golang's limit on an exemplar's label names and values together.
 const exemplarMaxRunes = prometheus.ExemplarMaxRunes
@@ -57,8 +72,13 @@ func WithClock(now func() time.Time) Option { return func(m *Metrics) { m.now = 
 // WithLogger sets the logger for scrape-time errors (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(m *Metrics) { m.log = l } }
 
-// WithStatsTimeout bounds one call of the stats source during a scrape (default 5s).
+// WithStatsTimeout bounds how long a scrape waits for the store's aggregate view (default 2s);
+// past it the scrape serves the last values read (see WithStatsMaxAge).
 func WithStatsTimeout(d time.Duration) Option { return func(m *Metrics) { m.statsTimeout = d } }
+
+// WithStatsMaxAge sets how long the last values read from the store are served while the store
+// does not answer (default 10m); older ones are left out of the scrape.
+func WithStatsMaxAge(d time.Duration) Option { return func(m *Metrics) { m.statsMaxAge = d } }
 
 // Metrics holds every outerloop collector on one registry.
 type Metrics struct {
@@ -66,6 +86,11 @@ type Metrics struct {
 	now          func() time.Time
 	log          *slog.Logger
 	statsTimeout time.Duration
+	statsMaxAge  time.Duration
+
+	cfg     atomic.Pointer[configView]
+	cfgMu   sync.Mutex // serialises SetConfig
+	running *runningCollector
 
 	attemptsStarted *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
@@ -77,8 +102,12 @@ type Metrics struct {
 	spendToolCalls  *prometheus.CounterVec
 	spendCost       *prometheus.CounterVec
 	spendWall       *prometheus.CounterVec
+	modelCost       *prometheus.CounterVec
+	modelTokens     *prometheus.CounterVec
 
-	decisions *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
+	decisionRules *prometheus.CounterVec
+	deliveries    *prometheus.CounterVec
 
 	checkpointWrite prometheus.Histogram
 
@@ -102,11 +131,13 @@ func New(opts ...Option) *Metrics {
 		reg:          prometheus.NewRegistry(),
 		now:          time.Now,
 		log:          slog.Default(),
-		statsTimeout: 5 * time.Second,
+		statsTimeout: 2 * time.Second,
+		statsMaxAge:  10 * time.Minute,
 	}
 	for _, o := range opts {
 		o(m)
 	}
+	m.cfg.Store(&configView{})
 	tl := []string{"template", "loop"}
 	m.attemptsStarted = counterVec("attempts_started_total", "Attempts started, by template and inner loop.", tl...)
 	m.attempts = counterVec("attempts_total", "Attempts finished, by template, inner loop and exit reason.", "template", "loop", "reason")
@@ -120,20 +151,24 @@ func New(opts ...Option) *Metrics {
 		Help:    "Inner-loop steps taken by finished attempts.",
 		Buckets: attemptStepsBuckets,
 	}, tl)
-	m.spendTokens = counterVec("spend_tokens_total", "Model tokens spent, by direction (input, cached_input, output).", "template", "loop", "direction")
-	m.spendModelCalls = counterVec("spend_model_calls_total", "Model calls spent.", tl...)
-	m.spendToolCalls = counterVec("spend_tool_calls_total", "Tool calls spent.", tl...)
-	m.spendCost = counterVec("spend_cost_usd_total", "Cost spent in USD, from the providers' price tables.", tl...)
-	m.spendWall = counterVec("spend_wall_seconds_total", "Attempt wall time spent in seconds.", tl...)
-	m.decisions = counterVec("decisions_total", "Verifier (or human) decisions, by outcome and the policy rule that fired.", "template", "outcome", "rule")
+	m.spendTokens = counterVec("spend_tokens_total", "Model tokens spent, by direction (input, cached_input, output); charged at every checkpoint.", "template", "loop", "direction")
+	m.spendModelCalls = counterVec("spend_model_calls_total", "Model calls spent; charged at every checkpoint.", tl...)
+	m.spendToolCalls = counterVec("spend_tool_calls_total", "Tool calls spent; charged at every checkpoint.", tl...)
+	m.spendCost = counterVec("spend_cost_usd_total", "Cost spent in USD, from the providers' price tables; charged at every checkpoint.", tl...)
+	m.spendWall = counterVec("spend_wall_seconds_total", "Attempt wall time spent in seconds; charged at every checkpoint.", tl...)
+	m.modelCost = counterVec("model_cost_usd_total", "Cost spent in USD by template, model provider (its config key) and model (from the config).", "template", "provider", "model")
+	m.modelTokens = counterVec("model_tokens_total", "Model tokens spent by template, model provider, model and direction.", "template", "provider", "model", "direction")
+	m.decisions = counterVec("decisions_total", "Decisions on items by outcome and who decided (actor_kind: verifier, person).", "template", "outcome", "actor_kind")
+	m.decisionRules = counterVec("decision_rules_total", "Decisions on items by outcome and the policy rule that fired (person for a person's).", "template", "outcome", "rule")
+	m.deliveries = counterVec("deliveries_total", "What became of closed items' changes, by outcome (pr_opened, pr_updated, merged, declined, unchanged, patch, pushed, failed).", "template", "outcome")
 	m.checkpointWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "checkpoint_write_duration_seconds",
 		Help:    "Latency of checkpoint writes to the store.",
 		Buckets: checkpointBuckets,
 	})
-	m.schedulerTicks = counterVec("scheduler_ticks_total", "Cron ticks handled by the scheduler.", "template")
+	m.schedulerTicks = counterVec("scheduler_ticks_total", "Cron ticks that created an item.", "template")
 	m.schedulerSkips = counterVec("scheduler_skips_total", "Cron ticks that created no item, by reason (max_open, daily_cap).", "template", "reason")
-	m.schedulerMisfires = counterVec("scheduler_misfires_total", "Cron ticks missed while no scheduler ran.", "template")
+	m.schedulerMisfires = counterVec("scheduler_misfires_total", "Cron ticks that did not run at their time because no scheduler ran (dropped or caught up).", "template")
 	m.modelRequest = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "model_request_duration_seconds",
 		Help:    "Latency of model requests, successful or not.",
@@ -150,20 +185,22 @@ func New(opts ...Option) *Metrics {
 	}, []string{"template"})
 	m.scheduleInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "template_schedule_max_interval_seconds",
-		Help: "Longest gap between two cron ticks of a scheduled template over the next week (absent: no schedule).",
+		Help: "Longest gap between two cron ticks of a scheduled template, in its wall-clock time (absent: no schedule).",
 	}, []string{"template"})
 	m.stats = newStatsCollector(m)
+	m.running = newRunningCollector(m)
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.attemptsStarted, m.attempts, m.attemptDuration, m.attemptSteps,
 		m.spendTokens, m.spendModelCalls, m.spendToolCalls, m.spendCost, m.spendWall,
-		m.decisions, m.checkpointWrite,
+		m.modelCost, m.modelTokens,
+		m.decisions, m.decisionRules, m.deliveries, m.checkpointWrite,
 		m.schedulerTicks, m.schedulerSkips, m.schedulerMisfires,
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
-		m.stats,
+		m.stats, m.running,
 	)
 	return m
 }
@@ -215,9 +252,9 @@ func (m *Metrics) AttemptFinished(template, loop string, reason workitems.ExitRe
 	observe(m.attemptSteps.WithLabelValues(template, loop), float64(max(steps, 0)), ex)
 }
 
-// AddSpend adds a spend delta to the per-kind counters. Zero and negative parts are ignored
-// (counters only go up; a negative delta is a caller's bookkeeping bug, not spend). Steps are
-// not spend here: AttemptFinished observes them.
+// AddSpend adds a spend delta (what one checkpoint or an exit charged) to the per-kind
+// counters. Zero and negative parts are ignored (counters only go up; a negative delta is a
+// caller's bookkeeping bug, not spend). Steps are not spend here: AttemptFinished observes them.
 func (m *Metrics) AddSpend(template, loop string, delta workitems.Spend, itemID string) {
 	if m == nil {
 		return
@@ -237,12 +274,72 @@ func (m *Metrics) AddSpend(template, loop string, delta workitems.Spend, itemID 
 	add(m.spendWall, delta.WallTime.D().Seconds())
 }
 
-// Decision counts a decision on an item. rule is the policy rule that fired (a fixed set).
-func (m *Metrics) Decision(template string, outcome workitems.Outcome, rule string, itemID string) {
+// AddModelSpend adds the cost and tokens of a spend delta to the per-provider and per-model
+// counters. provider is the config key of the provider the attempt used and model the model it
+// asked for; a provider the config does not name, or a model other than the one configured for
+// it, is counted as "other".
+func (m *Metrics) AddModelSpend(template, provider, model string, delta workitems.Spend, itemID string) {
 	if m == nil {
 		return
 	}
-	addCounter(m.decisions.WithLabelValues(template, string(outcome), rule), 1, exemplar(itemID))
+	provider, model = m.cfg.Load().modelLabels(provider, model)
+	ex := exemplar(itemID)
+	add := func(c *prometheus.CounterVec, v float64, extra ...string) {
+		if v > 0 {
+			addCounter(c.WithLabelValues(append([]string{template, provider, model}, extra...)...), v, ex)
+		}
+	}
+	add(m.modelCost, delta.CostUSD)
+	add(m.modelTokens, float64(delta.InputTokens), "input")
+	add(m.modelTokens, float64(delta.CachedInputTokens), "cached_input")
+	add(m.modelTokens, float64(delta.OutputTokens), "output")
+}
+
+// Decision counts a decision on an item: by the verifier (rule is the policy rule that fired)
+// or by a person (rule is ignored; counted as RulePerson). Rule names are identifiers; a
+// composite such as "max_attempts (after tests_failed)" is counted under its first word, and
+// anything else as "other", so the label set stays the policy's.
+func (m *Metrics) Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(workitems.AllActorKinds(), actor) {
+		actor = workitems.ActorPerson // only the verifier names itself
+	}
+	o := string(outcome)
+	if !slices.Contains(actor.Outcomes(), outcome) {
+		o = other
+	}
+	if actor == workitems.ActorPerson {
+		rule = RulePerson
+	}
+	ex := exemplar(itemID)
+	addCounter(m.decisions.WithLabelValues(template, o, string(actor)), 1, ex)
+	addCounter(m.decisionRules.WithLabelValues(template, o, ruleLabel(rule)), 1, ex)
+}
+
+// Delivery counts what became of a closed item's change (workitems.AllDeliveryOutcomes): a pull
+// request opened or updated, merged, declined, nothing to deliver (unchanged), a patch kept, a
+// branch pushed, or a failed delivery. Anything else is counted as "other".
+func (m *Metrics) Delivery(template string, outcome workitems.DeliveryOutcome, itemID string) {
+	if m == nil {
+		return
+	}
+	o := string(outcome)
+	if !slices.Contains(workitems.AllDeliveryOutcomes(), outcome) {
+		o = other
+	}
+	addCounter(m.deliveries.WithLabelValues(template, o), 1, exemplar(itemID))
+}
+
+var ruleRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}`)
+
+func ruleLabel(rule string) string {
+	r := ruleRE.FindString(rule)
+	if r == "" || (len(r) < len(rule) && rule[len(r)] != ' ') {
+		return other
+	}
+	return r
 }
 
 // CheckpointWrite observes the latency of one checkpoint write.
@@ -253,7 +350,7 @@ func (m *Metrics) CheckpointWrite(d time.Duration) {
 	m.checkpointWrite.Observe(max(d.Seconds(), 0))
 }
 
-// SchedulerTick counts a cron tick handled for a template.
+// SchedulerTick counts a cron tick that created an item.
 func (m *Metrics) SchedulerTick(template string) {
 	if m == nil {
 		return
@@ -273,20 +370,22 @@ func (m *Metrics) SchedulerSkip(template, reason string) {
 	m.schedulerSkips.WithLabelValues(template, reason).Inc()
 }
 
-// SchedulerMisfire counts a tick missed while no scheduler ran.
-func (m *Metrics) SchedulerMisfire(template string) {
-	if m == nil {
+// SchedulerMisfire counts n ticks that did not run at their time because no scheduler ran.
+func (m *Metrics) SchedulerMisfire(template string, n int) {
+	if m == nil || n <= 0 {
 		return
 	}
-	m.schedulerMisfires.WithLabelValues(template).Inc()
+	m.schedulerMisfires.WithLabelValues(template).Add(float64(n))
 }
 
 // ModelRequest observes one model request; errClass is "" on success, else a
-// workitems.ErrorClass (unknown values are counted as "unknown").
+// workitems.ErrorClass (unknown values are counted as "unknown"). A provider the config does not
+// name is counted as "other".
 func (m *Metrics) ModelRequest(provider string, d time.Duration, errClass string) {
 	if m == nil {
 		return
 	}
+	provider, _ = m.cfg.Load().modelLabels(provider, "")
 	m.modelRequest.WithLabelValues(provider).Observe(max(d.Seconds(), 0))
 	if errClass == "" {
 		return
@@ -297,37 +396,23 @@ func (m *Metrics) ModelRequest(provider string, d time.Duration, errClass string
 	m.modelErrors.WithLabelValues(provider, errClass).Inc()
 }
 
-// SetTemplates replaces the cap gauges with the templates' configured caps: per attempt
-// (scope "attempt"), per item (scope "item"), and the daily cost cap. Kinds without a cap are
-// absent, so a dashboard draws no line at zero. Scheduled templates also export the longest
-// gap between their ticks (alerts use it to tell nightly templates from weekly ones), and
-// every template gets zero-valued item counts.
-func (m *Metrics) SetTemplates(ts []workitems.Template) {
+// SetRunningCost records the cost an attempt running in this process has been charged so far
+// (its checkpoints); the process exports the sum per template and loop, so the spend of attempts
+// still running is visible before they exit. ClearRunningCost removes it when the attempt stops
+// running here (exit, yield, lost lease, cancel).
+func (m *Metrics) SetRunningCost(template, loop, itemID string, usd float64) {
 	if m == nil {
 		return
 	}
-	m.budgetCap.Reset()
-	m.dailyCostCap.Reset()
-	m.scheduleInterval.Reset()
-	names := make([]string, 0, len(ts))
-	for _, t := range ts {
-		names = append(names, t.Name)
-		for _, k := range workitems.AllBudgetKinds() {
-			if c := t.Budget.Cap(k); c > 0 {
-				m.budgetCap.WithLabelValues(t.Name, "attempt", string(k)).Set(c)
-			}
-			if c := t.ItemBudget.Cap(k); c > 0 {
-				m.budgetCap.WithLabelValues(t.Name, "item", string(k)).Set(c)
-			}
-		}
-		if t.DailyCostCapUSD > 0 {
-			m.dailyCostCap.WithLabelValues(t.Name).Set(t.DailyCostCapUSD)
-		}
-		if gap, ok := maxScheduleInterval(t.Schedule, m.now()); ok {
-			m.scheduleInterval.WithLabelValues(t.Name).Set(gap.Seconds())
-		}
+	m.running.set(itemID, template, loop, usd)
+}
+
+// ClearRunningCost forgets an attempt's running cost (see SetRunningCost).
+func (m *Metrics) ClearRunningCost(itemID string) {
+	if m == nil {
+		return
 	}
-	m.stats.setTemplates(names)
+	m.running.clear(itemID)
 }
 
 // SetStatsSource sets the function read on every scrape for the store's aggregate view.
@@ -336,38 +421,6 @@ func (m *Metrics) SetStatsSource(f func(ctx context.Context) (workitems.Stats, e
 		return
 	}
 	m.stats.setSource(f)
-}
-
-// maxScheduleInterval returns the longest gap between consecutive ticks of a cron spec over
-// the week after from (a weekday-only nightly schedule has a 72h gap over the weekend). At most
-// a bounded number of ticks is walked, so an every-minute schedule costs little.
-func maxScheduleInterval(spec string, from time.Time) (time.Duration, bool) {
-	if spec == "" {
-		return 0, false
-	}
-	sched, err := cron.ParseStandard(spec)
-	if err != nil {
-		return 0, false // config validation reports it; metrics only skip it
-	}
-	const maxTicks = 2000
-	end := from.Add(7 * 24 * time.Hour)
-	prev := sched.Next(from)
-	if prev.IsZero() {
-		return 0, false
-	}
-	var gap time.Duration
-	for range maxTicks {
-		next := sched.Next(prev)
-		if next.IsZero() {
-			break
-		}
-		gap = max(gap, next.Sub(prev))
-		if next.After(end) {
-			break
-		}
-		prev = next
-	}
-	return gap, gap > 0
 }
 
 // exemplar returns the item_id exemplar labels, or nil when there is no id or it would break

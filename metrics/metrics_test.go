@@ -16,20 +16,33 @@ import (
 	"outerloop/workitems"
 )
 
+// testConfig is a deployment with one agent template on a configured provider.
+func testConfig() *workitems.Config {
+	return &workitems.Config{
+		Providers: map[string]workitems.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
+		Templates: []workitems.Template{{Name: "nightly", Schedule: "CRON_TZ=UTC 0 3 * * *",
+			Loop: workitems.Loop{Kind: "agent", Provider: "openai"}}},
+	}
+}
+
 // workload calls every recording method once or more.
 func workload(m *metrics.Metrics) {
 	m.AttemptStarted("nightly", "agent")
 	m.AttemptFinished("nightly", "agent", workitems.ExitCompleted, 42*time.Minute, 17, "nightly@20260101T030000Z")
 	m.AttemptFinished("nightly", "agent", workitems.ExitBudgetExhausted, 2*time.Hour, 300, "nightly@20260102T030000Z")
-	m.AddSpend("nightly", "agent", workitems.Spend{
+	spend := workitems.Spend{
 		WallTime: workitems.Duration(90 * time.Second), ModelCalls: 3, ToolCalls: 5,
 		InputTokens: 1000, CachedInputTokens: 200, OutputTokens: 50, CostUSD: 0.25,
-	}, "nightly@20260101T030000Z")
-	m.Decision("nightly", workitems.OutcomeClose, "all_green", "nightly@20260101T030000Z")
+	}
+	m.AddSpend("nightly", "agent", spend, "nightly@20260101T030000Z")
+	m.AddModelSpend("nightly", "openai", "", spend, "nightly@20260101T030000Z")
+	m.SetRunningCost("nightly", "agent", "nightly@20260103T030000Z", 0.5)
+	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeClose, "all_green", "nightly@20260101T030000Z")
+	m.Delivery("nightly", workitems.DeliveryPROpened, "nightly@20260101T030000Z")
 	m.CheckpointWrite(3 * time.Millisecond)
 	m.SchedulerTick("nightly")
 	m.SchedulerSkip("nightly", metrics.SkipMaxOpen)
-	m.SchedulerMisfire("nightly")
+	m.SchedulerMisfire("nightly", 1)
 	m.ModelRequest("openai", 2*time.Second, "")
 	m.ModelRequest("openai", 500*time.Millisecond, string(workitems.ClassTransient))
 }
@@ -39,6 +52,8 @@ func TestNilMetricsDoNothing(t *testing.T) {
 	var m *metrics.Metrics
 	workload(m)
 	m.SetTemplates([]workitems.Template{{Name: "x"}})
+	m.SetConfig(testConfig())
+	m.ClearRunningCost("x")
 	m.SetStatsSource(nil)
 	if m.Registry() != nil {
 		t.Error("nil Metrics has a registry")
@@ -53,6 +68,7 @@ func TestNilMetricsDoNothing(t *testing.T) {
 func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
+	m.SetConfig(testConfig())
 	workload(m)
 	// A second spend with zero and negative parts adds only the positive ones.
 	m.AddSpend("nightly", "agent", workitems.Spend{ModelCalls: -4, CostUSD: 0.5, ToolCalls: 0}, "")
@@ -60,6 +76,16 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	m.AttemptFinished("nightly", "agent", workitems.ExitReason("segfault at 0xdead"), time.Minute, 1, "")
 	m.SchedulerSkip("nightly", "redis said no")
 	m.ModelRequest("openai", time.Second, "HTTP 500: upstream exploded")
+	// A person's decision is counted apart from the verifier's, under the rule "person".
+	m.Decision("nightly", workitems.ActorPerson, workitems.OutcomeCancel, "ignored", "")
+	// A composite rule counts under the rule that decided; free text is folded.
+	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeEscalate, "max_attempts (after tests_failed)", "")
+	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeEscalate, "Tests FAILED: TestX", "")
+	// Providers and models outside the config are folded.
+	m.AddModelSpend("nightly", "openai", "gpt-from-a-response", workitems.Spend{CostUSD: 0.125}, "")
+	m.AddModelSpend("nightly", "somebody-else", "x", workitems.Spend{CostUSD: 1}, "")
+	m.ModelRequest("unconfigured", time.Second, "")
+	m.Delivery("nightly", workitems.DeliveryOutcome("the forge said 502"), "")
 
 	tests := []struct {
 		name   string
@@ -78,7 +104,22 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 		{"tool calls are counted", "outerloop_spend_tool_calls_total", `template="nightly",loop="agent"`, 5},
 		{"cost adds up across deltas", "outerloop_spend_cost_usd_total", `template="nightly",loop="agent"`, 0.75},
 		{"wall time is counted in seconds", "outerloop_spend_wall_seconds_total", `template="nightly",loop="agent"`, 90},
-		{"a decision is counted by outcome and rule", "outerloop_decisions_total", `template="nightly",outcome="close",rule="all_green"`, 1},
+		{"a verifier decision is counted by outcome", "outerloop_decisions_total", `template="nightly",outcome="close",actor_kind="verifier"`, 1},
+		{"and by the rule that fired", "outerloop_decision_rules_total", `template="nightly",outcome="close",rule="all_green"`, 1},
+		{"a person's decision is counted as a person's", "outerloop_decisions_total", `template="nightly",outcome="cancel",actor_kind="person"`, 1},
+		{"under the rule person", "outerloop_decision_rules_total", `template="nightly",outcome="cancel",rule="person"`, 1},
+		{"a composite rule counts under its first rule", "outerloop_decision_rules_total", `template="nightly",outcome="escalate",rule="max_attempts"`, 1},
+		{"a rule that is not an identifier is folded into other", "outerloop_decision_rules_total", `template="nightly",outcome="escalate",rule="other"`, 1},
+		{"escalations are counted by outcome whatever the rule", "outerloop_decisions_total", `template="nightly",outcome="escalate",actor_kind="verifier"`, 2},
+		{"cost is counted by provider and configured model", "outerloop_model_cost_usd_total", `template="nightly",provider="openai",model="gpt-5-codex"`, 0.25},
+		{"tokens are counted by provider, model and direction", "outerloop_model_tokens_total", `template="nightly",provider="openai",model="gpt-5-codex",direction="cached_input"`, 200},
+		{"a model the config does not name is folded into other", "outerloop_model_cost_usd_total", `template="nightly",provider="openai",model="other"`, 0.125},
+		{"a provider the config does not name is folded into other", "outerloop_model_cost_usd_total", `template="nightly",provider="other",model="other"`, 1},
+		{"an unconfigured provider's requests are observed as other", "outerloop_model_request_duration_seconds_count", `provider="other"`, 1},
+		{"a delivery is counted by outcome", "outerloop_deliveries_total", `template="nightly",outcome="pr_opened"`, 1},
+		{"a delivery outcome outside the vocabulary is folded into other", "outerloop_deliveries_total", `template="nightly",outcome="other"`, 1},
+		{"the running attempt's cost is exported", "outerloop_running_attempts_cost_usd", `template="nightly",loop="agent"`, 0.5},
+		{"and the attempt is counted as running", "outerloop_running_attempts", `template="nightly",loop="agent"`, 1},
 		{"a tick is counted", "outerloop_scheduler_ticks_total", `template="nightly"`, 1},
 		{"a max_open skip is counted", "outerloop_scheduler_skips_total", `template="nightly",reason="max_open"`, 1},
 		{"an unknown skip reason is folded into other", "outerloop_scheduler_skips_total", `template="nightly",reason="other"`, 1},
@@ -116,6 +157,7 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 func TestMetricNamesPassPromlint(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
+	m.SetConfig(testConfig())
 	workload(m)
 	m.SetTemplates([]workitems.Template{testTemplate()})
 	m.SetStatsSource(fakeSource(sampleStats(), nil))
@@ -194,12 +236,12 @@ func TestAnItemIDTooLongForAnExemplarIsStillCounted(t *testing.T) {
 	long := strings.Repeat("x", 200)
 	m.AttemptFinished("t", "script", workitems.ExitFailed, time.Second, 1, long)
 	m.AddSpend("t", "script", workitems.Spend{CostUSD: 1}, long)
-	m.Decision("t", workitems.OutcomeEscalate, "repeated_failure", "\xff\xfe")
+	m.Decision("t", workitems.ActorVerifier, workitems.OutcomeEscalate, "repeated_failure", "\xff\xfe")
 	samples := scrape(t, m)
 	for _, key := range []string{
 		`outerloop_attempts_total{template="t",loop="script",reason="failed"}`,
 		`outerloop_spend_cost_usd_total{template="t",loop="script"}`,
-		`outerloop_decisions_total{template="t",outcome="escalate",rule="repeated_failure"}`,
+		`outerloop_decisions_total{template="t",outcome="escalate",actor_kind="verifier"}`,
 	} {
 		if samples[key] != 1 {
 			t.Errorf("%s = %v, want 1", key, samples[key])
@@ -284,7 +326,7 @@ func scrape(t *testing.T, m *metrics.Metrics) map[string]float64 {
 // key renders labels in the order the test tables write them: the order the vectors declare
 // them. Gather sorts label pairs by name, so this reorders by a fixed preference.
 func key(name string, mm *dto.Metric) string {
-	order := []string{"template", "loop", "scope", "kind", "reason", "outcome", "rule", "direction", "state", "provider", "class"}
+	order := []string{"template", "loop", "scope", "kind", "reason", "outcome", "actor_kind", "rule", "provider", "model", "direction", "state", "class"}
 	var parts []string
 	for _, n := range order {
 		for _, lp := range mm.GetLabel() {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func fakeSource(s workitems.Stats, err error) func(context.Context) (workitems.S
 var statsNames = []string{
 	"outerloop_items", "outerloop_escalations_open", "outerloop_escalation_oldest_age_seconds",
 	"outerloop_template_daily_cost_usd", "outerloop_template_last_closed_timestamp_seconds",
-	"outerloop_stats_errors_total",
+	"outerloop_stats_age_seconds", "outerloop_stats_errors_total",
 }
 
 func TestStatsAreReadOnScrape(t *testing.T) {
@@ -74,10 +75,13 @@ outerloop_escalations_open 1
 			want.WriteString(`outerloop_items{state="` + string(st) + `",template="` + tmpl + `"} ` + v + "\n")
 		}
 	}
-	want.WriteString(`# HELP outerloop_stats_errors_total Scrapes whose read of the store's aggregate view failed (its gauges were left out).
+	want.WriteString(`# HELP outerloop_stats_age_seconds Age of the store stats in this scrape: 0 when read now, else the time since the last successful read (the values are last-known).
+# TYPE outerloop_stats_age_seconds gauge
+outerloop_stats_age_seconds 0
+# HELP outerloop_stats_errors_total Scrapes whose read of the store's aggregate view failed or timed out (they served the last values read, if recent).
 # TYPE outerloop_stats_errors_total counter
 outerloop_stats_errors_total 0
-# HELP outerloop_template_daily_cost_usd Cost spent today (UTC) per template in USD.
+# HELP outerloop_template_daily_cost_usd Cost spent today (UTC) per template in USD; what the scheduler's daily cap compares with.
 # TYPE outerloop_template_daily_cost_usd gauge
 outerloop_template_daily_cost_usd{template="manual"} 0
 outerloop_template_daily_cost_usd{template="nightly"} 4.5
@@ -111,7 +115,7 @@ func TestAFailingStatsSourceExportsNoBogusValues(t *testing.T) {
 
 	for scrapeN := 1; scrapeN <= 2; scrapeN++ {
 		samples := scrape(t, m)
-		for _, name := range statsNames[:5] {
+		for _, name := range statsNames[:6] {
 			for k := range samples {
 				if k == name || strings.HasPrefix(k, name+"{") {
 					t.Errorf("scrape %d: %s exported although the stats source failed", scrapeN, k)
@@ -144,3 +148,109 @@ func TestWithoutAStatsSourceOnlyTheErrorCounterIsExported(t *testing.T) {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// switchable is a stats source a test turns off and on, or holds until released.
+type switchable struct {
+	mu    sync.Mutex
+	stats workitems.Stats
+	err   error
+	hold  chan struct{} // non-nil: calls block until it is closed
+	calls int
+}
+
+func (s *switchable) source(ctx context.Context) (workitems.Stats, error) {
+	s.mu.Lock()
+	s.calls++
+	hold, st, err := s.hold, s.stats, s.err
+	s.mu.Unlock()
+	if hold != nil {
+		<-hold // like a paused Redis: the read ignores ctx and ends when the server answers
+	}
+	return st, err
+}
+
+func (s *switchable) set(f func(*switchable)) { s.mu.Lock(); f(s); s.mu.Unlock() }
+
+func TestAStoreOutageServesTheLastValuesWithTheirAge(t *testing.T) {
+	t.Parallel()
+	now := statsNow
+	var clockMu sync.Mutex
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	advance := func(d time.Duration) { clockMu.Lock(); now = now.Add(d); clockMu.Unlock() }
+	src := &switchable{stats: sampleStats()}
+	m := metrics.New(metrics.WithClock(clock), metrics.WithStatsTimeout(50*time.Millisecond),
+		metrics.WithStatsMaxAge(10*time.Minute), metrics.WithLogger(slog.New(slog.DiscardHandler)))
+	m.SetTemplates([]workitems.Template{{Name: "nightly", DailyCostCapUSD: 5}})
+	m.SetStatsSource(src.source)
+	const cost = `outerloop_template_daily_cost_usd{template="nightly"}`
+	if s := scrape(t, m); s[cost] != 4.5 || s["outerloop_stats_age_seconds"] != 0 {
+		t.Fatalf("fresh: cost %v age %v", s[cost], s["outerloop_stats_age_seconds"])
+	}
+
+	t.Run("a failing read serves the last values, aged", func(t *testing.T) {
+		src.set(func(s *switchable) {
+			s.err = errors.New("redis: i/o timeout")
+			s.stats.DailyCostUSD = map[string]float64{"nightly": 99}
+		})
+		advance(25 * time.Second)
+		s := scrape(t, m)
+		if s[cost] != 4.5 || s["outerloop_stats_age_seconds"] != 25 || s["outerloop_stats_errors_total"] != 1 {
+			t.Errorf("cost %v age %v errors %v, want 4.5, 25, 1", s[cost], s["outerloop_stats_age_seconds"], s["outerloop_stats_errors_total"])
+		}
+		if s["outerloop_escalation_oldest_age_seconds"] != 90*60+25 {
+			t.Errorf("the oldest escalation's age stopped at %v: it is computed from the last read, now", s["outerloop_escalation_oldest_age_seconds"])
+		}
+	})
+
+	t.Run("a read that hangs does not hold the scrape up, and only one read runs", func(t *testing.T) {
+		hold := make(chan struct{})
+		src.set(func(s *switchable) {
+			s.err, s.hold, s.calls = nil, hold, 0
+			s.stats.DailyCostUSD = map[string]float64{"nightly": 4.75}
+		})
+		for range 3 {
+			if s := scrape(t, m); s[cost] != 4.5 {
+				t.Errorf("while the read hangs: cost %v, want the last value 4.5", s[cost])
+			}
+		}
+		src.set(func(s *switchable) {
+			if s.calls != 1 {
+				t.Errorf("%d reads started for 3 scrapes while one hung, want 1", s.calls)
+			}
+			s.hold = nil
+		})
+		close(hold) // the server answers: the hung read ends and serves the next scrape
+		if s := scrape(t, m); s[cost] != 4.75 || s["outerloop_stats_age_seconds"] != 0 {
+			t.Errorf("after the read ended: cost %v age %v, want 4.75 and 0", s[cost], s["outerloop_stats_age_seconds"])
+		}
+	})
+
+	t.Run("last values older than the max age are left out", func(t *testing.T) {
+		src.set(func(s *switchable) { s.err = errors.New("redis: connection refused") })
+		advance(10*time.Minute + time.Second)
+		s := scrape(t, m)
+		for k := range s {
+			for _, name := range statsNames[:5] {
+				if k == name || strings.HasPrefix(k, name+"{") {
+					t.Errorf("%s served from a read older than the max age", k)
+				}
+			}
+		}
+	})
+
+	t.Run("today's cost from another UTC day is left out, the rest is served", func(t *testing.T) {
+		m := metrics.New(metrics.WithClock(clock), metrics.WithStatsMaxAge(24*time.Hour), metrics.WithLogger(slog.New(slog.DiscardHandler)))
+		src := &switchable{stats: sampleStats()}
+		m.SetStatsSource(src.source)
+		scrape(t, m) // read at about 12:10 UTC
+		src.set(func(s *switchable) { s.err = errors.New("down") })
+		advance(12 * time.Hour) // past 00:00 UTC, well within the max age
+		s := scrape(t, m)
+		if _, ok := s[cost]; ok {
+			t.Error("yesterday's cost is served as today's")
+		}
+		if s[`outerloop_items{template="nightly",state="queued"}`] != 2 {
+			t.Error("the item counts are not served from the last read")
+		}
+	})
+}

@@ -29,15 +29,27 @@ type Queue struct {
 	queue     string
 	clock     workitems.Clock
 	log       *slog.Logger
+	obs       DecisionObserver
 	maxRetry  int
 }
+
+// DecisionObserver counts decisions on items (metrics.Metrics implements it). The Queue reports
+// a person's: Resolve is the one path the CLI, the API and the console resolve items through.
+type DecisionObserver interface {
+	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
+}
+
+type nopDecisions struct{}
+
+func (nopDecisions) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
 
 // QueueOptions configures a Queue.
 type QueueOptions struct {
 	Queue    string // asynq queue name (default "outerloop")
 	Clock    workitems.Clock
 	Logger   *slog.Logger
-	MaxRetry int // asynq retries, for crash recovery only (default 25)
+	Observer DecisionObserver // counts people's decisions (default: none)
+	MaxRetry int              // asynq retries, for crash recovery only (default 25)
 }
 
 // NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
@@ -54,8 +66,11 @@ func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Ins
 	if o.MaxRetry == 0 {
 		o.MaxRetry = 25
 	}
+	if o.Observer == nil {
+		o.Observer = nopDecisions{}
+	}
 	return &Queue{store: store, client: client, inspector: inspector, cfg: cfg, queue: o.Queue,
-		clock: o.Clock, log: o.Logger, maxRetry: o.MaxRetry}
+		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry}
 }
 
 // Name returns the asynq queue name.
@@ -175,12 +190,14 @@ func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, item stri
 	return err
 }
 
-// Resolve applies a person's action to an item and enqueues the new attempt of a retry.
+// Resolve applies a person's action to an item, counts it as a person's decision, and enqueues
+// the new attempt of a retry. A refused action is not counted.
 func (q *Queue) Resolve(ctx context.Context, id string, r workitems.Resolution) (*workitems.Item, error) {
 	it, err := q.store.Resolve(ctx, id, r)
 	if err != nil {
 		return nil, err
 	}
+	q.obs.Decision(it.Template, workitems.ActorPerson, workitems.Outcome(r.Action), "", it.ID)
 	if it.State == workitems.StateQueued {
 		if err := q.EnqueueAttempt(ctx, it); err != nil {
 			q.log.Warn("enqueue after resolve failed; reconcile will retry", "item", id, "err", err)

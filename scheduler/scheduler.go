@@ -1,8 +1,18 @@
 // Package scheduler turns cron schedules and manual requests into work items: each cron tick
 // becomes an item with a deterministic id (template@tick), created at most once however many
 // scheduler replicas run, and its first attempt is enqueued on asynq. Per-template max_open and
-// daily cost caps skip ticks (counted and logged); the misfire policy (catch_up: none|last)
-// decides what happens to a tick missed while no scheduler ran.
+// daily cost caps skip ticks (counted and logged).
+//
+// Misfires. A tick is on time when a scheduler handles it within OnTimeGrace of its time and no
+// later tick of the template is due yet; then it runs. Any other due tick was missed: the
+// schedulers were down, or the process stalled (a suspended runtime wakes with many ticks due).
+// The template's misfire policy decides what a missed tick becomes — catch_up: none drops it,
+// catch_up: last runs the newest missed tick if it lies within catch_up_window — and each missed
+// tick is counted once (SchedulerMisfire). Which ticks should have run is known from a mark in
+// Redis per template, "handled up to", that every replica moves forward atomically after
+// handling; the replica that moves it over an interval judges the ticks in it, so replicas never
+// double count, a restart counts only the ticks while nobody ran, and a new deployment (no mark)
+// counts none.
 //
 // The schedule grammar is robfig/cron/v3's standard one (5 fields, @daily-style descriptors,
 // CRON_TZ=). The timing loop is ours, driven by an injected clock, so it can be tested without
@@ -26,14 +36,22 @@ import (
 type Observer interface {
 	SchedulerTick(template string)
 	SchedulerSkip(template, reason string)
-	SchedulerMisfire(template string)
+	SchedulerMisfire(template string, n int)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) SchedulerTick(string)         {}
 func (nopObserver) SchedulerSkip(string, string) {}
-func (nopObserver) SchedulerMisfire(string)      {}
+func (nopObserver) SchedulerMisfire(string, int) {}
+
+// OnTimeGrace is how late a scheduler may handle a tick for it to count as on time (a busy or
+// restarting process); a tick handled later was missed, and the misfire policy applies.
+const OnTimeGrace = time.Minute
+
+// maxCounted bounds how many missed ticks one handling walks to count them (69 days of an
+// every-minute schedule); past it the count is a lower bound, and says so in the log.
+const maxCounted = 100_000
 
 // TickResult says what one tick of one template did.
 type TickResult struct {
@@ -41,7 +59,10 @@ type TickResult struct {
 	Tick     time.Time
 	Item     string // the item id (created or existing)
 	Outcome  string // created | exists | skipped_max_open | skipped_daily_cap | caught_up | misfire_dropped | error
-	Err      error
+	// Missed is, with caught_up and misfire_dropped, how many ticks were missed in the gap
+	// (Tick is the newest of them).
+	Missed int
+	Err    error
 }
 
 // Options configures a Scheduler.
@@ -56,6 +77,7 @@ type Options struct {
 // Scheduler runs the cron schedules of the templates that have one.
 type Scheduler struct {
 	q       *Queue
+	k       keys
 	clock   workitems.Clock
 	log     *slog.Logger
 	obs     Observer
@@ -67,9 +89,10 @@ type Scheduler struct {
 }
 
 type entry struct {
-	tmpl  *workitems.Template
-	sched cron.Schedule
-	next  time.Time
+	tmpl    *workitems.Template
+	sched   cron.Schedule
+	next    time.Time // the next tick to wake for
+	handled time.Time // this replica handled every tick up to here (zero before Start)
 }
 
 // New parses every template's schedule.
@@ -83,7 +106,7 @@ func New(q *Queue, o Options) (*Scheduler, error) {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
-	s := &Scheduler{q: q, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick}
+	s := &Scheduler{q: q, k: keys{p: q.store.Prefix()}, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick}
 	for i := range q.cfg.Templates {
 		t := &q.cfg.Templates[i]
 		if t.Schedule == "" {
@@ -98,13 +121,13 @@ func New(q *Queue, o Options) (*Scheduler, error) {
 	return s, nil
 }
 
-// Start applies the misfire policy, then runs the schedules until Shutdown or ctx ends.
+// Start handles the ticks due now (an on-time tick runs; missed ones get the misfire policy),
+// then runs the schedules until Shutdown or ctx ends.
 func (s *Scheduler) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	now := s.clock.Now()
 	for _, e := range s.entries {
-		s.catchUp(ctx, e, now)
-		e.next = e.sched.Next(now)
+		s.handle(ctx, e, now)
 	}
 	s.wg.Add(1)
 	go func() {
@@ -138,28 +161,111 @@ func (s *Scheduler) run(ctx context.Context) {
 			return
 		case <-s.clock.After(next.Sub(s.clock.Now())):
 		}
+		// After a stall (a suspended process) many ticks are due at once: handle applies the
+		// misfire policy to them instead of running each.
 		now := s.clock.Now()
 		for _, e := range s.entries {
-			for !e.next.After(now) {
-				s.tick(ctx, e, e.next, workitems.OriginCron)
-				e.next = e.sched.Next(e.next)
+			if !e.next.After(now) {
+				s.handle(ctx, e, now)
 			}
 		}
 	}
 }
 
-// tick creates the item of one tick and reports what happened.
-func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind string) TickResult {
+// handle deals with every tick of e due by now that this replica has not handled: the newest
+// runs if it is on time, the others (and a late newest) were missed. It first moves the
+// template's mark to now; the replica that moved it over an interval judges the ticks in it:
+// missed ones are counted, then dropped or caught up by the misfire policy, and a skip of the
+// on-time tick is counted by it alone. The on-time tick is submitted by every replica (its id is
+// deterministic, so one creates it), so a replica dying after the mark moved loses no tick.
+func (s *Scheduler) handle(ctx context.Context, e *entry, now time.Time) {
+	defer func() {
+		e.handled = now
+		e.next = e.sched.Next(now)
+	}()
+	from := now.Add(-OnTimeGrace)
+	if e.handled.After(from) {
+		from = e.handled
+	}
+	_, onTime, _ := ticksIn(e.sched, from, now, maxCounted)
+	prev, status, err := s.claim(ctx, e.tmpl.Name, now)
+	if err != nil {
+		// Unclaimed: the next handling claims the interval since the mark, this one included.
+		s.log.Error("tick marks not updated; missed ticks are judged at the next tick", "template", e.tmpl.Name, "err", err)
+	}
+	judge := status == claimMoved && err == nil
+	if !onTime.IsZero() {
+		s.tick(ctx, e, onTime, tickOnTime, 0, err != nil || status == claimFirst || (judge && onTime.After(prev)))
+	}
+	if !judge {
+		return // a new deployment (nothing was missed), another replica judged these ticks, or no mark
+	}
+	upTo := now
+	if !onTime.IsZero() {
+		upTo = onTime.Add(-time.Nanosecond) // the on-time tick ran
+	}
+	missed, newest, capped := ticksIn(e.sched, prev, upTo, maxCounted)
+	if missed == 0 {
+		return
+	}
+	window := e.tmpl.CatchUpWindow.D()
+	if capped {
+		// Too many to walk: the newest missed is found from the catch-up window instead.
+		_, newest, _ = ticksIn(e.sched, maxTime(prev, now.Add(-window)), upTo, maxCounted)
+	}
+	s.obs.SchedulerMisfire(e.tmpl.Name, missed)
+	log := s.log.With("template", e.tmpl.Name, "missed", missed, "all_counted", !capped, "since", prev.UTC(), "newest", newest.UTC())
+	if e.tmpl.CatchUp == "last" && onTime.IsZero() && !newest.IsZero() && now.Sub(newest) <= window {
+		log.Warn("ticks missed; catching up the newest (catch_up: last)")
+		s.tick(ctx, e, newest, tickCatchUp, missed, true)
+		return
+	}
+	log.Warn("ticks missed and dropped", "catch_up", e.tmpl.CatchUp, "catch_up_window", window)
+	s.report(TickResult{Template: e.tmpl.Name, Tick: newest, Outcome: "misfire_dropped", Missed: missed})
+}
+
+// ticksIn counts the ticks of sched in (after, upTo], walking at most limit of them, and returns
+// the newest one walked (zero when none); capped says the walk stopped at the limit.
+func ticksIn(sched cron.Schedule, after, upTo time.Time, limit int) (n int, newest time.Time, capped bool) {
+	for t := sched.Next(after); !t.IsZero() && !t.After(upTo); t = sched.Next(t) {
+		if n == limit {
+			return n, newest, true
+		}
+		n++
+		newest = t
+	}
+	return n, newest, false
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// How a tick comes to be submitted: on time, or as the newest missed tick (catch_up: last).
+const (
+	tickOnTime  = "cron"
+	tickCatchUp = "catch_up"
+)
+
+// tick creates the item of one tick and reports what happened; missed is, for a catch-up, how
+// many ticks the gap had. countSkip says whether this replica counts a skip (the one that judged
+// the tick's interval does).
+func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind string, missed int, countSkip bool) TickResult {
 	id := workitems.CronItemID(e.tmpl.Name, at)
 	r := TickResult{Template: e.tmpl.Name, Tick: at, Item: id}
+	if kind == tickCatchUp {
+		r.Missed = missed
+	}
 	_, err := s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
 		Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
 	switch {
 	case err == nil:
 		r.Outcome = "created"
-		if kind == "catch_up" {
+		if kind == tickCatchUp {
 			r.Outcome = "caught_up"
-			s.obs.SchedulerMisfire(e.tmpl.Name)
 		}
 		s.obs.SchedulerTick(e.tmpl.Name)
 		s.log.Info("tick: item created", "template", e.tmpl.Name, "tick", at.UTC(), "item", id, "via", kind)
@@ -168,44 +274,27 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 		s.log.Debug("tick: item exists", "template", e.tmpl.Name, "item", id)
 	case errors.Is(err, workitems.ErrMaxOpen):
 		r.Outcome = "skipped_max_open"
-		s.obs.SchedulerSkip(e.tmpl.Name, "max_open")
+		if countSkip {
+			s.obs.SchedulerSkip(e.tmpl.Name, "max_open")
+		}
 		s.log.Warn("tick skipped: max_open reached", "template", e.tmpl.Name, "tick", at.UTC(), "max_open", e.tmpl.MaxOpen)
 	case errors.Is(err, workitems.ErrDailyCap):
 		r.Outcome = "skipped_daily_cap"
-		s.obs.SchedulerSkip(e.tmpl.Name, "daily_cap")
+		if countSkip {
+			s.obs.SchedulerSkip(e.tmpl.Name, "daily_cap")
+		}
 		s.log.Warn("tick skipped: daily cost cap reached", "template", e.tmpl.Name, "tick", at.UTC(), "cap_usd", e.tmpl.DailyCostCapUSD)
 	default:
 		r.Outcome, r.Err = "error", err
 		s.log.Error("tick failed", "template", e.tmpl.Name, "tick", at.UTC(), "err", err)
 	}
-	if s.onTick != nil {
-		s.onTick(r)
-	}
+	s.report(r)
 	return r
 }
 
-// catchUp looks for the last tick before now within the template's window. With catch_up: last
-// it is run now (a no-op if it ran before: the id is deterministic); with none it is counted as a
-// misfire when it never ran.
-func (s *Scheduler) catchUp(ctx context.Context, e *entry, now time.Time) {
-	window := e.tmpl.CatchUpWindow.D()
-	var last time.Time
-	for t := e.sched.Next(now.Add(-window)); !t.After(now); t = e.sched.Next(t) {
-		last = t
-	}
-	if last.IsZero() {
-		return
-	}
-	if e.tmpl.CatchUp == "last" {
-		s.tick(ctx, e, last, "catch_up")
-		return
-	}
-	if _, err := s.q.store.Get(ctx, workitems.CronItemID(e.tmpl.Name, last)); errors.Is(err, workitems.ErrNotFound) {
-		s.obs.SchedulerMisfire(e.tmpl.Name)
-		s.log.Warn("missed tick dropped (catch_up: none)", "template", e.tmpl.Name, "tick", last.UTC())
-		if s.onTick != nil {
-			s.onTick(TickResult{Template: e.tmpl.Name, Tick: last, Outcome: "misfire_dropped"})
-		}
+func (s *Scheduler) report(r TickResult) {
+	if s.onTick != nil {
+		s.onTick(r)
 	}
 }
 

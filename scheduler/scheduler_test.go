@@ -42,6 +42,17 @@ templates:
     goal: nightly
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
+  - name: stall-none
+    schedule: "*/10 * * * *"
+    goal: tick
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+  - name: stall-last
+    schedule: "*/10 * * * *"
+    catch_up: last
+    goal: tick
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
   - name: manual-only
     daily_cost_cap_usd: 1
     goal: by hand
@@ -113,12 +124,6 @@ func onlyTemplate(cfg *workitems.Config, names ...string) {
 		}
 	}
 	cfg.Templates = keep
-	for i := range cfg.Templates {
-		if cfg.Templates[i].CatchUp == "none" {
-			// No missed tick falls in a 1ns window: these tests watch live ticks only.
-			cfg.Templates[i].CatchUpWindow = 1
-		}
-	}
 }
 
 func TestTwoSchedulersCreateExactlyOneItemPerTick(t *testing.T) {
@@ -127,10 +132,11 @@ func TestTwoSchedulersCreateExactlyOneItemPerTick(t *testing.T) {
 	onlyTemplate(f.cfg, "every-minute")
 	start := time.Date(2026, 11, 29, 10, 0, 30, 0, time.UTC)
 	log := newTickLog()
+	obs := &countingObserver{}
 	var clocks []*fakeclock.Clock
 	for range 2 {
 		c := fakeclock.New(start)
-		s, err := scheduler.New(f.newQueue(t, c), scheduler.Options{Clock: c, OnTick: log.add})
+		s, err := scheduler.New(f.newQueue(t, c), scheduler.Options{Clock: c, OnTick: log.add, Observer: obs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,16 +144,19 @@ func TestTwoSchedulersCreateExactlyOneItemPerTick(t *testing.T) {
 		t.Cleanup(s.Shutdown)
 		clocks = append(clocks, c)
 	}
-	for i := range 3 {
-		for _, c := range clocks {
-			c.BlockUntil(1, nil)
-			c.Advance(time.Minute)
+	// Started 30s after the 10:00 tick: it is on time, and both replicas run it.
+	for i := range 4 {
+		if i > 0 {
+			for _, c := range clocks {
+				c.BlockUntil(1, nil)
+				c.Advance(time.Minute)
+			}
 		}
 		res := log.await(t, 2)
 		outcomes := map[string]int{}
 		for _, r := range res {
 			outcomes[r.Outcome]++
-			want := fmt.Sprintf("every-minute@20261129T10%02d00Z", i+1)
+			want := fmt.Sprintf("every-minute@20261129T10%02d00Z", i)
 			if r.Item != want {
 				t.Fatalf("tick %d made item %s, want %s", i, r.Item, want)
 			}
@@ -156,12 +165,15 @@ func TestTwoSchedulersCreateExactlyOneItemPerTick(t *testing.T) {
 			t.Fatalf("tick %d outcomes %v, want one created and one exists", i, outcomes)
 		}
 	}
+	if n := obs.misfires(); n != 0 {
+		t.Errorf("%d misfires while two replicas ran every tick", n)
+	}
 	items, err := f.store.List(context.Background(), workitems.ListOptions{})
-	if err != nil || len(items) != 3 {
+	if err != nil || len(items) != 4 {
 		t.Fatalf("items: %d %v", len(items), err)
 	}
 	tasks, err := f.insp.ListPendingTasks(f.env.Queue)
-	if err != nil || len(tasks) != 3 {
+	if err != nil || len(tasks) != 4 {
 		t.Fatalf("pending asynq tasks: %d %v", len(tasks), err)
 	}
 	for _, tk := range tasks {
@@ -198,36 +210,220 @@ func TestMaxOpenSkipsTicksWhileItemsAreOpen(t *testing.T) {
 	}
 }
 
-func TestCatchUpLastRunsTheMissedTickOnce(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	onlyTemplate(f.cfg, "nightly", "nightly-none")
-	f.cfg.Templates[1].CatchUpWindow = workitems.Duration(24 * time.Hour)
-	// Started at 05:00 UTC: the 03:00 tick of "nightly" and the 00:00 tick of "nightly-none" were missed.
-	c := fakeclock.New(time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC))
-	log := newTickLog()
-	for range 2 { // a restart must not run the tick again
-		s, _ := scheduler.New(f.newQueue(t, c), scheduler.Options{Clock: c, OnTick: log.add})
-		s.Start(context.Background())
-		s.Shutdown()
+// countingObserver records the scheduler's and the queue's counts.
+type countingObserver struct {
+	mu        sync.Mutex
+	misfire   map[string]int
+	skips     map[string]int
+	decisions []string
+}
+
+func (o *countingObserver) SchedulerTick(string) {}
+func (o *countingObserver) SchedulerSkip(template, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.skips == nil {
+		o.skips = map[string]int{}
 	}
-	res := log.await(t, 4)
+	o.skips[template+"/"+reason]++
+}
+func (o *countingObserver) SchedulerMisfire(template string, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.misfire == nil {
+		o.misfire = map[string]int{}
+	}
+	o.misfire[template] += n
+}
+func (o *countingObserver) Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule, item string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.decisions = append(o.decisions, fmt.Sprintf("%s %s %s %s", template, actor, outcome, item))
+}
+func (o *countingObserver) misfires() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, v := range o.misfire {
+		n += v
+	}
+	return n
+}
+func (o *countingObserver) misfiresOf(template string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.misfire[template]
+}
+
+// startStop runs one scheduler start (its start-up handling) at the clock's time and stops it.
+func (f *fixture) startStop(t *testing.T, c *fakeclock.Clock, log *tickLog, obs scheduler.Observer) {
+	t.Helper()
+	s, err := scheduler.New(f.newQueue(t, c), scheduler.Options{Clock: c, OnTick: log.add, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start(context.Background())
+	s.Shutdown()
+}
+
+func outcomesByTemplate(res []scheduler.TickResult) map[string]string {
 	got := map[string][]string{}
 	for _, r := range res {
-		got[r.Template] = append(got[r.Template], r.Outcome)
+		o := r.Outcome
+		if r.Missed > 0 {
+			o += fmt.Sprintf("(%d)", r.Missed)
+		}
+		got[r.Template] = append(got[r.Template], o)
 	}
-	if fmt.Sprint(got["nightly"]) != "[caught_up exists]" {
-		t.Fatalf("nightly outcomes %v", got["nightly"])
+	out := map[string]string{}
+	for k, v := range got {
+		out[k] = fmt.Sprint(v)
 	}
-	if fmt.Sprint(got["nightly-none"]) != "[misfire_dropped misfire_dropped]" {
-		t.Fatalf("nightly-none outcomes %v", got["nightly-none"])
+	return out
+}
+
+func TestANewDeploymentCountsNoMisfire(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	onlyTemplate(f.cfg, "nightly", "nightly-none", "limited")
+	// First start ever at 05:02 UTC, two replicas at once: the 03:00 tick of "nightly" and the
+	// 00:00 tick of "nightly-none" were never the deployment's to run.
+	c := fakeclock.New(time.Date(2026, 11, 29, 5, 2, 0, 0, time.UTC))
+	log, obs := newTickLog(), &countingObserver{}
+	for range 2 {
+		f.startStop(t, c, log, obs)
+	}
+	if n := obs.misfires(); n != 0 {
+		t.Errorf("%d misfires on the first start of a new deployment, want 0", n)
+	}
+	if len(log.ch) != 0 {
+		t.Errorf("tick results on the first start: %+v", log.await(t, len(log.ch)))
+	}
+	if items, _ := f.store.List(context.Background(), workitems.ListOptions{}); len(items) != 0 {
+		t.Errorf("the first start created %d items", len(items))
+	}
+}
+
+func TestARestartJudgesOnlyTheTicksNobodyRan(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	onlyTemplate(f.cfg, "nightly", "nightly-none", "limited")
+	c := fakeclock.New(time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC))
+	log, obs := newTickLog(), &countingObserver{}
+	// 02:00: the first start (at "limited"'s on-time 02:00 tick), then nobody runs until 05:02.
+	f.startStop(t, c, log, obs)
+	if got := outcomesByTemplate(log.await(t, 1)); got["limited"] != "[created]" {
+		t.Fatalf("first start: %v", got)
+	}
+	c.Set(time.Date(2026, 11, 29, 5, 2, 0, 0, time.UTC))
+	for range 2 { // two replicas restart together: one judges the gap
+		f.startStop(t, c, log, obs)
+	}
+	got := outcomesByTemplate(log.await(t, 2))
+	// nightly (catch_up: last, 6h window) runs its 03:00 tick; limited (*/5, none) drops the 36
+	// ticks from 02:05 to 05:00; nightly-none's 00:00 tick was before the mark: not missed.
+	if got["nightly"] != "[caught_up(1)]" || got["limited"] != "[misfire_dropped(36)]" || got["nightly-none"] != "" {
+		t.Errorf("restart after the gap: %v", got)
+	}
+	if obs.misfiresOf("nightly") != 1 || obs.misfiresOf("limited") != 36 || obs.misfiresOf("nightly-none") != 0 {
+		t.Errorf("misfires %v, want nightly 1, limited 36 (counted once for two replicas)", obs.misfire)
 	}
 	if _, err := f.store.Get(context.Background(), "nightly@20261129T030000Z"); err != nil {
-		t.Fatalf("caught-up item: %v", err)
+		t.Errorf("caught-up item: %v", err)
 	}
-	items, _ := f.store.List(context.Background(), workitems.ListOptions{Template: "nightly-none"})
-	if len(items) != 0 {
-		t.Fatalf("catch_up none created %d items", len(items))
+
+	t.Run("and a quick restart runs the tick it spans, missing nothing", func(t *testing.T) {
+		c.Set(time.Date(2026, 11, 29, 5, 5, 30, 0, time.UTC)) // 30s after limited's 05:05 tick
+		f.startStop(t, c, log, obs)
+		if got := outcomesByTemplate(log.await(t, 1)); got["limited"] != "[skipped_max_open]" {
+			t.Errorf("restart within the grace: %v", got) // 02:00's item is still open
+		}
+		if obs.misfiresOf("limited") != 36 {
+			t.Errorf("limited misfires %d after a quick restart, want still 36", obs.misfiresOf("limited"))
+		}
+		if obs.skips["limited/max_open"] != 1 {
+			t.Errorf("skips %v, want the skip counted once", obs.skips)
+		}
+	})
+
+	t.Run("and a gap longer than the catch-up window drops the missed tick", func(t *testing.T) {
+		c.Set(time.Date(2026, 11, 30, 9, 32, 0, 0, time.UTC)) // 6.5h after the 30 Nov 03:00 tick
+		f.startStop(t, c, log, obs)
+		got := outcomesByTemplate(log.await(t, 3))
+		if got["nightly"] != "[misfire_dropped(1)]" || got["nightly-none"] != "[misfire_dropped(1)]" {
+			t.Errorf("after a day's gap: %v", got)
+		}
+	})
+}
+
+func TestAStalledSchedulerAppliesTheMisfirePolicyToTheGap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	onlyTemplate(f.cfg, "stall-none", "stall-last")
+	c := fakeclock.New(time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC))
+	log, obs := newTickLog(), &countingObserver{}
+	s, err := scheduler.New(f.newQueue(t, c), scheduler.Options{Clock: c, OnTick: log.add, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start(context.Background())
+	t.Cleanup(s.Shutdown)
+	// The process is suspended for a day while it waits for 10:10: it wakes at 10:05 the next
+	// day with 144 ticks of each */10 schedule due, the newest 5 minutes old.
+	c.BlockUntil(1, nil)
+	c.Advance(24 * time.Hour)
+	got := outcomesByTemplate(log.await(t, 2))
+	if got["stall-none"] != "[misfire_dropped(144)]" || got["stall-last"] != "[caught_up(144)]" {
+		t.Fatalf("after a day's stall: %v", got)
+	}
+	for tmpl, want := range map[string]int{"stall-none": 0, "stall-last": 1} {
+		items, _ := f.store.List(context.Background(), workitems.ListOptions{Template: tmpl})
+		if len(items) != want {
+			t.Errorf("%s: %d items after the stall, want %d", tmpl, len(items), want)
+		}
+	}
+	if _, err := f.store.Get(context.Background(), "stall-last@20261130T100000Z"); err != nil {
+		t.Errorf("the caught-up tick is not the newest missed one: %v", err)
+	}
+	if obs.misfiresOf("stall-none") != 144 || obs.misfiresOf("stall-last") != 144 {
+		t.Errorf("misfires %v, want 144 each", obs.misfire)
+	}
+
+	t.Run("then the schedule goes on on time", func(t *testing.T) {
+		c.BlockUntil(1, nil)
+		c.Advance(5 * time.Minute)
+		got := outcomesByTemplate(log.await(t, 2))
+		if got["stall-none"] != "[created]" || got["stall-last"] != "[created]" {
+			t.Errorf("the 10:10 tick after the stall: %v", got)
+		}
+		if obs.misfiresOf("stall-none") != 144 {
+			t.Errorf("misfires grew to %d for an on-time tick", obs.misfiresOf("stall-none"))
+		}
+	})
+}
+
+func TestAPersonsDecisionIsCountedOnceWhereverItComesFrom(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := asynq.NewClient(redistest.AsynqOpt(t))
+	t.Cleanup(func() { _ = c.Close() })
+	obs := &countingObserver{}
+	q := scheduler.NewQueue(f.store, c, f.insp, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue, Observer: obs})
+	ctx := context.Background()
+	it, err := q.Submit(ctx, scheduler.Request{Template: "manual-only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closing a queued item is refused: nothing is counted.
+	if _, err := q.Resolve(ctx, it.ID, workitems.Resolution{Action: "close", Actor: "alice"}); err == nil {
+		t.Fatal("closing a queued item was accepted")
+	}
+	if _, err := q.Resolve(ctx, it.ID, workitems.Resolution{Action: "cancel", Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "manual-only person cancel " + it.ID
+	if len(obs.decisions) != 1 || obs.decisions[0] != want {
+		t.Errorf("decisions %q, want [%s]", obs.decisions, want)
 	}
 }
 

@@ -52,7 +52,8 @@ echo "test.sh: Redis at $REDIS_URL" >&2
 # Tests that stop or restart Redis start their own server: they need the binary too.
 command -v redis-server >/dev/null || apt_install redis-server
 command -v git >/dev/null || apt_install git
-command -v promtool >/dev/null || apt_install prometheus
+# promtool for the rule tests, prometheus for the live Prometheus test (both in Debian's package).
+{ command -v promtool && command -v prometheus; } >/dev/null || apt_install prometheus
 eval "$(scripts/setup-chromium.sh)"
 eval "$(scripts/setup-agents.sh)"
 eval "$(scripts/setup-gitea.sh)"

@@ -14,13 +14,33 @@ import (
 // an envelope holding the meter's spend beside the loop's own state, so that a resumed attempt
 // does not get its budget back, and the workspace's snapshot, so that any host can restore the
 // tree the loop's state describes (the diff itself is written beside it in the same Lua call).
+// With a charge, every checkpoint also charges the spend made since the last one, in the same
+// Lua call (daily cost and counters; see workitems.WriteChargedCheckpoint).
 type fencedCheckpointer struct {
-	store *workitems.Store
-	fence *workitems.Fence
-	meter *Meter
-	obs   Observer
-	snap  *snapshotter        // nil: no workspace (nothing to snapshot)
-	warn  func(string, error) // a snapshot could not be taken
+	store  *workitems.Store
+	fence  *workitems.Fence
+	meter  *Meter
+	obs    Observer
+	snap   *snapshotter        // nil: no workspace (nothing to snapshot)
+	warn   func(string, error) // a snapshot could not be taken
+	charge *charge             // nil: checkpoints charge nothing (NewFencedCheckpointer)
+}
+
+// charge is where an attempt's spend is charged, and what has been so far.
+type charge struct {
+	template, loop  string
+	provider, model string // the config's provider key ("" for none) and the model asked for ("": its configured one)
+	item            string
+	charged         workitems.Spend // what the attempt's checkpoints charged, this execution's and earlier ones'
+}
+
+// count reports a charge to the observer: the spend counters and the running attempt's cost.
+func (c *charge) count(obs Observer, delta workitems.Spend) {
+	obs.AddSpend(c.template, c.loop, delta, c.item)
+	if c.provider != "" {
+		obs.AddModelSpend(c.template, c.provider, c.model, delta, c.item)
+	}
+	obs.SetRunningCost(c.template, c.loop, c.item, c.charged.CostUSD)
 }
 
 type envelope struct {
@@ -79,10 +99,17 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 	}
 	w.State, _ = json.Marshal(e)
 	start := time.Now()
-	err := c.store.WriteCheckpoint(ctx, c.fence, w)
+	if c.charge != nil {
+		w.Charge = &workitems.Charge{Template: c.charge.template, Spend: e.Spend}
+	}
+	charged, err := c.store.WriteChargedCheckpoint(ctx, c.fence, w)
 	c.obs.CheckpointWrite(time.Since(start))
 	if err == nil && e.Workspace != nil {
 		c.snap.stored(*e.Workspace)
+	}
+	if err == nil && c.charge != nil {
+		c.charge.charged = charged.Total
+		c.charge.count(c.obs, charged.Delta)
 	}
 	return err
 }

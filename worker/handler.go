@@ -45,8 +45,17 @@ type Enqueuer interface {
 type Observer interface {
 	AttemptStarted(template, loop string)
 	AttemptFinished(template, loop string, reason workitems.ExitReason, d time.Duration, steps int64, itemID string)
+	// AddSpend and AddModelSpend count spend as it is charged: at every checkpoint, and at the
+	// exit what no checkpoint charged. provider is the config's key, model the one asked for
+	// ("" for the provider's configured model).
 	AddSpend(template, loop string, delta workitems.Spend, itemID string)
-	Decision(template string, outcome workitems.Outcome, rule string, itemID string)
+	AddModelSpend(template, provider, model string, delta workitems.Spend, itemID string)
+	// SetRunningCost reports the cost an attempt running here has been charged so far;
+	// ClearRunningCost that it stopped running here.
+	SetRunningCost(template, loop, itemID string, usd float64)
+	ClearRunningCost(itemID string)
+	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
+	Delivery(template string, outcome workitems.DeliveryOutcome, itemID string)
 	CheckpointWrite(d time.Duration)
 }
 
@@ -197,6 +206,8 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	a := it.Current()
 	var ws, base string
 	if it.State == workitems.StateRunning {
+		// However the attempt ends here (exit, yield, lost lease, cancel), it no longer runs here.
+		defer h.o.Observer.ClearRunningCost(it.ID)
 		r := h.runLoop(runCtx, it, tmpl, fence, resumed, log)
 		exit, spend := r.exit, r.spend
 		ws, base = r.workspace, r.base
@@ -228,7 +239,11 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			return err
 		}
 		h.o.Observer.AttemptFinished(it.Template, loopKind(tmpl, a.Condition), exit.Reason, spend.WallTime.D(), spend.Steps, it.ID)
-		h.o.Observer.AddSpend(it.Template, loopKind(tmpl, a.Condition), spend, it.ID)
+		if r.charge != nil { // RecordExit charged what the checkpoints had not
+			delta := workitems.Uncharged(spend, r.charge.charged)
+			r.charge.charged = r.charge.charged.Add(delta)
+			r.charge.count(h.o.Observer, delta)
+		}
 		log.Info("attempt exited", "reason", exit.Reason, "budget", exit.Budget, "message", exit.Message)
 	} else {
 		// Resumed at verifying: the loop finished earlier; verify exactly the tree it left.
@@ -249,6 +264,7 @@ type loopResult struct {
 	workspace, base string
 	restarted       bool         // the loop could not resume an external session
 	snap            *snapshotter // the workspace's, for the exit snapshot
+	charge          *charge      // what the checkpoints charged (nil: the loop never ran)
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
@@ -256,8 +272,15 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	resumed bool, log *slog.Logger) loopResult {
 	a := it.Current()
 	kind := loopKind(tmpl, a.Condition)
-	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer}
+	ch := &charge{template: it.Template, loop: kind, item: it.ID, model: a.Condition.Strategy.Model}
+	if kind != "script" {
+		ch.provider = tmpl.Loop.Provider
+	}
+	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer, charge: ch}
 	env, err := cp.envelope(ctx)
+	if err == nil {
+		ch.charged, err = h.o.Store.ChargedSpend(ctx, it.ID, a.N)
+	}
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
 	}
@@ -272,7 +295,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	meter := NewMeter(loopBudget, prior, h.o.Clock.Now)
 	cp.meter = meter
 	fail := func(class workitems.ErrorClass, msg string) loopResult {
-		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent()}
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent(), charge: ch}
 	}
 	loop, err := h.o.Loops.Lookup(kind)
 	if err != nil {
@@ -313,7 +336,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		}
 	}
 	return loopResult{exit: exit, spend: meter.Spent(), workspace: ws, base: base,
-		restarted: att.Condition.Restarted && !a.Condition.Restarted, snap: cp.snap}
+		restarted: att.Condition.Restarted && !a.Condition.Restarted, snap: cp.snap, charge: ch}
 }
 
 // safeRun turns a panicking loop into an explicit failed exit.
@@ -375,8 +398,9 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 		return err
 	}
 	last := it.Decisions[len(it.Decisions)-1]
-	h.o.Observer.Decision(it.Template, last.Outcome, last.Rule, it.ID)
+	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
 	if it.Delivery != nil && it.Delivery.Attempt == a.N {
+		h.o.Observer.Delivery(it.Template, it.Delivery.Outcome, it.ID)
 		log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State,
 			"delivery", it.Delivery.Outcome, "commit", it.Delivery.Commit)
 	} else {
@@ -446,6 +470,10 @@ type nopObserver struct{}
 func (nopObserver) AttemptStarted(string, string) {}
 func (nopObserver) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
 }
-func (nopObserver) AddSpend(string, string, workitems.Spend, string)   {}
-func (nopObserver) Decision(string, workitems.Outcome, string, string) {}
-func (nopObserver) CheckpointWrite(time.Duration)                      {}
+func (nopObserver) AddSpend(string, string, workitems.Spend, string)                        {}
+func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string)           {}
+func (nopObserver) SetRunningCost(string, string, string, float64)                          {}
+func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)                      {}
+func (nopObserver) ClearRunningCost(string)                                                 {}
+func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
+func (nopObserver) CheckpointWrite(time.Duration)                                           {}

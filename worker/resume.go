@@ -229,7 +229,8 @@ func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *
 		return err
 	}
 	last := it.Decisions[len(it.Decisions)-1]
-	h.o.Observer.Decision(it.Template, last.Outcome, last.Rule, it.ID)
+	// The worker's own decision is counted with the verifier's: both are the system's, not a person's.
+	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
 	log.Warn("workspace lost before verifying", "reason", re.Problem, "err", re.Err, "outcome", last.Outcome, "state", it.State)
 	if it.State == workitems.StateRetryWait && h.o.Enqueuer != nil {
 		if err := h.o.Enqueuer.EnqueueAttempt(ctx, it); err != nil {

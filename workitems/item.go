@@ -167,6 +167,36 @@ const (
 	OutcomeCancel   Outcome = "cancel" // only by a person
 )
 
+// AllOutcomes lists every outcome.
+func AllOutcomes() []Outcome {
+	return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate, OutcomeCancel}
+}
+
+// ActorKind says who decided: the verifier after an attempt, or a person resolving an item
+// (CLI, API or console).
+type ActorKind string
+
+// The actor kinds.
+const (
+	ActorVerifier ActorKind = "verifier"
+	ActorPerson   ActorKind = "person"
+)
+
+// AllActorKinds lists every actor kind.
+func AllActorKinds() []ActorKind { return []ActorKind{ActorVerifier, ActorPerson} }
+
+// Outcomes returns the outcomes an actor of kind k can decide: the verifier closes, retries or
+// escalates; a person closes, retries or cancels.
+func (k ActorKind) Outcomes() []Outcome {
+	switch k {
+	case ActorVerifier:
+		return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate}
+	case ActorPerson:
+		return []Outcome{OutcomeClose, OutcomeRetry, OutcomeCancel}
+	}
+	return nil
+}
+
 // EvidenceRef points at one piece of evidence a decision used.
 type EvidenceRef struct {
 	Kind    string `json:"kind"`              // test_report | ci_check | diff | exit | command

@@ -57,16 +57,22 @@ return 0
 
 // saveCheckpoint replaces an attempt's checkpoint, appends history entries and, when the
 // workspace changed, replaces the workspace snapshot beside it, only while the writer's epoch is
-// the newest. A restart from the first step clears the history first.
+// the newest. A restart from the first step clears the history first. With a charge it also
+// charges the attempt's spend so far (charge.go): each field of the charged record rises to the
+// spend given, never falls, and what the cost rose by is added to the template's daily cost.
 //
-//	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list, KEYS[4] snapshot key
+//	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list, KEYS[4] snapshot key,
+//	KEYS[5] charged hash, KEYS[6] the template's daily cost key (today, UTC)
 //	ARGV[1] epoch, ARGV[2] checkpoint bytes,
 //	ARGV[3] snapshot op ("" keep | "set" | "del"), ARGV[4] snapshot bytes,
-//	ARGV[5] "1" to clear the history before appending, ARGV[6..] history entries
+//	ARGV[5] "1" to clear the history before appending,
+//	ARGV[6] "1" to charge, ARGV[7..14] the spend so far (spendFields order), ARGV[15] daily cost
+//	key TTL in seconds, ARGV[16..] history entries
 //
-// Returns the history length, or -1 when the epoch is stale.
+// Returns {history length, the charged fields after, before} ({n} without a charge), or {-1}
+// when the epoch is stale (then nothing is written or charged).
 var saveCheckpoint = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
 redis.call('SET', KEYS[2], ARGV[2])
 if ARGV[3] == 'set' then
   redis.call('SET', KEYS[4], ARGV[4])
@@ -74,8 +80,27 @@ elseif ARGV[3] == 'del' then
   redis.call('DEL', KEYS[4])
 end
 if ARGV[5] == '1' then redis.call('DEL', KEYS[3]) end
-for i = 6, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
-return redis.call('LLEN', KEYS[3])
+for i = 16, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+local n = redis.call('LLEN', KEYS[3])
+if ARGV[6] ~= '1' then return {n} end
+local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
+local old = redis.call('HMGET', KEYS[5], unpack(names))
+local after, before = {}, {}
+for i, name in ipairs(names) do
+  local o = tonumber(old[i]) or 0
+  before[i] = string.format('%.17g', o)
+  local v = tonumber(ARGV[6 + i]) or 0
+  if v > o then
+    redis.call('HSET', KEYS[5], name, ARGV[6 + i])
+    if name == 'cost_usd' then
+      redis.call('INCRBYFLOAT', KEYS[6], string.format('%.17g', v - o))
+      redis.call('EXPIRE', KEYS[6], ARGV[15])
+    end
+    o = v
+  end
+  after[i] = string.format('%.17g', o)
+end
+return {n, after, before}
 `)
 
 // AcquireLease takes the lease of attempt n of an item for holder, for ttl, and returns the
@@ -138,30 +163,55 @@ type CheckpointWrite struct {
 	Snapshot *Snapshot
 	// Reset drops the history first: the attempt starts over from its first step.
 	Reset bool
+	// Charge, when set, charges the attempt's spend so far in the same write (charge.go).
+	Charge *Charge
 }
 
 // WriteCheckpoint writes w in one fenced Lua call: the state, the history and the workspace
 // snapshot change together or not at all.
 func (s *Store) WriteCheckpoint(ctx context.Context, f *Fence, w CheckpointWrite) error {
+	_, err := s.WriteChargedCheckpoint(ctx, f, w)
+	return err
+}
+
+// WriteChargedCheckpoint is WriteCheckpoint returning what w.Charge charged (zero without one).
+func (s *Store) WriteChargedCheckpoint(ctx context.Context, f *Fence, w CheckpointWrite) (Charged, error) {
 	op, snap := snapshotOp(w.Snapshot)
 	reset := ""
 	if w.Reset {
 		reset = "1"
 	}
-	args := make([]any, 0, 5+len(w.History))
+	args := make([]any, 0, 15+len(w.History))
 	args = append(args, f.Epoch, w.State, op, snap, reset)
+	template := ""
+	if w.Charge != nil {
+		if w.Charge.Template == "" {
+			return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: no template to charge", f.Item, f.Attempt)
+		}
+		template = w.Charge.Template
+		args = append(args, "1")
+		args = append(args, spendArgs(w.Charge.Spend)...)
+	} else {
+		args = append(args, "", 0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	args = append(args, int64(dailyCostTTL.Seconds()))
 	for _, h := range w.History {
 		args = append(args, h)
 	}
-	n, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
-		s.k.hist(f.Item, f.Attempt), s.k.snap(f.Item, f.Attempt)}, args...).Int64()
+	res, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
+		s.k.hist(f.Item, f.Attempt), s.k.snap(f.Item, f.Attempt), s.k.charged(f.Item, f.Attempt),
+		s.k.dailyCost(template, s.now().UTC().Format(time.DateOnly))}, args...).Slice()
 	if err != nil {
-		return fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
+		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
 	}
-	if n < 0 {
-		return fmt.Errorf("workitems: checkpoint %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
+	if n, _ := res[0].(int64); n < 0 {
+		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
 	}
-	return nil
+	if len(res) < 3 {
+		return Charged{}, nil
+	}
+	after, before := parseSpend(replyStrings(res[1])), parseSpend(replyStrings(res[2]))
+	return Charged{Total: after, Delta: rest(after, before)}, nil
 }
 
 // LoadCheckpoint returns an attempt's last checkpoint (nil when none) and its history.

@@ -45,6 +45,10 @@ func NewStore(rdb redis.UniversalClient, prefix string, opts ...StoreOption) *St
 // Redis returns the client (for components that share the connection).
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
+// Prefix returns the key prefix; components that keep their own keys beside the store's (the
+// scheduler's tick marks) build them under it.
+func (s *Store) Prefix() string { return s.k.p }
+
 // Now returns the store's clock reading.
 func (s *Store) Now() time.Time { return s.now() }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The named transitions of an item. Each is one atomic Update; the fenced ones are refused with
@@ -42,7 +44,8 @@ func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Ite
 }
 
 // RecordExit stores the inner loop's exit and spend and moves the item to verifying. The spend
-// is added to the item's total and to the template's daily cost in the same transaction.
+// is added to the item's total, and what the attempt's checkpoints did not charge yet (see
+// SaveChargedCheckpoint) to the template's daily cost, in the same transaction.
 //
 // restarted records that the loop could not resume its external session and started afresh
 // (Condition.Restarted).
@@ -67,7 +70,24 @@ type ExitRecord struct {
 func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*Item, error) {
 	exit, spend, workspace, restarted := r.Exit, r.Spend, r.Workspace, r.Restarted
 	var template string
-	it, err := s.updateTx(ctx, f.Item, f, func(it *Item) ([]Event, error) {
+	var charged Spend
+	chargedKey := s.k.charged(f.Item, f.Attempt)
+	read := func(tx *redis.Tx) error {
+		vals, err := tx.HMGet(ctx, chargedKey, spendFields...).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		strs := make([]string, len(vals))
+		for i, v := range vals {
+			strs[i], _ = v.(string)
+		}
+		charged = parseSpend(strs)
+		return nil
+	}
+	it, err := s.updateWatched(ctx, f.Item, f, []string{chargedKey}, func(tx *redis.Tx, it *Item) ([]Event, error) {
+		if err := read(tx); err != nil {
+			return nil, err
+		}
 		a := it.Current()
 		if it.Attempt != f.Attempt || a == nil || it.State != StateRunning {
 			return nil, fmt.Errorf("workitems: item %s: exit for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
@@ -94,7 +114,8 @@ func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*It
 		}
 		return []Event{{Type: EventAttemptExited, Attempt: a.N, Message: exit.Message, Data: data}}, nil
 	}, func(it *Item, p pipeliner) {
-		s.addDailyCost(ctx, p, template, spend.CostUSD)
+		s.addDailyCost(ctx, p, template, rest(spend, charged).CostUSD)
+		p.HSet(ctx, chargedKey, chargedFields(chargedAfter(charged, spend))...)
 		if r.Snapshot != nil && !r.Keep {
 			switch op, val := snapshotOp(r.Snapshot); op {
 			case "set":

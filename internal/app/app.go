@@ -45,6 +45,8 @@ type Options struct {
 	Publisher delivery.Publisher
 	// MaxPatchBytes bounds the patch kept with an item (default delivery.DefaultMaxPatchBytes).
 	MaxPatchBytes int64
+	// Metrics adds options to the metrics (tests: stats timeouts).
+	Metrics []metrics.Option
 
 	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
 	// items keep theirs.
@@ -125,11 +127,13 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
-	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
-		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger})
-	a.Metrics = metrics.New()
-	a.Metrics.SetTemplates(o.Config.Templates)
+	// Metrics log through the app's logger (--log-format) and read the app's clock.
+	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock.Now)}, o.Metrics...)...)
+	a.Metrics.SetConfig(o.Config)
 	a.Metrics.SetStatsSource(a.Store.Stats)
+	// People's decisions are counted where every resolution goes through: Queue.Resolve.
+	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
+		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics})
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
 	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).

@@ -167,8 +167,12 @@ type countClose struct {
 func (countClose) AttemptStarted(string, string) {}
 func (countClose) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
 }
-func (countClose) AddSpend(string, string, workitems.Spend, string) {}
-func (c countClose) Decision(string, workitems.Outcome, string, string) {
+func (countClose) AddSpend(string, string, workitems.Spend, string)              {}
+func (countClose) AddModelSpend(string, string, string, workitems.Spend, string) {}
+func (countClose) SetRunningCost(string, string, string, float64)                {}
+func (countClose) Delivery(string, workitems.DeliveryOutcome, string)            {}
+func (countClose) ClearRunningCost(string)                                       {}
+func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {
 	if c.n.Add(1) == c.target {
 		c.ch <- struct{}{}
 	}

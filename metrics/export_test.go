@@ -1,0 +1,4 @@
+package metrics
+
+// ScheduleMaxGap exposes scheduleMaxGap to the external tests.
+var ScheduleMaxGap = scheduleMaxGap

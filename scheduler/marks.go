@@ -1,0 +1,51 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// keys builds the scheduler's own Redis keys, under the store's prefix.
+type keys struct{ p string }
+
+// handled is a hash: template → unix ms up to which the template's ticks have been handled by
+// some scheduler replica (run, skipped, or dropped as missed).
+func (k keys) handled() string { return k.p + "sched:handled" }
+
+// claimHandled moves a template's "handled up to" mark forward to ARGV[2] when it is behind.
+//
+//	KEYS[1] the handled hash
+//	ARGV[1] template, ARGV[2] unix ms
+//
+// Returns {0, 0} when the template had no mark (a new deployment), {1, prev} when the mark moved
+// from prev, {2, cur} when it is already at or past ARGV[2] (another replica got there first).
+var claimHandled = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and tonumber(cur) >= tonumber(ARGV[2]) then return {2, tonumber(cur)} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if cur then return {1, tonumber(cur)} end
+return {0, 0}
+`)
+
+// claimStatus is what claimHandled found.
+type claimStatus int
+
+const (
+	claimFirst  claimStatus = iota // no mark: nothing before now should have run
+	claimMoved                     // the ticks in (prev, now] are this replica's to judge
+	claimBehind                    // another replica handled up to now already
+)
+
+// claim marks a template's ticks up to now as handled and returns the interval this call
+// claimed: the ticks after prev (status claimMoved) are this replica's to judge as missed or not.
+// Exactly one of any number of concurrent callers claims each instant.
+func (s *Scheduler) claim(ctx context.Context, template string, now time.Time) (time.Time, claimStatus, error) {
+	res, err := claimHandled.Run(ctx, s.q.store.Redis(), []string{s.k.handled()}, template, now.UnixMilli()).Int64Slice()
+	if err != nil {
+		return time.Time{}, 0, fmt.Errorf("scheduler: template %q: marking ticks handled: %w", template, err)
+	}
+	return time.UnixMilli(res[1]), claimStatus(res[0]), nil
+}
