@@ -136,7 +136,9 @@ func newAttempt(t *testing.T, agent string, budget workitems.Budget) *attempt {
 		Events:      ev,
 	}
 	return &attempt{Attempt: a, cp: cp, ev: ev, env: map[string]string{
-		"PATH": os.Getenv("PATH"), "HOME": t.TempDir(),
+		// HOME must not lie under TMPDIR: Codex refuses to create its sandbox helper under the
+		// temporary directory, and with bubblewrap installed every command then fails.
+		"PATH": os.Getenv("PATH"), "HOME": t.TempDir(), "TMPDIR": t.TempDir(),
 	}}
 }
 

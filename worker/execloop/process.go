@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// scrubEnv builds the agent's environment: PATH and HOME, the names the template passes
+// scrubEnv builds the agent's environment: PATH, HOME and TMPDIR, the names the template passes
 // through, and extra (the provider key and the agent's own settings), nothing else. lookup is
 // the worker's environment.
 func scrubEnv(lookup func(string) (string, bool), names []string, extra map[string]string) []string {
@@ -32,7 +32,7 @@ func scrubEnv(lookup func(string) (string, bool), names []string, extra map[stri
 	for _, k := range sortedKeys(extra) {
 		add(k, extra[k])
 	}
-	for _, k := range append([]string{"PATH", "HOME"}, names...) {
+	for _, k := range append([]string{"PATH", "HOME", "TMPDIR"}, names...) {
 		if v, ok := lookup(k); ok {
 			add(k, v)
 		}
