@@ -550,3 +550,83 @@ func TestForgeDeliveryBadInputEscalatesAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// The base branch moves while the attempt runs (the loop waits on a pipe until the test has
+// pushed to main): a change that still applies is re-made on the new base and merged; one that
+// conflicts is retried from the new base (rule base_moved) and then merged.
+func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
+	t.Parallel()
+	gs := giteatest.Shared(t)
+	for _, tc := range []struct {
+		name, file, content string
+		attempts            int
+	}{
+		{name: "clean: re-made on the new base", file: "NOTES.md", content: "notes\n", attempts: 1},
+		{name: "conflict: retried from the new base", file: "calc.go",
+			content: "package calc\n\n// Add returns a+b (it is still broken).\nfunc Add(a, b int) int { return a - b }\n", attempts: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := forgeRepo(t, gs, "moved", false)
+			fifo := filepath.Join(t.TempDir(), "go")
+			if err := exec.Command("mkfifo", fifo).Run(); err != nil {
+				t.Fatal(err)
+			}
+			script := fmt.Sprintf(`if [ -z "$OUTERLOOP_INPUT" ]; then cat %s >/dev/null; fi; sed -i 's/a - b/a + b/' calc.go; sed -i 's/a+b/a and b/' calc.go`, fifo)
+			cfg := forgeConfig(t, gs, fmt.Sprintf(`  - name: moved
+    repo: %s
+    goal: make TestAdd pass
+    loop: {kind: script, commands: [%q]}
+    done_check: {commands: ["go test -json ./..."]}
+    deliver: {forge: tea, repo: %s, automerge: true, merge_method: merge}
+`, r.CloneURL, script, r.Slug))
+			s := openForge(t, gs, cfg, nil)
+			s.startWorker(t, "moved")
+			it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "moved"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaitState(t, s.Store, it.ID, time.Minute, workitems.StateRunning)
+			// Someone lands a commit on main while the loop runs.
+			dir := t.TempDir()
+			gs.Git(t, dir, "clone", "-q", r.CloneURL, ".")
+			if err := os.WriteFile(filepath.Join(dir, tc.file), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gs.Git(t, dir, "add", "-A")
+			gs.Git(t, dir, "commit", "-qm", "meanwhile on main")
+			moved := gs.Git(t, dir, "rev-parse", "HEAD")
+			gs.PushDir(t, dir, r, "main")
+			if err := os.WriteFile(fifo, []byte("go\n"), 0o644); err != nil { // blocks until the loop reads
+				t.Fatal(err)
+			}
+			it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+			d := it.Delivery
+			if it.State != workitems.StateClosed || len(it.Attempts) != tc.attempts || d.Outcome != workitems.DeliveryMerged || d.Base != moved {
+				t.Fatalf("want merged on the moved base %s after %d attempts: %s %d %+v %+v", moved, tc.attempts, it.State, len(it.Attempts), d, it.Decisions)
+			}
+			if parent := gs.Git(t, dir, "fetch", "-q", r.CloneURL, "main"); parent != "" {
+				t.Fatal(parent)
+			}
+			if got := gs.Git(t, dir, "rev-parse", d.PushedSHA+"^"); got != moved {
+				t.Fatalf("the pushed commit's parent is %s, want the moved base %s", got, moved)
+			}
+			if got := rawFile(t, gs, r, "main", "calc.go"); !strings.Contains(got, "return a + b") || !strings.Contains(got, "a and b") {
+				t.Fatalf("main after the merge:\n%s", got)
+			}
+			first := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1))
+			if tc.attempts == 1 && first != "[committed publish base_moved pushed pr_opened merged recorded]" {
+				t.Fatalf("delivery events %s", first)
+			}
+			if tc.attempts == 2 {
+				if dec := it.Attempts[0].Decision; dec.Outcome != workitems.OutcomeRetry || dec.Rule != workitems.RuleBaseMoved ||
+					first != "[committed publish base_moved recorded]" {
+					t.Fatalf("attempt 1: %+v, events %s", dec, first)
+				}
+				if !strings.Contains(it.Attempts[1].Condition.Input, "base_moved") {
+					t.Fatalf("attempt 2 input %q", it.Attempts[1].Condition.Input)
+				}
+			}
+		})
+	}
+}
