@@ -630,3 +630,46 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 		})
 	}
 }
+
+// CI that never reports on the pushed commit escalates the item, and its pull request is
+// labelled outerloop:needs-human with a comment giving the reason.
+func TestMissingCIOnThePushedCommitEscalatesAndLabelsThePullRequest(t *testing.T) {
+	t.Parallel()
+	gs := giteatest.Shared(t)
+	r := forgeRepo(t, gs, "noci", false)
+	cfg := forgeConfig(t, gs, fmt.Sprintf(`  - name: noci
+    repo: %s
+    goal: make TestAdd pass
+    loop: {kind: script, commands: [%q]}
+    done_check:
+      commands: ["go test -json ./..."]
+      ci: {forge: tea, required: [test], wait: 0s}
+    deliver: {forge: tea, repo: %s, automerge: true}
+`, r.CloneURL, sample.FixCommand, r.Slug))
+	s := openForge(t, gs, cfg, nil)
+	s.startWorker(t, "noci")
+	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "noci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	d := it.Delivery
+	if it.State != workitems.StateEscalated || it.Escalation.Reason != "ci_missing" || d.Outcome != workitems.DeliveryPROpened ||
+		d.MergeCommit != "" || len(d.Checks) != 1 || d.Checks[0].State != workitems.CheckPending {
+		t.Fatalf("want escalated (ci_missing) with the PR open and unmerged: %s %+v %+v", it.State, it.Escalation, d)
+	}
+	prs := pulls(t, gs, r)
+	if len(prs) != 1 || prs[0].State != "open" || fmt.Sprint(labelNames(prs[0])) != "["+workitems.LabelNeedsHuman+"]" {
+		t.Fatalf("pull requests %+v", prs)
+	}
+	var comments []struct {
+		Body string `json:"body"`
+	}
+	gs.API(t, http.MethodGet, fmt.Sprintf("/repos/%s/issues/%d/comments", r.Slug, prs[0].Number), nil, http.StatusOK, &comments)
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "ci_missing") || !strings.Contains(comments[0].Body, "test") {
+		t.Fatalf("comments %+v", comments)
+	}
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened ci needs_human recorded]" {
+		t.Fatalf("delivery events %s", steps)
+	}
+}
