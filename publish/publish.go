@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 
 	"outerloop/delivery"
@@ -272,8 +273,12 @@ func (p *Publisher) openOrUpdate(ctx context.Context, pub delivery.Publication, 
 		del.Outcome = workitems.DeliveryPROpened
 		ev.emit(ctx, workitems.StepPROpened, fmt.Sprintf("opened pull request #%d", pr.Number), map[string]string{"pr": pr.URL, "sha": commit})
 	}
-	if len(t.Deliver.Labels) > 0 {
-		if err := tg.f.AddLabels(ctx, tg.slug, pr.Number, t.Deliver.Labels); err != nil {
+	labels := t.Deliver.Labels
+	if prs.Open != nil { // only those the open pull request lacks
+		labels = slices.DeleteFunc(slices.Clone(labels), func(l string) bool { return slices.Contains(prs.Open.Labels, l) })
+	}
+	if len(labels) > 0 {
+		if err := tg.f.AddLabels(ctx, tg.slug, pr.Number, labels); err != nil {
 			return nil, err
 		}
 	}
