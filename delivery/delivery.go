@@ -21,7 +21,8 @@ type EventSink interface {
 
 // Publisher takes a committed change to a forge: push the branch, open or update its pull
 // request, wait for the required CI checks on exactly the pushed commit, merge when automerge
-// is set. forge/ implements it; until then NotConfigured stands in.
+// is set. Package publish implements it over package forge (internal/app wires it when forges:
+// has entries); NotConfigured stands in without forges.
 //
 // Errors carry a workitems error class (workitems.Classify): transient ones make the worker try
 // the delivery again later without costing an attempt; any other class escalates the item at

@@ -105,7 +105,13 @@ func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, worksp
 		v.logger.WarnContext(ctx, "verify: no commit SHA for CI evidence", slog.String("error", err.Error()))
 		return ev, nil
 	}
-	ev.SHA = sha
+	return v.collectCISHA(ctx, cfg, sha)
+}
+
+// collectCISHA waits (until cfg.Wait has passed) for every required check to have a final state
+// for sha.
+func (v *Verifier) collectCISHA(ctx context.Context, cfg *workitems.CICheck, sha string) (*CIEvidence, error) {
+	ev := &CIEvidence{Required: cfg.Required, SHA: sha}
 	src := v.ci[ciSource(cfg)]
 	if src == nil {
 		v.logger.WarnContext(ctx, "verify: no CI source", slog.String("source", ciSource(cfg)))

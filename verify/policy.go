@@ -423,6 +423,11 @@ func FailureSummary(f *Facts) string {
 	}
 	if f.CI != nil && len(f.CI.failed()) > 0 {
 		b.WriteString("\nFailing CI checks: " + strings.Join(f.CI.failed(), ", "))
+		for _, c := range f.CI.Checks {
+			if (c.State == CIFailure || c.State == CICancelled || c.State == CIInfraError) && c.Details != "" {
+				b.WriteString("\n  " + c.Name + ": " + clip(c.Details, 200))
+			}
+		}
 	}
 	if len(f.Missing) > 0 {
 		b.WriteString("\nMissing reports: " + missingText(f))

@@ -28,6 +28,9 @@ type Request struct {
 	// BaseCommit is the git commit the attempt started from, for diff evidence; "" when the
 	// workspace is not a git repository.
 	BaseCommit string
+	// DeferCI leaves done_check.ci out of this verification: the change is delivered through a
+	// forge first and CI is read on exactly the pushed commit (VerifyPushed).
+	DeferCI bool
 }
 
 // Result is the verifier's decision and the evidence summary recorded on the attempt.
@@ -150,6 +153,55 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	return Result{Decision: d, Verdict: vd, Facts: f}, nil
 }
 
+// VerifyPushed decides on the CI evidence for sha alone — the commit a delivery pushed — after
+// the local check passed (Verify with DeferCI): it waits up to done_check.ci.wait for the
+// required checks on exactly that SHA and applies the same policy (ci_failed retries with the
+// failing checks' names and summaries in the next input, ci_missing and ci_action_required
+// escalate, green closes). Checks that failed for infrastructure reasons are re-run up to
+// retry.infra_retries times first.
+func (v *Verifier) VerifyPushed(ctx context.Context, req Request, sha string) (Result, error) {
+	if req.Template == nil {
+		return Result{}, ErrNoTemplate
+	}
+	cfg := req.Template.DoneCheck.CI
+	if cfg == nil {
+		return Result{}, fmt.Errorf("verify: template %q has no done_check.ci to read on the pushed commit", req.Template.Name)
+	}
+	f := &Facts{Exit: req.Exit, Attempt: req.Attempt, Item: req.Item, Template: req.Template}
+	if req.Item != nil {
+		for _, a := range req.Item.Attempts {
+			if a.N == req.Attempt {
+				f.Condition = a.Condition
+			}
+		}
+	}
+	for run := 0; ; run++ {
+		ci, err := v.collectCISHA(ctx, cfg, sha)
+		if err != nil {
+			return Result{}, err
+		}
+		f.CI = ci
+		f.InfraProblem = infraProblem(f)
+		if f.InfraProblem == "" || run >= req.Template.Retry.InfraRetries {
+			f.InfraReruns = run
+			break
+		}
+		if err := v.rerunCI(ctx, cfg, f); err != nil {
+			return Result{}, err
+		}
+	}
+	f.Now = v.now()
+	d := decide(f)
+	d.Evidence = evidenceRefs(f)
+	vd := verdict(f)
+	d.Summary = vd.Summary
+	redactResult(&d, &vd)
+	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision on the pushed commit",
+		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt), slog.String("sha", sha),
+		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule))
+	return Result{Decision: d, Verdict: vd, Facts: f}, nil
+}
+
 // gather collects the evidence; infrastructure failures re-run the check up to InfraRetries times
 // (not counted as item attempts).
 func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
@@ -160,12 +212,16 @@ func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
 		if err := v.runCheck(ctx, dc, req.Workspace, f); err != nil {
 			return err
 		}
-		if dc.CI != nil {
+		if dc.CI != nil && !req.DeferCI {
 			ci, err := v.collectCI(ctx, dc.CI, req.Workspace)
 			if err != nil {
 				return err
 			}
 			f.CI = ci
+		} else if dc.CI != nil && len(dc.Commands) == 0 && len(dc.Reports) == 0 {
+			// CI is the only evidence and it comes after the push: the local check has nothing
+			// to refuse, and VerifyPushed decides on the pushed commit's checks.
+			f.CI = &CIEvidence{}
 		}
 		f.InfraProblem = infraProblem(f)
 		if f.InfraProblem == "" || run >= retries {

@@ -78,7 +78,13 @@ const (
 	RuleDeclined = "declined"
 	// RuleDeliveryFailed escalates an item whose change could not be delivered.
 	RuleDeliveryFailed = "delivery_failed"
+	// RuleBaseMoved retries an item whose change conflicts with where the base branch moved
+	// since the attempt started: the next attempt starts from the new base.
+	RuleBaseMoved = "base_moved"
 )
+
+// LabelNeedsHuman is the label an escalated item's pull request gets.
+const LabelNeedsHuman = "outerloop:needs-human"
 
 // DeliveryStep names one step of the delivery flow in an EventDelivery event (Data["step"]).
 type DeliveryStep string
@@ -93,12 +99,23 @@ const (
 	StepRetrying  DeliveryStep = "retrying"  // a transient error: the task is retried, no attempt is spent
 	StepFailed    DeliveryStep = "failed"    // a delivery error a person must look at
 	StepRecorded  DeliveryStep = "recorded"  // the delivery record (and patch) stored with the decision
+
+	// The forge publisher's steps (package publish).
+	StepDedupe     DeliveryStep = "dedupe"      // an open or declined pull request already holds this tree
+	StepBaseMoved  DeliveryStep = "base_moved"  // the base branch moved: re-made on it, or retried
+	StepPushed     DeliveryStep = "pushed"      // the commit is on the branch (--force-with-lease)
+	StepPROpened   DeliveryStep = "pr_opened"   // a pull request was opened
+	StepPRUpdated  DeliveryStep = "pr_updated"  // the open pull request now has the new commit
+	StepCI         DeliveryStep = "ci"          // the required CI checks on the pushed commit, and the decision
+	StepMerged     DeliveryStep = "merged"      // automerge merged the pull request
+	StepNeedsHuman DeliveryStep = "needs_human" // the pull request was labelled and commented for a person
 )
 
 // AllDeliverySteps lists every delivery step.
 func AllDeliverySteps() []DeliveryStep {
 	return []DeliveryStep{StepUnchanged, StepCommitted, StepReused, StepPublish, StepFollowup,
-		StepRetrying, StepFailed, StepRecorded}
+		StepRetrying, StepFailed, StepRecorded, StepDedupe, StepBaseMoved, StepPushed, StepPROpened,
+		StepPRUpdated, StepCI, StepMerged, StepNeedsHuman}
 }
 
 // EventDelivery is a step of the delivery flow (Data: step, and what the step knows).

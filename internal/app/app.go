@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -19,6 +20,7 @@ import (
 	"outerloop/delivery"
 	"outerloop/forge"
 	"outerloop/metrics"
+	"outerloop/publish"
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/worker"
@@ -43,6 +45,8 @@ type Options struct {
 	// Publisher delivers branch and pull_request modes through a forge (default:
 	// delivery.NotConfigured, which escalates them).
 	Publisher delivery.Publisher
+	// Getenv reads the forges' token variables at each use (default os.Getenv).
+	Getenv func(string) string
 	// MaxPatchBytes bounds the patch kept with an item (default delivery.DefaultMaxPatchBytes).
 	MaxPatchBytes int64
 	// Metrics adds options to the metrics (tests: stats timeouts).
@@ -137,7 +141,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
 	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
-	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger})
+	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger, Getenv: o.Getenv})
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("app: %w", err)
@@ -148,6 +152,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
 	}
 	a.Verifier = verify.New(vopts...)
+	if o.Publisher == nil && len(a.Forges) > 0 {
+		// Branch and pull_request modes publish through the deployment's forges; CI is read on
+		// the pushed commit by the same verifier.
+		o.Publisher = publish.New(publish.Options{Forges: a.Forges, CI: PushedCIAdapter{a.Verifier}, Logger: o.Logger})
+	}
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
@@ -226,8 +235,11 @@ type VerifierAdapter struct{ V *verify.Verifier }
 
 // Verify runs the verifier.
 func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
+	// A change delivered through a forge has its CI read on the pushed commit (PushedCIAdapter),
+	// not on the local one, which no CI has seen.
+	deferCI := in.Template.Deliver.Mode.NeedsForge() && in.Template.DoneCheck.CI != nil
 	r, err := v.V.Verify(ctx, verify.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Exit: in.Exit,
-		Workspace: in.Workspace, BaseCommit: in.BaseCommit})
+		Workspace: in.Workspace, BaseCommit: in.BaseCommit, DeferCI: deferCI})
 	if err != nil {
 		return workitems.Decision{}, nil, err
 	}
@@ -251,4 +263,28 @@ func (d DelivererAdapter) Deliver(ctx context.Context, in worker.DeliverInput) (
 		return worker.DeliverResult{}, err
 	}
 	return worker.DeliverResult{Decision: r.Decision, Delivery: r.Delivery, Patch: r.Patch}, nil
+}
+
+// PushedCIAdapter lets the forge publisher have the verifier decide on CI of the pushed commit.
+type PushedCIAdapter struct{ V *verify.Verifier }
+
+// VerifyPushed waits for the required checks on sha and decides.
+func (v PushedCIAdapter) VerifyPushed(ctx context.Context, p delivery.Publication, sha string) (workitems.Decision, []workitems.CheckResult, error) {
+	r, err := v.V.VerifyPushed(ctx, verify.Request{Template: p.Template, Item: p.Item, Attempt: p.Attempt,
+		Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Workspace: p.Workspace, BaseCommit: p.Delivery.Base}, sha)
+	if err != nil {
+		return workitems.Decision{}, nil, err
+	}
+	var checks []workitems.CheckResult
+	if ci := r.Facts.CI; ci != nil {
+		for _, c := range ci.Checks {
+			checks = append(checks, workitems.CheckResult{Name: c.Name, State: workitems.CheckState(c.State), URL: c.URL, Summary: c.Details})
+		}
+		for _, m := range ci.Missing {
+			if !slices.ContainsFunc(checks, func(c workitems.CheckResult) bool { return c.Name == m }) {
+				checks = append(checks, workitems.CheckResult{Name: m, State: workitems.CheckPending, Summary: "no result after the wait"})
+			}
+		}
+	}
+	return r.Decision, checks, nil
 }

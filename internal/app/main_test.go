@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"outerloop/internal/giteatest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The package's Gitea (giteatest.Shared) is stopped before goleak looks.
+func TestMain(m *testing.M) { giteatest.Main(m, func() error { return goleak.Find() }) }

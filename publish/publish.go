@@ -1,0 +1,443 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+
+	"outerloop/delivery"
+	"outerloop/forge"
+	"outerloop/worker/proc"
+	"outerloop/workitems"
+)
+
+// CIVerifier decides on the required CI checks of exactly the pushed commit (the verifier's
+// VerifyPushed, through an adapter in internal/app). It waits up to done_check.ci.wait.
+type CIVerifier interface {
+	VerifyPushed(ctx context.Context, p delivery.Publication, sha string) (workitems.Decision, []workitems.CheckResult, error)
+}
+
+// Options configures a Publisher.
+type Options struct {
+	Forges forge.Set
+	CI     CIVerifier // required when a template has done_check.ci
+	Logger *slog.Logger
+}
+
+// Publisher is the forge-backed delivery.Publisher.
+type Publisher struct {
+	o Options
+}
+
+var _ delivery.Publisher = (*Publisher)(nil)
+
+// New returns a Publisher.
+func New(o Options) *Publisher {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{o: o}
+}
+
+// markerRE finds the hidden marker a pull request's body carries: the change's tree and the item.
+var markerRE = regexp.MustCompile(`<!-- outerloop: item=(\S+) tree=([0-9a-f]{40,64}) -->`)
+
+func marker(item, tree string) string {
+	return fmt.Sprintf("<!-- outerloop: item=%s tree=%s -->", item, tree)
+}
+
+// markedTree returns the item and tree a pull request body's marker names.
+func markedTree(body string) (item, tree string) {
+	m := markerRE.FindStringSubmatch(body)
+	if m == nil {
+		return "", ""
+	}
+	return m[1], m[2]
+}
+
+// target is where one publication goes.
+type target struct {
+	f      forge.Forge
+	repo   *forge.Repository
+	slug   string
+	base   string
+	branch string
+	auth   forge.GitAuth
+}
+
+func (p *Publisher) target(ctx context.Context, t *workitems.Template, item string) (*target, error) {
+	d := t.Deliver
+	f, err := p.o.Forges.Get(d.Forge)
+	if err != nil {
+		return nil, fmt.Errorf("publish: deliver.forge: %w", err)
+	}
+	repo, err := f.Repository(ctx, d.Repo)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := f.GitAuth(repo.CloneURL)
+	if err != nil {
+		return nil, err
+	}
+	base := d.Base
+	if base == "" {
+		base = repo.DefaultBranch
+	}
+	return &target{f: f, repo: repo, slug: d.Repo, base: base, branch: d.BranchFor(t.Name, item), auth: auth}, nil
+}
+
+func (tg *target) push(sha string) forge.PushRequest {
+	return forge.PushRequest{Forge: tg.f.Name(), URL: tg.repo.CloneURL, SHA: sha, Auth: tg.auth}
+}
+
+// Publish pushes the commit, opens or updates the pull request, waits for CI on the pushed
+// commit and decides (see the package doc).
+func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (delivery.Published, error) {
+	t, it, del := pub.Template, pub.Item, pub.Delivery
+	ev := emitter{pub: pub}
+	tg, err := p.target(ctx, t, it.ID)
+	if err != nil {
+		return delivery.Published{}, err
+	}
+	del.Branch = tg.branch
+
+	var prs forge.BranchPullRequests
+	if t.Deliver.Mode == workitems.DeliverPullRequest {
+		if prs, err = tg.f.PullRequestsFor(ctx, tg.slug, tg.branch); err != nil {
+			return delivery.Published{}, err
+		}
+		if res, done := p.dedupe(ctx, pub, tg, prs, del, ev); done {
+			return res, nil
+		}
+	}
+
+	// The base: re-make the commit on where the base branch is now, or retry from there.
+	req := tg.push("")
+	req.Dir, req.Branch = pub.Workspace, tg.base
+	baseHead, err := forge.RemoteBranch(ctx, req)
+	if err != nil {
+		return delivery.Published{}, err
+	}
+	if baseHead == "" {
+		return delivery.Published{}, workitems.Classify(workitems.ClassInvalidInput,
+			fmt.Errorf("publish: base branch %q does not exist on %s", tg.base, tg.slug))
+	}
+	commit := del.Commit
+	if baseHead != del.Base {
+		remade, conflict, err := remake(ctx, pub.Workspace, tg, baseHead, del.Base, commit)
+		if err != nil {
+			return delivery.Published{}, err
+		}
+		if conflict != "" {
+			ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s and the change conflicts with it: retried from the new base", tg.base, short(baseHead)),
+				map[string]string{"base": baseHead, "conflict": conflict})
+			dec := retryDecision(pub, workitems.RuleBaseMoved,
+				fmt.Sprintf("base_moved: %s moved from %s to %s and the change conflicts (%s): the next attempt starts from the new base", tg.base, short(del.Base), short(baseHead), conflict))
+			del.Outcome = workitems.DeliveryFailed
+			del.Error, del.ErrorClass = "base branch moved; the change conflicts: "+conflict, workitems.ClassConflict
+			return delivery.Published{Delivery: del, Decision: &dec}, nil
+		}
+		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s: the change is re-made on it as %s", tg.base, short(baseHead), short(remade)),
+			map[string]string{"base": baseHead, "commit": remade})
+		commit, del.Base = remade, baseHead
+	}
+
+	// Push with a lease on the branch as it is now.
+	req = tg.push(commit)
+	req.Dir, req.Branch = pub.Workspace, tg.branch
+	if req.Expected, err = forge.RemoteBranch(ctx, req); err != nil {
+		return delivery.Published{}, err
+	}
+	if err := forge.Push(ctx, req); err != nil {
+		if errors.Is(err, forge.ErrStaleLease) {
+			// Someone pushed between our read and our push: read again, later.
+			return delivery.Published{}, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: %w", err))
+		}
+		return delivery.Published{}, err
+	}
+	del.PushedSHA = commit
+	ev.emit(ctx, workitems.StepPushed, "pushed "+short(commit)+" to "+tg.branch, map[string]string{"sha": commit, "branch": tg.branch})
+	del.Outcome = workitems.DeliveryPushed
+
+	var pr *forge.PullRequest
+	if t.Deliver.Mode == workitems.DeliverPullRequest {
+		if pr, err = p.openOrUpdate(ctx, pub, tg, prs, commit, &del, ev); err != nil {
+			return delivery.Published{}, err
+		}
+	}
+
+	dec := pub.Decision
+	if t.DoneCheck.CI != nil {
+		if p.o.CI == nil {
+			return delivery.Published{}, workitems.Classify(workitems.ClassInvariantViolation, errors.New("publish: no CI verifier wired"))
+		}
+		d, checks, err := p.o.CI.VerifyPushed(ctx, pub, commit)
+		if err != nil {
+			return delivery.Published{}, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: CI on %s: %w", short(commit), err))
+		}
+		del.Checks = checks
+		ev.emit(ctx, workitems.StepCI, fmt.Sprintf("CI on %s: %s (%s)", short(commit), d.Outcome, d.Rule),
+			map[string]string{"sha": commit, "outcome": string(d.Outcome), "rule": d.Rule})
+		dec = d
+	}
+
+	switch {
+	case dec.Outcome == workitems.OutcomeClose && t.Deliver.Automerge && pr != nil:
+		sha, err := tg.f.Merge(ctx, tg.slug, pr.Number, forge.MergeRequest{Method: t.Deliver.MergeMethod, ExpectedHeadSHA: commit})
+		if err != nil {
+			if workitems.ClassOf(err) == workitems.ClassTransient {
+				return delivery.Published{}, err
+			}
+			dec = escalation(pub, dec, "automerge refused: "+err.Error())
+			p.needsHuman(ctx, tg, pr.Number, dec, ev)
+			del.PR.State = workitems.PROpen
+			return delivery.Published{Delivery: del, Decision: &dec}, nil
+		}
+		del.MergeCommit, del.Outcome, del.PR.State = sha, workitems.DeliveryMerged, workitems.PRMerged
+		ev.emit(ctx, workitems.StepMerged, fmt.Sprintf("merged #%d (%s) as %s", pr.Number, t.Deliver.MergeMethod, short(sha)),
+			map[string]string{"merge_commit": sha, "pr": pr.URL})
+	case dec.Outcome == workitems.OutcomeEscalate && pr != nil:
+		p.needsHuman(ctx, tg, pr.Number, dec, ev)
+	case dec.Outcome == workitems.OutcomeRetry && pr != nil && it.MaxAttempts > 0 && pub.Attempt >= it.MaxAttempts:
+		// The store turns this retry into an escalation (no attempts left): say so on the PR.
+		p.needsHuman(ctx, tg, pr.Number, escalation(pub, dec, fmt.Sprintf("no attempts left (%d of %d): %s", pub.Attempt, it.MaxAttempts, strings.Join(dec.Reasons, "; "))), ev)
+	}
+	return delivery.Published{Delivery: del, Decision: &dec}, nil
+}
+
+// dedupe reports whether the open or the last declined pull request already holds this tree.
+func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *target, prs forge.BranchPullRequests, del workitems.Delivery, ev emitter) (delivery.Published, bool) {
+	if open := prs.Open; open != nil {
+		item, tree := markedTree(open.Body)
+		// The item's own earlier attempt is not a duplicate: its CI was red, or it is resumed.
+		if tree == del.Tree && item != pub.Item.ID {
+			del.Outcome, del.PR = workitems.DeliveryUnchanged, prRef(open)
+			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(open)}
+			dec := pub.Decision
+			dec.Rule = workitems.RuleAlreadyDelivered
+			dec.Reasons = append([]string{fmt.Sprintf("the open pull request #%d (%s) already holds this tree: nothing pushed", open.Number, open.URL)}, dec.Reasons...)
+			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("the open pull request #%d already holds tree %s: nothing pushed", open.Number, short(del.Tree)),
+				map[string]string{"pr": open.URL, "tree": del.Tree, "same_as": item})
+			return delivery.Published{Delivery: del, Decision: &dec}, true
+		}
+		return delivery.Published{}, false
+	}
+	if last := prs.LastClosed; last != nil && last.State == forge.PRClosed {
+		item, tree := markedTree(last.Body)
+		if tree == del.Tree {
+			del.Outcome, del.PR = workitems.DeliveryDeclined, prRef(last)
+			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(last)}
+			dec := pub.Decision
+			dec.Rule = workitems.RuleDeclined
+			dec.Reasons = append([]string{fmt.Sprintf("declined: a person closed pull request #%d (%s) with this same tree unmerged; no new pull request", last.Number, last.URL)}, dec.Reasons...)
+			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("pull request #%d with tree %s was closed unmerged: declined, nothing pushed", last.Number, short(del.Tree)),
+				map[string]string{"pr": last.URL, "tree": del.Tree, "rule": workitems.RuleDeclined})
+			return delivery.Published{Delivery: del, Decision: &dec}, true
+		}
+	}
+	return delivery.Published{}, false
+}
+
+// openOrUpdate opens the branch's pull request, or updates the open one's title and body.
+func (p *Publisher) openOrUpdate(ctx context.Context, pub delivery.Publication, tg *target, prs forge.BranchPullRequests, commit string, del *workitems.Delivery, ev emitter) (*forge.PullRequest, error) {
+	t := pub.Template
+	title := t.Deliver.Title
+	if title == "" {
+		title = "outerloop: " + t.Name
+	}
+	body := prBody(pub, commit)
+	var pr *forge.PullRequest
+	var err error
+	if prs.Open != nil {
+		pr, err = tg.f.EditPullRequest(ctx, tg.slug, prs.Open.Number, forge.PullRequestEdit{Title: &title, Body: &body})
+		if err != nil {
+			return nil, err
+		}
+		del.Outcome = workitems.DeliveryPRUpdated
+		ev.emit(ctx, workitems.StepPRUpdated, fmt.Sprintf("pull request #%d now has %s", pr.Number, short(commit)), map[string]string{"pr": pr.URL, "sha": commit})
+	} else {
+		pr, err = tg.f.CreatePullRequest(ctx, tg.slug, forge.NewPullRequest{Title: title, Body: body, Base: tg.base, Head: tg.branch, Draft: t.Deliver.Draft})
+		if errors.Is(err, forge.ErrPullRequestExists) {
+			// Opened between our look-up and now (another worker): read it and update it.
+			return nil, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: %w", err))
+		}
+		if err != nil {
+			return nil, err
+		}
+		del.Outcome = workitems.DeliveryPROpened
+		ev.emit(ctx, workitems.StepPROpened, fmt.Sprintf("opened pull request #%d", pr.Number), map[string]string{"pr": pr.URL, "sha": commit})
+	}
+	labels := t.Deliver.Labels
+	if prs.Open != nil { // only those the open pull request lacks
+		labels = slices.DeleteFunc(slices.Clone(labels), func(l string) bool { return slices.Contains(prs.Open.Labels, l) })
+	}
+	if len(labels) > 0 {
+		if err := tg.f.AddLabels(ctx, tg.slug, pr.Number, labels); err != nil {
+			return nil, err
+		}
+	}
+	del.PR = prRef(pr)
+	return pr, nil
+}
+
+// needsHuman labels the pull request and comments the reason; failing to is an event only.
+func (p *Publisher) needsHuman(ctx context.Context, tg *target, number int, dec workitems.Decision, ev emitter) {
+	reason := strings.Join(dec.Reasons, "\n- ")
+	err := tg.f.AddLabels(ctx, tg.slug, number, []string{workitems.LabelNeedsHuman})
+	if err == nil {
+		err = tg.f.Comment(ctx, tg.slug, number, fmt.Sprintf("outerloop escalated this change (%s); a person must decide:\n\n- %s", dec.Rule, reason))
+	}
+	if err != nil {
+		ev.emit(ctx, workitems.StepNeedsHuman, fmt.Sprintf("labelling pull request #%d for a person failed: %v", number, err),
+			map[string]string{"class": string(workitems.ClassOf(err))})
+		return
+	}
+	ev.emit(ctx, workitems.StepNeedsHuman, fmt.Sprintf("pull request #%d labelled %s with the reason", number, workitems.LabelNeedsHuman),
+		map[string]string{"rule": dec.Rule})
+}
+
+// Followup labels and comments the pull request of an escalated item; a retry needs nothing
+// (its next attempt pushes to the same branch).
+func (p *Publisher) Followup(ctx context.Context, f delivery.Followup) error {
+	if f.Decision.Outcome != workitems.OutcomeEscalate || f.Delivery.PR == nil || f.Delivery.PR.State != workitems.PROpen {
+		return nil
+	}
+	tg, err := p.target(ctx, f.Template, f.Item.ID)
+	if err != nil {
+		return err
+	}
+	if err := tg.f.AddLabels(ctx, tg.slug, f.Delivery.PR.Number, []string{workitems.LabelNeedsHuman}); err != nil {
+		return err
+	}
+	return tg.f.Comment(ctx, tg.slug, f.Delivery.PR.Number, fmt.Sprintf("outerloop escalated this change (%s); a person must decide:\n\n- %s",
+		f.Decision.Rule, strings.Join(f.Decision.Reasons, "\n- ")))
+}
+
+func prBody(pub delivery.Publication, commit string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Made by outerloop for item `%s` (template `%s`, attempt %d), commit %s.\n\n", pub.Item.ID, pub.Template.Name, pub.Attempt, commit)
+	if s := pub.Decision.Summary; s != "" {
+		b.WriteString("Local evidence: " + s + "\n\n")
+	}
+	fmt.Fprintf(&b, "%d files changed, +%d −%d.\n\n", pub.Delivery.FileCount, pub.Delivery.Added, pub.Delivery.Deleted)
+	b.WriteString(marker(pub.Item.ID, pub.Delivery.Tree))
+	return b.String()
+}
+
+func prRef(pr *forge.PullRequest) *workitems.PullRequest {
+	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: workitems.PRState(pr.State)}
+}
+
+// retryDecision is a retry with the reason in the next attempt's input.
+func retryDecision(pub delivery.Publication, rule, reason string) workitems.Decision {
+	var next workitems.Condition
+	if a := pub.Item.Current(); a != nil {
+		next = a.Condition
+	}
+	next.Input = strings.TrimSpace(next.Input + "\n\n" + reason)
+	d := pub.Decision
+	d.Outcome, d.Rule, d.Next = workitems.OutcomeRetry, rule, &next
+	d.Reasons = append([]string{reason}, d.Reasons...)
+	return d
+}
+
+func escalation(pub delivery.Publication, d workitems.Decision, reason string) workitems.Decision {
+	d.Outcome, d.Rule, d.Next = workitems.OutcomeEscalate, workitems.RuleDeliveryFailed, nil
+	d.Reasons = append([]string{reason}, d.Reasons...)
+	d.Summary = reason
+	return d
+}
+
+// remake makes commit (a child of oldBase) a commit on newBase with a three-way merge; it
+// returns the conflicting paths instead when the change does not apply.
+func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commit string) (string, string, error) {
+	env := tg.auth.Env(append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1"))
+	run := func(args ...string) (string, int, error) {
+		c := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"}, args...)...)
+		c.Env = env
+		var out, stderr bytes.Buffer
+		c.Stdout, c.Stderr = &out, &stderr
+		err := c.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if err != nil && code == 0 {
+			return "", 0, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: git %s: %w", args[0], err))
+		}
+		if code != 0 && code != 1 {
+			return "", code, fmt.Errorf("publish: git %s exited %d: %s", args[0], code, clip(stderr.String(), 300))
+		}
+		return strings.TrimSpace(out.String()), code, nil
+	}
+	if _, code, err := run("fetch", "--quiet", "--no-tags", tg.repo.CloneURL, "refs/heads/"+tg.base); err != nil || code != 0 {
+		if err == nil {
+			err = fmt.Errorf("publish: git fetch of the base %s failed", short(newBase))
+		}
+		return "", "", workitems.Classify(workitems.ClassTransient, err)
+	}
+	if _, code, _ := run("merge-base", "--is-ancestor", oldBase, newBase); code != 0 {
+		return "", "the base branch was rewritten (the old base is not an ancestor)", nil
+	}
+	out, code, err := run("merge-tree", "--write-tree", "--name-only", "--no-messages", newBase, commit)
+	if err != nil {
+		return "", "", err
+	}
+	lines := strings.Split(out, "\n")
+	if code == 1 {
+		return "", strings.Join(lines[1:], ", "), nil
+	}
+	msg, _, err := run("log", "-1", "--format=%B", commit)
+	if err != nil {
+		return "", "", err
+	}
+	author, _, err := run("log", "-1", "--format=%an%n%ae", commit)
+	if err != nil {
+		return "", "", err
+	}
+	name, email, _ := strings.Cut(author, "\n")
+	c := exec.CommandContext(ctx, "git", "-C", dir, "commit-tree", lines[0], "-p", newBase)
+	c.Env = append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
+		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)
+	c.Stdin = strings.NewReader(msg + "\n")
+	made, err := c.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("publish: git commit-tree on the new base: %w", err)
+	}
+	return strings.TrimSpace(string(made)), "", nil
+}
+
+type emitter struct{ pub delivery.Publication }
+
+func (e emitter) emit(ctx context.Context, step workitems.DeliveryStep, msg string, data map[string]string) {
+	if e.pub.Events == nil {
+		return
+	}
+	if data == nil {
+		data = map[string]string{}
+	}
+	data["step"] = string(step)
+	e.pub.Events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Attempt: e.pub.Attempt, Message: msg, Data: data})
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

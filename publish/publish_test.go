@@ -1,0 +1,42 @@
+package publish
+
+import (
+	"strings"
+	"testing"
+
+	"outerloop/delivery"
+	"outerloop/workitems"
+)
+
+func TestTheMarkerRoundTripsAndRefusesLookalikes(t *testing.T) {
+	tree := strings.Repeat("ab", 20)
+	for _, tc := range []struct {
+		body, item, tree string
+	}{
+		{body: "text\n\n" + marker("fix@20261201T030000Z", tree), item: "fix@20261201T030000Z", tree: tree},
+		{body: "no marker at all"},
+		{body: "<!-- outerloop: item=x tree=short -->"},
+		{body: "<!-- outerloop: item=x tree=" + strings.ToUpper(tree) + " -->"}, // git prints lower-case hex
+	} {
+		item, got := markedTree(tc.body)
+		if item != tc.item || got != tc.tree {
+			t.Errorf("markedTree(%q) = %q, %q; want %q, %q", tc.body, item, got, tc.item, tc.tree)
+		}
+	}
+}
+
+func TestARetryDecisionChangesTheInputAndKeepsTheCondition(t *testing.T) {
+	it := &workitems.Item{ID: "i", Attempt: 1, Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: "earlier"}}}}
+	pub := delivery.Publication{Item: it, Decision: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "all_green", Reasons: []string{"green"}}}
+	d := retryDecision(pub, workitems.RuleBaseMoved, "base_moved: main moved")
+	if d.Outcome != workitems.OutcomeRetry || d.Rule != workitems.RuleBaseMoved || d.Next == nil ||
+		d.Next.Input != "earlier\n\nbase_moved: main moved" || d.Reasons[0] != "base_moved: main moved" || d.Reasons[1] != "green" {
+		t.Fatalf("%+v %+v", d, d.Next)
+	}
+	if len(d.Next.Changes(it.Attempts[0].Condition)) == 0 {
+		t.Fatal("a retry must change its condition (the store refuses one that does not)")
+	}
+	if pub.Decision.Outcome != workitems.OutcomeClose {
+		t.Fatal("the verifier's decision must not be changed in place")
+	}
+}
