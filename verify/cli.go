@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,10 @@ type CLIOptions struct {
 	CIFile   string              // a POST /api/evidence body (--ci)
 	DiffFile string              // a unified diff against the base commit (--diff)
 	JSON     bool                // print the whole verdict as one JSON document (--json)
+	Missing  []string            // expected reports that matched no file (a replay manifest's)
+	Module   string              // Go module of the workspace, relating flaky tests to --diff
+	ExitName string              // the command ExitCode came from (a replay manifest's)
+	ExitTail string              // the end of that command's output (a replay manifest's)
 }
 
 // CLIVerdict is what `outerloop verify --json` prints.
@@ -56,7 +61,8 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, Template: tmpl,
 		Now: time.Now(), ReportExpected: len(files) > 0 || len(tmpl.DoneCheck.Reports) > 0}
 	if opt.ExitCode != nil {
-		f.Commands = append(f.Commands, CommandResult{Command: "the test command (--exit-code)", ExitCode: *opt.ExitCode})
+		f.Commands = append(f.Commands, CommandResult{Command: cmp.Or(opt.ExitName, "the test command (--exit-code)"),
+			ExitCode: *opt.ExitCode, Tail: opt.ExitTail})
 	}
 	if opt.CIFile != "" {
 		fh, err := os.Open(opt.CIFile)
@@ -79,6 +85,7 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 		if err != nil {
 			return 2, err
 		}
+		f.Diff.Module = opt.Module
 	}
 	pw := &errWriter{w: w}
 	text := &errWriter{w: io.Discard}
@@ -98,7 +105,8 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 		f.Reports = append(f.Reports, rep)
 		printReport(text, rep)
 	}
-	if len(files) == 0 && opt.ExitCode == nil && opt.CIFile == "" {
+	f.Missing = append(f.Missing, opt.Missing...)
+	if len(files) == 0 && opt.ExitCode == nil && opt.CIFile == "" && len(opt.Missing) == 0 {
 		f.Missing = append(f.Missing, "no report files given")
 	}
 	d := decide(f)

@@ -64,7 +64,12 @@ func ParsePatch(r io.Reader, base string, lim *workitems.DiffCheck) (*DiffEviden
 			}
 		case inHunk && cur != nil && strings.HasPrefix(line, "+"):
 			cur.Added++
-			if kind := scanSecret([]byte(line[1:])); kind != "" {
+			kind := scanSecret([]byte(line[1:]))
+			if i := strings.Index(line, "[redacted "); kind == "" && i >= 0 {
+				// Stored evidence has its secrets redacted; the marker still is the finding.
+				kind, _, _ = strings.Cut(line[i+len("[redacted "):], "]")
+			}
+			if kind != "" {
 				d.Secrets = append(d.Secrets, fmt.Sprintf("%s: %s", cur.Path, kind))
 			}
 		case inHunk && cur != nil && strings.HasPrefix(line, "-"):

@@ -29,6 +29,15 @@ type Facts struct {
 	CI             *CIEvidence
 	InfraReruns    int    // how often the check was re-run for infrastructure failures
 	InfraProblem   string // infrastructure failure still present after the re-runs
+
+	files *evidenceSet // the files read, kept for an offline replay (nil: not kept)
+}
+
+// keep adds a file the decision reads to the evidence files, when they are kept.
+func (f *Facts) keep(name, path string) {
+	if f.files != nil {
+		f.files.addFile(name, path)
+	}
 }
 
 // Rule is one row of the decision policy. The first rule whose Match holds decides.
