@@ -440,12 +440,12 @@ func steerCmd(g *globals) *cobra.Command {
 
 func verifyCmd(g *globals) *cobra.Command {
 	var reports []string
-	var format, template, ciFile, diffFile string
+	var format, template, ciFile, diffFile, replayDir string
 	var exitCode int
 	var asJSON bool
 	c := &cobra.Command{
 		Use: "verify [--report FILE]... [--format auto|gojson|junit|tap|jestjson] [--template NAME] " +
-			"[--exit-code N] [--ci FILE] [--diff FILE] [--json]",
+			"[--exit-code N] [--ci FILE] [--diff FILE] [--replay DIR] [--json]",
 		Short: "Decide on evidence files as the verifier would (exit 0 only for close); replays an item's decision offline",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -456,8 +456,11 @@ func verifyCmd(g *globals) *cobra.Command {
 				}
 				opt.ExitCode = &exitCode
 			}
-			if len(reports) == 0 && opt.ExitCode == nil && ciFile == "" {
-				return errors.New("give at least one --report FILE (or --exit-code / --ci)")
+			if replayDir != "" && (len(reports) > 0 || opt.ExitCode != nil || ciFile != "" || diffFile != "") {
+				return errors.New("--replay DIR takes its evidence from DIR/replay.json: give no --report, --exit-code, --ci or --diff with it")
+			}
+			if replayDir == "" && len(reports) == 0 && opt.ExitCode == nil && ciFile == "" {
+				return errors.New("give at least one --report FILE (or --exit-code / --ci, or --replay DIR)")
 			}
 			if template != "" {
 				cfg, err := g.loadConfig()
@@ -475,7 +478,13 @@ func verifyCmd(g *globals) *cobra.Command {
 				}
 				opt.Template = t
 			}
-			code, err := verify.RunCLI(cmd.Context(), g.out, reports, opt)
+			var code int
+			var err error
+			if replayDir != "" {
+				code, err = verify.ReplayDir(cmd.Context(), g.out, replayDir, opt)
+			} else {
+				code, err = verify.RunCLI(cmd.Context(), g.out, reports, opt)
+			}
 			if err != nil {
 				return err
 			}
@@ -491,6 +500,7 @@ func verifyCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&exitCode, "exit-code", 0, "the test command's exit status: non-zero never closes")
 	c.Flags().StringVar(&ciFile, "ci", "", "CI checks as a POST /api/evidence body (JSON)")
 	c.Flags().StringVar(&diffFile, "diff", "", "the attempt's diff against its base commit (git diff output), for the scope and secret rules")
+	c.Flags().StringVar(&replayDir, "replay", "", "replay an attempt's decision from its downloaded evidence files (DIR/replay.json; pass its --template)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the whole verdict (decision, evidence, parsed reports) as JSON")
 	return c
 }
