@@ -116,7 +116,9 @@ func ParseJestJSON(r io.Reader, source string, lim Limits) (*Report, error) {
 			}
 			listed.Total++
 			name := cmp.Or(a.FullName, a.Title)
-			if len(rep.Tests) >= lim.MaxTests && !run.Outcome.Bad() {
+			// Beyond MaxTests only failing tests are kept (up to MaxTests more), so their ids
+			// reach the retry.
+			if n := len(rep.Tests); n >= lim.MaxTests && (!run.Outcome.Bad() || n >= 2*lim.MaxTests) {
 				rep.Dropped++
 				dropped.add(run.Outcome)
 				continue

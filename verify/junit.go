@@ -125,7 +125,6 @@ type junitResult struct {
 type junitParser struct {
 	lim   Limits
 	rep   *Report
-	depth int
 	stack []string
 	suite []string // names of open testsuite elements
 
