@@ -41,6 +41,8 @@ func TestReporterFixtures(t *testing.T) {
 		{"junit/mocha-pending.xml", "mocha-junit", "all_green", 1, 0, []string{ConvMochaPending}, nil},
 		{"junit/prove-green.xml", "", "all_green", 2, 0, nil, nil},
 		{"junit/ant-GreenTest.xml", "ant", "all_green", 1, 0, nil, nil},
+		// pytest-rerunfailures: a rerun that passed; its JUnit keeps only the final run.
+		{"junit/pytest-rerun.xml", "pytest", "all_green", 2, 0, nil, nil},
 		{"junit/node.xml", "node", "tests_failed", 4, 2, []string{ConvNodeTodo}, []string{"test.compares objects", "test.divides"}},
 		// Real failures next to a reporter's own way of counting: retried with the failures.
 		{"junit/pytest-teardown.xml", "pytest", "tests_failed", 2, 1, []string{ConvPytestTeardown}, []string{"test_green.test_teardown_errors"}},

@@ -59,7 +59,7 @@ fi
 #   where `npm install jest@29 jest-junit vitest mocha@10 mocha-junit-reporter tape` ran);
 #   Debian 12: python3-pytest 7.2.1, perl prove 3.44 + libtap-formatter-junit-perl 0.11,
 #   cmake/ctest 3.25.1, ant 1.10.13 + ant-optional + junit4 4.13.2 (OpenJDK 17).
-#   Not to be had here: pytest-rerunfailures (PyPI only), so pytest reruns have no fixture.
+#   python3-pytest-rerunfailures 10.2 (Debian; PyPI is not reachable here, so no newer plugin).
 # go test -count=2: the flaky test fails in the first run and passes in the second, one invocation.
 d=$(mktemp -d); FLAKY_DIR=$d go test -json -count=2 ./flaky > "$out/count-fail.json" 2>&1; echo "count: exit $?"; rm -rf "$d"
 # benchmarks next to tests, and a benchmark-only run
@@ -88,6 +88,13 @@ done
 # pytest: a passing test whose teardown errors (pytest counts it twice)
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
   (cd tools/pytest-green && /usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=../../junit/pytest-teardown.xml test_green.py >/dev/null 2>&1; echo "pytest teardown: exit $?")
+fi
+# pytest-rerunfailures (Debian python3-pytest-rerunfailures 10.2): a test that fails, then passes
+# on its rerun; its JUnit keeps only the final run
+if /usr/bin/python3 -c 'import pytest_rerunfailures' 2>/dev/null; then
+  d=$(mktemp -d)
+  (cd tools/pytest-rerun && RERUN_DIR=$d /usr/bin/python3 -m pytest -q -p no:cacheprovider --reruns 2 --junitxml=../../junit/pytest-rerun.xml test_rerun.py >/dev/null 2>&1; echo "pytest rerun: exit $?")
+  rm -rf "$d"
 fi
 # Ant's junit task: a failing @BeforeClass and a green class
 if command -v ant >/dev/null; then
