@@ -30,7 +30,10 @@ type Options struct {
 	Auth     *Auth
 	Metrics  http.Handler // /metrics
 	Evidence http.Handler // POST /api/evidence (verify.EvidenceHandler), optional
-	Logger   *slog.Logger
+	// EvidenceFiles serves GET /api/items/{id}/attempts/{n}/evidence[/{name}]
+	// (verify.EvidenceFilesHandler), optional.
+	EvidenceFiles http.Handler
+	Logger        *slog.Logger
 	// NextRun reports a template's next scheduled run (for /api/templates), optional.
 	NextRun func(template string) (time.Time, bool)
 }
@@ -69,6 +72,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/templates", s.templates)
 	if s.o.Evidence != nil {
 		mux.Handle("POST /api/evidence", s.o.Evidence)
+	}
+	if s.o.EvidenceFiles != nil {
+		mux.Handle("GET /api/items/{id}/attempts/{n}/evidence", s.o.EvidenceFiles)
+		mux.Handle("GET /api/items/{id}/attempts/{n}/evidence/{name}", s.o.EvidenceFiles)
 	}
 }
 

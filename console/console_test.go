@@ -26,6 +26,7 @@ func TestPagesRenderReadOnlyWithoutALogin(t *testing.T) {
 		{"the items list filters by state", "/?state=escalated", []string{"fix@1", "page 1 of 1 · 1 items"}},
 		{"the items list filters by template", "/?template=docs", []string{"docs@1", "1 items"}},
 		{"an item shows its attempt, evidence and decision", "/items/fix@1", []string{"Attempt 1", "sample/TestAdd",
+			`href="/api/items/fix@1/attempts/1/evidence"`,
 			"Add(2, 3) = -1, want 5", "same_failure_twice", "TestAdd failed again", "go test -json ./...", "cost_usd", "$0.25 / $2.00", "Timeline"}},
 		{"the inbox shows the reason, the evidence and suggested actions", "/escalations", []string{"fix@1", "the same test failed twice",
 			"sample/TestAdd", "retry with input", "raise a budget", "log in"}},

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"maps"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,6 +108,9 @@ type attemptView struct {
 	Prev    int      // the attempt this one is compared with (0: none)
 	EnvKeys []string // names only: values may be secrets
 	Budget  string
+	// EvidenceURL lists the files the verifier's decision used (GET .../evidence), so an
+	// operator can replay it offline with `outerloop verify`; "" before a verdict.
+	EvidenceURL string
 }
 
 // attemptViews is the item's attempts, newest first, each with what changed from the previous.
@@ -114,6 +118,9 @@ func attemptViews(it *workitems.Item) []attemptView {
 	out := make([]attemptView, 0, len(it.Attempts))
 	for i, a := range it.Attempts {
 		v := attemptView{Attempt: a, EnvKeys: slices.Sorted(maps.Keys(a.Condition.Env)), Budget: budgetText(it.AttemptBudget(a.Condition))}
+		if a.Verified != nil {
+			v.EvidenceURL = "/api/items/" + url.PathEscape(it.ID) + "/attempts/" + strconv.Itoa(a.N) + "/evidence"
+		}
 		if i > 0 {
 			v.Prev = it.Attempts[i-1].N
 			if len(v.Changed) == 0 {

@@ -1,9 +1,12 @@
 package verify
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -11,24 +14,84 @@ import (
 	"outerloop/workitems"
 )
 
-// RunCLI parses report files and prints what they show and the decision tmpl (or the default
-// policy when nil) would take, ending with exactly one line
-// "decision: close|retry|escalate — <reason>". exitCode is 0 only for close, so the command
-// can gate other CI. err is for a bad format name or a failing writer; unreadable or
-// unrecognisable reports are evidence (missing), not errors.
-func RunCLI(ctx context.Context, w io.Writer, files []string, format string, tmpl *workitems.Template) (exitCode int, err error) {
+// CLIOptions is everything `outerloop verify` is told besides the report files: with them, a
+// decision taken on an item can be replayed offline from its evidence files.
+type CLIOptions struct {
+	Format   string              // auto (default), gojson, junit, tap or jestjson
+	Template *workitems.Template // decide as this template (nil: a plain done check)
+	ExitCode *int                // the test command's exit status (--exit-code); nil: not given
+	CIFile   string              // a POST /api/evidence body (--ci)
+	DiffFile string              // a unified diff against the base commit (--diff)
+	JSON     bool                // print the whole verdict as one JSON document (--json)
+	Missing  []string            // expected reports that matched no file (a replay manifest's)
+	Module   string              // Go module of the workspace, relating flaky tests to --diff
+	ExitName string              // the command ExitCode came from (a replay manifest's)
+	ExitTail string              // the end of that command's output (a replay manifest's)
+}
+
+// CLIVerdict is what `outerloop verify --json` prints.
+type CLIVerdict struct {
+	Decision workitems.Decision `json:"decision"`
+	Verdict  workitems.Verdict  `json:"verdict"`
+	Reports  []*Report          `json:"reports"`
+	Missing  []string           `json:"missing,omitempty"`
+	Commands []CommandResult    `json:"commands,omitempty"`
+	CI       *CIEvidence        `json:"ci,omitempty"`
+	Diff     *DiffEvidence      `json:"diff,omitempty"`
+}
+
+// RunCLI parses report files and prints what they show and the decision the template (or the
+// default policy) would take, ending with exactly one line
+// "decision: close|retry|escalate — <reason>" (or, with JSON, one CLIVerdict document).
+// exitCode is 0 only for close, so the command can gate other CI. err is for bad options (an
+// unknown format, an unreadable or invalid --ci or --diff file) or a failing writer;
+// unreadable or unrecognisable reports are evidence (missing), not errors.
+func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (exitCode int, err error) {
+	format := opt.Format
 	if format == "" {
 		format = FormatAuto
 	}
-	if !slices.Contains([]string{FormatAuto, FormatGoJSON, FormatJUnit, FormatTAP}, format) {
-		return 2, fmt.Errorf("verify: format %q: want auto, gojson, junit or tap", format)
+	if !slices.Contains([]string{FormatAuto, FormatGoJSON, FormatJUnit, FormatTAP, FormatJestJSON}, format) {
+		return 2, fmt.Errorf("verify: format %q: want auto, gojson, junit, tap or jestjson", format)
 	}
+	tmpl := opt.Template
 	if tmpl == nil {
 		tmpl = &workitems.Template{Name: "cli", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2}}
 	}
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, Template: tmpl,
-		Now: time.Now(), ReportExpected: true}
+		Now: time.Now(), ReportExpected: len(files) > 0 || len(tmpl.DoneCheck.Reports) > 0}
+	if opt.ExitCode != nil {
+		f.Commands = append(f.Commands, CommandResult{Command: cmp.Or(opt.ExitName, "the test command (--exit-code)"),
+			ExitCode: *opt.ExitCode, Tail: opt.ExitTail})
+	}
+	if opt.CIFile != "" {
+		fh, err := os.Open(opt.CIFile)
+		if err != nil {
+			return 2, fmt.Errorf("verify: --ci: %w", err)
+		}
+		f.CI, err = ciFromPayload(fh, tmpl.DoneCheck.CI)
+		fh.Close()
+		if err != nil {
+			return 2, err
+		}
+	}
+	if opt.DiffFile != "" {
+		fh, err := os.Open(opt.DiffFile)
+		if err != nil {
+			return 2, fmt.Errorf("verify: --diff: %w", err)
+		}
+		f.Diff, err = ParsePatch(fh, "", tmpl.DoneCheck.Diff)
+		fh.Close()
+		if err != nil {
+			return 2, err
+		}
+		f.Diff.Module = opt.Module
+	}
 	pw := &errWriter{w: w}
+	text := &errWriter{w: io.Discard}
+	if !opt.JSON {
+		text = pw
+	}
 	for _, file := range files {
 		if err := ctx.Err(); err != nil {
 			return 2, fmt.Errorf("verify: %w", err)
@@ -36,21 +99,35 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, format string, tmp
 		rep, err := ParseFile(file, format, Limits{})
 		if err != nil {
 			f.Missing = append(f.Missing, err.Error())
-			pw.printf("%s: %v\n", file, err)
+			text.printf("%s: %v\n", file, err)
 			continue
 		}
 		f.Reports = append(f.Reports, rep)
-		printReport(pw, rep)
+		printReport(text, rep)
 	}
-	if len(files) == 0 {
+	f.Missing = append(f.Missing, opt.Missing...)
+	if len(files) == 0 && opt.ExitCode == nil && opt.CIFile == "" && len(opt.Missing) == 0 {
 		f.Missing = append(f.Missing, "no report files given")
 	}
 	d := decide(f)
-	reason := d.Reasons[0]
-	if len(d.Reasons) > 1 && d.Rule != "" && d.Outcome == workitems.OutcomeEscalate {
-		reason = d.Reasons[len(d.Reasons)-1]
+	d.Evidence = evidenceRefs(f)
+	vd := verdict(f)
+	d.Summary = vd.Summary
+	redactResult(&d, &vd)
+	if opt.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(CLIVerdict{Decision: d, Verdict: vd, Reports: f.Reports, Missing: f.Missing,
+			Commands: f.Commands, CI: f.CI, Diff: f.Diff}); err != nil {
+			return 2, fmt.Errorf("verify: writing: %w", err)
+		}
+	} else {
+		reason := d.Reasons[0]
+		if len(d.Reasons) > 1 && d.Rule != "" && d.Outcome == workitems.OutcomeEscalate {
+			reason = d.Reasons[len(d.Reasons)-1]
+		}
+		pw.printf("decision: %s — %s\n", d.Outcome, oneLine(reason))
 	}
-	pw.printf("decision: %s — %s\n", d.Outcome, oneLine(reason))
 	if pw.err != nil {
 		return 2, fmt.Errorf("verify: writing: %w", pw.err)
 	}
@@ -64,6 +141,9 @@ func printReport(w *errWriter, r *Report) {
 	w.printf("%s\n", r.Summary())
 	if r.Flavor != "" {
 		w.printf("  flavor: %s\n", r.Flavor)
+	}
+	if len(r.Conventions) > 0 {
+		w.printf("  conventions: %s\n", strings.Join(r.Conventions, ", "))
 	}
 	d := r.Declared
 	if d.Total >= 0 {

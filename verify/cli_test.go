@@ -21,7 +21,7 @@ func TestRunCLI(t *testing.T) {
 		{"a green report closes with exit 0", []string{"testdata/gojson/pass.json"}, "", 0, "decision: close — all green", []string{"4 passed"}},
 		{"a failing report would retry and exits 1", []string{"testdata/gojson/fail.json"}, "auto", 1, "decision: retry — 3 failing tests",
 			[]string{"FAIL fixtures/fail.TestWrongSum: fail_test.go:10: sum = 3, want 4"}},
-		{"a JUnit file with wrong totals escalates", []string{"testdata/junit/surefire-wrong-totals.xml"}, "", 1, "decision: escalate — contradicting evidence", []string{"disagrees"}},
+		{"a JUnit file with wrong totals and a real failure retries with the failure", []string{"testdata/junit/surefire-wrong-totals.xml"}, "", 1, "decision: retry — 1 failing tests (com.acme.LedgerTest.rounds)", []string{"disagrees"}},
 		{"a missing file never closes", []string{"testdata/nope.xml"}, "", 1, "decision: retry — no test report", nil},
 		{"a green report plus a missing one never closes", []string{"testdata/gojson/pass.json", "testdata/nope.xml"}, "", 1, "decision: retry — no test report", nil},
 		{"a JUnit file read as TAP is not evidence", []string{"testdata/junit/bom.xml"}, "tap", 1, "decision: retry", nil},
@@ -33,7 +33,7 @@ func TestRunCLI(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			code, err := RunCLI(context.Background(), &out, c.files, c.format, nil)
+			code, err := RunCLI(context.Background(), &out, c.files, CLIOptions{Format: c.format})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,14 +54,14 @@ func TestRunCLI(t *testing.T) {
 	}
 	t.Run("an unknown format is an error", func(t *testing.T) {
 		t.Parallel()
-		code, err := RunCLI(context.Background(), &bytes.Buffer{}, []string{"x"}, "xml", nil)
+		code, err := RunCLI(context.Background(), &bytes.Buffer{}, []string{"x"}, CLIOptions{Format: "xml"})
 		if err == nil || code != 2 {
 			t.Fatalf("code %d err %v", code, err)
 		}
 	})
 	t.Run("a failing writer is an error", func(t *testing.T) {
 		t.Parallel()
-		code, err := RunCLI(context.Background(), failWriter{}, []string{"testdata/gojson/pass.json"}, "", nil)
+		code, err := RunCLI(context.Background(), failWriter{}, []string{"testdata/gojson/pass.json"}, CLIOptions{})
 		if err == nil || code != 2 {
 			t.Fatalf("code %d err %v", code, err)
 		}

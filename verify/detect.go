@@ -38,6 +38,10 @@ func detectFormat(head []byte, _ string) string {
 		}
 		return ""
 	}
+	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '{' &&
+		(bytes.Contains(head, []byte(`"numTotalTests"`)) || bytes.Contains(head, []byte(`"assertionResults"`))) {
+		return FormatJestJSON
+	}
 	var sc jsonScanner
 	var ev rawEvent
 	first := true
@@ -76,7 +80,7 @@ func ParseReport(r io.Reader, source, format string, lim Limits) (*Report, error
 		}
 		format = detectFormat(head, source)
 		if format == "" {
-			return nil, fmt.Errorf("verify: %s: %w (expected go test -json, JUnit XML or TAP)", source, ErrUnknownFormat)
+			return nil, fmt.Errorf("verify: %s: %w (expected go test -json, JUnit XML, TAP or jest/vitest JSON)", source, ErrUnknownFormat)
 		}
 	}
 	switch format {
@@ -86,6 +90,8 @@ func ParseReport(r io.Reader, source, format string, lim Limits) (*Report, error
 		return ParseJUnit(br, source, lim)
 	case FormatTAP:
 		return ParseTAP(br, source, lim)
+	case FormatJestJSON:
+		return ParseJestJSON(br, source, lim)
 	}
 	return nil, fmt.Errorf("verify: %s: format %q: %w", source, format, ErrUnknownFormat)
 }

@@ -2,9 +2,11 @@
 // (close, retry with a changed condition, or escalate) based on evidence only.
 //
 // Evidence comes from:
-//   - test reports: go test -json (ParseGoJSON), JUnit XML (ParseJUnit) and TAP 13/14 (ParseTAP),
-//     read by streaming parsers with bounded memory; ParseReport detects the format from the
-//     content, never from the file name;
+//   - test reports: go test -json (ParseGoJSON), JUnit XML (ParseJUnit), TAP 13/14 (ParseTAP),
+//     read by streaming parsers with bounded memory, and jest/vitest JSON (ParseJestJSON, one
+//     document, bounded at 64 MiB); ParseReport detects the format from the content, never from
+//     the file name. Each parser detects the tool (Report.Flavor) and counts by its convention
+//     (Conventions, listed in POLICY.md);
 //   - the exit codes of the template's done-check commands (sh -c in the workspace, own process
 //     group, killed with their children on timeout);
 //   - the workspace's diff against the attempt's base commit (CollectDiff: allowed paths, size
@@ -19,6 +21,9 @@
 // redacted from everything a decision records.
 //
 // The worker calls Verifier.Verify after each attempt; an agent loop may call Verifier.Check
-// mid-attempt; `outerloop verify --report` calls RunCLI. Fixtures in testdata come from real
+// mid-attempt; `outerloop verify --report` calls RunCLI, which takes everything the policy uses
+// as files (--exit-code, --ci, --diff, --template), so a decision replays offline from the
+// evidence files the verifier keeps per attempt (WithEvidenceStore, EvidenceFilesHandler,
+// ReplayDir). Fixtures in testdata come from real
 // tools (testdata/gen.sh); BENCHMARKS.md compares the go test -json parser with gotestsum's.
 package verify

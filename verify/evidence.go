@@ -37,6 +37,11 @@ type TestRun struct {
 	Elapsed time.Duration `json:"elapsed,omitempty"`
 	Message string        `json:"message,omitempty"` // first failure line or skip reason
 	Output  string        `json:"output,omitempty"`  // bounded tail of the test's output
+	// Rerun is the invocation the run belongs to: 0 for the test command itself, n for its n-th
+	// rerun (gotestsum --rerun-fails, Surefire's reruns). Several runs in one invocation
+	// (go test -count=N, a pytest call failure plus its teardown error) share it: a failure
+	// among them is a failure, whatever the others did.
+	Rerun int `json:"rerun,omitempty"`
 }
 
 // TestCase is one test and its runs, in report order.
@@ -47,21 +52,30 @@ type TestCase struct {
 	Runs  []TestRun `json:"runs"`
 }
 
-// Final is the outcome of the last run.
+// Final is the outcome of the last invocation: its first bad run if any (a test that failed in
+// one of the -count=N runs failed), else its last run.
 func (t *TestCase) Final() TestOutcome {
 	if len(t.Runs) == 0 {
 		return OutcomeIncomplete
 	}
-	return t.Runs[len(t.Runs)-1].Outcome
+	last := t.Runs[len(t.Runs)-1]
+	for _, r := range t.Runs {
+		if r.Rerun == last.Rerun && r.Outcome.Bad() {
+			return r.Outcome
+		}
+	}
+	return last.Outcome
 }
 
-// Flaky reports whether the test failed and later passed in the same report.
+// Flaky reports whether the test failed in an invocation and passed on a later rerun: only a
+// rerun makes a failure flaky, never another run in the same invocation.
 func (t *TestCase) Flaky() bool {
-	failed := false
+	if t.Final() != OutcomePass {
+		return false
+	}
+	last := t.Runs[len(t.Runs)-1].Rerun
 	for _, r := range t.Runs {
-		if r.Outcome.Bad() {
-			failed = true
-		} else if r.Outcome == OutcomePass && failed {
+		if r.Rerun < last && r.Outcome.Bad() {
 			return true
 		}
 	}
@@ -97,10 +111,12 @@ func unknownCounts() Counts {
 
 // Report is the evidence one test report gives.
 type Report struct {
-	Source      string      `json:"source"`           // file or command it came from
-	Format      string      `json:"format"`           // gojson | junit | tap
-	Flavor      string      `json:"flavor,omitempty"` // surefire, pytest, jest, gotestsum, tap13, tap14 ...
-	Complete    bool        `json:"complete"`         // every started test and package reported an end
+	Source string `json:"source"`           // file or command it came from
+	Format string `json:"format"`           // gojson | junit | tap
+	Flavor string `json:"flavor,omitempty"` // surefire, pytest, jest, gotestsum, tap13, tap14 ...
+	// Conventions names the counting rules of the flavour that were applied (Conventions()).
+	Conventions []string    `json:"conventions,omitempty"`
+	Complete    bool        `json:"complete"` // every started test and package reported an end
 	BuildFailed bool        `json:"build_failed"`
 	BuildErrors []string    `json:"build_errors,omitempty"` // first lines of build output
 	Declared    Counts      `json:"declared"`               // what the report says about itself (-1: not said)
@@ -111,6 +127,8 @@ type Report struct {
 	FirstError  string      `json:"first_error,omitempty"`
 	Bailed      bool        `json:"bailed,omitempty"`  // TAP "Bail out!"
 	Dropped     int         `json:"dropped,omitempty"` // test cases counted but not kept (MaxTests)
+
+	uncompared map[string]bool // declared counts a convention says not to compare ("errors")
 }
 
 // Limits bound what a parser keeps in memory.
@@ -135,6 +153,13 @@ func (l Limits) withDefaults() Limits {
 		l.MaxWarn = 50
 	}
 	return l
+}
+
+// convention records that a reporter convention was applied (once per name).
+func (r *Report) convention(name string) {
+	if !slices.Contains(r.Conventions, name) {
+		r.Conventions = append(r.Conventions, name)
+	}
 }
 
 // warn adds a warning unless the list is full.
@@ -213,9 +238,14 @@ func (r *Report) CountsAgree() (bool, string) {
 	if d.Total >= 0 && d.Total != o.Total && d.Total != r.Observed.Total {
 		diffs = append(diffs, fmt.Sprintf("tests declared %d, found %d", d.Total, o.Total))
 	}
-	check("failures", d.Failed, o.Failed)
-	check("errors", d.Errored, o.Errored)
-	check("skipped", d.Skipped, o.Skipped)
+	for _, c := range []struct {
+		name   string
+		dv, ov int
+	}{{"failures", d.Failed, o.Failed}, {"errors", d.Errored, o.Errored}, {"skipped", d.Skipped, o.Skipped}} {
+		if !r.uncompared[c.name] {
+			check(c.name, c.dv, c.ov)
+		}
+	}
 	return len(diffs) == 0, strings.Join(diffs, "; ")
 }
 

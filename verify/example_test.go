@@ -27,7 +27,7 @@ func ExampleParseReport() {
 
 // RunCLI is what `outerloop verify --report FILE...` prints; the exit code is 0 only for close.
 func ExampleRunCLI() {
-	code, err := verify.RunCLI(context.Background(), os.Stdout, []string{"testdata/gojson/rerun.json"}, "auto", nil)
+	code, err := verify.RunCLI(context.Background(), os.Stdout, []string{"testdata/gojson/rerun.json"}, verify.CLIOptions{})
 	fmt.Println("exit", code, err)
 	// Output:
 	// gojson testdata/gojson/rerun.json: 2 tests, 2 passed, 0 failed, 0 errors, 0 skipped, 1 flaky

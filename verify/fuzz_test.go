@@ -102,3 +102,11 @@ func FuzzJSONScanner(f *testing.F) {
 		_ = s.decode(b, &ev)
 	})
 }
+
+func FuzzJestJSON(f *testing.F) {
+	seed(f, "jestjson/*.json")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseJestJSON(bytes.NewReader(b), "fuzz", fuzzLimits)
+		checkReport(t, r, err)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -142,11 +143,25 @@ type goPkg struct {
 	ended    bool
 	timedOut bool   // "panic: test timed out" seen in this run
 	bad      int    // bad test outcomes in this run
+	round    int    // invocations of the package seen before this one (gotestsum reruns)
 	firstErr string // first meaningful package-level output line
 	out      tail
 	cases    map[string]*TestCase
 	open     map[string]*goRun
 }
+
+// restart begins another invocation of an ended package: a rerun.
+func (g *goPkg) restart() {
+	g.ended, g.timedOut, g.bad = false, false, 0
+	g.round++
+}
+
+// isBenchmark reports whether a test2json name is a benchmark (or a sub-benchmark).
+func isBenchmark(name string) bool {
+	return strings.HasPrefix(name, "Benchmark") && (len(name) == 9 || !isLower(name[9]))
+}
+
+func isLower(b byte) bool { return b >= 'a' && b <= 'z' }
 
 type goJSONParser struct {
 	lim        Limits
@@ -188,7 +203,7 @@ func (p *goJSONParser) pkg(name []byte) *goPkg {
 // MaxTests are kept.
 func (p *goJSONParser) beginRun(g *goPkg, test []byte) *goRun {
 	if g.ended { // a rerun of the package (gotestsum --rerun-fails) starts a fresh run
-		g.ended, g.timedOut, g.bad = false, false, 0
+		g.restart()
 	}
 	tc, ok := g.cases[string(test)]
 	if !ok && len(p.rep.Tests) < p.lim.MaxTests {
@@ -196,6 +211,9 @@ func (p *goJSONParser) beginRun(g *goPkg, test []byte) *goRun {
 		tc = &TestCase{ID: g.name + "." + name, Suite: g.name, Name: name}
 		p.rep.Tests = append(p.rep.Tests, tc)
 		g.cases[name] = tc
+	}
+	if ok && len(tc.Runs) > 0 && tc.Runs[len(tc.Runs)-1].Rerun == g.round {
+		p.rep.convention(ConvGoInvocation) // -count=N: another run in the same invocation
 	}
 	if old := g.open[string(test)]; old != nil {
 		// A second "run" without an end: the first stays incomplete.
@@ -222,7 +240,7 @@ func (p *goJSONParser) beginRun(g *goPkg, test []byte) *goRun {
 // unless it failed: failing tests are kept (up to MaxTests more) so their ids reach the retry.
 func (p *goJSONParser) finishRun(g *goPkg, r *goRun, o TestOutcome, msg string, elapsed time.Duration) {
 	delete(g.open, r.name)
-	run := TestRun{Outcome: o, Elapsed: elapsed, Message: msg}
+	run := TestRun{Outcome: o, Elapsed: elapsed, Message: msg, Rerun: g.round}
 	if o.Bad() {
 		run.Output = r.out.String()
 		g.bad++
@@ -302,7 +320,7 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 	switch ev.Action {
 	case actStart:
 		if g.ended {
-			g.ended, g.timedOut, g.bad = false, false, 0
+			g.restart()
 		}
 	case actOutput:
 		g.out.write(ev.Output)
@@ -319,6 +337,15 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 	case actPass, actFail, actSkip:
 		g.ended = true
 		for _, r := range g.open {
+			if isBenchmark(r.name) && !g.timedOut {
+				// A benchmark that ran to the end has a run event and no pass event: it is
+				// not a test, so it is neither a pass nor an unfinished test. One that
+				// crashed fails the package, which the "(package)" case below reports.
+				delete(g.open, r.name)
+				p.free = append(p.free, r)
+				p.rep.convention(ConvGoBenchmark)
+				continue
+			}
 			if g.timedOut {
 				p.finishRun(g, r, OutcomeTimeout, cmp.Or(r.panic, "test timed out"), 0)
 			} else {
@@ -355,7 +382,8 @@ func (p *goJSONParser) pkgEvent(g *goPkg, ev *rawEvent) {
 				g.cases[name] = tc
 				p.rep.Tests = append(p.rep.Tests, tc)
 			}
-			tc.Runs = append(tc.Runs, TestRun{Outcome: OutcomeError, Message: msg, Output: g.out.String()})
+			tc.Runs = append(tc.Runs, TestRun{Outcome: OutcomeError, Message: msg, Output: g.out.String(), Rerun: g.round})
+			p.rep.convention(ConvGoPackage)
 		}
 	}
 }
@@ -410,6 +438,8 @@ func (p *goJSONParser) finish() *Report {
 			}
 		}
 	}
+	// Benchmarks leave cases without runs behind.
+	rep.Tests = slices.DeleteFunc(rep.Tests, func(t *TestCase) bool { return len(t.Runs) == 0 })
 	rep.tally(p.dropped)
 	rep.FirstError = firstReportError(rep)
 	if rep.FirstError == "" {

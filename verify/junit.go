@@ -117,6 +117,7 @@ func (l *latin1Reader) Read(p []byte) (int, error) {
 // junitResult is one result element inside a testcase.
 type junitResult struct {
 	kind    string // failure | error | skipped | flakyFailure | flakyError | rerunFailure | rerunError
+	typ     string
 	message string
 	text    tail
 }
@@ -124,7 +125,6 @@ type junitResult struct {
 type junitParser struct {
 	lim   Limits
 	rep   *Report
-	depth int
 	stack []string
 	suite []string // names of open testsuite elements
 
@@ -133,6 +133,7 @@ type junitParser struct {
 	inCase bool
 	caseEl struct {
 		suite, class, name, file string
+		status, rawTime          string // ctest's status; the time attribute as written
 		elapsed                  time.Duration
 	}
 	results []*junitResult
@@ -145,6 +146,14 @@ type junitParser struct {
 	dropped Counts
 	sawCase bool
 	sawRoot bool
+	roots   int // root elements seen (several: concatenated documents)
+
+	suiteRes     *junitResult // an <error>/<failure> directly inside a <testsuite>
+	suiteErrs    int
+	declDisabled int         // ctest's disabled= totals
+	teardownErrs int         // pytest: errors at teardown
+	todoCands    []*TestCase // jest-junit: cases without a result and time="0"
+	uncompared   map[string]bool
 }
 
 func attr(se xml.StartElement, name string) (string, bool) {
@@ -187,6 +196,9 @@ func (p *junitParser) declare(se xml.StartElement) bool {
 	add(&d.Failed, "failures")
 	add(&d.Errored, "errors")
 	add(&d.Skipped, "skipped", "skips", "disabled")
+	if v := atoiAttr(se, "disabled"); v > 0 {
+		p.declDisabled += v
+	}
 	return true
 }
 
@@ -203,6 +215,9 @@ func (p *junitParser) token(tok xml.Token) {
 		switch {
 		case len(p.stack) == 1:
 			p.sawRoot = true
+			if p.roots++; p.roots == 2 {
+				p.rep.convention(ConvConcatenated)
+			}
 			if name != "testsuites" && name != "testsuite" && name != "testcase" {
 				p.rep.Complete = false
 				p.rep.warn(p.lim.MaxWarn, "root element <%s> is not a JUnit report", name)
@@ -227,14 +242,22 @@ func (p *junitParser) token(tok xml.Token) {
 			p.suite = append(p.suite, v)
 		case name == "testcase" && !p.inCase:
 			p.startCase(t)
+		case !p.inCase && parent == "testsuite" && (name == "error" || name == "failure"):
+			msg, _ := attr(t, "message")
+			if msg == "" {
+				msg, _ = attr(t, "type")
+			}
+			p.suiteRes = &junitResult{kind: name, message: msg, text: tail{n: p.lim.OutputTail}}
+			p.cur = p.suiteRes
 		case p.inCase && parent == "testcase":
 			switch name {
 			case "failure", "error", "skipped", "flakyFailure", "flakyError", "rerunFailure", "rerunError":
 				msg, _ := attr(t, "message")
+				typ, _ := attr(t, "type")
 				if msg == "" {
-					msg, _ = attr(t, "type")
+					msg = typ
 				}
-				p.cur = &junitResult{kind: name, message: msg, text: tail{n: p.lim.OutputTail}}
+				p.cur = &junitResult{kind: name, typ: typ, message: msg, text: tail{n: p.lim.OutputTail}}
 				p.results = append(p.results, p.cur)
 			case "system-out", "system-err":
 				p.inOut = true
@@ -255,6 +278,13 @@ func (p *junitParser) token(tok xml.Token) {
 			p.inOut = false
 		case p.cur != nil && len(p.stack) > 0 && p.stack[len(p.stack)-1] == "testcase":
 			p.cur = nil
+		case p.suiteRes != nil && p.cur == p.suiteRes:
+			p.endSuiteError()
+		}
+	case xml.Comment:
+		// node's JUnit reporter writes its totals as comments: <!-- tests 1 -->.
+		if c := strings.TrimSpace(string(t)); p.rep.Flavor == "" && (strings.HasPrefix(c, "tests ") || strings.HasPrefix(c, "suites ")) {
+			p.rep.Flavor = "node"
 		}
 	case xml.CharData:
 		switch {
@@ -274,8 +304,15 @@ func (p *junitParser) flavor(se xml.StartElement) {
 	name, _ := attr(se, "name")
 	switch se.Name.Local {
 	case "testsuites":
-		if name == "jest tests" {
+		switch name {
+		case "jest tests":
 			p.rep.Flavor = "jest-junit"
+		case "Mocha Tests":
+			p.rep.Flavor = "mocha-junit"
+		}
+	case "testcase":
+		if st, _ := attr(se, "status"); st == "run" || st == "notrun" || st == "disabled" {
+			p.rep.Flavor = "ctest"
 		}
 	case "testsuite":
 		if name == "pytest" {
@@ -289,8 +326,11 @@ func (p *junitParser) flavor(se xml.StartElement) {
 	case "flakyFailure", "flakyError", "rerunFailure", "rerunError":
 		p.rep.Flavor = "surefire"
 	case "property":
-		if name == "go.version" {
+		switch {
+		case name == "go.version":
 			p.rep.Flavor = "gotestsum"
+		case strings.HasPrefix(name, "ant."):
+			p.rep.Flavor = "ant"
 		}
 	}
 }
@@ -310,6 +350,8 @@ func (p *junitParser) startCase(se xml.StartElement) {
 	p.inCase, p.sawCase = true, true
 	p.results, p.cur, p.inOut = p.results[:0], nil, false
 	p.out = tail{n: p.lim.OutputTail}
+	p.caseEl.status, _ = attr(se, "status")
+	p.caseEl.rawTime, _ = attr(se, "time")
 	p.caseEl.class, _ = attr(se, "classname")
 	p.caseEl.name, _ = attr(se, "name")
 	p.caseEl.file, _ = attr(se, "file")
@@ -334,11 +376,21 @@ func (p *junitParser) endCase() {
 	if suite == "" {
 		suite = p.caseEl.file
 	}
+	// node --test lists a file that defines no tests as one passing case named by its path.
+	if p.caseEl.class == "test" && len(p.results) == 0 && isTestFilePath(p.caseEl.name) {
+		p.rep.convention(ConvNodeFile)
+		return
+	}
 	id := p.caseEl.name
 	if suite != "" && suite != p.caseEl.name {
 		id = suite + "." + p.caseEl.name
 	}
 	tc, keep := p.cases[id]
+	base := 0 // a repeated element is another run in the same invocation
+	if keep && len(tc.Runs) > 0 {
+		base = tc.Runs[len(tc.Runs)-1].Rerun
+		p.rep.convention(ConvJUnitRepeat)
+	}
 	if !keep {
 		if len(p.rep.Tests) < p.lim.MaxTests {
 			tc = &TestCase{ID: id, Suite: suite, Name: p.caseEl.name}
@@ -349,28 +401,37 @@ func (p *junitParser) endCase() {
 			p.rep.Dropped++
 		}
 	}
-	p.listed.Total++
+	switch {
+	case p.rep.Flavor == "gotestsum" && p.caseEl.name == "TestMain" && p.caseEl.class == "":
+		p.rep.convention(ConvGotestsumMain) // the package failure: not in gotestsum's totals
+	case p.caseEl.class == "junit.framework.TestSuite":
+		p.rep.convention(ConvAntSuiteCase) // Ant: a failing @BeforeClass, tests="0"
+	default:
+		p.listed.Total++
+	}
 	var main *junitResult
 	var before, after []TestRun
-	hasFailure, hasError := false, false
+	hasFailure, hasError, todo := false, false, false
 	for _, r := range p.results {
 		run := TestRun{Message: firstLine(r.message), Output: r.text.String()}
 		if run.Message == "" {
 			run.Message = firstLine(run.Output)
 		}
 		switch r.kind {
-		case "flakyFailure":
+		case "flakyFailure", "flakyError":
 			run.Outcome = OutcomeFail
+			if r.kind == "flakyError" {
+				run.Outcome = OutcomeError
+			}
 			before = append(before, run)
-		case "flakyError":
-			run.Outcome = OutcomeError
-			before = append(before, run)
-		case "rerunFailure":
+			p.rep.convention(ConvSurefireRerun)
+		case "rerunFailure", "rerunError":
 			run.Outcome = OutcomeFail
+			if r.kind == "rerunError" {
+				run.Outcome = OutcomeError
+			}
 			after = append(after, run)
-		case "rerunError":
-			run.Outcome = OutcomeError
-			after = append(after, run)
+			p.rep.convention(ConvSurefireRerun)
 		case "failure":
 			hasFailure = true
 			if main == nil || main.kind == "skipped" {
@@ -381,13 +442,19 @@ func (p *junitParser) endCase() {
 			if main == nil || main.kind == "skipped" {
 				main = r
 			}
+			if m := strings.ToLower(r.message); strings.Contains(m, "on teardown") || strings.Contains(m, "at teardown") {
+				p.teardownErrs++
+			}
 		case "skipped":
+			if r.typ == "todo" {
+				todo = true
+			}
 			if main == nil {
 				main = r
 			}
 		}
 	}
-	final := TestRun{Outcome: OutcomePass, Elapsed: p.caseEl.elapsed}
+	final := TestRun{Outcome: OutcomePass, Elapsed: p.caseEl.elapsed, Rerun: base + len(before)}
 	if main != nil {
 		final.Message = firstLine(main.message)
 		final.Output = main.text.String()
@@ -406,6 +473,29 @@ func (p *junitParser) endCase() {
 			p.listed.Skipped++
 		}
 	}
+	if todo && hasFailure && !hasError {
+		// node: a failing todo carries <skipped type="todo"> and <failure>: expected to fail.
+		final.Outcome, final.Message = OutcomeSkip, "TODO "+final.Message
+		hasFailure = false
+		p.listed.Skipped++
+		p.rep.convention(ConvNodeTodo)
+	}
+	switch p.caseEl.status {
+	case "notrun":
+		// ctest: the executable is missing or a dependency failed. Not run is not a pass.
+		final.Outcome = OutcomeError
+		final.Message = "not run: " + cmp.Or(final.Message, firstLine(p.out.String()), "ctest did not run it")
+		if main == nil || main.kind != "skipped" {
+			p.listed.Skipped++ // ctest counts it as skipped
+		}
+		p.rep.convention(ConvCtestNotRun)
+	case "disabled":
+		if final.Outcome == OutcomePass {
+			final.Outcome, final.Message = OutcomeSkip, "disabled"
+			p.listed.Skipped++
+		}
+		p.rep.convention(ConvCtestDisabled)
+	}
 	if hasFailure {
 		p.listed.Failed++
 	}
@@ -415,13 +505,60 @@ func (p *junitParser) endCase() {
 	if final.Outcome.Bad() && final.Output == "" {
 		final.Output = p.out.String()
 	}
+	for i := range after {
+		after[i].Rerun = final.Rerun + 1 + i
+	}
+	for i := range before {
+		before[i].Rerun = base + i
+	}
 	runs := append(before, final)
 	runs = append(runs, after...)
 	if keep {
 		tc.Runs = append(tc.Runs, runs...)
+		if main == nil && len(before) == 0 && strings.TrimSpace(p.caseEl.rawTime) == "0" {
+			p.todoCands = append(p.todoCands, tc)
+		}
 	} else {
 		p.dropped.add(runs[len(runs)-1].Outcome)
 	}
+}
+
+// endSuiteError turns an <error>/<failure> outside any testcase into an error case of its suite.
+func (p *junitParser) endSuiteError() {
+	r := p.suiteRes
+	p.suiteRes, p.cur = nil, nil
+	suite := "(root)"
+	if len(p.suite) > 0 && p.suite[len(p.suite)-1] != "" {
+		suite = p.suite[len(p.suite)-1]
+	}
+	id := suite + ".(suite)"
+	msg := firstLine(r.message)
+	if msg == "" {
+		msg = firstMeaningful(r.text.String())
+	}
+	run := TestRun{Outcome: OutcomeError, Message: cmp.Or(msg, "suite-level "+r.kind), Output: r.text.String()}
+	tc, ok := p.cases[id]
+	if !ok {
+		tc = &TestCase{ID: id, Suite: suite, Name: "(suite)"}
+		p.cases[id] = tc
+		p.rep.Tests = append(p.rep.Tests, tc)
+	}
+	tc.Runs = append(tc.Runs, run)
+	p.suiteErrs++
+	p.rep.convention(ConvSuiteError)
+}
+
+// isTestFilePath reports whether name is an absolute path of a JavaScript or TypeScript file.
+func isTestFilePath(name string) bool {
+	if !strings.HasPrefix(name, "/") && !(len(name) > 2 && name[1] == ':') {
+		return false
+	}
+	for _, ext := range []string{".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
 }
 
 // firstMeaningful picks the line of a failure text worth quoting: a panic, else the last Go
@@ -430,8 +567,9 @@ func firstMeaningful(s string) string {
 	first, loc, errLine := "", "", ""
 	for line := range strings.SplitSeq(s, "\n") {
 		l := strings.TrimSpace(line)
-		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- ") {
-			continue
+		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- ") || l == "PASS" || l == "FAIL" ||
+			strings.HasPrefix(l, "FAIL\t") {
+			continue // go test's own summary lines say nothing about the failure
 		}
 		switch {
 		case strings.HasPrefix(l, "panic:"):
@@ -458,8 +596,48 @@ func (p *junitParser) finish() *Report {
 		rep.Complete = false
 		rep.warn(p.lim.MaxWarn, "document ends inside <%s>", p.stack[len(p.stack)-1])
 	}
+	p.conventions()
 	rep.tally(p.dropped)
 	rep.Listed = p.listed
+	rep.uncompared = p.uncompared
 	rep.FirstError = firstReportError(rep)
 	return rep
+}
+
+// conventions applies the counting rules of the detected flavour to the listed counts, each
+// only when it makes the declared totals agree (a contradiction no rule explains stays one).
+func (p *junitParser) conventions() {
+	d, l := &p.rep.Declared, &p.listed
+	if p.suiteErrs > 0 {
+		p.uncompared = map[string]bool{"errors": true}
+	}
+	if d.Total < 0 {
+		return
+	}
+	switch p.rep.Flavor {
+	case "jest-junit":
+		if k := l.Total - d.Total; k > 0 && k <= len(p.todoCands) {
+			for _, tc := range p.todoCands[len(p.todoCands)-k:] {
+				r := &tc.Runs[len(tc.Runs)-1]
+				r.Outcome, r.Message = OutcomeSkip, "todo"
+			}
+			l.Total -= k
+			p.rep.convention(ConvJestTodo)
+		}
+	case "pytest":
+		if k := d.Total - l.Total; k > 0 && k <= p.teardownErrs {
+			l.Total += k
+			p.rep.convention(ConvPytestTeardown)
+		}
+	case "mocha-junit":
+		if k := d.Total - l.Total; k > 0 && d.Skipped >= 0 && d.Skipped-l.Skipped == k {
+			l.Total += k
+			l.Skipped += k
+			p.rep.convention(ConvMochaPending)
+		}
+	case "ctest":
+		if d.Skipped >= 0 && d.Skipped != l.Skipped && d.Skipped-p.declDisabled == l.Skipped {
+			d.Skipped -= p.declDisabled
+		}
+	}
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 )
@@ -27,6 +28,13 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // eol says the line ended with "\n" (false only for a last line cut off at EOF). err is io.EOF
 // when nothing is left.
 func (l *lineReader) next() (line []byte, cut, eol bool, err error) {
+	if l.read == 0 {
+		// A UTF-8 byte order mark (Windows tools write one) is not part of the first line.
+		if head, _ := l.r.Peek(len(utf8BOM)); bytes.Equal(head, utf8BOM) {
+			_, _ = l.r.Discard(len(utf8BOM))
+			l.read += int64(len(utf8BOM))
+		}
+	}
 	frag, err := l.r.ReadSlice('\n')
 	l.read += int64(len(frag))
 	if err == nil {

@@ -29,6 +29,15 @@ type Facts struct {
 	CI             *CIEvidence
 	InfraReruns    int    // how often the check was re-run for infrastructure failures
 	InfraProblem   string // infrastructure failure still present after the re-runs
+
+	files *evidenceSet // the files read, kept for an offline replay (nil: not kept)
+}
+
+// keep adds a file the decision reads to the evidence files, when they are kept.
+func (f *Facts) keep(name, path string) {
+	if f.files != nil {
+		f.files.addFile(name, path)
+	}
 }
 
 // Rule is one row of the decision policy. The first rule whose Match holds decides.
@@ -109,8 +118,11 @@ func Rules() []Rule {
 			Reason: func(f *Facts) string {
 				return "required CI checks without a result after the wait: " + strings.Join(f.CI.Missing, ", ")
 			}},
-		{Name: "counts_disagree", When: "a report's declared totals contradict the tests it lists", Outcome: workitems.OutcomeEscalate,
-			Match: func(f *Facts) bool { return badCounts(f) != "" },
+		{Name: "counts_disagree", When: "a report's declared totals contradict the tests it lists under its reporter's conventions, and no report shows a failure (a contradiction next to real failures is retried with them below; it never closes)",
+			Outcome: workitems.OutcomeEscalate,
+			Match: func(f *Facts) bool {
+				return badCounts(f) != "" && len(failingIDs(f)) == 0 && !anyReport(f, func(r *Report) bool { return r.BuildFailed })
+			},
 			Reason: func(f *Facts) string {
 				return "contradicting evidence, the report cannot be trusted: " + badCounts(f)
 			}},
@@ -281,7 +293,19 @@ func PolicyMarkdown() string {
 	b.WriteString("change and is refused (`unchanged_retry_refused`), if `same_failure_repeated` has not fired.\n")
 	b.WriteString("Flaky tests are related to the diff when a changed file is in the test's Go package (or, for\n")
 	b.WriteString("other reports, a changed file's path matches its class or module); without a base commit\n")
-	b.WriteString("there is no diff and flaky tests count as unrelated.\n")
+	b.WriteString("there is no diff and flaky tests count as unrelated. A flaky test failed in one invocation and passed\n")
+	b.WriteString("on a later rerun; failing in one of the runs of the same invocation (`go test -count=N`) is failing.\n")
+	b.WriteString("A test command's exit code is evidence: `outerloop verify --exit-code N` and the done-check\n")
+	b.WriteString("commands' exit codes, non-zero, never close (`command_failed`), however green the report looks.\n\n")
+	b.WriteString("## Reporter conventions\n\n")
+	b.WriteString("Each parser detects the tool that wrote the report (its flavour) and counts its entries by\n")
+	b.WriteString("that tool's rule; a report records the rules it applied (`conventions:` in `outerloop verify`).\n")
+	b.WriteString("A count rule is applied only when it makes the declared totals agree with the listed entries;\n")
+	b.WriteString("a contradiction no rule explains stays a contradiction.\n\n")
+	b.WriteString("| flavour | convention | rule |\n|---|---|---|\n")
+	for _, c := range Conventions() {
+		fmt.Fprintf(&b, "| %s | `%s` | %s |\n", c.Flavor, c.Name, c.Rule)
+	}
 	return b.String()
 }
 

@@ -30,7 +30,7 @@ func failingReport() *Report {
 func flakyReport(suite string) *Report {
 	r := greenReport()
 	r.Tests = append(r.Tests, &TestCase{ID: suite + ".TestFlaky", Suite: suite, Name: "TestFlaky",
-		Runs: []TestRun{{Outcome: OutcomeFail, Message: "race"}, {Outcome: OutcomePass}}})
+		Runs: []TestRun{{Outcome: OutcomeFail, Message: "race"}, {Outcome: OutcomePass, Rerun: 1}}})
 	return r
 }
 

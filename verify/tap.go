@@ -70,6 +70,7 @@ type tapParser struct {
 	lastRun    *TestRun
 	lastIndent int
 	sawAny     bool
+	nodeFiles  int // top-level points that were node's file entries, not tests
 }
 
 func (p *tapParser) level(depth int) *tapLevel {
@@ -208,8 +209,10 @@ func splitDirective(s string) (desc, directive, reason string) {
 
 func (p *tapParser) point(depth, indent int, ok bool, num, rest string) {
 	lv := p.level(depth)
+	hadSubtests := false
 	// A point closes every deeper level (their subtests ended).
 	for d := depth + 1; d < len(p.levels); d++ {
+		hadSubtests = hadSubtests || p.levels[d].points > 0
 		p.closeLevel(d)
 	}
 	p.levels = p.levels[:depth+1]
@@ -243,6 +246,18 @@ func (p *tapParser) point(depth, indent int, ok bool, num, rest string) {
 	case !ok:
 		run.Outcome = OutcomeFail
 	}
+	if depth == 0 && ok && directive == "" && !hadSubtests && isTestFilePath(name) {
+		// node --test: a file that defines no tests is one passing point named by its path.
+		// It is not a test; the plan still counts it.
+		p.rep.convention(ConvNodeFile)
+		p.nodeFiles++
+		p.levels[depth].subtest = ""
+		p.lastRun = nil
+		return
+	}
+	if directive == "todo" && !ok {
+		p.rep.convention(ConvTAPTodo)
+	}
 	if depth == 0 {
 		p.listed.add(run.Outcome)
 	}
@@ -258,7 +273,9 @@ func (p *tapParser) point(depth, indent int, ok bool, num, rest string) {
 		p.ids[id] = tc
 		p.rep.Tests = append(p.rep.Tests, tc)
 	} else {
+		// tape names points by assertion: repeated names are runs of one invocation.
 		p.rep.warn(p.lim.MaxWarn, "line %d: test %q appears twice", p.lineNo, id)
+		p.rep.convention(ConvTAPRepeat)
 	}
 	tc.Runs = append(tc.Runs, run)
 	p.lastRun = &tc.Runs[len(tc.Runs)-1]
@@ -298,6 +315,7 @@ func (p *tapParser) finish() *Report {
 	}
 	rep.tally(p.dropped)
 	rep.Listed = p.listed
+	rep.Listed.Total += p.nodeFiles // the plan counts node's file entries; they are not tests
 	if rep.FirstError == "" {
 		rep.FirstError = firstReportError(rep)
 	}

@@ -40,6 +40,9 @@ type Result struct {
 	// Facts is the evidence behind the decision, for the CLI and tests. Unlike Decision and
 	// Verdict it is not redacted: do not persist or log it whole.
 	Facts *Facts
+	// Files are the exact files the decision used plus replay.json (bounded: MaxEvidenceFiles,
+	// MaxEvidenceFileBytes, MaxEvidenceAttemptBytes), stored by WithEvidenceStore.
+	Files []EvidenceFile
 }
 
 // Verifier decides on attempts. Its zero value is not usable; call New.
@@ -51,7 +54,12 @@ type Verifier struct {
 	ci             map[string]CISource // by forge key, or provider webhook
 	sleep          func(ctx context.Context, d time.Duration) error
 	pollEvery      time.Duration
+	evidence       EvidenceFileStore
 }
+
+// WithEvidenceStore keeps each attempt's evidence files (reports, CI, diff, replay.json) so its
+// decision can be replayed offline; a failure to store them is logged, not fatal.
+func WithEvidenceStore(s EvidenceFileStore) Option { return func(v *Verifier) { v.evidence = s } }
 
 // Option configures a Verifier.
 type Option func(*Verifier)
@@ -146,11 +154,32 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	vd := verdict(f)
 	d.Summary = vd.Summary
 	redactResult(&d, &vd)
+	var files []EvidenceFile
+	if f.files != nil {
+		var patch []byte
+		if f.Diff != nil && req.BaseCommit != "" {
+			patch = diffPatch(ctx, req.Workspace, req.BaseCommit)
+		}
+		repo := ""
+		if req.Template.DoneCheck.CI != nil {
+			repo = req.Template.DoneCheck.CI.Repo
+		}
+		module := ""
+		if f.Diff != nil {
+			module = f.Diff.Module
+		}
+		files = f.files.finish(f, req.Template.DoneCheck.Format, repo, patch, module)
+		if v.evidence != nil && req.Item != nil {
+			if err := v.evidence.PutFiles(ctx, req.Item.ID, req.Attempt, files); err != nil {
+				v.logger.WarnContext(ctx, "verify: evidence files not kept", slog.String("item", req.Item.ID), slog.String("error", err.Error()))
+			}
+		}
+	}
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt),
 		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule),
 		slog.String("summary", vd.Summary))
-	return Result{Decision: d, Verdict: vd, Facts: f}, nil
+	return Result{Decision: d, Verdict: vd, Facts: f, Files: files}, nil
 }
 
 // VerifyPushed decides on the CI evidence for sha alone — the commit a delivery pushed — after
@@ -209,6 +238,7 @@ func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
 	retries := req.Template.Retry.InfraRetries
 	for run := 0; ; run++ {
 		f.Commands, f.Reports, f.Missing, f.InfraProblem = nil, nil, nil, ""
+		f.files = &evidenceSet{}
 		if err := v.runCheck(ctx, dc, req.Workspace, f); err != nil {
 			return err
 		}
@@ -304,6 +334,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 			}
 			if rep != nil {
 				f.Reports = append(f.Reports, rep)
+				f.keep(evidenceName(len(f.Reports)-1, "stdout.txt"), res.Stdout)
 			}
 		}
 	}
@@ -311,9 +342,14 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 		paths, err := reportPaths(workspace, pattern)
 		if err != nil {
 			f.Missing = append(f.Missing, err.Error())
+			if f.files != nil {
+				f.files.missing = append(f.files.missing, err.Error())
+			}
 			continue
 		}
 		for _, p := range paths {
+			rel, _ := filepath.Rel(workspace, p)
+			f.keep(evidenceName(len(f.Reports)+len(f.Missing), rel), p)
 			rep, err := ParseFile(p, format, v.limits)
 			if err != nil {
 				f.Missing = append(f.Missing, err.Error())

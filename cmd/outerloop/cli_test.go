@@ -274,8 +274,11 @@ func TestCLIVerifyExitsZeroOnlyForClose(t *testing.T) {
 	for _, tc := range []struct {
 		file, decision string
 		code           int
-	}{{green, "decision: close", 0}, {red, "decision: retry", 1}} {
-		cmd := exec.Command(bin, "verify", "--report", tc.file)
+		args           []string
+	}{{green, "decision: close", 0, nil}, {red, "decision: retry", 1, nil},
+		// The tool's exit status is evidence: a green report from a run that exited 1 never closes.
+		{green, "decision: retry — a done-check command failed", 1, []string{"--exit-code", "1"}}} {
+		cmd := exec.Command(bin, append([]string{"verify", "--report", tc.file}, tc.args...)...)
 		out, _ := cmd.CombinedOutput()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if cmd.ProcessState.ExitCode() != tc.code || !strings.HasPrefix(lines[len(lines)-1], tc.decision) {

@@ -440,16 +440,28 @@ func steerCmd(g *globals) *cobra.Command {
 
 func verifyCmd(g *globals) *cobra.Command {
 	var reports []string
-	var format, template string
+	var format, template, ciFile, diffFile, replayDir string
+	var exitCode int
+	var asJSON bool
 	c := &cobra.Command{
-		Use:   "verify --report FILE... [--format auto|gojson|junit|tap] [--template NAME]",
-		Short: "Parse test reports and print the decision a template would take (exit 0 only for close)",
+		Use: "verify [--report FILE]... [--format auto|gojson|junit|tap|jestjson] [--template NAME] " +
+			"[--exit-code N] [--ci FILE] [--diff FILE] [--replay DIR] [--json]",
+		Short: "Decide on evidence files as the verifier would (exit 0 only for close); replays an item's decision offline",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(reports) == 0 {
-				return errors.New("give at least one --report FILE")
+			opt := verify.CLIOptions{Format: format, CIFile: ciFile, DiffFile: diffFile, JSON: asJSON}
+			if cmd.Flags().Changed("exit-code") {
+				if exitCode < 0 || exitCode > 255 {
+					return fmt.Errorf("--exit-code %d: want 0..255", exitCode)
+				}
+				opt.ExitCode = &exitCode
 			}
-			var tmpl *workitems.Template
+			if replayDir != "" && (len(reports) > 0 || opt.ExitCode != nil || ciFile != "" || diffFile != "") {
+				return errors.New("--replay DIR takes its evidence from DIR/replay.json: give no --report, --exit-code, --ci or --diff with it")
+			}
+			if replayDir == "" && len(reports) == 0 && opt.ExitCode == nil && ciFile == "" {
+				return errors.New("give at least one --report FILE (or --exit-code / --ci, or --replay DIR)")
+			}
 			if template != "" {
 				cfg, err := g.loadConfig()
 				if err != nil {
@@ -464,9 +476,15 @@ func verifyCmd(g *globals) *cobra.Command {
 					sort.Strings(names)
 					return fmt.Errorf("--template %q: not in %s (have: %s)", template, g.config, strings.Join(names, ", "))
 				}
-				tmpl = t
+				opt.Template = t
 			}
-			code, err := verify.RunCLI(cmd.Context(), g.out, reports, format, tmpl)
+			var code int
+			var err error
+			if replayDir != "" {
+				code, err = verify.ReplayDir(cmd.Context(), g.out, replayDir, opt)
+			} else {
+				code, err = verify.RunCLI(cmd.Context(), g.out, reports, opt)
+			}
 			if err != nil {
 				return err
 			}
@@ -477,8 +495,13 @@ func verifyCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringArrayVar(&reports, "report", nil, "report file (repeatable)")
-	c.Flags().StringVar(&format, "format", "auto", "auto, gojson, junit or tap")
-	c.Flags().StringVar(&template, "template", "", "decide as this template would (default: a plain done check)")
+	c.Flags().StringVar(&format, "format", "auto", "auto, gojson, junit, tap or jestjson")
+	c.Flags().StringVar(&template, "template", "", "decide as this template would (its diff limits and required CI checks; default: a plain done check)")
+	c.Flags().IntVar(&exitCode, "exit-code", 0, "the test command's exit status: non-zero never closes")
+	c.Flags().StringVar(&ciFile, "ci", "", "CI checks as a POST /api/evidence body (JSON)")
+	c.Flags().StringVar(&diffFile, "diff", "", "the attempt's diff against its base commit (git diff output), for the scope and secret rules")
+	c.Flags().StringVar(&replayDir, "replay", "", "replay an attempt's decision from its downloaded evidence files (DIR/replay.json; pass its --template)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the whole verdict (decision, evidence, parsed reports) as JSON")
 	return c
 }
 

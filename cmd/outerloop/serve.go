@@ -69,7 +69,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	token := os.Getenv("OUTERLOOP_API_TOKEN")
 	auth := api.NewAuth(token)
 	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
-		Evidence: verify.EvidenceHandler(a.CIStore, token), NextRun: sched.NextRun}).Register(mux)
+		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
+		NextRun: sched.NextRun}).Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun)
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {

@@ -70,11 +70,13 @@ type App struct {
 	// pull requests).
 	Deliverer *delivery.Deliverer
 	CIStore   *verify.RedisCIStore // CI results posted to the evidence webhook
-	Forges    forge.Set            // a client per entry of forges:, by key
-	Loops     *worker.Registry
-	Logger    *slog.Logger
-	Embedded  bool
-	Workdir   string
+	// EvidenceFiles keeps each attempt's evidence files for an offline replay (30 days).
+	EvidenceFiles *verify.RedisEvidenceStore
+	Forges        forge.Set // a client per entry of forges:, by key
+	Loops         *worker.Registry
+	Logger        *slog.Logger
+	Embedded      bool
+	Workdir       string
 	// Workspaces makes and removes this process's attempt workspaces (shared by its handlers
 	// and its sweeper, so mirror locks are shared too).
 	Workspaces *worker.Workspaces
@@ -147,7 +149,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
-	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI("webhook", a.CIStore)}
+	a.EvidenceFiles = verify.NewRedisEvidenceStore(a.Redis, o.Prefix, 30*24*time.Hour)
+	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI("webhook", a.CIStore),
+		verify.WithEvidenceStore(a.EvidenceFiles)}
 	for name, f := range a.Forges {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
 	}
