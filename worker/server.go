@@ -69,8 +69,8 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 		TaskCheckInterval: o.TaskCheckInterval,
 		Logger:            asynqLogger{o.Logger},
 		LogLevel:          asynq.WarnLevel,
-		IsFailure:      isFailure,
-		RetryDelayFunc: retryDelay,
+		IsFailure:         isFailure,
+		RetryDelayFunc:    retryDelay,
 	})
 	return &Server{srv: srv, h: h, enqueuer: h.o.Enqueuer, o: o}
 }
