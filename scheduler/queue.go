@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
 
@@ -17,6 +18,10 @@ import (
 
 // ErrUnknownTemplate is returned for a request naming no configured template.
 var ErrUnknownTemplate = errors.New("unknown template")
+
+// ErrInvalidUTF8 is returned for request text that is not valid UTF-8: it is refused, not
+// rewritten.
+var ErrInvalidUTF8 = errors.New("not valid UTF-8 text")
 
 // Queue turns requests (cron ticks, manual enqueues, resolutions, verifier retries) into items
 // in the store and attempt tasks on asynq. Every path goes through Submit or EnqueueAttempt, so
@@ -98,6 +103,10 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	t, ok := q.cfg.Template(r.Template)
 	if !ok {
 		return nil, fmt.Errorf("scheduler: template %q: %w", r.Template, ErrUnknownTemplate)
+	}
+	if !utf8.ValidString(r.Input) {
+		return nil, workitems.Classify(workitems.ClassInvalidInput,
+			fmt.Errorf("scheduler: template %q: input: %w", r.Template, ErrInvalidUTF8))
 	}
 	if r.Origin.Kind == "" {
 		r.Origin.Kind = workitems.OriginManual
@@ -193,6 +202,9 @@ func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, taskID st
 // Resolve applies a person's action to an item, counts it as a person's decision, and enqueues
 // the new attempt of a retry. A refused action is not counted.
 func (q *Queue) Resolve(ctx context.Context, id string, r workitems.Resolution) (*workitems.Item, error) {
+	if !utf8.ValidString(r.Input) {
+		return nil, workitems.Classify(workitems.ClassInvalidInput, fmt.Errorf("scheduler: resolve %s: input: %w", id, ErrInvalidUTF8))
+	}
 	it, err := q.store.Resolve(ctx, id, r)
 	if err != nil {
 		return nil, err
