@@ -455,3 +455,71 @@ func TestTheSameItemKilledSixTimesRecoversEveryTime(t *testing.T) {
 	t.Logf("recoveries after each kill of the same item (lease %s): %v", c.lease, rec)
 	c.verdict(ids, h, 3*time.Minute)
 }
+
+// TestAWorkerStartedWhileRedisIsDownWaitsForIt starts a worker and a scheduler before their
+// Redis: they log that they wait (in the JSON log, go-redis's lines included) and run once
+// Redis is up, instead of exiting into a supervisor's crash loop.
+func TestAWorkerStartedWhileRedisIsDownWaitsForIt(t *testing.T) {
+	t.Parallel()
+	c := newChaos(t, 1, "0", 3*time.Second)
+	c.redis.Stop()
+	type proc struct {
+		cmd   *exec.Cmd
+		lines chan string
+	}
+	start := func(args ...string) proc {
+		cmd := exec.Command(c.bin, c.args(args...)...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := proc{cmd: cmd, lines: make(chan string, 1000)}
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				select {
+				case p.lines <- sc.Text():
+				default: // nobody reads any more: keep draining so the process never blocks
+				}
+			}
+			close(p.lines)
+		}()
+		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+		return p
+	}
+	await := func(p proc, word string) {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case l, ok := <-p.lines:
+				if !ok {
+					t.Fatalf("the process exited before logging %q", word)
+				}
+				if !strings.HasPrefix(l, "{") {
+					t.Errorf("a log line that is not JSON: %q", l)
+				}
+				if strings.Contains(l, word) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no log line with %q", word)
+			}
+		}
+	}
+	w := start("worker", "--id", "early")
+	s := start("scheduler")
+	await(w, "redis does not answer; waiting")
+	await(s, "redis does not answer; waiting")
+	await(w, "redis does not answer; waiting") // a second try: it keeps waiting
+	c.redis.Restart(t)
+	await(w, "worker running")
+	await(s, "scheduler running")
+	ids := c.enqueue(1)
+	if it := awaitState(t, c.store(), ids[0], time.Minute, workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
+		t.Fatalf("item %s", it.State)
+	}
+}
