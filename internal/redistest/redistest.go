@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -112,18 +113,30 @@ func Start(t testing.TB, extra ...string) *Server {
 		}
 		t.Skip("redis-server not installed")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := freePort(t)
 	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir()}
 	s.args = append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", s.Dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"}, extra...)
 	s.start(t, bin)
 	t.Cleanup(func() { s.Stop() })
 	return s
+}
+
+// freePort returns a free port below Linux's ephemeral range (32768–60999): a server that is
+// stopped and restarted on its port (Restart, a test's outage) must not find it taken by a
+// client's outgoing connection, which the kernel gives ports of that range.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
+	t.Fatal("redistest: no free port in 20000-32000")
+	return 0
 }
 
 func (s *Server) start(t testing.TB, bin string) {
@@ -211,12 +224,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	d.Replica = Start(t, "--replicaof", host, port)
 	bin, _ := exec.LookPath("redis-server")
 	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sp := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		sp := freePort(t)
 		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", sp), Dir: t.TempDir()}
 		conf := filepath.Join(s.Dir, "sentinel.conf")
 		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 2\n"+
