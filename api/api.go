@@ -7,15 +7,18 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"outerloop/scheduler"
 	"outerloop/workitems"
@@ -111,7 +114,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists):
 		return http.StatusConflict
-	case errors.Is(err, workitems.ErrNoChange), errors.As(err, &ce):
+	case errors.Is(err, workitems.ErrNoChange), errors.As(err, &ce), errors.Is(err, scheduler.ErrInvalidUTF8):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
 		return http.StatusTooManyRequests
@@ -130,6 +133,10 @@ func ActorFrom(ctx context.Context) string {
 // mutating guards an action: body size, token, actor.
 func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBody {
+			tooLarge(w, r)
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		if !s.o.Auth.Enabled() {
 			writeErr(w, http.StatusForbidden, "actions are disabled: the server has no API token (set OUTERLOOP_API_TOKEN)")
@@ -145,21 +152,90 @@ func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// decode reads a JSON body strictly: unknown fields and trailing data are errors.
+// tooLarge refuses a body declared larger than MaxBody with 413. It reads (and drops) a bounded
+// part of the body first, so that a client still sending gets the answer instead of a broken
+// pipe, and closes the connection after it.
+func tooLarge(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	_, _ = io.CopyN(io.Discard, r.Body, maxDrain)
+	writeErr(w, http.StatusRequestEntityTooLarge, "body larger than %d bytes", MaxBody)
+}
+
+// maxDrain bounds what tooLarge reads of a refused body.
+const maxDrain = 16 << 20
+
+// errTooLarge is a body that ran past MaxBody while being read (no or a false Content-Length).
+var errTooLarge = fmt.Errorf("body larger than %d bytes", MaxBody)
+
+// decodeStatus is the status of a decode error: 413 for a body too large, else 400.
+func decodeStatus(err error) int {
+	if errors.Is(err, errTooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+// decode reads a JSON body strictly: unknown fields, trailing data and text that is not UTF-8
+// (raw bytes, or an unpaired surrogate escape) are errors; encoding/json would silently turn
+// such text into U+FFFD.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("body larger than %d bytes", MaxBody)
+			return errTooLarge
 		}
+		return fmt.Errorf("body could not be read: %w", err)
+	}
+	if !utf8.Valid(body) {
+		return errors.New("body is not valid UTF-8")
+	}
+	if at := loneSurrogate(body); at >= 0 {
+		return fmt.Errorf("body has an unpaired UTF-16 surrogate escape at byte %d: not valid UTF-8 text", at)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("body is not the expected JSON: %w", err)
 	}
 	if dec.More() {
 		return errors.New("body has data after the JSON object")
 	}
 	return nil
+}
+
+// loneSurrogate returns the offset of the first \uXXXX escape of a UTF-16 surrogate that is not
+// half of a pair, or -1.
+func loneSurrogate(b []byte) int {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // an escape of one character (\\, \", \n...): skip it
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo, ok := hex4(i + 6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+				i += 11
+				continue
+			}
+			return i
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return i
+		}
+		i += 5
+	}
+	return -1
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -322,7 +398,7 @@ type CreateRequest struct {
 func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
 	var req CreateRequest
 	if err := decode(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, "%v", err)
+		writeErr(w, decodeStatus(err), "%v", err)
 		return
 	}
 	if req.Template == "" {
@@ -385,7 +461,7 @@ func (req ResolveRequest) Resolution(actor string) (workitems.Resolution, error)
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 	var req ResolveRequest
 	if err := decode(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, "%v", err)
+		writeErr(w, decodeStatus(err), "%v", err)
 		return
 	}
 	res, err := req.Resolution(ActorFrom(r.Context()))
@@ -410,7 +486,7 @@ type SteerRequest struct {
 func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
 	var req SteerRequest
 	if err := decode(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, "%v", err)
+		writeErr(w, decodeStatus(err), "%v", err)
 		return
 	}
 	if strings.TrimSpace(req.Text) == "" {

@@ -196,7 +196,10 @@ func TestBadActionBodiesAreRefusedAndChangeNothing(t *testing.T) {
 		"unknown template": {"/api/items", `{"template":"nope"}`, 404, "unknown template"},
 		"no template":      {"/api/items", `{}`, 400, "template"},
 		"trailing data":    {"/api/items", `{"template":"t1"} {}`, 400, "after"},
-		"oversized":        {"/api/items", `{"template":"t1","input":"` + strings.Repeat("x", api.MaxBody) + `"}`, 400, "larger"},
+		"oversized":        {"/api/items", `{"template":"t1","input":"` + strings.Repeat("x", api.MaxBody) + `"}`, 413, "larger"},
+		"5 MiB body":       {"/api/items", `{"template":"t1","input":"` + strings.Repeat("x", 5<<20) + `"}`, 413, "larger"},
+		"invalid UTF-8":    {"/api/items", "{\"template\":\"t1\",\"input\":\"caf\xe9\"}", 400, "UTF-8"},
+		"lone surrogate":   {"/api/items", `{"template":"t1","input":"x\ud800y"}`, 400, "surrogate"},
 		"empty steer":      {"/api/items/" + id + "/steer", `{"text":" "}`, 400, "text"},
 	}
 	for name, tc := range cases {
@@ -215,6 +218,19 @@ func TestBadActionBodiesAreRefusedAndChangeNothing(t *testing.T) {
 	items, _ := f.store.List(context.Background(), workitems.ListOptions{})
 	if len(items) != 1 {
 		t.Fatalf("refused enqueues created items: %d", len(items))
+	}
+}
+
+func TestAPairedSurrogateEscapeIsAccepted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	code, m := f.do(t, "POST", "/api/items", `{"template":"t1","input":"smile \ud83d\ude00 and a \\ud800 that is text"}`, token)
+	if code != 201 {
+		t.Fatalf("%d %v", code, m)
+	}
+	it, _ := f.store.Get(context.Background(), m["id"].(string))
+	if got := it.Attempts[0].Condition.Input; got != "smile \U0001F600 and a \\ud800 that is text" {
+		t.Fatalf("input %q", got)
 	}
 }
 

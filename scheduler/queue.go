@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
 
@@ -17,6 +18,10 @@ import (
 
 // ErrUnknownTemplate is returned for a request naming no configured template.
 var ErrUnknownTemplate = errors.New("unknown template")
+
+// ErrInvalidUTF8 is returned for request text that is not valid UTF-8: it is refused, not
+// rewritten.
+var ErrInvalidUTF8 = errors.New("not valid UTF-8 text")
 
 // Queue turns requests (cron ticks, manual enqueues, resolutions, verifier retries) into items
 // in the store and attempt tasks on asynq. Every path goes through Submit or EnqueueAttempt, so
@@ -99,6 +104,10 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	if !ok {
 		return nil, fmt.Errorf("scheduler: template %q: %w", r.Template, ErrUnknownTemplate)
 	}
+	if !utf8.ValidString(r.Input) {
+		return nil, workitems.Classify(workitems.ClassInvalidInput,
+			fmt.Errorf("scheduler: template %q: input: %w", r.Template, ErrInvalidUTF8))
+	}
 	if r.Origin.Kind == "" {
 		r.Origin.Kind = workitems.OriginManual
 	}
@@ -160,7 +169,7 @@ func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
 	task := asynq.NewTask(workitems.TaskTypeAttempt, body, opts...)
 	_, err := q.client.EnqueueContext(ctx, task)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		err = q.unblockArchived(ctx, task, it.ID, a.N)
+		err = q.unblockArchived(ctx, task, workitems.TaskID(it.ID, a.N))
 	}
 	if err != nil {
 		return fmt.Errorf("scheduler: enqueue %s: %w", workitems.TaskID(it.ID, a.N), err)
@@ -175,11 +184,11 @@ func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
 
 // unblockArchived handles a task id conflict: a live task is fine (already enqueued); an
 // archived one would block the id forever, so it is deleted and the task enqueued anew.
-func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, item string, n int) error {
+func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, taskID string) error {
 	if q.inspector == nil {
 		return nil
 	}
-	info, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(item, n))
+	info, err := q.inspector.GetTaskInfo(q.queue, taskID)
 	if err != nil || info.State != asynq.TaskStateArchived {
 		return nil
 	}
@@ -193,6 +202,9 @@ func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, item stri
 // Resolve applies a person's action to an item, counts it as a person's decision, and enqueues
 // the new attempt of a retry. A refused action is not counted.
 func (q *Queue) Resolve(ctx context.Context, id string, r workitems.Resolution) (*workitems.Item, error) {
+	if !utf8.ValidString(r.Input) {
+		return nil, workitems.Classify(workitems.ClassInvalidInput, fmt.Errorf("scheduler: resolve %s: input: %w", id, ErrInvalidUTF8))
+	}
 	it, err := q.store.Resolve(ctx, id, r)
 	if err != nil {
 		return nil, err
@@ -206,32 +218,141 @@ func (q *Queue) Resolve(ctx context.Context, id string, r workitems.Resolution) 
 	return it, nil
 }
 
+// reconcilePage is how many items a repair pass reads at a time.
+const reconcilePage = 100
+
 // Reconcile repairs the gap a crash can leave between the store and asynq: an item waiting to
-// retry whose task was never enqueued, or a queued item whose task is gone. It returns how many
-// items it re-enqueued.
+// retry whose task was never enqueued, or a queued item whose task is gone. It walks each state
+// oldest first in pages, so that no number of newer items keeps the oldest from being repaired,
+// and an enqueue that fails is logged and the pass goes on with the next item. It returns how
+// many items it re-enqueued and the first error it met.
 func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, error) {
 	n := 0
+	var first error
 	for _, st := range []workitems.State{workitems.StateRetryWait, workitems.StateQueued} {
-		items, err := q.store.List(ctx, workitems.ListOptions{State: st, Limit: 1000})
+		err := q.store.ScanState(ctx, st, reconcilePage, func(items []*workitems.Item) error {
+			for _, it := range items {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if q.clock.Now().Sub(it.UpdatedAt) < olderThan {
+					continue
+				}
+				if st == workitems.StateQueued && q.inspector != nil {
+					// A live task delivers the item; an archived one (retries used up) would
+					// strand it: EnqueueAttempt replaces it.
+					info, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(it.ID, it.Attempt))
+					if err == nil && info.State != asynq.TaskStateArchived {
+						continue
+					}
+					if err != nil && !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+						q.log.Warn("reconcile: task state unknown; the next pass tries again", "item", it.ID, "err", err)
+						continue
+					}
+				}
+				if err := q.EnqueueAttempt(ctx, it); err != nil {
+					q.log.Warn("reconcile: enqueue failed; the next pass tries again", "item", it.ID, "attempt", it.Attempt, "err", err)
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				n++
+				_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: it.Attempt,
+					Message: "attempt task re-enqueued by reconcile"})
+			}
+			return nil
+		})
 		if err != nil {
 			return n, err
 		}
-		for _, it := range items {
-			if q.clock.Now().Sub(it.UpdatedAt) < olderThan {
-				continue
-			}
-			if st == workitems.StateQueued && q.inspector != nil {
-				if _, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(it.ID, it.Attempt)); !errors.Is(err, asynq.ErrTaskNotFound) {
+	}
+	return n, first
+}
+
+// Recover finds attempts whose worker is gone and enqueues their recovery at once: an item
+// running or verifying whose attempt lease expired (nobody renews it) and whose task asynq will
+// not deliver soon by itself. asynq's own recovery of a dead worker's task takes 60–120 s (its
+// 30 s lease, 30 s of grace, a one-minute sweep) and gives up after MaxRetry; this one follows
+// the attempt lease (LeaseTTL, 15 s by default) and has no cap. The recovery task has an id of
+// its own per fencing epoch (workitems.RecoverTaskID); the recovered attempt resumes from its
+// checkpoint under a newer epoch, which fences out the lost execution should it still live.
+// It returns how many recoveries it enqueued and the first error it met; like Reconcile, it
+// walks oldest first in pages and goes on past an item it could not repair.
+func (q *Queue) Recover(ctx context.Context) (int, error) {
+	n := 0
+	var first error
+	for _, st := range []workitems.State{workitems.StateRunning, workitems.StateVerifying} {
+		err := q.store.ScanState(ctx, st, reconcilePage, func(items []*workitems.Item) error {
+			for _, it := range items {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				ok, err := q.recoverOne(ctx, it)
+				if err != nil {
+					q.log.Warn("recover: attempt not recovered; the next pass tries again", "item", it.ID, "attempt", it.Attempt, "err", err)
+					if first == nil {
+						first = err
+					}
 					continue
 				}
+				if ok {
+					n++
+				}
 			}
-			if err := q.EnqueueAttempt(ctx, it); err != nil {
-				return n, err
-			}
-			n++
-			_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: it.Attempt,
-				Message: "attempt task re-enqueued by reconcile"})
+			return nil
+		})
+		if err != nil {
+			return n, err
 		}
 	}
-	return n, nil
+	return n, first
+}
+
+// recoverOne enqueues the recovery of it when its worker is gone; it reports whether it did.
+func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error) {
+	held, epoch, err := q.store.LeaseHeld(ctx, it.ID, it.Attempt)
+	if err != nil || held {
+		return false, err
+	}
+	if q.inspector != nil {
+		// A task asynq is about to deliver (a yield's, a failure's retry, an earlier recovery's)
+		// takes the attempt over by itself; a retry after a real failure keeps its backoff.
+		for _, id := range []string{workitems.TaskID(it.ID, it.Attempt), workitems.RecoverTaskID(it.ID, it.Attempt, epoch-1)} {
+			info, err := q.inspector.GetTaskInfo(q.queue, id)
+			if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			switch info.State {
+			case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+				return false, nil
+			}
+		}
+	}
+	a := it.Current()
+	if a == nil {
+		return false, fmt.Errorf("scheduler: item %s has no attempt %d", it.ID, it.Attempt)
+	}
+	body, _ := json.Marshal(workitems.TaskPayload{Item: it.ID, Attempt: a.N, Recover: true})
+	task := asynq.NewTask(workitems.TaskTypeAttempt, body,
+		asynq.TaskID(workitems.RecoverTaskID(it.ID, a.N, epoch)),
+		asynq.Queue(q.queue),
+		asynq.Timeout(it.AttemptBudget(a.Condition).WallTime.D()+TaskMargin),
+		asynq.MaxRetry(q.maxRetry))
+	_, err = q.client.EnqueueContext(ctx, task)
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		// Enqueued by another worker's pass (or by ours, earlier); an archived one would block
+		// this epoch's recovery forever.
+		return false, q.unblockArchived(ctx, task, workitems.RecoverTaskID(it.ID, a.N, epoch))
+	case err != nil:
+		return false, fmt.Errorf("scheduler: enqueue recovery of %s attempt %d: %w", it.ID, a.N, err)
+	}
+	q.log.Info("recover: attempt lost its worker; recovery enqueued", "item", it.ID, "attempt", a.N, "epoch", epoch, "state", it.State)
+	_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: a.N,
+		Message: fmt.Sprintf("attempt lost its worker (lease of epoch %d expired); recovery enqueued", epoch)})
+	return true, nil
 }

@@ -3,8 +3,10 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"time"
 
 	"outerloop/workitems"
@@ -24,6 +26,8 @@ type fencedCheckpointer struct {
 	snap   *snapshotter        // nil: no workspace (nothing to snapshot)
 	warn   func(string, error) // a snapshot could not be taken
 	charge *charge             // nil: checkpoints charge nothing (NewFencedCheckpointer)
+	clock  workitems.Clock     // paces retries of a failed write (default: the system clock)
+	log    *slog.Logger        // a failed write being retried (default: slog.Default)
 }
 
 // charge is where an attempt's spend is charged, and what has been so far.
@@ -102,7 +106,7 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 	if c.charge != nil {
 		w.Charge = &workitems.Charge{Template: c.charge.template, Spend: e.Spend}
 	}
-	charged, err := c.store.WriteChargedCheckpoint(ctx, c.fence, w)
+	charged, err := c.write(ctx, w)
 	c.obs.CheckpointWrite(time.Since(start))
 	if err == nil && e.Workspace != nil {
 		c.snap.stored(*e.Workspace)
@@ -114,12 +118,60 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 	return err
 }
 
+// write writes w, retrying a failed write with backoff for as long as ctx lives: a Redis
+// blip pauses the loop instead of ending the attempt. Only a lost lease (the fence refused the
+// write: another execution holds the attempt) or the end of ctx (the heartbeat cancels it when
+// the lease is taken over; a person's cancel; shutdown) stops it. Rewriting is safe: the state
+// and snapshot are replaced and the charge only rises to the spend given.
+func (c *fencedCheckpointer) write(ctx context.Context, w workitems.CheckpointWrite) (workitems.Charged, error) {
+	clock := c.clock
+	if clock == nil {
+		clock = workitems.SystemClock{}
+	}
+	for n := 1; ; n++ {
+		charged, err := c.store.WriteChargedCheckpoint(ctx, c.fence, w)
+		if err == nil || errors.Is(err, workitems.ErrLeaseLost) {
+			if err == nil && n > 1 {
+				c.logger().Info("checkpoint written after retries", "item", c.fence.Item, "attempt", c.fence.Attempt, "tries", n)
+			}
+			return charged, err
+		}
+		if ctx.Err() != nil {
+			return charged, fmt.Errorf("worker: checkpoint not written before the attempt stopped: %w (%w): %w", ctx.Err(), context.Cause(ctx), err)
+		}
+		d := CheckpointRetryDelay(n)
+		c.logger().Warn("checkpoint write failed; the loop waits and retries while it holds the lease",
+			"item", c.fence.Item, "attempt", c.fence.Attempt, "try", n, "retry_in", d, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-clock.After(d):
+		}
+	}
+}
+
+func (c *fencedCheckpointer) logger() *slog.Logger {
+	if c.log == nil {
+		return slog.Default()
+	}
+	return c.log
+}
+
+// CheckpointRetryDelay is the pause before try n+1 of a failed checkpoint write:
+// 100ms·2^(n-1), at most 5s, with ±10% jitter.
+func CheckpointRetryDelay(n int) time.Duration {
+	d := 5 * time.Second
+	if n < 7 {
+		d = min(d, 100*time.Millisecond<<(n-1))
+	}
+	return time.Duration(float64(d) * (0.9 + 0.2*mathrand.Float64()))
+}
+
 // restart discards the loop's checkpoint and history, keeping the spend already made, and
 // records the fresh workspace's snapshot: the attempt starts over from its first step.
 func (c *fencedCheckpointer) restart(ctx context.Context, spend workitems.Spend, ws workitems.WorkspaceSnapshot) error {
 	e := envelope{Spend: spend, Workspace: &ws, At: time.Now().UTC()}
 	raw, _ := json.Marshal(e)
-	err := c.store.WriteCheckpoint(ctx, c.fence, workitems.CheckpointWrite{State: raw, Reset: true,
+	_, err := c.write(ctx, workitems.CheckpointWrite{State: raw, Reset: true,
 		Snapshot: &workitems.Snapshot{WorkspaceSnapshot: ws}})
 	if err == nil && c.snap != nil {
 		c.snap.stored(ws)

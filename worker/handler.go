@@ -39,6 +39,8 @@ type VerifyInput struct {
 type Enqueuer interface {
 	EnqueueAttempt(ctx context.Context, it *workitems.Item) error
 	Reconcile(ctx context.Context, olderThan time.Duration) (int, error)
+	// Recover enqueues the recovery of attempts whose worker is gone (their lease expired).
+	Recover(ctx context.Context) (int, error)
 }
 
 // Observer receives the worker's measurements (metrics.Metrics implements it).
@@ -147,7 +149,14 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Item == "" || p.Attempt < 1 {
 		return fmt.Errorf("worker: task payload %q is not {item, attempt}: %w", truncate(string(t.Payload()), 200), asynq.SkipRetry)
 	}
-	return h.Process(ctx, p.Item, p.Attempt)
+	err := h.Process(ctx, p.Item, p.Attempt)
+	if p.Recover && errors.Is(err, workitems.ErrLeaseHeld) {
+		// The attempt's holder lives after all (its renewal was late): nothing to recover. Should
+		// it die, its lease expires and the next recovery pass enqueues a task of its own.
+		h.o.Logger.Info("recovery dropped: the attempt's lease is held", "item", p.Item, "attempt", p.Attempt)
+		return nil
+	}
+	return err
 }
 
 // Process runs attempt n of an item (the body of ProcessTask).
@@ -276,7 +285,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if kind != "script" {
 		ch.provider = tmpl.Loop.Provider
 	}
-	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer, charge: ch}
+	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer, charge: ch, clock: h.o.Clock, log: log}
 	env, err := cp.envelope(ctx)
 	if err == nil {
 		ch.charged, err = h.o.Store.ChargedSpend(ctx, it.ID, a.N)

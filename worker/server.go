@@ -19,6 +19,9 @@ type ServerOptions struct {
 	Concurrency     int    // attempts at once (default 2)
 	ShutdownTimeout time.Duration
 	ReconcileEvery  time.Duration // default 30s; 0 keeps the default, <0 disables
+	// RecoverEvery is how often the server looks for attempts whose worker is gone (default 5s;
+	// <0 disables). With the handler's LeaseTTL it bounds how soon a crash is recovered.
+	RecoverEvery time.Duration
 	// TaskCheckInterval is how often an idle server polls its queue (asynq's default: 1s).
 	TaskCheckInterval time.Duration
 	Logger            *slog.Logger
@@ -53,6 +56,9 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 	if o.ReconcileEvery == 0 {
 		o.ReconcileEvery = 30 * time.Second
 	}
+	if o.RecoverEvery == 0 {
+		o.RecoverEvery = 5 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -63,19 +69,8 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 		TaskCheckInterval: o.TaskCheckInterval,
 		Logger:            asynqLogger{o.Logger},
 		LogLevel:          asynq.WarnLevel,
-		// A yield or a held lease is not a failure: try again soon.
-		IsFailure: func(err error) bool {
-			return !errors.Is(err, ErrYield) && !errors.Is(err, workitems.ErrLeaseHeld)
-		},
-		RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
-			switch {
-			case errors.Is(err, ErrYield):
-				return time.Second
-			case errors.Is(err, workitems.ErrLeaseHeld):
-				return 5 * time.Second
-			}
-			return asynq.DefaultRetryDelayFunc(n, err, t)
-		},
+		IsFailure:         isFailure,
+		RetryDelayFunc:    retryDelay,
 	})
 	return &Server{srv: srv, h: h, enqueuer: h.o.Enqueuer, o: o}
 }
@@ -99,7 +94,53 @@ func (s *Server) Start() error {
 			s.reconcile(ctx)
 		}()
 	}
+	if s.enqueuer != nil && s.o.RecoverEvery > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.recoverLost(ctx)
+		}()
+	}
 	return nil
+}
+
+// isFailure says which handler outcomes count against a task's MaxRetry. A yield, a held
+// lease and a crash (asynq's lease expired: the worker died or lost Redis) are not the
+// attempt's fault, so crash recovery is never capped by the retry count.
+func isFailure(err error) bool {
+	return !errors.Is(err, ErrYield) && !errors.Is(err, workitems.ErrLeaseHeld) && !errors.Is(err, asynq.ErrLeaseExpired)
+}
+
+// retryDelay is when asynq tries a task again: soon after a yield or a held lease, at once
+// after a crash (no backoff: a crash is not the attempt's fault, and the attempt lease, not
+// this delay, keeps two executions apart), and with asynq's backoff after a real failure.
+func retryDelay(n int, err error, t *asynq.Task) time.Duration {
+	switch {
+	case errors.Is(err, ErrYield):
+		return time.Second
+	case errors.Is(err, workitems.ErrLeaseHeld):
+		return 5 * time.Second
+	case errors.Is(err, asynq.ErrLeaseExpired):
+		return 0
+	}
+	return asynq.DefaultRetryDelayFunc(n, err, t)
+}
+
+// recoverLost runs the recovery passes (Enqueuer.Recover) until ctx ends.
+func (s *Server) recoverLost(ctx context.Context) {
+	clock := s.h.o.Clock
+	for {
+		if n, err := s.enqueuer.Recover(ctx); err != nil && ctx.Err() == nil {
+			s.o.Logger.Warn("recovery pass failed", "err", err)
+		} else if n > 0 {
+			s.o.Logger.Info("recovery pass enqueued lost attempts", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(s.o.RecoverEvery):
+		}
+	}
 }
 
 func (s *Server) reconcile(ctx context.Context) {

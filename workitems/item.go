@@ -391,4 +391,15 @@ const TaskTypeAttempt = "outerloop:attempt"
 type TaskPayload struct {
 	Item    string `json:"item"`
 	Attempt int    `json:"attempt"`
+	// Recover marks a task enqueued for an attempt whose worker is gone (RecoverTaskID): when
+	// the attempt's lease turns out to be held after all, its holder lives and the task is
+	// dropped instead of retried.
+	Recover bool `json:"recover,omitempty"`
+}
+
+// RecoverTaskID is the asynq task id of the recovery of attempt n of an item after its worker
+// was lost at fencing epoch epoch: one per epoch, so that several workers repairing the same
+// loss enqueue one task, and a later loss gets a task of its own.
+func RecoverTaskID(itemID string, n int, epoch int64) string {
+	return fmt.Sprintf("%s/recover-%d", TaskID(itemID, n), epoch)
 }

@@ -12,10 +12,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
+	"outerloop/internal/redisconn"
 	"outerloop/workitems"
 )
 
@@ -49,6 +52,9 @@ type globals struct {
 	logLevel  string
 	workdir   string
 	out, errw io.Writer
+	// waitRedis: a long-running command (serve, scheduler, worker) waits for Redis at start.
+	waitRedis bool
+	leaseTTL  time.Duration // worker --lease-ttl
 }
 
 func newRoot(out, errw io.Writer) *cobra.Command {
@@ -133,7 +139,18 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	if err != nil {
 		return nil, err
 	}
-	return app.Open(ctx, app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log})
+	// go-redis logs a few lines of its own (pool, sentinel): into our log, not plain stderr.
+	redis.SetLogger(redisconn.SlogLogger{L: log})
+	return app.Open(ctx, app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log,
+		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL})
+}
+
+// withLongApp is withApp for a long-running process: it waits for Redis instead of failing.
+func (g *globals) withLongApp(allowEmbedded bool, run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		g.waitRedis = true
+		return g.withApp(allowEmbedded, run)(cmd, args)
+	}
 }
 
 // withApp makes a command body that runs with the system open, closing it afterwards.

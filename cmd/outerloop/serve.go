@@ -25,7 +25,7 @@ func serveCmd(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(true, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withLongApp(true, func(ctx context.Context, a *app.App, _ []string) error {
 			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
 				scheduler: !noScheduler, queuesUI: queuesUI})
 		}),
@@ -111,7 +111,7 @@ func schedulerCmd(g *globals) *cobra.Command {
 		Use:   "scheduler",
 		Short: "Run the cron scheduler (any number of replicas create each tick's item once)",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withLongApp(false, func(ctx context.Context, a *app.App, _ []string) error {
 			s, err := a.Scheduler(nil)
 			if err != nil {
 				return err
@@ -151,7 +151,7 @@ func workerCmd(g *globals) *cobra.Command {
 		Use:   "worker",
 		Short: "Run attempts from the queue",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withLongApp(false, func(ctx context.Context, a *app.App, _ []string) error {
 			if id == "" {
 				host, _ := os.Hostname()
 				id = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -173,6 +173,7 @@ func workerCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once")
 	c.Flags().StringVar(&id, "id", "", "worker id in leases and events (default host:pid)")
+	c.Flags().DurationVar(&g.leaseTTL, "lease-ttl", 15*time.Second, "attempt lease, renewed every third of it: a dead worker's attempt is recovered about this long after its last renewal")
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9101)")
 	return c
 }

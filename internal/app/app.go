@@ -19,6 +19,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/forge"
+	"outerloop/internal/redisconn"
 	"outerloop/metrics"
 	"outerloop/publish"
 	"outerloop/scheduler"
@@ -51,6 +52,14 @@ type Options struct {
 	MaxPatchBytes int64
 	// Metrics adds options to the metrics (tests: stats timeouts).
 	Metrics []metrics.Option
+
+	// WaitForRedis makes Open wait (with backoff, logging) until Redis answers instead of
+	// failing at once: long-running processes (worker, scheduler, serve) started before Redis or
+	// during an outage then do not crash-loop under their supervisor.
+	WaitForRedis bool
+	// LeaseTTL is the workers' attempt lease (default 15s): how soon a dead worker's attempt is
+	// recovered.
+	LeaseTTL time.Duration
 
 	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
 	// items keep theirs.
@@ -119,17 +128,22 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		o.RedisURL = "redis://" + m.Addr() + "/0"
 		o.Logger.Warn("no Redis configured: using an embedded in-process miniredis; nothing survives this process", "addr", m.Addr())
 	}
-	ropt, err := redis.ParseURL(o.RedisURL)
+	conn, err := redisconn.Parse(o.RedisURL)
 	if err != nil {
 		a.Close()
-		return nil, fmt.Errorf("app: redis URL: %w", err)
+		return nil, fmt.Errorf("app: %w", err)
 	}
-	a.Redis = redis.NewClient(ropt)
-	if err := a.Redis.Ping(ctx).Err(); err != nil {
+	a.Redis = conn.Client()
+	if o.WaitForRedis {
+		err = redisconn.Wait(ctx, a.Redis, conn.Describe(), o.Logger, o.Clock.After)
+	} else {
+		err = a.Redis.Ping(ctx).Err()
+	}
+	if err != nil {
 		a.Close()
-		return nil, fmt.Errorf("app: redis at %s does not answer: %w", ropt.Addr, err)
+		return nil, fmt.Errorf("app: redis at %s does not answer: %w", conn.Describe(), err)
 	}
-	a.AsynqOpt = asynq.RedisClientOpt{Addr: ropt.Addr, DB: ropt.DB, Username: ropt.Username, Password: ropt.Password, TLSConfig: ropt.TLSConfig}
+	a.AsynqOpt = conn.AsynqOpt()
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
@@ -193,14 +207,17 @@ func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
 		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
-		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID,
+		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL,
 	})
 }
 
 // Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
-	return worker.NewServer(a.AsynqOpt, a.Handler(workerID), worker.ServerOptions{
-		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper()})
+	so := worker.ServerOptions{Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper()}
+	if ttl := a.opts.LeaseTTL; ttl > 0 && ttl/3 < 5*time.Second {
+		so.RecoverEvery = ttl / 3 // a short lease is for a quick recovery: look as often as it is renewed
+	}
+	return worker.NewServer(a.AsynqOpt, a.Handler(workerID), so)
 }
 
 // Sweeper returns the workspace sweeper of this process's work dir (not started); nil with

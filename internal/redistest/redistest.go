@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -112,18 +113,30 @@ func Start(t testing.TB, extra ...string) *Server {
 		}
 		t.Skip("redis-server not installed")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := freePort(t)
 	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir()}
 	s.args = append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", s.Dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"}, extra...)
 	s.start(t, bin)
 	t.Cleanup(func() { s.Stop() })
 	return s
+}
+
+// freePort returns a free port below Linux's ephemeral range (32768–60999): a server that is
+// stopped and restarted on its port (Restart, a test's outage) must not find it taken by a
+// client's outgoing connection, which the kernel gives ports of that range.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
+	t.Fatal("redistest: no free port in 20000-32000")
+	return 0
 }
 
 func (s *Server) start(t testing.TB, bin string) {
@@ -190,4 +203,88 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 func AsynqOpt(t testing.TB) asynq.RedisClientOpt {
 	o := Options(t)
 	return asynq.RedisClientOpt{Addr: o.Addr, DB: o.DB, Username: o.Username, Password: o.Password}
+}
+
+// Sentinel is a private Redis Sentinel deployment: one primary, one replica and three
+// sentinels, each its own redis-server process on a free port, stopped at cleanup.
+type Sentinel struct {
+	Master    string // the monitored name
+	Primary   *Server
+	Replica   *Server
+	Sentinels []*Server
+}
+
+// StartSentinel starts a Sentinel deployment and waits until the sentinels see the replica.
+// The sentinels run as `redis-server --sentinel` (what Debian's redis-sentinel is).
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	d := &Sentinel{Master: "olmaster"}
+	d.Primary = Start(t)
+	host, port, _ := net.SplitHostPort(d.Primary.Addr)
+	d.Replica = Start(t, "--replicaof", host, port)
+	bin, _ := exec.LookPath("redis-server")
+	for range 3 {
+		sp := freePort(t)
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", sp), Dir: t.TempDir()}
+		conf := filepath.Join(s.Dir, "sentinel.conf")
+		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 2\n"+
+			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 10000\nsentinel parallel-syncs %s 1\n",
+			sp, s.Dir, d.Master, host, port, d.Master, d.Master, d.Master)
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.args = []string{conf, "--sentinel"}
+		s.start(t, bin)
+		t.Cleanup(s.Stop)
+		d.Sentinels = append(d.Sentinels, s)
+	}
+	// Ready when every sentinel knows the replica (a failover needs one to promote).
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range d.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		for {
+			reps, err := c.Replicas(context.Background(), d.Master).Result()
+			if err == nil && len(reps) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = c.Close()
+				t.Fatalf("redistest: sentinel %s does not see the replica: %v %v", s.Addr, reps, err)
+			}
+			time.Sleep(100 * time.Millisecond) // sentinels discover replicas by polling INFO: no event to wait on
+		}
+		_ = c.Close()
+	}
+	return d
+}
+
+// URL returns the deployment's redis-sentinel:// URL.
+func (d *Sentinel) URL() string {
+	addrs := make([]string, len(d.Sentinels))
+	for i, s := range d.Sentinels {
+		addrs[i] = s.Addr
+	}
+	return "redis-sentinel://" + strings.Join(addrs, ",") + "/0?master=" + d.Master
+}
+
+// Failover asks a sentinel to fail the primary over to the replica and waits until the
+// sentinels name the replica as the primary.
+func (d *Sentinel) Failover(t testing.TB) {
+	t.Helper()
+	c := redis.NewSentinelClient(&redis.Options{Addr: d.Sentinels[0].Addr})
+	defer c.Close()
+	if err := c.Failover(context.Background(), d.Master).Err(); err != nil {
+		t.Fatalf("redistest: sentinel failover: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		addr, err := c.GetMasterAddrByName(context.Background(), d.Master).Result()
+		if err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == d.Replica.Addr {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the failover did not promote %s: %v %v", d.Replica.Addr, addr, err)
+		}
+		time.Sleep(100 * time.Millisecond) // the promotion is only visible by asking
+	}
 }

@@ -180,8 +180,12 @@ func (rt *runtime) save(ctx context.Context) error {
 		}
 	}
 	// A checkpoint is written even when the run is being cancelled: it is how an abort is kept.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// While the run lives, a failed write is retried without a bound (a Redis blip pauses the
+	// loop; only a lost lease ends it); once it is cancelled, for 10 s more.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(10*time.Second, cancel) })
+	defer stop()
 	if err := rt.a.Checkpoints.Save(wctx, raw, entries...); err != nil {
 		if errors.Is(err, workitems.ErrLeaseLost) {
 			rt.stopped = true

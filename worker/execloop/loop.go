@@ -267,6 +267,10 @@ func (r *run) checkpointFailure(err error, op string) workitems.Exit {
 		return workitems.Exit{Reason: workitems.ExitAborted, Class: workitems.ClassConflict,
 			Message: "execloop: checkpoint " + op + ": " + err.Error()}
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The checkpointer retries a failed write until the attempt stops: this is a stop.
+		return workitems.Exit{Reason: workitems.ExitAborted, Message: "execloop: checkpoint " + op + ": " + err.Error()}
+	}
 	return workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient,
 		Message: "execloop: checkpoint " + op + ": " + err.Error()}
 }

@@ -88,6 +88,11 @@ func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 			if errors.Is(err, workitems.ErrLeaseLost) {
 				return workitems.Exit{Reason: workitems.ExitAborted, Class: workitems.ClassConflict, Message: "lease lost: " + err.Error()}
 			}
+			if ctx.Err() != nil {
+				// The checkpointer retries a failed write until the attempt stops: command i+1
+				// is not recorded as done, so a resumed attempt runs it again.
+				return workitems.Exit{Reason: workitems.ExitAborted, Message: fmt.Sprintf("stopped while checkpointing command %d: %v", i+1, err)}
+			}
 			return workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}
 		}
 		a.Events.Emit(ctx, workitems.Event{Type: workitems.EventStep, Message: lastLine(r.Tail),

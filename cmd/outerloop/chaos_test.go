@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"outerloop/internal/redistest"
+	"outerloop/workitems"
+)
+
+// orphansFixed turns on the assertion that no step has an effect after its worker's death. It
+// needs issue 16.1's runner (a guard per child that kills the group when its worker dies); on
+// a branch without it the orphaned steps finish and the count is only logged.
+const orphansFixed = false
+
+// recoveryBound is the longest a crash may take to recover: the issue's 45 s target (asynq's
+// 30 s lease plus margin). With the tests' 3 s attempt lease a recovery takes a few seconds, so
+// the bound is far from what is measured and cannot flake.
+const recoveryBound = 45 * time.Second
+
+// chaos is a deployment of real worker processes on a private redis-server with AOF.
+type chaos struct {
+	t      *testing.T
+	bin    string
+	redis  *redistest.Server
+	rdb    *redis.Client
+	prefix string
+	queue  string
+	cfg    string
+	log    string // every step appends its start and end here
+	lease  string
+
+	mu      sync.Mutex
+	workers map[string]*chaosWorker // live incarnations by worker id
+	dead    []*chaosWorker
+	n       int
+}
+
+type chaosWorker struct {
+	id     string
+	dir    string // its own work dir: a fresh incarnation is like another host
+	cmd    *exec.Cmd
+	killed time.Time
+}
+
+// newChaos writes a script template of steps steps of stepSleep each, whose steps log their
+// start and end, and starts a private Redis.
+func newChaos(t *testing.T, steps int, stepSleep string, lease time.Duration) *chaos {
+	t.Helper()
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A done check that passes without compiling anything: go test -json output of one test.
+	green := `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA","Elapsed":0.01}
+{"Action":"pass","Package":"p","Elapsed":0.02}
+`
+	if err := os.WriteFile(filepath.Join(repo, "green.json"), []byte(green), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "steps.log")
+	var cmds []string
+	for k := 1; k <= steps; k++ {
+		cmds = append(cmds, fmt.Sprintf(`"echo start %d $OUTERLOOP_ITEM $OUTERLOOP_WORKSPACE >> %s; sleep %s; echo %d > step%d.txt; echo end %d $OUTERLOOP_ITEM $OUTERLOOP_WORKSPACE $(date +%%s%%N) >> %s"`,
+			k, logPath, stepSleep, k, k, k, logPath))
+	}
+	cfg := filepath.Join(dir, "outerloop.yaml")
+	body := "defaults:\n  max_attempts: 3\n  budget: {wall_time: 10m, verify_reserve: 1m}\ntemplates:\n" +
+		"  - name: chaos\n    repo: " + repo + "\n    goal: survive\n    loop:\n      kind: script\n      commands: [" + strings.Join(cmds, ", ") + "]\n" +
+		"    done_check: {commands: [\"cat green.json\"]}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t)
+	c := &chaos{t: t, bin: binary(t), redis: srv, rdb: redis.NewClient(&redis.Options{Addr: srv.Addr}),
+		prefix: "chaos:", queue: "chaos", cfg: cfg, log: logPath, lease: lease.String(), workers: map[string]*chaosWorker{}}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, w := range c.workers {
+			_ = w.cmd.Process.Signal(syscall.SIGTERM)
+			_ = w.cmd.Wait()
+		}
+		_ = c.rdb.Close()
+		killOrphans(t, c.log)
+	})
+	return c
+}
+
+func (c *chaos) args(a ...string) []string {
+	return append([]string{"--config", c.cfg, "--redis", c.redis.URL(), "--prefix", c.prefix, "--queue", c.queue, "--log-format", "json"}, a...)
+}
+
+func (c *chaos) store() *workitems.Store { return workitems.NewStore(c.rdb, c.prefix) }
+
+// startWorker starts a new worker incarnation with its own work dir.
+func (c *chaos) startWorker() *chaosWorker {
+	c.t.Helper()
+	c.mu.Lock()
+	c.n++
+	id := fmt.Sprintf("w%d", c.n)
+	c.mu.Unlock()
+	w := &chaosWorker{id: id, dir: filepath.Join(c.t.TempDir(), id)}
+	w.cmd = exec.Command(c.bin, c.args("--workdir", w.dir, "worker", "--id", id, "--concurrency", "2", "--lease-ttl", c.lease)...)
+	logf, err := os.Create(filepath.Join(c.t.TempDir(), id+".log"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	w.cmd.Stdout, w.cmd.Stderr = logf, logf
+	if err := w.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.workers[id] = w
+	c.mu.Unlock()
+	return w
+}
+
+// kill SIGKILLs a worker incarnation and reaps it.
+func (c *chaos) kill(w *chaosWorker) time.Time {
+	c.t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatal(err)
+	}
+	w.killed = time.Now()
+	_ = w.cmd.Wait()
+	c.mu.Lock()
+	delete(c.workers, w.id)
+	c.dead = append(c.dead, w)
+	c.mu.Unlock()
+	return w.killed
+}
+
+func (c *chaos) enqueue(n int) []string {
+	c.t.Helper()
+	var ids []string
+	for range n {
+		out, err := exec.Command(c.bin, c.args("enqueue", "chaos")...).CombinedOutput()
+		if err != nil {
+			c.t.Fatalf("enqueue: %v\n%s", err, out)
+		}
+		ids = append(ids, enqueuedID(c.t, string(out)))
+	}
+	return ids
+}
+
+// holders is a monitor of who runs what: it polls the store and records, per item, when each
+// fencing epoch was first seen and under which worker.
+type holders struct {
+	mu    sync.Mutex
+	seen  map[string][]sighting // item → epochs in order
+	store *workitems.Store
+}
+
+type sighting struct {
+	epoch  int64
+	worker string
+	at     time.Time
+}
+
+func watchHolders(ctx context.Context, s *workitems.Store, ids []string) *holders {
+	h := &holders{seen: map[string][]sighting{}, store: s}
+	go func() {
+		for ctx.Err() == nil {
+			items, err := s.GetMany(ctx, ids)
+			now := time.Now()
+			if err == nil {
+				h.mu.Lock()
+				for id, it := range items {
+					a := it.Current()
+					if a == nil || a.Epoch == 0 {
+						continue
+					}
+					ss := h.seen[id]
+					if len(ss) == 0 || ss[len(ss)-1].epoch != a.Epoch {
+						h.seen[id] = append(ss, sighting{epoch: a.Epoch, worker: strings.SplitN(a.Worker, "/", 2)[0], at: now})
+					}
+				}
+				h.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // a monitor's sampling rate, not a synchronisation
+			}
+		}
+	}()
+	return h
+}
+
+// recoveries returns, for every item a killed worker held when it died, how long it took until
+// a newer epoch held it.
+func (h *holders) recoveries(dead []*chaosWorker) []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []time.Duration
+	for _, w := range dead {
+		for _, ss := range h.seen {
+			// The epoch that held the item when w died, and the one after it.
+			last := -1
+			for i, s := range ss {
+				if !s.at.After(w.killed) {
+					last = i
+				}
+			}
+			if last >= 0 && ss[last].worker == w.id && last+1 < len(ss) {
+				out = append(out, ss[last+1].at.Sub(w.killed))
+			}
+		}
+	}
+	return out
+}
+
+// stepLog is what the steps wrote: starts per item and step, and ends with their workspace and
+// time.
+type stepLog struct {
+	starts map[string]map[int]int
+	ends   []stepEnd
+}
+
+type stepEnd struct {
+	item, workspace string
+	step            int
+	at              time.Time
+}
+
+func readStepLog(t *testing.T, path string) stepLog {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l := stepLog{starts: map[string]map[int]int{}}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 {
+			continue
+		}
+		k, _ := strconv.Atoi(f[1])
+		switch f[0] {
+		case "start":
+			if l.starts[f[2]] == nil {
+				l.starts[f[2]] = map[int]int{}
+			}
+			l.starts[f[2]][k]++
+		case "end":
+			if len(f) >= 5 {
+				ns, _ := strconv.ParseInt(f[4], 10, 64)
+				l.ends = append(l.ends, stepEnd{item: f[2], workspace: f[3], step: k, at: time.Unix(0, ns)})
+			}
+		}
+	}
+	return l
+}
+
+// killOrphans stops what the killed workers' steps left running (issue 16.1), so that the test
+// leaves nothing behind: every process whose command line names the step log.
+func killOrphans(t *testing.T, logPath string) {
+	out, _ := exec.Command("pgrep", "-f", logPath).Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// verdict checks the run: every item closed in its one attempt, no checkpointed step re-ran
+// (each takeover re-runs at most the step in flight), every recovery within the bound, and no
+// step effect after its worker's death.
+func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
+	t := c.t
+	t.Helper()
+	s := c.store()
+	deadline := time.Now().Add(timeout)
+	var stuck []string
+	resumes := 0
+	for _, id := range ids {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		it, err := s.WaitFor(ctx, id, workitems.InState(workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed, workitems.StateCancelled))
+		cancel()
+		if err != nil {
+			stuck = append(stuck, fmt.Sprintf("%s (%v)", id, err))
+			continue
+		}
+		if it.State != workitems.StateClosed || len(it.Attempts) != 1 {
+			t.Errorf("item %s: %s after %d attempts (want closed in 1: a crash or a Redis blip costs no attempt): %+v", id, it.State, len(it.Attempts), it.Current().Exit)
+		}
+		a := it.Attempts[0]
+		resumes += a.Resumes
+		l := readStepLog(t, c.log)
+		reruns := 0
+		for _, n := range l.starts[id] {
+			reruns += n - 1
+		}
+		// A takeover re-runs at most the step that was in flight; re-running a checkpointed step
+		// would show as more re-runs than takeovers.
+		if takeovers := int(a.Epoch) - 1; reruns > takeovers {
+			t.Errorf("item %s: %d step re-runs for %d takeovers: a checkpointed step ran again (%v)", id, reruns, takeovers, l.starts[id])
+		}
+	}
+	if len(stuck) > 0 {
+		t.Errorf("%d items lost or stuck: %v", len(stuck), stuck)
+	}
+	rec := h.recoveries(c.dead)
+	sort.Slice(rec, func(i, j int) bool { return rec[i] < rec[j] })
+	var max time.Duration
+	for _, d := range rec {
+		if d > recoveryBound {
+			t.Errorf("a recovery took %s (bound %s)", d, recoveryBound)
+		}
+		max = d
+	}
+	l := readStepLog(t, c.log)
+	after := 0
+	for _, e := range l.ends {
+		for _, w := range c.dead {
+			if strings.HasPrefix(e.workspace, w.dir+string(os.PathSeparator)) && e.at.After(w.killed) {
+				after++
+			}
+		}
+	}
+	t.Logf("chaos figures: %d items, %d kills, %d resumes, %d recoveries measured, median %s, max %s; %d step effects after their worker's death",
+		len(ids), len(c.dead), resumes, len(rec), median(rec), max, after)
+	if after > 0 {
+		if orphansFixed {
+			t.Errorf("%d step effects after their worker's death", after)
+		} else {
+			t.Logf("%d steps of killed workers finished after the kill: orphaned process groups, issue 16.1 (not asserted on this branch)", after)
+		}
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[len(d)/2]
+}
+
+// TestChaosKilledWorkersAndRedisRestartsLoseNothing drives real worker processes on a private
+// redis-server with AOF: at least ten SIGKILLs of a random worker at random moments (a new
+// incarnation, with a work dir of its own, takes each one's place), a Redis restart from its
+// AOF, and a 10 s Redis outage in the middle of attempts. Every item closes in its one attempt,
+// no checkpointed step re-runs, every recovery is within the bound. OUTERLOOP_CHAOS_LONG=1 runs
+// the long variant (100 kills) and prints its figures.
+func TestChaosKilledWorkersAndRedisRestartsLoseNothing(t *testing.T) {
+	t.Parallel()
+	kills, items, lease := 10, 16, 3*time.Second
+	if os.Getenv("OUTERLOOP_CHAOS_LONG") == "1" {
+		kills, items = 100, 160
+	}
+	c := newChaos(t, 8, "0.4", lease)
+	for range 3 {
+		c.startWorker()
+	}
+	ids := c.enqueue(items)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := watchHolders(ctx, c.store(), ids)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16))
+	for i := 0; i < kills; i++ {
+		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond) // random moments: the chaos itself
+		c.mu.Lock()
+		var live []*chaosWorker
+		for _, w := range c.workers {
+			live = append(live, w)
+		}
+		c.mu.Unlock()
+		sort.Slice(live, func(a, b int) bool { return live[a].id < live[b].id })
+		c.kill(live[rng.IntN(len(live))])
+		c.startWorker()
+		if i == kills/3 {
+			c.redis.Restart(t) // a crash of Redis: it comes back from its AOF
+		}
+		if i == 2*kills/3 {
+			c.redis.Stop() // an outage of 10 s in the middle of attempts
+			time.Sleep(10 * time.Second)
+			c.redis.Restart(t)
+		}
+	}
+	c.verdict(ids, h, 4*time.Minute)
+}
+
+// TestTheSameItemKilledSixTimesRecoversEveryTime kills the worker that runs one item six times
+// in a row: recovery does not slow down with the number of crashes (no backoff) and is not
+// capped by asynq's retry count.
+func TestTheSameItemKilledSixTimesRecoversEveryTime(t *testing.T) {
+	t.Parallel()
+	c := newChaos(t, 10, "0.5", 3*time.Second)
+	c.startWorker()
+	c.startWorker()
+	ids := c.enqueue(1)
+	id := ids[0]
+	s := c.store()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := watchHolders(ctx, s, ids)
+	var epoch int64
+	var killed time.Time
+	var rec []time.Duration
+	for i := range 6 {
+		// Wait until the item runs under a newer epoch than the one killed last.
+		wctx, wcancel := context.WithTimeout(ctx, 2*recoveryBound)
+		it, err := s.WaitFor(wctx, id, func(it *workitems.Item) bool {
+			return it.State == workitems.StateRunning && it.Current().Epoch > epoch
+		})
+		wcancel()
+		if err != nil {
+			t.Fatalf("kill %d: the item was not running again under a newer epoch: %v", i+1, err)
+		}
+		if i > 0 {
+			rec = append(rec, time.Since(killed))
+		}
+		a := it.Current()
+		epoch = a.Epoch
+		holder := strings.SplitN(a.Worker, "/", 2)[0]
+		c.mu.Lock()
+		w := c.workers[holder]
+		c.mu.Unlock()
+		if w == nil {
+			t.Fatalf("kill %d: holder %q is not a live worker", i+1, holder)
+		}
+		killed = c.kill(w)
+		c.startWorker()
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 2*recoveryBound)
+	_, err := s.WaitFor(wctx, id, func(it *workitems.Item) bool { return it.Current().Epoch > epoch })
+	wcancel()
+	if err != nil {
+		t.Fatalf("after the last kill the item was not taken over: %v", err)
+	}
+	rec = append(rec, time.Since(killed))
+	for i, d := range rec {
+		if d > recoveryBound {
+			t.Errorf("recovery after kill %d took %s (bound %s)", i+1, d, recoveryBound)
+		}
+	}
+	t.Logf("recoveries after each kill of the same item (lease %s): %v", c.lease, rec)
+	c.verdict(ids, h, 3*time.Minute)
+}
+
+// TestAWorkerStartedWhileRedisIsDownWaitsForIt starts a worker and a scheduler before their
+// Redis: they log that they wait (in the JSON log, go-redis's lines included) and run once
+// Redis is up, instead of exiting into a supervisor's crash loop.
+func TestAWorkerStartedWhileRedisIsDownWaitsForIt(t *testing.T) {
+	t.Parallel()
+	c := newChaos(t, 1, "0", 3*time.Second)
+	c.redis.Stop()
+	type proc struct {
+		cmd   *exec.Cmd
+		lines chan string
+	}
+	start := func(args ...string) proc {
+		cmd := exec.Command(c.bin, c.args(args...)...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := proc{cmd: cmd, lines: make(chan string, 1000)}
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				select {
+				case p.lines <- sc.Text():
+				default: // nobody reads any more: keep draining so the process never blocks
+				}
+			}
+			close(p.lines)
+		}()
+		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+		return p
+	}
+	await := func(p proc, word string) {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case l, ok := <-p.lines:
+				if !ok {
+					t.Fatalf("the process exited before logging %q", word)
+				}
+				if !strings.HasPrefix(l, "{") {
+					t.Errorf("a log line that is not JSON: %q", l)
+				}
+				if strings.Contains(l, word) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no log line with %q", word)
+			}
+		}
+	}
+	w := start("worker", "--id", "early")
+	s := start("scheduler")
+	await(w, "redis does not answer; waiting")
+	await(s, "redis does not answer; waiting")
+	await(w, "redis does not answer; waiting") // a second try: it keeps waiting
+	c.redis.Restart(t)
+	await(w, "worker running")
+	await(s, "scheduler running")
+	ids := c.enqueue(1)
+	if it := awaitState(t, c.store(), ids[0], time.Minute, workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
+		t.Fatalf("item %s", it.State)
+	}
+}
