@@ -86,11 +86,42 @@ func (m *Meter) checkLocked() error {
 	return nil
 }
 
-// Near returns the first kind past frac of its cap (for a wrap-up notice).
+// Allow reports a *BudgetError when an action that spends the given kinds may not start: one
+// of them, or the wall time or steps that every action spends, is at its cap. A kind the
+// action does not spend does not stop it: a model request may still show the model the output
+// of the last tool call it paid for when tool_calls is used up, and a response's tool call may
+// still run when model_calls is.
+func (m *Meter) Allow(kinds ...workitems.BudgetKind) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.spentLocked()
+	for _, k := range append([]workitems.BudgetKind{workitems.BudgetWallTime, workitems.BudgetSteps}, kinds...) {
+		if c := m.budget.Cap(k); c > 0 && s.Of(k) >= c {
+			return &BudgetError{Kind: k, Spent: s.Of(k), Cap: c}
+		}
+	}
+	return nil
+}
+
+// ModelKinds are what one model request spends (for Allow).
+func ModelKinds() []workitems.BudgetKind {
+	return []workitems.BudgetKind{workitems.BudgetModelCalls, workitems.BudgetInputTokens,
+		workitems.BudgetOutputTokens, workitems.BudgetCostUSD}
+}
+
+// Near returns the first kind past frac of its cap, or of a counted kind (model and tool
+// calls) with at most one left, so that a small cap still gets its wrap-up notice on the last
+// allowed step (80% of 3 calls is the third, when it is too late to say so).
 func (m *Meter) Near(frac float64) (workitems.BudgetKind, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.budget.Near(m.spentLocked(), frac)
+	s := m.spentLocked()
+	for _, k := range []workitems.BudgetKind{workitems.BudgetModelCalls, workitems.BudgetToolCalls} {
+		if c := m.budget.Cap(k); c > 0 && c-s.Of(k) <= 1 {
+			return k, true
+		}
+	}
+	return m.budget.Near(s, frac)
 }
 
 // Remaining returns what is left of one kind (0 when uncapped or used up).

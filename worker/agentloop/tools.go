@@ -164,7 +164,7 @@ func (rt *runtime) join(ctx context.Context) error {
 				results[k] = toolResult{out: outputNotRun, failed: true}
 				continue
 			case budgetErr == nil:
-				budgetErr = rt.a.Meter.Check()
+				budgetErr = rt.a.Meter.Allow(workitems.BudgetToolCalls)
 			}
 			if budgetErr != nil {
 				results[k] = toolResult{out: "not run: " + budgetErr.Error(), failed: true}

@@ -219,12 +219,12 @@ func (rt *runtime) prepare(ctx context.Context) error {
 			rt.st.WrappedUp = map[string]bool{}
 		}
 		rt.st.WrappedUp[string(k)] = true
-		msg := fmt.Sprintf("Budget notice: you have used more than %d%% of the %s budget. Wrap up: "+
-			"finish the most important change, check it, and give your final answer.", int(rt.l.wrapUpAt*100), k)
+		msg := fmt.Sprintf("Budget notice: the %s budget is nearly used up (%g of %g). Wrap up: "+
+			"finish the most important change, check it, and give your final answer.", k, rt.a.Meter.Spent().Of(k), rt.a.Meter.Budget().Cap(k))
 		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: msg})
 		rt.emit(ctx, "warning", msg, map[string]string{"budget": string(k)})
 	}
-	if err := rt.a.Meter.Check(); err != nil {
+	if err := rt.a.Meter.Allow(worker.ModelKinds()...); err != nil {
 		return err
 	}
 	return rt.enter(ctx, Sampling)
@@ -276,7 +276,7 @@ func (rt *runtime) sample(ctx context.Context) error {
 // recorded history. Each request sent is charged as a model call.
 func (rt *runtime) stream(ctx context.Context, build func() model.Request) (*model.Response, error) {
 	for n := 0; ; n++ {
-		if err := rt.a.Meter.Check(); err != nil {
+		if err := rt.a.Meter.Allow(worker.ModelKinds()...); err != nil {
 			return nil, err
 		}
 		resp, err := rt.provider.Stream(ctx, build(), nil)
