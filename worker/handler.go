@@ -318,10 +318,12 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		return fail(class, err.Error())
 	}
 	ws, base := w.Dir, w.Base.Commit
+	steer := &steerSource{store: h.o.Store, item: it.ID}
+	cp.steer = steer
 	att := &Attempt{
 		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.o.Config, Workspace: ws,
 		Resumed: resumed, Meter: meter, Checkpoints: cp, Events: events,
-		Steer:     steerSource{store: h.o.Store, item: it.ID},
+		Steer:     steer,
 		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws},
 		Logger:    log,
 	}
