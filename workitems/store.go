@@ -87,7 +87,7 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 		it.Attempt = 1
 	}
 	if len(it.Attempts) == 0 {
-		it.Attempts = []Attempt{{N: 1, Condition: Condition{}, State: "queued"}}
+		it.Attempts = []Attempt{{N: 1, Condition: Condition{}, State: AttemptQueued}}
 	}
 	it.Version = 1
 	body, err := json.Marshal(it)

@@ -90,6 +90,9 @@ type memEvents struct {
 }
 
 func (e *memEvents) Emit(_ context.Context, ev workitems.Event) {
+	if !slices.Contains(AllEventKinds(), EventKind(ev.Data["kind"])) {
+		panic(fmt.Sprintf("event kind %q is not in AllEventKinds", ev.Data["kind"]))
+	}
 	e.mu.Lock()
 	e.events = append(e.events, ev)
 	on := e.on

@@ -54,7 +54,7 @@ func (rt *runtime) compact(ctx context.Context) error {
 			}
 		}
 		if summary == "" {
-			rt.emit(ctx, "warning", fmt.Sprintf("compaction summary %d/%d failed: %v", try, compactTries, last),
+			rt.emit(ctx, EventWarning, fmt.Sprintf("compaction summary %d/%d failed: %v", try, compactTries, last),
 				map[string]string{"phase": string(Compacting), "try": strconv.Itoa(try)})
 		}
 	}
@@ -77,7 +77,7 @@ func (rt *runtime) compact(ctx context.Context) error {
 	// The drain gate: when the model itself needed this follow-up, its own chain continues
 	// first and queued steer input waits for the request after.
 	rt.st.HoldInput = rt.st.ModelMore && len(rt.st.Input) > 0
-	rt.emit(ctx, "compaction", "context compacted", map[string]string{
+	rt.emit(ctx, EventCompaction, "context compacted", map[string]string{
 		"input_items": strconv.Itoa(inputItems), "summary_chars": strconv.Itoa(len(summary))})
 	return rt.enter(ctx, Preparing)
 }
@@ -191,7 +191,7 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 	var prompts []string
 	if rt.builtinBlocks() {
 		prompts = append(prompts, builtinHookPrompt)
-		rt.emit(ctx, "stop_hook", builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
+		rt.emit(ctx, EventStopHook, builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
 	}
 	for _, h := range rt.hooks() {
 		res, err := h.Stop(ctx, in)
@@ -200,12 +200,12 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		}
 		switch {
 		case err != nil:
-			rt.emit(ctx, "warning", fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
+			rt.emit(ctx, EventWarning, fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
 		case res.Block && strings.TrimSpace(res.Reason) == "":
-			rt.emit(ctx, "warning", "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
+			rt.emit(ctx, EventWarning, "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
 		case res.Block:
 			prompts = append(prompts, res.Reason)
-			rt.emit(ctx, "stop_hook", res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
+			rt.emit(ctx, EventStopHook, res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
 		}
 	}
 	if len(prompts) > 0 {
@@ -224,6 +224,6 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 	if err := rt.enter(ctx, Completed); err != nil {
 		return err
 	}
-	rt.emit(ctx, "turn_completed", "turn completed", map[string]string{"last_message": rt.st.LastText})
+	rt.emit(ctx, EventTurnCompleted, "turn completed", map[string]string{"last_message": rt.st.LastText})
 	return nil
 }
