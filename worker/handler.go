@@ -292,7 +292,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	loopBudget := budget
 	loopBudget.WallTime -= budget.VerifyReserve // kept back for the done check
 	loopBudget.VerifyReserve = 0
-	meter := NewMeter(loopBudget, prior, h.o.Clock.Now)
+	meter := NewClockMeter(loopBudget, prior, h.o.Clock)
 	cp.meter = meter
 	fail := func(class workitems.ErrorClass, msg string) loopResult {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent(), charge: ch}

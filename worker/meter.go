@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,15 +36,30 @@ type Meter struct {
 	spent  workitems.Spend // excluding the running wall-time segment
 	start  time.Time
 	now    func() time.Time
+	clock  workitems.Clock // times the wall-time deadline
 }
 
-// NewMeter starts a meter for budget b, with prior spend already charged.
+// NewMeter starts a meter for budget b, with prior spend already charged, reading the time
+// from now (nil: the system clock). Its deadline timer runs on real time; NewClockMeter runs
+// it on an injected clock too.
 func NewMeter(b workitems.Budget, prior workitems.Spend, now func() time.Time) *Meter {
 	if now == nil {
-		now = time.Now
+		return NewClockMeter(b, prior, workitems.SystemClock{})
 	}
-	return &Meter{budget: b, spent: prior, start: now(), now: now}
+	return NewClockMeter(b, prior, nowClock(now))
 }
+
+// NewClockMeter starts a meter whose spend, wall time and deadline all run on clock c (the
+// handler's one clock), so that a fake clock moves every wall-time budget.
+func NewClockMeter(b workitems.Budget, prior workitems.Spend, c workitems.Clock) *Meter {
+	return &Meter{budget: b, spent: prior, start: c.Now(), now: c.Now, clock: c}
+}
+
+// nowClock is a clock read from a function, with real timers.
+type nowClock func() time.Time
+
+func (f nowClock) Now() time.Time                         { return f() }
+func (f nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Budget returns the caps.
 func (m *Meter) Budget() workitems.Budget { return m.budget }
@@ -133,6 +149,46 @@ func (m *Meter) Remaining(k workitems.BudgetKind) float64 {
 		return 0
 	}
 	return max(0, c-m.spentLocked().Of(k))
+}
+
+// WallTimeLeft returns how long the wall-time budget (less the verify reserve) has left on the
+// meter's clock, never less than zero, and false when wall time is not capped.
+func (m *Meter) WallTimeLeft() (time.Duration, bool) {
+	d, ok := m.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return max(0, d.Sub(m.now())), true
+}
+
+// WallTimeUp returns a channel that receives when the wall-time budget runs out on the meter's
+// clock, and false when wall time is not capped.
+func (m *Meter) WallTimeUp() (<-chan time.Time, bool) {
+	left, ok := m.WallTimeLeft()
+	if !ok {
+		return nil, false
+	}
+	return m.clock.After(left), true
+}
+
+// DeadlineContext returns ctx cancelled with cause when the wall-time budget runs out on the
+// meter's clock (ctx itself, with a no-op cancel, when wall time is not capped). The caller
+// must call the cancel function, which also stops the wait.
+func (m *Meter) DeadlineContext(ctx context.Context, cause error) (context.Context, context.CancelFunc) {
+	left, ok := m.WallTimeLeft()
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	fire := m.clock.After(left)
+	go func() {
+		select {
+		case <-fire:
+			cancel(cause)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // Deadline returns when the wall-time budget (less the verify reserve) runs out.

@@ -35,7 +35,6 @@ type ProviderFactory func(cfg workitems.ProviderConfig, name string) (model.Prov
 // runtime.
 type Loop struct {
 	providers  ProviderFactory
-	now        func() time.Time
 	sleep      func(ctx context.Context, d time.Duration) error
 	jitter     func() float64
 	maxRetries int
@@ -57,8 +56,6 @@ func WithProvider(p model.Provider) Option {
 	return WithProviderFactory(func(workitems.ProviderConfig, string) (model.Provider, error) { return p, nil })
 }
 
-// WithClock sets the clock used for the wall-time deadline.
-func WithClock(now func() time.Time) Option { return func(l *Loop) { l.now = now } }
 
 // WithSleep sets how the loop waits between model retries (tests record instead of sleeping).
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
@@ -86,7 +83,6 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 // New returns an agent loop.
 func New(opts ...Option) *Loop {
 	l := &Loop{
-		now:        time.Now,
 		sleep:      sleepCtx,
 		jitter:     func() float64 { return 0.9 + rand.Float64()*0.2 },
 		maxRetries: DefaultMaxRetries,
@@ -125,11 +121,9 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassInvalidInput,
 			Message: "agentloop: the attempt has no budget meter"}
 	}
-	if d, ok := a.Meter.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d.Sub(l.now()), errWallTime)
-		defer cancel()
-	}
+	// The deadline runs on the meter's clock, the one the handler injects.
+	ctx, cancel := a.Meter.DeadlineContext(ctx, errWallTime)
+	defer cancel()
 	rt, err := l.newRuntime(ctx, a)
 	if err != nil {
 		if errors.Is(err, workitems.ErrLeaseLost) {
