@@ -56,7 +56,6 @@ func WithProvider(p model.Provider) Option {
 	return WithProviderFactory(func(workitems.ProviderConfig, string) (model.Provider, error) { return p, nil })
 }
 
-
 // WithSleep sets how the loop waits between model retries (tests record instead of sleeping).
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	return func(l *Loop) { l.sleep = sleep }
