@@ -4,7 +4,7 @@
 //
 // # Attempt lifecycle
 //
-//	lease → workspace → loop → exit → verify → decision
+// An attempt goes lease → workspace → loop → exit → verify → decision:
 //
 //   - lease: AcquireLease takes attempt N with a new fencing epoch; StartAttempt moves the item
 //     to running (or records a resume). A heartbeat renews the lease every third of its TTL and
