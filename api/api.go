@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -436,10 +437,9 @@ func ParseBudget(m map[string]float64) (workitems.Budget, error) {
 
 // Resolution turns a request into a store resolution, validating it.
 func (req ResolveRequest) Resolution(actor string) (workitems.Resolution, error) {
-	switch req.Action {
-	case "close", "retry", "cancel":
-	default:
-		return workitems.Resolution{}, fmt.Errorf("action %q: want close, retry or cancel", req.Action)
+	action := workitems.ResolutionAction(req.Action)
+	if !slices.Contains(workitems.AllResolutionActions(), action) {
+		return workitems.Resolution{}, fmt.Errorf("action %q: want one of %v", req.Action, workitems.AllResolutionActions())
 	}
 	b, err := ParseBudget(req.Budget)
 	if err != nil {
@@ -449,13 +449,13 @@ func (req ResolveRequest) Resolution(actor string) (workitems.Resolution, error)
 	if err != nil {
 		return workitems.Resolution{}, fmt.Errorf("item_budget: %w", err)
 	}
-	if req.Action != "retry" && (req.Input != "" || !b.IsZero() || !ib.IsZero()) {
+	if action != workitems.ResolveRetry && (req.Input != "" || !b.IsZero() || !ib.IsZero()) {
 		return workitems.Resolution{}, fmt.Errorf("input and budgets go with retry, not %s", req.Action)
 	}
 	if req.Actor != "" {
 		actor = req.Actor
 	}
-	return workitems.Resolution{Action: req.Action, Actor: actor, Input: strings.TrimSpace(req.Input), Budget: b, ItemBudget: ib}, nil
+	return workitems.Resolution{Action: action, Actor: actor, Input: strings.TrimSpace(req.Input), Budget: b, ItemBudget: ib}, nil
 }
 
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {

@@ -245,7 +245,7 @@ func TestEnqueueAndSteer(t *testing.T) {
 	if code, _ := f.do(t, "POST", "/api/items/"+id+"/steer", `{"text":"also check the docs"}`, token); code != 202 {
 		t.Fatalf("steer: %d", code)
 	}
-	got, _ := f.store.DrainSteer(context.Background(), id)
+	got, _ := f.store.PeekSteer(context.Background(), id, 0)
 	if len(got) != 1 || got[0] != "also check the docs" {
 		t.Fatalf("steer queue: %v", got)
 	}

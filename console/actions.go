@@ -58,12 +58,12 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, v *view, actor
 	}
 	it, err := c.o.Queue.Resolve(r.Context(), id, res)
 	if err != nil {
-		status, text := c.resolveError(r, id, res.Action, err)
+		status, text := c.resolveError(r, id, string(res.Action), err)
 		return c.message(v, status, "Nothing was changed", text, back)
 	}
 	c.o.Logger.Info("item resolved", "item", it.ID, "action", res.Action, "actor", res.Actor, "state", it.State, "via", "console")
 	text := fmt.Sprintf("%s: %s by %s; the item is %s.", it.ID, res.Action, res.Actor, it.State)
-	if res.Action == "retry" {
+	if res.Action == workitems.ResolveRetry {
 		text = fmt.Sprintf("%s: retry queued by %s as attempt %d (changed: %s).", it.ID, res.Actor, it.Attempt,
 			strings.Join(it.Current().Changed, ", "))
 	}
@@ -98,10 +98,10 @@ func resolveRequest(r *http.Request) (api.ResolveRequest, error) {
 	action := r.PostFormValue("action")
 	req := api.ResolveRequest{Action: action, Input: r.PostFormValue("input")}
 	switch action {
-	case "close", "cancel", "retry":
+	case string(workitems.ResolveClose), string(workitems.ResolveCancel), string(workitems.ResolveRetry):
 		return req, nil
 	case "raise":
-		req.Action = "retry"
+		req.Action = string(workitems.ResolveRetry)
 	default:
 		return req, fmt.Errorf("action %q: want close, retry, raise or cancel", action)
 	}

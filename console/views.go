@@ -213,11 +213,11 @@ func stateClass(s workitems.State) string {
 }
 
 // attemptClass is the CSS class of an attempt's state badge.
-func attemptClass(state string) string {
+func attemptClass(state workitems.AttemptState) string {
 	switch state {
-	case "running", "verifying":
+	case workitems.AttemptRunning, workitems.AttemptVerifying:
 		return "st-busy"
-	case "done":
+	case workitems.AttemptDone:
 		return "st-muted"
 	}
 	return "st-wait"

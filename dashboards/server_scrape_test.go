@@ -112,7 +112,7 @@ templates:
 		clock.BlockUntil(1, nil)
 		clock.Advance(time.Minute)
 		for r := range ticks {
-			outcomes = append(outcomes, r.Outcome)
+			outcomes = append(outcomes, string(r.Outcome))
 			if r.Outcome != "misfire_dropped" {
 				break
 			}

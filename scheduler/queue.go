@@ -118,7 +118,7 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	it := &workitems.Item{
 		ID: id, Template: t.Name, Goal: t.Goal, Origin: r.Origin,
 		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts,
-		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: r.Input}, State: "queued"}},
+		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: r.Input}, State: workitems.AttemptQueued}},
 	}
 	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}
 	if r.Origin.Kind == workitems.OriginCron {

@@ -53,12 +53,32 @@ const OnTimeGrace = time.Minute
 // every-minute schedule); past it the count is a lower bound, and says so in the log.
 const maxCounted = 100_000
 
+// TickOutcome is what one tick of one template did.
+type TickOutcome string
+
+// The tick outcomes.
+const (
+	TickCreated         TickOutcome = "created"
+	TickExists          TickOutcome = "exists" // another replica, or an earlier run, made it
+	TickSkippedMaxOpen  TickOutcome = "skipped_max_open"
+	TickSkippedDailyCap TickOutcome = "skipped_daily_cap"
+	TickCaughtUp        TickOutcome = "caught_up"       // the one run for a gap, under catch_up
+	TickMisfireDropped  TickOutcome = "misfire_dropped" // a gap's ticks dropped, under skip
+	TickError           TickOutcome = "error"
+)
+
+// AllTickOutcomes lists every tick outcome.
+func AllTickOutcomes() []TickOutcome {
+	return []TickOutcome{TickCreated, TickExists, TickSkippedMaxOpen, TickSkippedDailyCap, TickCaughtUp,
+		TickMisfireDropped, TickError}
+}
+
 // TickResult says what one tick of one template did.
 type TickResult struct {
 	Template string
 	Tick     time.Time
 	Item     string // the item id (created or existing)
-	Outcome  string // created | exists | skipped_max_open | skipped_daily_cap | caught_up | misfire_dropped | error
+	Outcome  TickOutcome
 	// Missed is, with caught_up and misfire_dropped, how many ticks were missed in the gap
 	// (Tick is the newest of them).
 	Missed int
@@ -221,7 +241,7 @@ func (s *Scheduler) handle(ctx context.Context, e *entry, now time.Time) {
 		return
 	}
 	log.Warn("ticks missed and dropped", "catch_up", e.tmpl.CatchUp, "catch_up_window", window)
-	s.report(TickResult{Template: e.tmpl.Name, Tick: newest, Outcome: "misfire_dropped", Missed: missed})
+	s.report(TickResult{Template: e.tmpl.Name, Tick: newest, Outcome: TickMisfireDropped, Missed: missed})
 }
 
 // ticksIn counts the ticks of sched in (after, upTo], walking at most limit of them, and returns
@@ -263,29 +283,29 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 		Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
 	switch {
 	case err == nil:
-		r.Outcome = "created"
+		r.Outcome = TickCreated
 		if kind == tickCatchUp {
-			r.Outcome = "caught_up"
+			r.Outcome = TickCaughtUp
 		}
 		s.obs.SchedulerTick(e.tmpl.Name)
 		s.log.Info("tick: item created", "template", e.tmpl.Name, "tick", at.UTC(), "item", id, "via", kind)
 	case errors.Is(err, workitems.ErrExists):
-		r.Outcome = "exists" // another replica, or an earlier run, made it
+		r.Outcome = TickExists
 		s.log.Debug("tick: item exists", "template", e.tmpl.Name, "item", id)
 	case errors.Is(err, workitems.ErrMaxOpen):
-		r.Outcome = "skipped_max_open"
+		r.Outcome = TickSkippedMaxOpen
 		if countSkip {
 			s.obs.SchedulerSkip(e.tmpl.Name, "max_open")
 		}
 		s.log.Warn("tick skipped: max_open reached", "template", e.tmpl.Name, "tick", at.UTC(), "max_open", e.tmpl.MaxOpen)
 	case errors.Is(err, workitems.ErrDailyCap):
-		r.Outcome = "skipped_daily_cap"
+		r.Outcome = TickSkippedDailyCap
 		if countSkip {
 			s.obs.SchedulerSkip(e.tmpl.Name, "daily_cap")
 		}
 		s.log.Warn("tick skipped: daily cost cap reached", "template", e.tmpl.Name, "tick", at.UTC(), "cap_usd", e.tmpl.DailyCostCapUSD)
 	default:
-		r.Outcome, r.Err = "error", err
+		r.Outcome, r.Err = TickError, err
 		s.log.Error("tick failed", "template", e.tmpl.Name, "tick", at.UTC(), "err", err)
 	}
 	s.report(r)

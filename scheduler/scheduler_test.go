@@ -155,7 +155,7 @@ func TestTwoSchedulersCreateExactlyOneItemPerTick(t *testing.T) {
 		res := log.await(t, 2)
 		outcomes := map[string]int{}
 		for _, r := range res {
-			outcomes[r.Outcome]++
+			outcomes[string(r.Outcome)]++
 			want := fmt.Sprintf("every-minute@20261129T10%02d00Z", i)
 			if r.Item != want {
 				t.Fatalf("tick %d made item %s, want %s", i, r.Item, want)
@@ -269,7 +269,7 @@ func (f *fixture) startStop(t *testing.T, c *fakeclock.Clock, log *tickLog, obs 
 func outcomesByTemplate(res []scheduler.TickResult) map[string]string {
 	got := map[string][]string{}
 	for _, r := range res {
-		o := r.Outcome
+		o := string(r.Outcome)
 		if r.Missed > 0 {
 			o += fmt.Sprintf("(%d)", r.Missed)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	mathrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"outerloop/workitems"
@@ -28,6 +29,7 @@ type fencedCheckpointer struct {
 	charge *charge             // nil: checkpoints charge nothing (NewFencedCheckpointer)
 	clock  workitems.Clock     // paces retries of a failed write (default: the system clock)
 	log    *slog.Logger        // a failed write being retried (default: slog.Default)
+	steer  *steerSource        // nil: the loop takes no steer input through this checkpointer
 }
 
 // charge is where an attempt's spend is charged, and what has been so far.
@@ -94,6 +96,9 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 		e.Loop = state
 	}
 	w := workitems.CheckpointWrite{History: history}
+	if c.steer != nil {
+		w.SteerTaken = c.steer.untaken()
+	}
 	if c.snap != nil {
 		meta, snap := c.snap.take(ctx)
 		e.Workspace, w.Snapshot = &meta, snap
@@ -110,6 +115,9 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 	c.obs.CheckpointWrite(time.Since(start))
 	if err == nil && e.Workspace != nil {
 		c.snap.stored(*e.Workspace)
+	}
+	if err == nil && c.steer != nil {
+		c.steer.taken(w.SteerTaken)
 	}
 	if err == nil && c.charge != nil {
 		c.charge.charged = charged.Total
@@ -198,13 +206,41 @@ func (s *storeSink) Emit(ctx context.Context, e workitems.Event) {
 	s.log.Debug("event", "type", e.Type, "kind", e.Data["kind"], "message", e.Message)
 }
 
+// steerSource hands a loop the item's queued steer input without removing it: the next
+// checkpoint (which holds it, in the loop's state or history) removes it in the same fenced
+// write. Input drained but not yet checkpointed stays queued, so a crash in between loses
+// nothing, and a fenced-out worker removes nothing.
 type steerSource struct {
 	store *workitems.Store
 	item  string
+
+	mu      sync.Mutex
+	pending int // handed to the loop since the last checkpoint, still queued
 }
 
-func (s steerSource) Drain(ctx context.Context) ([]string, error) {
-	return s.store.DrainSteer(ctx, s.item)
+func (s *steerSource) Drain(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, err := s.store.PeekSteer(ctx, s.item, s.pending)
+	if err != nil {
+		return nil, err
+	}
+	s.pending += len(in)
+	return in, nil
+}
+
+// untaken returns how many inputs the loop holds that are still queued.
+func (s *steerSource) untaken() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending
+}
+
+// taken records that a checkpoint removed n inputs from the queue.
+func (s *steerSource) taken(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending -= n
 }
 
 type doneChecker struct {

@@ -301,7 +301,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	loopBudget := budget
 	loopBudget.WallTime -= budget.VerifyReserve // kept back for the done check
 	loopBudget.VerifyReserve = 0
-	meter := NewMeter(loopBudget, prior, h.o.Clock.Now)
+	meter := NewClockMeter(loopBudget, prior, h.o.Clock)
 	cp.meter = meter
 	fail := func(class workitems.ErrorClass, msg string) loopResult {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent(), charge: ch}
@@ -327,10 +327,12 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		return fail(class, err.Error())
 	}
 	ws, base := w.Dir, w.Base.Commit
+	steer := &steerSource{store: h.o.Store, item: it.ID}
+	cp.steer = steer
 	att := &Attempt{
 		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.o.Config, Workspace: ws,
 		Resumed: resumed, Meter: meter, Checkpoints: cp, Events: events,
-		Steer:     steerSource{store: h.o.Store, item: it.ID},
+		Steer:     steer,
 		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws},
 		Logger:    log,
 	}

@@ -62,7 +62,9 @@ type EventSink interface {
 
 // SteerSource hands over input a person queued for a running attempt (outerloop steer).
 type SteerSource interface {
-	// Drain returns and removes the queued inputs, oldest first.
+	// Drain returns the inputs queued since the last Drain, oldest first. The loop must hold
+	// them in the state or history of its next checkpoint: that checkpoint removes them from
+	// the queue in the same write, so input drained before a crash is handed over again.
 	Drain(ctx context.Context) ([]string, error)
 }
 

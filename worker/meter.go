@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,15 +36,30 @@ type Meter struct {
 	spent  workitems.Spend // excluding the running wall-time segment
 	start  time.Time
 	now    func() time.Time
+	clock  workitems.Clock // times the wall-time deadline
 }
 
-// NewMeter starts a meter for budget b, with prior spend already charged.
+// NewMeter starts a meter for budget b, with prior spend already charged, reading the time
+// from now (nil: the system clock). Its deadline timer runs on real time; NewClockMeter runs
+// it on an injected clock too.
 func NewMeter(b workitems.Budget, prior workitems.Spend, now func() time.Time) *Meter {
 	if now == nil {
-		now = time.Now
+		return NewClockMeter(b, prior, workitems.SystemClock{})
 	}
-	return &Meter{budget: b, spent: prior, start: now(), now: now}
+	return NewClockMeter(b, prior, nowClock(now))
 }
+
+// NewClockMeter starts a meter whose spend, wall time and deadline all run on clock c (the
+// handler's one clock), so that a fake clock moves every wall-time budget.
+func NewClockMeter(b workitems.Budget, prior workitems.Spend, c workitems.Clock) *Meter {
+	return &Meter{budget: b, spent: prior, start: c.Now(), now: c.Now, clock: c}
+}
+
+// nowClock is a clock read from a function, with real timers.
+type nowClock func() time.Time
+
+func (f nowClock) Now() time.Time                         { return f() }
+func (f nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Budget returns the caps.
 func (m *Meter) Budget() workitems.Budget { return m.budget }
@@ -86,11 +102,42 @@ func (m *Meter) checkLocked() error {
 	return nil
 }
 
-// Near returns the first kind past frac of its cap (for a wrap-up notice).
+// Allow reports a *BudgetError when an action that spends the given kinds may not start: one
+// of them, or the wall time or steps that every action spends, is at its cap. A kind the
+// action does not spend does not stop it: a model request may still show the model the output
+// of the last tool call it paid for when tool_calls is used up, and a response's tool call may
+// still run when model_calls is.
+func (m *Meter) Allow(kinds ...workitems.BudgetKind) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.spentLocked()
+	for _, k := range append([]workitems.BudgetKind{workitems.BudgetWallTime, workitems.BudgetSteps}, kinds...) {
+		if c := m.budget.Cap(k); c > 0 && s.Of(k) >= c {
+			return &BudgetError{Kind: k, Spent: s.Of(k), Cap: c}
+		}
+	}
+	return nil
+}
+
+// ModelKinds are what one model request spends (for Allow).
+func ModelKinds() []workitems.BudgetKind {
+	return []workitems.BudgetKind{workitems.BudgetModelCalls, workitems.BudgetInputTokens,
+		workitems.BudgetOutputTokens, workitems.BudgetCostUSD}
+}
+
+// Near returns the first kind past frac of its cap, or of a counted kind (model and tool
+// calls) with at most one left, so that a small cap still gets its wrap-up notice on the last
+// allowed step (80% of 3 calls is the third, when it is too late to say so).
 func (m *Meter) Near(frac float64) (workitems.BudgetKind, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.budget.Near(m.spentLocked(), frac)
+	s := m.spentLocked()
+	for _, k := range []workitems.BudgetKind{workitems.BudgetModelCalls, workitems.BudgetToolCalls} {
+		if c := m.budget.Cap(k); c > 0 && c-s.Of(k) <= 1 {
+			return k, true
+		}
+	}
+	return m.budget.Near(s, frac)
 }
 
 // Remaining returns what is left of one kind (0 when uncapped or used up).
@@ -102,6 +149,46 @@ func (m *Meter) Remaining(k workitems.BudgetKind) float64 {
 		return 0
 	}
 	return max(0, c-m.spentLocked().Of(k))
+}
+
+// WallTimeLeft returns how long the wall-time budget (less the verify reserve) has left on the
+// meter's clock, never less than zero, and false when wall time is not capped.
+func (m *Meter) WallTimeLeft() (time.Duration, bool) {
+	d, ok := m.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return max(0, d.Sub(m.now())), true
+}
+
+// WallTimeUp returns a channel that receives when the wall-time budget runs out on the meter's
+// clock, and false when wall time is not capped.
+func (m *Meter) WallTimeUp() (<-chan time.Time, bool) {
+	left, ok := m.WallTimeLeft()
+	if !ok {
+		return nil, false
+	}
+	return m.clock.After(left), true
+}
+
+// DeadlineContext returns ctx cancelled with cause when the wall-time budget runs out on the
+// meter's clock (ctx itself, with a no-op cancel, when wall time is not capped). The caller
+// must call the cancel function, which also stops the wait.
+func (m *Meter) DeadlineContext(ctx context.Context, cause error) (context.Context, context.CancelFunc) {
+	left, ok := m.WallTimeLeft()
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	fire := m.clock.After(left)
+	go func() {
+		select {
+		case <-fire:
+			cancel(cause)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // Deadline returns when the wall-time budget (less the verify reserve) runs out.

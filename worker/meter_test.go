@@ -84,3 +84,29 @@ func TestRegistryNamesUnknownLoops(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestMeterDeadlineRunsOnTheInjectedClock(t *testing.T) {
+	t.Parallel()
+	c := fakeclock.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	m := NewClockMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute), VerifyReserve: workitems.Duration(10 * time.Second)},
+		workitems.Spend{WallTime: workitems.Duration(20 * time.Second)}, c)
+	if left, ok := m.WallTimeLeft(); !ok || left != 30*time.Second {
+		t.Fatalf("left %v %v, want 30s", left, ok)
+	}
+	cause := errors.New("wall time")
+	ctx, cancel := m.DeadlineContext(context.Background(), cause)
+	defer cancel()
+	c.BlockUntil(1, nil)
+	c.Advance(29 * time.Second)
+	if ctx.Err() != nil {
+		t.Fatal("the deadline fired early")
+	}
+	c.Advance(time.Second)
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), cause) {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	if _, ok := NewClockMeter(workitems.Budget{}, workitems.Spend{}, c).WallTimeLeft(); ok {
+		t.Fatal("an uncapped meter has a deadline")
+	}
+}

@@ -217,23 +217,58 @@ type Decision struct {
 	At        time.Time     `json:"at"`
 }
 
+// AttemptState is where one attempt of an item is. An attempt moves forward only:
+//
+//	queued → running → verifying → done
+//
+// (a resumed attempt stays running; the item's State says what became of it).
+type AttemptState string
+
+// The attempt states.
+const (
+	AttemptQueued    AttemptState = "queued"
+	AttemptRunning   AttemptState = "running"
+	AttemptVerifying AttemptState = "verifying"
+	AttemptDone      AttemptState = "done"
+)
+
+// AllAttemptStates lists every attempt state, in order.
+func AllAttemptStates() []AttemptState {
+	return []AttemptState{AttemptQueued, AttemptRunning, AttemptVerifying, AttemptDone}
+}
+
+// ResolutionAction is what a person decides for an escalated item.
+type ResolutionAction string
+
+// The resolution actions. Cancel also applies to any item that is not terminal.
+const (
+	ResolveClose  ResolutionAction = "close"
+	ResolveRetry  ResolutionAction = "retry"
+	ResolveCancel ResolutionAction = "cancel"
+)
+
+// AllResolutionActions lists every resolution action.
+func AllResolutionActions() []ResolutionAction {
+	return []ResolutionAction{ResolveClose, ResolveRetry, ResolveCancel}
+}
+
 // Attempt is one run of an inner loop for an item.
 type Attempt struct {
-	N         int       `json:"n"`
-	Condition Condition `json:"condition"`
-	Changed   []string  `json:"changed,omitempty"` // what differs from attempt N-1
-	State     string    `json:"state"`             // queued | running | verifying | done
-	StartedAt time.Time `json:"started_at,omitzero"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
-	Worker    string    `json:"worker,omitempty"`
-	Epoch     int64     `json:"epoch,omitempty"`
-	Resumes   int       `json:"resumes,omitempty"`
-	Exit      *Exit     `json:"exit,omitempty"`
-	Spend     Spend     `json:"spend,omitzero"`
-	Decision  *Decision `json:"decision,omitempty"`
-	Workspace string    `json:"workspace,omitempty"`
-	Verified  *Verdict  `json:"verified,omitempty"`
-	Delivery  *Delivery `json:"delivery,omitempty"` // what became of the attempt's change
+	N         int          `json:"n"`
+	Condition Condition    `json:"condition"`
+	Changed   []string     `json:"changed,omitempty"` // what differs from attempt N-1
+	State     AttemptState `json:"state"`
+	StartedAt time.Time    `json:"started_at,omitzero"`
+	EndedAt   time.Time    `json:"ended_at,omitzero"`
+	Worker    string       `json:"worker,omitempty"`
+	Epoch     int64        `json:"epoch,omitempty"`
+	Resumes   int          `json:"resumes,omitempty"`
+	Exit      *Exit        `json:"exit,omitempty"`
+	Spend     Spend        `json:"spend,omitzero"`
+	Decision  *Decision    `json:"decision,omitempty"`
+	Workspace string       `json:"workspace,omitempty"`
+	Verified  *Verdict     `json:"verified,omitempty"`
+	Delivery  *Delivery    `json:"delivery,omitempty"` // what became of the attempt's change
 	// Base is where the attempt's workspace started; ExitSnapshot its tree when the loop exited.
 	Base         *WorkspaceBase     `json:"base,omitempty"`
 	ExitSnapshot *WorkspaceSnapshot `json:"exit_snapshot,omitempty"`
@@ -285,12 +320,12 @@ type Item struct {
 
 // Resolution records a person's action on an escalated item.
 type Resolution struct {
-	Action     string    `json:"action"` // close | retry | cancel
-	Actor      string    `json:"actor"`
-	Input      string    `json:"input,omitempty"`
-	Budget     Budget    `json:"budget,omitzero"`      // per-attempt caps for the next attempt
-	ItemBudget Budget    `json:"item_budget,omitzero"` // raised item caps
-	At         time.Time `json:"at"`
+	Action     ResolutionAction `json:"action"`
+	Actor      string           `json:"actor"`
+	Input      string           `json:"input,omitempty"`
+	Budget     Budget           `json:"budget,omitzero"`      // per-attempt caps for the next attempt
+	ItemBudget Budget           `json:"item_budget,omitzero"` // raised item caps
+	At         time.Time        `json:"at"`
 }
 
 // Current returns the current attempt, or nil before the first.

@@ -62,12 +62,14 @@ return 0
 // spend given, never falls, and what the cost rose by is added to the template's daily cost.
 //
 //	KEYS[1] epoch key, KEYS[2] checkpoint key, KEYS[3] history list, KEYS[4] snapshot key,
-//	KEYS[5] charged hash, KEYS[6] the template's daily cost key (today, UTC)
+//	KEYS[5] charged hash, KEYS[6] the template's daily cost key (today, UTC), KEYS[7] the item's
+//	steer list
 //	ARGV[1] epoch, ARGV[2] checkpoint bytes,
 //	ARGV[3] snapshot op ("" keep | "set" | "del"), ARGV[4] snapshot bytes,
 //	ARGV[5] "1" to clear the history before appending,
 //	ARGV[6] "1" to charge, ARGV[7..14] the spend so far (spendFields order), ARGV[15] daily cost
-//	key TTL in seconds, ARGV[16..] history entries
+//	key TTL in seconds, ARGV[16] how many steer inputs this checkpoint holds (removed from the
+//	head of the steer list), ARGV[17..] history entries
 //
 // Returns {history length, the charged fields after, before} ({n} without a charge), or {-1}
 // when the epoch is stale (then nothing is written or charged).
@@ -80,7 +82,9 @@ elseif ARGV[3] == 'del' then
   redis.call('DEL', KEYS[4])
 end
 if ARGV[5] == '1' then redis.call('DEL', KEYS[3]) end
-for i = 16, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+local taken = tonumber(ARGV[16]) or 0
+if taken > 0 then redis.call('LTRIM', KEYS[7], taken, -1) end
+for i = 17, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
 local n = redis.call('LLEN', KEYS[3])
 if ARGV[6] ~= '1' then return {n} end
 local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
@@ -165,6 +169,10 @@ type CheckpointWrite struct {
 	Reset bool
 	// Charge, when set, charges the attempt's spend so far in the same write (charge.go).
 	Charge *Charge
+	// SteerTaken is how many queued steer inputs (PeekSteer, oldest first) this checkpoint
+	// holds; they leave the queue in the same write, so a crash before it keeps them queued
+	// and one after it finds them in the checkpoint.
+	SteerTaken int
 }
 
 // WriteCheckpoint writes w in one fenced Lua call: the state, the history and the workspace
@@ -181,7 +189,10 @@ func (s *Store) WriteChargedCheckpoint(ctx context.Context, f *Fence, w Checkpoi
 	if w.Reset {
 		reset = "1"
 	}
-	args := make([]any, 0, 15+len(w.History))
+	if w.SteerTaken < 0 {
+		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: steer taken %d is negative", f.Item, f.Attempt, w.SteerTaken)
+	}
+	args := make([]any, 0, 16+len(w.History))
 	args = append(args, f.Epoch, w.State, op, snap, reset)
 	template := ""
 	if w.Charge != nil {
@@ -194,13 +205,13 @@ func (s *Store) WriteChargedCheckpoint(ctx context.Context, f *Fence, w Checkpoi
 	} else {
 		args = append(args, "", 0, 0, 0, 0, 0, 0, 0, 0)
 	}
-	args = append(args, int64(dailyCostTTL.Seconds()))
+	args = append(args, int64(dailyCostTTL.Seconds()), w.SteerTaken)
 	for _, h := range w.History {
 		args = append(args, h)
 	}
 	res, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
 		s.k.hist(f.Item, f.Attempt), s.k.snap(f.Item, f.Attempt), s.k.charged(f.Item, f.Attempt),
-		s.k.dailyCost(template, s.now().UTC().Format(time.DateOnly))}, args...).Slice()
+		s.k.dailyCost(template, s.now().UTC().Format(time.DateOnly)), s.k.steer(f.Item)}, args...).Slice()
 	if err != nil {
 		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
 	}

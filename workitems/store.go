@@ -87,7 +87,7 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 		it.Attempt = 1
 	}
 	if len(it.Attempts) == 0 {
-		it.Attempts = []Attempt{{N: 1, Condition: Condition{}, State: "queued"}}
+		it.Attempts = []Attempt{{N: 1, Condition: Condition{}, State: AttemptQueued}}
 	}
 	it.Version = 1
 	body, err := json.Marshal(it)
@@ -558,18 +558,15 @@ func (s *Store) Steer(ctx context.Context, id, text, actor string) error {
 	return err
 }
 
-// DrainSteer returns and removes the queued steer input of an item, oldest first.
-func (s *Store) DrainSteer(ctx context.Context, id string) ([]string, error) {
-	var r *redis.StringSliceCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		r = p.LRange(ctx, s.k.steer(id), 0, -1)
-		p.Del(ctx, s.k.steer(id))
-		return nil
-	})
+// PeekSteer returns the queued steer input of an item from position from on, oldest first,
+// without removing it: a running attempt removes what it took with the checkpoint that holds
+// it (CheckpointWrite.SteerTaken), so that a crash in between loses nothing.
+func (s *Store) PeekSteer(ctx context.Context, id string, from int) ([]string, error) {
+	out, err := s.rdb.LRange(ctx, s.k.steer(id), int64(from), -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("workitems: steer %s: %w", id, err)
 	}
-	return r.Val(), nil
+	return out, nil
 }
 
 // WaitFor follows an item's event log until done(item) holds, and returns that item. It ends

@@ -363,12 +363,56 @@ func TestSteerQueueDrainsInOrder(t *testing.T) {
 	if err := s.Steer(ctx, "missing", "x", "a"); !errors.Is(err, workitems.ErrNotFound) {
 		t.Fatalf("steer to a missing item: %v", err)
 	}
-	got, err := s.DrainSteer(ctx, "s")
+	got, err := s.PeekSteer(ctx, "s", 0)
 	if err != nil || fmt.Sprint(got) != "[first second]" {
-		t.Fatalf("drain: %v %v", got, err)
+		t.Fatalf("peek: %v %v", got, err)
 	}
-	if got, _ := s.DrainSteer(ctx, "s"); len(got) != 0 {
-		t.Fatalf("second drain: %v", got)
+	if got, _ := s.PeekSteer(ctx, "s", 1); fmt.Sprint(got) != "[second]" {
+		t.Fatalf("peek from 1: %v", got)
+	}
+	if got, _ := s.PeekSteer(ctx, "s", 0); len(got) != 2 {
+		t.Fatalf("a peek removed input: %v", got)
+	}
+}
+
+func TestSteerLeavesTheQueueOnlyWithTheCheckpointHoldingIt(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	_ = s.Create(ctx, newItem("q"), workitems.CreateLimits{})
+	_ = s.Steer(ctx, "q", "first", "a")
+	_ = s.Steer(ctx, "q", "second", "a")
+	old, err := s.AcquireLease(ctx, "q", 1, "old", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteCheckpoint(ctx, old, workitems.CheckpointWrite{State: []byte(`{"input":["first"]}`), SteerTaken: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.PeekSteer(ctx, "q", 0); fmt.Sprint(got) != "[second]" {
+		t.Fatalf("after a checkpoint holding one input the queue is %v", got)
+	}
+	_ = s.ReleaseLease(ctx, old)
+	nw, err := s.AcquireLease(ctx, "q", 1, "new", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fenced-out worker's checkpoint writes nothing and takes nothing from the queue.
+	err = s.WriteCheckpoint(ctx, old, workitems.CheckpointWrite{State: []byte(`{}`), SteerTaken: 1})
+	if !errors.Is(err, workitems.ErrLeaseLost) {
+		t.Fatalf("stale checkpoint: %v, want ErrLeaseLost", err)
+	}
+	if got, _ := s.PeekSteer(ctx, "q", 0); fmt.Sprint(got) != "[second]" {
+		t.Fatalf("a stale checkpoint took steer input: %v", got)
+	}
+	if err := s.WriteCheckpoint(ctx, nw, workitems.CheckpointWrite{State: []byte(`{}`), SteerTaken: -1}); err == nil {
+		t.Fatal("a negative steer count was accepted")
+	}
+	if err := s.WriteCheckpoint(ctx, nw, workitems.CheckpointWrite{State: []byte(`{}`), SteerTaken: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.PeekSteer(ctx, "q", 0); len(got) != 0 {
+		t.Fatalf("queue after the second input was checkpointed: %v", got)
 	}
 }
 

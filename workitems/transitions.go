@@ -28,7 +28,7 @@ func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Ite
 			if err := it.SetState(StateRunning); err != nil {
 				return nil, err
 			}
-			a.State, a.StartedAt = "running", s.now().UTC()
+			a.State, a.StartedAt = AttemptRunning, s.now().UTC()
 			return []Event{{Type: EventAttemptStarted, Attempt: a.N, Actor: worker,
 				Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "changed": strings.Join(a.Changed, ",")}}}, nil
 		case StateRunning, StateVerifying:
@@ -93,7 +93,7 @@ func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*It
 			return nil, fmt.Errorf("workitems: item %s: exit for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
 		}
 		template = it.Template
-		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.now().UTC(), "verifying", workspace
+		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.now().UTC(), AttemptVerifying, workspace
 		if restarted {
 			a.Condition.Restarted = true
 		}
@@ -154,7 +154,7 @@ func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error)
 		}
 	}
 	a.Decision = &d
-	a.State = "done"
+	a.State = AttemptDone
 	it.Decisions = append(it.Decisions, d)
 	evs := []Event{{Type: EventDecision, Attempt: a.N, Actor: d.Actor, Message: d.Summary,
 		Data: map[string]string{"outcome": string(d.Outcome), "rule": d.Rule, "reasons": strings.Join(d.Reasons, "; ")}}}
@@ -162,7 +162,7 @@ func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error)
 	case OutcomeClose:
 		return evs, it.SetState(StateClosed)
 	case OutcomeRetry:
-		next := Attempt{N: a.N + 1, Condition: *d.Next, Changed: d.Next.Changes(a.Condition), State: "queued"}
+		next := Attempt{N: a.N + 1, Condition: *d.Next, Changed: d.Next.Changes(a.Condition), State: AttemptQueued}
 		it.Attempts = append(it.Attempts, next)
 		it.Attempt = next.N
 		evs = append(evs, Event{Type: EventStep, Attempt: next.N, Message: "retry with a changed condition",
@@ -231,23 +231,23 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 		return nil, fmt.Errorf("workitems: resolve %s: actor missing", id)
 	}
 	return s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
-		ev := Event{Type: EventResolved, Attempt: it.Attempt, Actor: r.Actor, Message: r.Action,
-			Data: map[string]string{"action": r.Action}}
+		ev := Event{Type: EventResolved, Attempt: it.Attempt, Actor: r.Actor, Message: string(r.Action),
+			Data: map[string]string{"action": string(r.Action)}}
 		switch r.Action {
-		case "cancel":
+		case ResolveCancel:
 			if it.State.Terminal() {
 				return nil, &TransitionError{From: it.State, To: StateCancelled}
 			}
 			it.CancelReq = true
 			it.Resolution = append(it.Resolution, r)
 			return []Event{ev}, it.SetState(StateCancelled)
-		case "close":
+		case ResolveClose:
 			if it.State != StateEscalated {
 				return nil, fmt.Errorf("workitems: resolve %s: close: %w", id, &TransitionError{From: it.State, To: StateClosed})
 			}
 			it.Resolution = append(it.Resolution, r)
 			return []Event{ev}, it.SetState(StateClosed)
-		case "retry":
+		case ResolveRetry:
 			if it.State != StateEscalated {
 				return nil, fmt.Errorf("workitems: resolve %s: retry: %w", id, &TransitionError{From: it.State, To: StateQueued})
 			}
@@ -261,7 +261,7 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 			}
 			cond.Budget = cond.Budget.Merge(r.Budget)
 			it.ItemBudget = raise(it.ItemBudget, r.ItemBudget)
-			next := Attempt{N: it.Attempt + 1, Condition: cond, State: "queued"}
+			next := Attempt{N: it.Attempt + 1, Condition: cond, State: AttemptQueued}
 			if prev != nil {
 				next.Changed = cond.Changes(prev.Condition)
 			}
@@ -275,7 +275,7 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 			ev.Data["changed"] = strings.Join(next.Changed, ",")
 			return []Event{ev}, it.SetState(StateQueued)
 		}
-		return nil, fmt.Errorf("workitems: resolve %s: action %q is not close, retry or cancel", id, r.Action)
+		return nil, fmt.Errorf("workitems: resolve %s: action %q is not one of %v", id, r.Action, AllResolutionActions())
 	})
 }
 

@@ -90,6 +90,9 @@ type memEvents struct {
 }
 
 func (e *memEvents) Emit(_ context.Context, ev workitems.Event) {
+	if !slices.Contains(AllEventKinds(), EventKind(ev.Data["kind"])) {
+		panic(fmt.Sprintf("event kind %q is not in AllEventKinds", ev.Data["kind"]))
+	}
 	e.mu.Lock()
 	e.events = append(e.events, ev)
 	on := e.on
@@ -213,7 +216,7 @@ func (h *harness) attempt() *worker.Attempt {
 }
 
 func (h *harness) loop(p model.Provider, opts ...Option) *Loop {
-	base := []Option{WithProvider(p), WithClock(h.clock.Now), WithJitter(func() float64 { return 1 }),
+	base := []Option{WithProvider(p), WithJitter(func() float64 { return 1 }),
 		WithSleep(func(_ context.Context, d time.Duration) error {
 			h.sleepMu.Lock()
 			defer h.sleepMu.Unlock()

@@ -35,7 +35,6 @@ type ProviderFactory func(cfg workitems.ProviderConfig, name string) (model.Prov
 // runtime.
 type Loop struct {
 	providers  ProviderFactory
-	now        func() time.Time
 	sleep      func(ctx context.Context, d time.Duration) error
 	jitter     func() float64
 	maxRetries int
@@ -56,9 +55,6 @@ func WithProviderFactory(f ProviderFactory) Option { return func(l *Loop) { l.pr
 func WithProvider(p model.Provider) Option {
 	return WithProviderFactory(func(workitems.ProviderConfig, string) (model.Provider, error) { return p, nil })
 }
-
-// WithClock sets the clock used for the wall-time deadline.
-func WithClock(now func() time.Time) Option { return func(l *Loop) { l.now = now } }
 
 // WithSleep sets how the loop waits between model retries (tests record instead of sleeping).
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
@@ -86,7 +82,6 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 // New returns an agent loop.
 func New(opts ...Option) *Loop {
 	l := &Loop{
-		now:        time.Now,
 		sleep:      sleepCtx,
 		jitter:     func() float64 { return 0.9 + rand.Float64()*0.2 },
 		maxRetries: DefaultMaxRetries,
@@ -125,11 +120,9 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassInvalidInput,
 			Message: "agentloop: the attempt has no budget meter"}
 	}
-	if d, ok := a.Meter.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d.Sub(l.now()), errWallTime)
-		defer cancel()
-	}
+	// The deadline runs on the meter's clock, the one the handler injects.
+	ctx, cancel := a.Meter.DeadlineContext(ctx, errWallTime)
+	defer cancel()
 	rt, err := l.newRuntime(ctx, a)
 	if err != nil {
 		if errors.Is(err, workitems.ErrLeaseLost) {
@@ -137,7 +130,7 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		}
 		ex := workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassOf(err),
 			Message: fmt.Sprintf("agentloop: prepare: %v", err)}
-		emit(ctx, a, "turn_error", ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
+		emit(ctx, a, EventTurnError, ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
 		return ex
 	}
 	defer rt.tools.root.Close()
@@ -150,11 +143,11 @@ func leaseLostExit() workitems.Exit {
 }
 
 // emit sends a step event; it never fails the loop (the sink owns its errors).
-func emit(ctx context.Context, a *worker.Attempt, kind, msg string, data map[string]string) {
+func emit(ctx context.Context, a *worker.Attempt, kind EventKind, msg string, data map[string]string) {
 	if a.Events == nil {
 		return
 	}
-	d := map[string]string{"kind": kind}
+	d := map[string]string{"kind": string(kind)}
 	for k, v := range data {
 		d[k] = v
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"
@@ -81,11 +82,17 @@ func TestBuiltinStopHookAsksForTheDoneCheck(t *testing.T) {
 func TestWallTimeDeadlineStopsABlockedModel(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	// The loop's clock says only 20ms of the hour are left, so the attempt's context ends
-	// while the model still streams.
-	loopNow := func() time.Time { return h.clock.Now().Add(time.Hour - 20*time.Millisecond) }
+	// The meter runs on the one injected clock: moving it past the hour ends the attempt's
+	// context while the model still streams, with no real time passing.
+	clock := fakeclock.New(h.clock.Now())
+	a := h.attempt()
+	a.Meter = worker.NewClockMeter(h.budget, workitems.Spend{}, clock)
 	p := model.NewScripted("scripted", model.ScriptStep{Block: true})
-	ex := h.run(t.Context(), p, WithClock(loopNow))
+	go func() {
+		clock.BlockUntil(1, nil) // the deadline's timer is waiting
+		clock.Advance(time.Hour)
+	}()
+	ex := h.loop(p).Run(t.Context(), a)
 	if ex.Reason != workitems.ExitBudgetExhausted || ex.Budget != workitems.BudgetWallTime {
 		t.Fatalf("exit %+v", ex)
 	}

@@ -25,24 +25,59 @@ const compactPrompt = "Write the hand-off summary now. Do not call tools."
 // summaryPrefix starts the hand-off item that replaces compacted history in later requests.
 const summaryPrefix = "Hand-off summary of the work so far (earlier history was compacted):\n"
 
+// compactTries is how many summary requests one compaction makes before the turn ends.
+const compactTries = 2
+
+// compact replaces the history since the last compaction with a hand-off summary. History is
+// only moved past once a summary with text exists: an empty answer (a tool call, an empty
+// message) or a failed request is tried once more, and then ends the turn with an error exit.
 func (rt *runtime) compact(ctx context.Context) error {
 	build := func() model.Request {
 		in := append(rt.view(), model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: compactPrompt})
 		return model.Request{Model: rt.modelID, Instructions: compactInstructions, Input: in, CacheKey: model.CacheKeyFor(rt.st.Turn)}
 	}
 	inputItems := len(rt.view())
-	resp, err := rt.stream(ctx, build)
-	if err != nil {
-		return err
+	var summary string
+	var last error
+	for try := 1; try <= compactTries && summary == ""; try++ {
+		resp, err := rt.stream(ctx, build)
+		var be *worker.BudgetError
+		switch {
+		case ctx.Err() != nil || errors.As(err, &be) || errors.Is(err, errLeaseLost):
+			return err
+		case err != nil:
+			last = err
+		default:
+			summary = strings.TrimSpace(resp.Text())
+			if summary == "" {
+				last = errors.New("the summary response has no text")
+			}
+		}
+		if summary == "" {
+			rt.emit(ctx, EventWarning, fmt.Sprintf("compaction summary %d/%d failed: %v", try, compactTries, last),
+				map[string]string{"phase": string(Compacting), "try": strconv.Itoa(try)})
+		}
 	}
-	summary := resp.Text()
+	if summary == "" {
+		class := workitems.ClassOf(last)
+		var me *model.Error
+		if errors.As(last, &me) {
+			class = me.Class
+		}
+		reason := workitems.ExitFailed
+		if class == workitems.ClassTransient {
+			reason = workitems.ExitTransientError
+		}
+		return &endError{exit: workitems.Exit{Reason: reason, Class: class,
+			Message: fmt.Sprintf("compaction: no summary after %d tries; history kept: %v", compactTries, last)}}
+	}
 	rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: summaryPrefix + summary})
 	rt.st.ViewStart = len(rt.history) - 1
 	rt.st.CtxTokens = estimateTokens(rt.view())
 	// The drain gate: when the model itself needed this follow-up, its own chain continues
 	// first and queued steer input waits for the request after.
 	rt.st.HoldInput = rt.st.ModelMore && len(rt.st.Input) > 0
-	rt.emit(ctx, "compaction", "context compacted", map[string]string{
+	rt.emit(ctx, EventCompaction, "context compacted", map[string]string{
 		"input_items": strconv.Itoa(inputItems), "summary_chars": strconv.Itoa(len(summary))})
 	return rt.enter(ctx, Preparing)
 }
@@ -156,7 +191,7 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 	var prompts []string
 	if rt.builtinBlocks() {
 		prompts = append(prompts, builtinHookPrompt)
-		rt.emit(ctx, "stop_hook", builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
+		rt.emit(ctx, EventStopHook, builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
 	}
 	for _, h := range rt.hooks() {
 		res, err := h.Stop(ctx, in)
@@ -165,12 +200,12 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		}
 		switch {
 		case err != nil:
-			rt.emit(ctx, "warning", fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
+			rt.emit(ctx, EventWarning, fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
 		case res.Block && strings.TrimSpace(res.Reason) == "":
-			rt.emit(ctx, "warning", "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
+			rt.emit(ctx, EventWarning, "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
 		case res.Block:
 			prompts = append(prompts, res.Reason)
-			rt.emit(ctx, "stop_hook", res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
+			rt.emit(ctx, EventStopHook, res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
 		}
 	}
 	if len(prompts) > 0 {
@@ -189,6 +224,6 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 	if err := rt.enter(ctx, Completed); err != nil {
 		return err
 	}
-	rt.emit(ctx, "turn_completed", "turn completed", map[string]string{"last_message": rt.st.LastText})
+	rt.emit(ctx, EventTurnCompleted, "turn completed", map[string]string{"last_message": rt.st.LastText})
 	return nil
 }

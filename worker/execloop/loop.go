@@ -395,10 +395,8 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, us
 	}()
 
 	var deadline <-chan time.Time
-	if d, ok := a.Meter.Deadline(); ok {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		deadline = t.C
+	if up, ok := a.Meter.WallTimeUp(); ok { // on the meter's clock, the handler's one clock
+		deadline = up
 	}
 
 	stop := func(exit workitems.Exit) workitems.Exit {

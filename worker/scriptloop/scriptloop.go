@@ -135,11 +135,10 @@ func budgetExit(err error, st checkpoint) workitems.Exit {
 // budget when that is sooner (then a timeout means the budget ran out).
 func commandTimeout(a *worker.Attempt) (time.Duration, bool) {
 	per := a.Template.Loop.CommandTimeout.D()
-	dl, ok := a.Meter.Deadline()
+	left, ok := a.Meter.WallTimeLeft() // on the meter's clock, the handler's one clock
 	if !ok {
 		return per, false
 	}
-	left := time.Until(dl)
 	if left < time.Millisecond {
 		left = time.Millisecond
 	}
