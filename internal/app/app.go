@@ -125,6 +125,19 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.AsynqOpt = asynq.RedisClientOpt{Addr: ropt.Addr, DB: ropt.DB, Username: ropt.Username, Password: ropt.Password, TLSConfig: ropt.TLSConfig}
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
+	// Stores written before the ordered indexes get them built once, here (one GET when current).
+	if cur, err := a.Store.IndexesCurrent(ctx); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: %w", err)
+	} else if !cur {
+		o.Logger.Warn("building the ordered item indexes of a store written by an older version (once)")
+		n, err := a.Store.MigrateIndexes(ctx, 1000)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		o.Logger.Info("item indexes built", "items", n, "version", workitems.IndexVersion)
+	}
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
 	// Metrics log through the app's logger (--log-format) and read the app's clock.
