@@ -122,16 +122,34 @@ func (s *Store) DueForDeletion(ctx context.Context, r Retention, now time.Time, 
 	return out, nil
 }
 
-// RetentionDue says whether an item's record, read now, is past its retention: the check
-// DeleteIfDue repeats inside its transaction.
-func RetentionDue(it *Item, r Retention, now time.Time) bool {
+// RetentionDue says whether an item's record, read now, is still the one DueForDeletion found
+// (d) past its retention: DeleteIfDue repeats this inside its transaction. An ended item never
+// changes state, so its ended index time stands; an escalated one must still be in the same
+// escalation (a resolve and a new escalation start its retention again).
+func RetentionDue(it *Item, d Due, r Retention, now time.Time) bool {
 	keep, ok := r.ItemKeep(it.State)
-	if !ok {
+	if !ok || it.State != d.State {
 		return false
 	}
-	since := it.UpdatedAt
-	if it.State == StateEscalated && it.Escalation != nil {
-		since = it.Escalation.At
+	if it.State == StateEscalated {
+		return !now.Before(escalatedAt(it).Add(keep))
 	}
-	return !now.Before(since.Add(keep))
+	return true
+}
+
+// DropFromEnded removes an id from the ended index of state st (or the escalation queue): an
+// entry whose item is gone, so that the janitor does not meet it again.
+func (s *Store) DropFromEnded(ctx context.Context, id string, st State) {
+	key := s.k.ended(st)
+	if st == StateEscalated {
+		key = s.k.escalated()
+	}
+	s.rdb.ZRem(ctx, key, id)
+}
+
+func escalatedAt(it *Item) time.Time {
+	if it.Escalation != nil {
+		return it.Escalation.At
+	}
+	return it.UpdatedAt
 }

@@ -200,7 +200,8 @@ func (a *App) Handler(workerID string) *worker.Handler {
 // Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
 	return worker.NewServer(a.AsynqOpt, a.Handler(workerID), worker.ServerOptions{
-		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper()})
+		Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper(),
+		Janitor: a.Janitor()})
 }
 
 // Sweeper returns the workspace sweeper of this process's work dir (not started); nil with
@@ -211,6 +212,13 @@ func (a *App) Sweeper() *worker.Sweeper {
 	}
 	return worker.NewSweeper(worker.SweeperOptions{Workspaces: a.Workspaces, Store: a.Store, Retention: a.Config.Retention,
 		Clock: a.opts.Clock, Logger: a.Logger.With("component", "sweeper"), Disk: metrics.NewWorkspaceDisk(a.Metrics)})
+}
+
+// Janitor returns the retention janitor (not started): it deletes items past their retention
+// with their keys and this process's workspaces of them.
+func (a *App) Janitor() *worker.Janitor {
+	return worker.NewJanitor(worker.JanitorOptions{Store: a.Store, Retention: a.Config.Retention, Workspaces: a.Workspaces,
+		Clock: a.opts.Clock, Logger: a.Logger.With("component", "janitor")})
 }
 
 // Scheduler returns the cron scheduler (not started).
