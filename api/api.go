@@ -463,12 +463,25 @@ type TemplateView struct {
 }
 
 func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
-	var out []TemplateView
-	now := s.store.Now()
-	for _, t := range s.o.Queue.Config().Templates {
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	all := s.o.Queue.Config().Templates
+	page := all[min(offset, len(all)):min(offset+limit, len(all))]
+	names := make([]string, 0, len(page))
+	for _, t := range page {
+		names = append(names, t.Name)
+	}
+	stats, err := s.store.TemplateStats(r.Context(), names) // one pipeline for the page
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	out := []TemplateView{}
+	for _, t := range page {
 		v := TemplateView{Name: t.Name, Schedule: t.Schedule, Loop: t.Loop.Kind, Goal: t.Goal, DailyCostCapUSD: t.DailyCostCapUSD}
-		v.DailyCostUSD, _ = s.store.DailyCost(r.Context(), t.Name, now)
-		v.Open, _ = s.store.OpenCount(r.Context(), t.Name)
+		v.DailyCostUSD, v.Open = stats[t.Name].DailyCostUSD, stats[t.Name].Open
 		if s.o.NextRun != nil {
 			v.NextRun, _ = s.o.NextRun(t.Name)
 		}

@@ -247,8 +247,13 @@ func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (
 	return "escalations", http.StatusOK
 }
 
+// templatesPerPage bounds the templates one view of the templates page reads.
+const templatesPerPage = 50
+
 type templatesPage struct {
-	Rows []templateRow
+	Rows       []templateRow
+	Total      int
+	Prev, Next string
 }
 
 type templateRow struct {
@@ -270,21 +275,39 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		v.Page = templatesPage{}
 		return "templates", http.StatusOK
 	}
-	names := make([]string, 0, len(c.o.Queue.Config().Templates))
-	for _, t := range c.o.Queue.Config().Templates {
+	pageNo, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if r.URL.Query().Get("page") == "" {
+		pageNo, err = 1, nil
+	}
+	if err != nil || pageNo < 1 {
+		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), "/templates")
+	}
+	// Only the page's templates are read: their stats in one pipeline, their last outcomes in
+	// one more and one MGET.
+	all := c.o.Queue.Config().Templates
+	lo := min((pageNo-1)*templatesPerPage, len(all))
+	page := all[lo:min(lo+templatesPerPage, len(all))]
+	names := make([]string, 0, len(page))
+	for _, t := range page {
 		names = append(names, t.Name)
 	}
 	recent, err := c.store.RecentEnded(r.Context(), names, recentPerTemplate)
 	if err != nil {
 		return c.internal(v, err)
 	}
-	st, err := c.store.Stats(r.Context())
+	stats, err := c.store.TemplateStats(r.Context(), names)
 	if err != nil {
 		return c.internal(v, err)
 	}
 	now := c.store.Now()
-	var p templatesPage
-	for _, t := range c.o.Queue.Config().Templates {
+	p := templatesPage{Total: len(all)}
+	if pageNo > 1 {
+		p.Prev = "/templates?page=" + strconv.Itoa(pageNo-1)
+	}
+	if lo+templatesPerPage < len(all) {
+		p.Next = "/templates?page=" + strconv.Itoa(pageNo+1)
+	}
+	for _, t := range page {
 		row := templateRow{Template: t, NextRun: "—"}
 		if t.Schedule == "" {
 			row.NextRun = "manual only"
@@ -293,16 +316,11 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 				row.NextRun = at.UTC().Format("2006-01-02 15:04 UTC") + " (" + until(now, at) + ")"
 			}
 		}
-		// From the one Stats read, not a round trip per template.
-		row.DailyCost = st.DailyCostUSD[t.Name]
+		st := stats[t.Name]
+		row.DailyCost, row.Open = st.DailyCostUSD, st.Open
 		row.DailyBar = fractionBar(row.DailyCost, t.DailyCostCapUSD, money)
-		for state, n := range st.Items[t.Name] {
-			if state.Open() {
-				row.Open += int64(n)
-			}
-		}
-		if at, ok := st.LastClosedAt[t.Name]; ok {
-			row.LastClosed = ago(now, at)
+		if !st.LastClosedAt.IsZero() {
+			row.LastClosed = ago(now, st.LastClosedAt)
 		}
 		row.Recent = recent[t.Name]
 		p.Rows = append(p.Rows, row)

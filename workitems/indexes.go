@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -363,4 +364,41 @@ func (s *Store) MigrateIndexes(ctx context.Context, batch int) (int, error) {
 		return done, fmt.Errorf("workitems: migrate indexes: %w", err)
 	}
 	return done, nil
+}
+
+// TemplateStat is what the templates pages show of one template's items.
+type TemplateStat struct {
+	DailyCostUSD float64   // today's (UTC) spend
+	Open         int64     // items counting against max_open
+	LastClosedAt time.Time // zero: never closed
+}
+
+// TemplateStats reads the stats of these templates (a page of them) in one pipeline.
+func (s *Store) TemplateStats(ctx context.Context, templates []string) (map[string]TemplateStat, error) {
+	day := s.now().UTC().Format("2006-01-02")
+	cost := make([]*redis.StringCmd, len(templates))
+	open := make([]*redis.IntCmd, len(templates))
+	closed := make([]*redis.StringCmd, len(templates))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range templates {
+			cost[i] = p.Get(ctx, s.k.dailyCost(t, day))
+			open[i] = p.SCard(ctx, s.k.open(t))
+			closed[i] = p.HGet(ctx, s.k.lastClosed(), t)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("workitems: template stats: %w", err)
+	}
+	out := make(map[string]TemplateStat, len(templates))
+	for i, t := range templates {
+		var st TemplateStat
+		st.DailyCostUSD, _ = cost[i].Float64()
+		st.Open = open[i].Val()
+		if sec, err := closed[i].Int64(); err == nil {
+			st.LastClosedAt = time.Unix(sec, 0).UTC()
+		}
+		out[t] = st
+	}
+	return out, nil
 }

@@ -40,7 +40,7 @@ func benchScale(ctx context.Context, g *globals, e benchmark.Env, url string, n,
 	client := asynq.NewClient(e.Asynq)
 	defer client.Close()
 	q := scheduler.NewQueue(st, client, nil, cfg, scheduler.QueueOptions{Queue: e.Queue})
-	reads, err := benchmark.Scale(ctx, q, 7)
+	reads, err := benchmark.Scale(ctx, q, n, 15)
 	if err != nil {
 		return fmt.Errorf("bench --scale: %w", err)
 	}
@@ -65,7 +65,7 @@ func benchCLI(ctx context.Context, g *globals, url, prefix string, n int) error 
 	var b strings.Builder
 	b.WriteString("defaults:\n  budget: {wall_time: 10m}\ntemplates:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "  - name: t%05d\n    goal: do it\n    schedule: \"%d %d * * *\"\n    loop: {kind: script, commands: [\"true\"]}\n",
+		fmt.Fprintf(&b, "  - name: t%05d\n    goal: do it\n    schedule: \"%d %d * * *\"\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n",
 			i, i%60, (i/60)%24)
 	}
 	path := filepath.Join(dir, "outerloop.yaml")

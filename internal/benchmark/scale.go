@@ -119,8 +119,9 @@ func fillOne(ctx context.Context, st *workitems.Store, i, templates int, goal st
 }
 
 // Scale measures every list of the API and the console against GET /api/items (the plain
-// first page) on the store st, in-process over real HTTP, rounds requests each.
-func Scale(ctx context.Context, q *scheduler.Queue, rounds int) ([]ScaleRead, error) {
+// first page) on the store of q holding n items, in-process over real HTTP, rounds requests
+// each. The reads take turns within each round, so a load spike on the machine hits them alike.
+func Scale(ctx context.Context, q *scheduler.Queue, n, rounds int) ([]ScaleRead, error) {
 	mux := http.NewServeMux()
 	log := slog.New(slog.DiscardHandler)
 	api.New(api.Options{Queue: q, Logger: log}).Register(mux)
@@ -131,26 +132,26 @@ func Scale(ctx context.Context, q *scheduler.Queue, rounds int) ([]ScaleRead, er
 	defer srv.Close()
 	reads := []ScaleRead{
 		{Name: "api items, first page (baseline)", Path: "/api/items"},
-		{Name: "api items, page 2000", Path: "/api/items?offset=200000"},
+		{Name: "api items, middle page", Path: fmt.Sprintf("/api/items?offset=%d", n/2)},
 		{Name: "api items by spend", Path: "/api/items?sort=spend"},
 		{Name: "api state=closed", Path: "/api/items?state=closed"},
-		{Name: "api state=closed, deep page", Path: "/api/items?state=closed&offset=100000"},
+		{Name: "api state=closed, middle page", Path: fmt.Sprintf("/api/items?state=closed&offset=%d", n*9/20)},
 		{Name: "api state=failed", Path: "/api/items?state=failed"},
 		{Name: "api template", Path: "/api/items?template=t007"},
 		{Name: "api template+state", Path: "/api/items?template=t007&state=closed"},
 		{Name: "api template+state by spend", Path: "/api/items?template=t007&state=closed&sort=spend"},
 		{Name: "api escalations", Path: "/api/escalations"},
-		{Name: "api templates", Path: "/api/templates"},
+		{Name: "api templates (first 100)", Path: "/api/templates"},
 		{Name: "console /", Path: "/"},
 		{Name: "console state=closed by spend", Path: "/?state=closed&sort=spend"},
-		{Name: "console oldest, page 100", Path: "/?sort=oldest&page=100"},
+		{Name: "console oldest, middle page", Path: fmt.Sprintf("/?sort=oldest&page=%d", max(1, n/50))},
 		{Name: "console escalations", Path: "/escalations"},
 		{Name: "console templates", Path: "/templates"},
 	}
-	for i := range reads {
-		times := make([]time.Duration, 0, rounds)
-		var alloc uint64
-		for range rounds {
+	times := make([][]time.Duration, len(reads))
+	allocs := make([]uint64, len(reads))
+	for range rounds {
+		for i := range reads {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			t0 := time.Now()
@@ -160,16 +161,18 @@ func Scale(ctx context.Context, q *scheduler.Queue, rounds int) ([]ScaleRead, er
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			times = append(times, time.Since(t0))
+			times[i] = append(times[i], time.Since(t0))
 			runtime.ReadMemStats(&after)
-			alloc += after.TotalAlloc - before.TotalAlloc
+			allocs[i] += after.TotalAlloc - before.TotalAlloc
 			if resp.StatusCode != http.StatusOK {
 				return nil, fmt.Errorf("%s: status %d", reads[i].Path, resp.StatusCode)
 			}
 		}
-		slices.Sort(times)
-		reads[i].Median = times[len(times)/2]
-		reads[i].AllocMB = float64(alloc) / float64(rounds) / (1 << 20)
+	}
+	for i := range reads {
+		slices.Sort(times[i])
+		reads[i].Median = times[i][len(times[i])/2]
+		reads[i].AllocMB = float64(allocs[i]) / float64(rounds) / (1 << 20)
 	}
 	for i := range reads {
 		reads[i].Relative = float64(reads[i].Median) / float64(reads[0].Median)
