@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
+	"outerloop/metrics"
 	"outerloop/workitems"
 )
 
@@ -41,6 +42,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // globals are the root's persistent flags.
 type globals struct {
+	oneShot   bool // the command serves no /metrics (see longRunning)
 	config    string
 	redis     string
 	prefix    string
@@ -133,12 +135,26 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	if err != nil {
 		return nil, err
 	}
-	return app.Open(ctx, app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log})
+	o := app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log}
+	if g.oneShot {
+		o.Metrics = []metrics.Option{metrics.WithoutSeriesAhead()}
+	}
+	return app.Open(ctx, o)
+}
+
+// longRunning are the commands that serve /metrics; the others skip creating series ahead.
+func longRunning(cmd string) bool {
+	switch cmd {
+	case "serve", "scheduler", "worker", "demo":
+		return true
+	}
+	return false
 }
 
 // withApp makes a command body that runs with the system open, closing it afterwards.
 func (g *globals) withApp(allowEmbedded bool, run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		g.oneShot = !longRunning(cmd.Name())
 		a, err := g.open(cmd.Context(), allowEmbedded)
 		if err != nil {
 			return err
