@@ -256,21 +256,14 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "state %q is not one of %v", o.State, workitems.AllStates())
 		return
 	}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			writeErr(w, http.StatusBadRequest, "limit %q: want 1..1000", l)
-			return
-		}
-		o.Limit = n
+	o.Sort = workitems.ListSort(q.Get("sort"))
+	if !o.Sort.Valid() {
+		writeErr(w, http.StatusBadRequest, "sort %q: want newest, oldest or spend", o.Sort)
+		return
 	}
-	if v := q.Get("offset"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeErr(w, http.StatusBadRequest, "offset %q: want a number ≥ 0", v)
-			return
-		}
-		o.Offset = n
+	var ok bool
+	if o.Offset, o.Limit, ok = pageParams(w, r); !ok {
+		return
 	}
 	items, err := s.store.List(r.Context(), o)
 	if err != nil {
@@ -500,8 +493,36 @@ func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "queued"})
 }
 
+// pageParams reads ?offset= and ?limit= (1..1000, default 100); on bad input it has answered
+// 400 and returns false.
+func pageParams(w http.ResponseWriter, r *http.Request) (offset, limit int, ok bool) {
+	q := r.URL.Query()
+	limit = 100
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			writeErr(w, http.StatusBadRequest, "limit %q: want 1..1000", l)
+			return 0, 0, false
+		}
+		limit = n
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeErr(w, http.StatusBadRequest, "offset %q: want a number ≥ 0", v)
+			return 0, 0, false
+		}
+		offset = n
+	}
+	return offset, limit, true
+}
+
 func (s *Server) escalations(w http.ResponseWriter, r *http.Request) {
-	items, err := s.store.Escalated(r.Context())
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	items, err := s.store.Escalated(r.Context(), offset, limit)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "%v", err)
 		return
@@ -525,12 +546,25 @@ type TemplateView struct {
 }
 
 func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
-	var out []TemplateView
-	now := s.store.Now()
-	for _, t := range s.o.Queue.Config().Templates {
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	all := s.o.Queue.Config().Templates
+	page := all[min(offset, len(all)):min(offset+limit, len(all))]
+	names := make([]string, 0, len(page))
+	for _, t := range page {
+		names = append(names, t.Name)
+	}
+	stats, err := s.store.TemplateStats(r.Context(), names) // one pipeline for the page
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	out := []TemplateView{}
+	for _, t := range page {
 		v := TemplateView{Name: t.Name, Schedule: t.Schedule, Loop: t.Loop.Kind, Goal: t.Goal, DailyCostCapUSD: t.DailyCostCapUSD}
-		v.DailyCostUSD, _ = s.store.DailyCost(r.Context(), t.Name, now)
-		v.Open, _ = s.store.OpenCount(r.Context(), t.Name)
+		v.DailyCostUSD, v.Open = stats[t.Name].DailyCostUSD, stats[t.Name].Open
 		if s.o.NextRun != nil {
 			v.NextRun, _ = s.o.NextRun(t.Name)
 		}

@@ -11,9 +11,6 @@ import (
 	"outerloop/workitems"
 )
 
-// listLimit bounds how many items the items page sorts and pages through.
-const listLimit = 5000
-
 // Sort orders of the items list.
 const (
 	SortNewest = "newest"
@@ -59,29 +56,28 @@ func (c *Console) items(w http.ResponseWriter, r *http.Request, v *view) (string
 	if err != nil || pageNo < 1 {
 		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", q.Get("page")), "/")
 	}
-	items, err := c.store.List(r.Context(), workitems.ListOptions{State: workitems.State(p.State), Template: p.Template, Limit: listLimit})
-	if err != nil {
+	// Only the page shown is read: the count from the filter's index, the page from its
+	// creation or spend index (see workitems.ListOptions).
+	lo := workitems.ListOptions{State: workitems.State(p.State), Template: p.Template, Sort: workitems.ListSort(p.Sort)}
+	if p.Total, err = c.store.Count(r.Context(), lo); err != nil {
 		return c.internal(v, err)
-	}
-	switch p.Sort { // List returns newest first
-	case SortOldest:
-		slices.Reverse(items)
-	case SortSpend:
-		slices.SortStableFunc(items, func(a, b *workitems.Item) int { return cmpSpend(b, a) })
 	}
 	if c.o.Queue != nil {
 		for _, t := range c.o.Queue.Config().Templates {
 			p.Templates = append(p.Templates, t.Name)
 		}
 	}
-	if st, err := c.store.Stats(r.Context()); err == nil {
-		p.Escalations = st.OpenEscalations
+	if n, err := c.store.EscalatedCount(r.Context()); err == nil {
+		p.Escalations = n
 	}
-	p.Total = len(items)
 	p.Pages = max(1, (p.Total+c.o.PageSize-1)/c.o.PageSize)
 	p.PageNo = min(pageNo, p.Pages)
-	lo := (p.PageNo - 1) * c.o.PageSize
-	for _, it := range items[lo:min(lo+c.o.PageSize, p.Total)] {
+	lo.Offset, lo.Limit = (p.PageNo-1)*c.o.PageSize, c.o.PageSize
+	items, err := c.store.List(r.Context(), lo)
+	if err != nil {
+		return c.internal(v, err)
+	}
+	for _, it := range items {
 		row := itemRow{Item: it, Bar: spendBar(it.Spend, it.ItemBudget)}
 		if a := lastExited(it); a != nil {
 			row.LastExit = string(a.Exit.Reason)
@@ -112,17 +108,6 @@ func (c *Console) items(w http.ResponseWriter, r *http.Request, v *view) (string
 	p.SortURL = map[string]string{SortNewest: link(SortNewest, 1), SortOldest: link(SortOldest, 1), SortSpend: link(SortSpend, 1)}
 	v.Page = p
 	return "items", http.StatusOK
-}
-
-// cmpSpend orders items by cost, then wall time (scripts cost nothing but take time).
-func cmpSpend(a, b *workitems.Item) int {
-	if a.Spend.CostUSD != b.Spend.CostUSD {
-		if a.Spend.CostUSD < b.Spend.CostUSD {
-			return -1
-		}
-		return 1
-	}
-	return int(a.Spend.WallTime - b.Spend.WallTime)
 }
 
 // lastExited returns the latest attempt that has an exit.
@@ -201,8 +186,13 @@ func (c *Console) timeline(r *http.Request, id string) (evs []workitems.Event, t
 	return evs, truncated, nil
 }
 
+// escalationsPerPage bounds the escalation cards one view reads.
+const escalationsPerPage = 50
+
 type escalationsPage struct {
 	Rows        []escalationRow
+	Total       int
+	Prev, Next  string
 	BudgetKinds []workitems.BudgetKind
 }
 
@@ -216,11 +206,27 @@ type escalationRow struct {
 }
 
 func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
-	items, err := c.store.Escalated(r.Context())
+	pageNo, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if r.URL.Query().Get("page") == "" {
+		pageNo, err = 1, nil
+	}
+	if err != nil || pageNo < 1 {
+		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), "/escalations")
+	}
+	p := escalationsPage{BudgetKinds: workitems.AllBudgetKinds()}
+	if p.Total, err = c.store.EscalatedCount(r.Context()); err != nil {
+		return c.internal(v, err)
+	}
+	items, err := c.store.Escalated(r.Context(), (pageNo-1)*escalationsPerPage, escalationsPerPage)
 	if err != nil {
 		return c.internal(v, err)
 	}
-	p := escalationsPage{BudgetKinds: workitems.AllBudgetKinds()}
+	if pageNo > 1 {
+		p.Prev = "/escalations?page=" + strconv.Itoa(pageNo-1)
+	}
+	if pageNo*escalationsPerPage < p.Total {
+		p.Next = "/escalations?page=" + strconv.Itoa(pageNo+1)
+	}
 	for _, it := range items {
 		row := escalationRow{Item: it}
 		if it.Escalation != nil {
@@ -241,8 +247,13 @@ func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (
 	return "escalations", http.StatusOK
 }
 
+// templatesPerPage bounds the templates one view of the templates page reads.
+const templatesPerPage = 50
+
 type templatesPage struct {
-	Rows []templateRow
+	Rows       []templateRow
+	Total      int
+	Prev, Next string
 }
 
 type templateRow struct {
@@ -264,17 +275,39 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		v.Page = templatesPage{}
 		return "templates", http.StatusOK
 	}
-	items, err := c.store.List(r.Context(), workitems.ListOptions{Limit: listLimit})
+	pageNo, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if r.URL.Query().Get("page") == "" {
+		pageNo, err = 1, nil
+	}
+	if err != nil || pageNo < 1 {
+		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), "/templates")
+	}
+	// Only the page's templates are read: their stats in one pipeline, their last outcomes in
+	// one more and one MGET.
+	all := c.o.Queue.Config().Templates
+	lo := min((pageNo-1)*templatesPerPage, len(all))
+	page := all[lo:min(lo+templatesPerPage, len(all))]
+	names := make([]string, 0, len(page))
+	for _, t := range page {
+		names = append(names, t.Name)
+	}
+	recent, err := c.store.RecentEnded(r.Context(), names, recentPerTemplate)
 	if err != nil {
 		return c.internal(v, err)
 	}
-	st, err := c.store.Stats(r.Context())
+	stats, err := c.store.TemplateStats(r.Context(), names)
 	if err != nil {
 		return c.internal(v, err)
 	}
 	now := c.store.Now()
-	var p templatesPage
-	for _, t := range c.o.Queue.Config().Templates {
+	p := templatesPage{Total: len(all)}
+	if pageNo > 1 {
+		p.Prev = "/templates?page=" + strconv.Itoa(pageNo-1)
+	}
+	if lo+templatesPerPage < len(all) {
+		p.Next = "/templates?page=" + strconv.Itoa(pageNo+1)
+	}
+	for _, t := range page {
 		row := templateRow{Template: t, NextRun: "—"}
 		if t.Schedule == "" {
 			row.NextRun = "manual only"
@@ -283,20 +316,13 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 				row.NextRun = at.UTC().Format("2006-01-02 15:04 UTC") + " (" + until(now, at) + ")"
 			}
 		}
-		row.DailyCost, _ = c.store.DailyCost(r.Context(), t.Name, now)
+		st := stats[t.Name]
+		row.DailyCost, row.Open = st.DailyCostUSD, st.Open
 		row.DailyBar = fractionBar(row.DailyCost, t.DailyCostCapUSD, money)
-		row.Open, _ = c.store.OpenCount(r.Context(), t.Name)
-		if at, ok := st.LastClosedAt[t.Name]; ok {
-			row.LastClosed = ago(now, at)
+		if !st.LastClosedAt.IsZero() {
+			row.LastClosed = ago(now, st.LastClosedAt)
 		}
-		for _, it := range items { // newest first
-			if it.Template == t.Name && it.State.Terminal() || it.Template == t.Name && it.State == workitems.StateEscalated {
-				row.Recent = append(row.Recent, it)
-				if len(row.Recent) == recentPerTemplate {
-					break
-				}
-			}
-		}
+		row.Recent = recent[t.Name]
 		p.Rows = append(p.Rows, row)
 	}
 	v.Page = p

@@ -96,7 +96,9 @@ func (m *Metrics) SetConfig(cfg *workitems.Config) {
 		if gap, ok := scheduleMaxGap(t.Schedule, now); ok {
 			m.scheduleInterval.WithLabelValues(t.Name).Set(gap.Seconds())
 		}
-		m.createTemplateSeries(t, view)
+		if !m.noSeriesAhead {
+			m.createTemplateSeries(t, view)
+		}
 	}
 	for name := range view.providers {
 		m.modelRequest.WithLabelValues(name)

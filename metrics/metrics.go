@@ -70,6 +70,11 @@ type Option func(*Metrics)
 func WithClock(now func() time.Time) Option { return func(m *Metrics) { m.now = now } }
 
 // WithLogger sets the logger for scrape-time errors (default slog.Default()).
+// WithoutSeriesAhead makes SetConfig skip creating every template's counter series at zero: for
+// a one-shot CLI command that serves no /metrics, where 10k templates would cost a second of
+// series nobody scrapes. Label views and cap gauges are still set.
+func WithoutSeriesAhead() Option { return func(m *Metrics) { m.noSeriesAhead = true } }
+
 func WithLogger(l *slog.Logger) Option { return func(m *Metrics) { m.log = l } }
 
 // WithStatsTimeout bounds how long a scrape waits for the store's aggregate view (default 2s);
@@ -87,6 +92,8 @@ type Metrics struct {
 	log          *slog.Logger
 	statsTimeout time.Duration
 	statsMaxAge  time.Duration
+	// noSeriesAhead: see WithoutSeriesAhead.
+	noSeriesAhead bool
 
 	cfg     atomic.Pointer[configView]
 	cfgMu   sync.Mutex // serialises SetConfig

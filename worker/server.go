@@ -27,6 +27,8 @@ type ServerOptions struct {
 	Logger            *slog.Logger
 	// Sweeper removes this host's workspaces of ended items; started and stopped with the server.
 	Sweeper *Sweeper
+	// Janitor deletes items whose retention passed; started and stopped with the server.
+	Janitor *Janitor
 }
 
 // Server runs attempt tasks from asynq with a graceful shutdown that asynq alone does not give:
@@ -84,6 +86,9 @@ func (s *Server) Start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if s.o.Janitor != nil {
+		s.o.Janitor.Start()
+	}
 	if s.o.Sweeper != nil {
 		s.o.Sweeper.Start()
 	}
@@ -171,6 +176,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.o.Janitor != nil {
+		s.o.Janitor.Shutdown()
+	}
 	if s.o.Sweeper != nil {
 		s.o.Sweeper.Shutdown()
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseConfigFullExample(t *testing.T) {
@@ -101,6 +102,8 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 		{"bad done check format", strings.Replace(validTemplate, `{commands: ["go test -json ./..."]}`, `{commands: ["x"], format: xml}`, 1),
 			[]string{`template "t1"`, "done_check.format", "xml"}},
 		{"negative workspace retention", "retention: {workspaces: -1h}\n" + validTemplate, []string{"retention.workspaces", "negative"}},
+		{"negative failed retention", "retention: {failed: -1h}\n" + validTemplate, []string{"retention.failed", "negative"}},
+		{"negative escalated retention", "retention: {escalated: -2h}\n" + validTemplate, []string{"retention.escalated", "negative"}},
 		{"unknown retention key", "retention: {workspace: 1h}\n" + validTemplate, []string{"retention.workspace", "unknown key"}},
 		{"bad retention duration", "retention: {workspaces: 3d}\n" + validTemplate, []string{"not a duration"}},
 	}
@@ -135,8 +138,25 @@ func TestRetentionDefaultsAndOverrides(t *testing.T) {
 	if err != nil || cfg.Retention.Workspaces.D() != DefaultWorkspaceRetention {
 		t.Fatalf("default retention: %v %v", cfg.Retention, err)
 	}
-	cfg, err = ParseConfig([]byte("retention:\n  workspaces: 6h\n" + validTemplate))
+	if cfg.Retention.Closed.D() != DefaultClosedRetention || cfg.Retention.Failed.D() != DefaultFailedRetention || cfg.Retention.Escalated != 0 {
+		t.Fatalf("default item retention: %+v", cfg.Retention)
+	}
+	if _, ok := cfg.Retention.ItemKeep(StateEscalated); ok {
+		t.Fatal("escalated items are kept until resolved by default")
+	}
+	cfg, err = ParseConfig([]byte("retention:\n  workspaces: 6h\n  closed: 48h\n  failed: 240h\n  escalated: 720h\n" + validTemplate))
 	if err != nil || cfg.Retention.Workspaces.D().Hours() != 6 {
 		t.Fatalf("retention: %v %v", cfg.Retention, err)
+	}
+	for st, want := range map[State]time.Duration{StateClosed: 48 * time.Hour, StateCancelled: 48 * time.Hour,
+		StateFailed: 240 * time.Hour, StateEscalated: 720 * time.Hour} {
+		if got, ok := cfg.Retention.ItemKeep(st); !ok || got != want {
+			t.Errorf("%s kept %v (%v), want %v", st, got, ok, want)
+		}
+	}
+	for _, st := range []State{StateQueued, StateRunning, StateVerifying, StateRetryWait} {
+		if _, ok := cfg.Retention.ItemKeep(st); ok {
+			t.Errorf("open state %s has a retention", st)
+		}
 	}
 }

@@ -233,11 +233,16 @@ func TestDeleteRemovesTheItemWithItsPatches(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("keys of the deleted item remain: %v", left)
 	}
-	for _, k := range []string{"items", "tmpl:del", "state:closed"} {
-		members, _ := env.Client.ZRange(ctx, env.Prefix+k, 0, -1).Result()
-		if k == "state:closed" {
-			members, _ = env.Client.SMembers(ctx, env.Prefix+k).Result()
-		}
+	indexes := []string{env.Prefix + "items", env.Prefix + "tmpl:del", env.Prefix + "escalated"}
+	ix := env.Client.Scan(ctx, 0, env.Prefix+"ix:*", 1000).Iterator()
+	for ix.Next(ctx) {
+		indexes = append(indexes, ix.Val())
+	}
+	if len(indexes) < 8 {
+		t.Fatalf("expected the ordered indexes to exist, found %v", indexes)
+	}
+	for _, k := range indexes {
+		members, _ := env.Client.ZRange(ctx, k, 0, -1).Result()
 		for _, m := range members {
 			if m == "del@1" {
 				t.Errorf("index %s still lists the deleted item", k)

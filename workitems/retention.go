@@ -6,28 +6,66 @@ import (
 )
 
 // Retention says how long what an item leaves behind is kept once the item ended (the
-// top-level `retention:` section). Each key is one kind of leftover; more join as they get a
-// retention of their own.
+// top-level `retention:` section): its workspaces on the workers, and the item itself with
+// its events, checkpoints and patches in Redis (the janitor deletes it).
 type Retention struct {
 	// Workspaces is how long the workspaces of escalated and failed items stay on the workers
 	// (for a person to look at). Those of closed and cancelled items go at once. Default 72h.
 	Workspaces Duration `yaml:"workspaces"`
+	// Closed is how long closed and cancelled items stay in the store. Default 720h (30 days).
+	Closed Duration `yaml:"closed"`
+	// Failed is how long failed items stay in the store. Default 2160h (90 days).
+	Failed Duration `yaml:"failed"`
+	// Escalated, when set, deletes items left escalated this long; by default (0) an escalated
+	// item is kept until a person resolves it.
+	Escalated Duration `yaml:"escalated"`
 }
 
-// DefaultWorkspaceRetention is Retention.Workspaces when the config gives none.
-const DefaultWorkspaceRetention = 72 * time.Hour
+// Retention defaults (when the config gives none).
+const (
+	DefaultWorkspaceRetention = 72 * time.Hour
+	DefaultClosedRetention    = 30 * 24 * time.Hour
+	DefaultFailedRetention    = 90 * 24 * time.Hour
+)
 
 // WithDefaults fills what the config left out.
 func (r Retention) WithDefaults() Retention {
 	if r.Workspaces == 0 {
 		r.Workspaces = Duration(DefaultWorkspaceRetention)
 	}
+	if r.Closed == 0 {
+		r.Closed = Duration(DefaultClosedRetention)
+	}
+	if r.Failed == 0 {
+		r.Failed = Duration(DefaultFailedRetention)
+	}
 	return r
 }
 
+// ItemKeep returns how long an item that ended in state s is kept in the store, and false for
+// a state whose items are never deleted by retention (open states, and escalated without
+// Retention.Escalated).
+func (r Retention) ItemKeep(s State) (time.Duration, bool) {
+	r = r.WithDefaults()
+	switch s {
+	case StateClosed, StateCancelled:
+		return r.Closed.D(), true
+	case StateFailed:
+		return r.Failed.D(), true
+	case StateEscalated:
+		return r.Escalated.D(), r.Escalated > 0
+	}
+	return 0, false
+}
+
 func (r Retention) validate() error {
-	if r.Workspaces < 0 {
-		return &ConfigError{Field: "retention.workspaces", Err: errors.New("must not be negative")}
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"workspaces", r.Workspaces}, {"closed", r.Closed}, {"failed", r.Failed}, {"escalated", r.Escalated}} {
+		if f.d < 0 {
+			return &ConfigError{Field: "retention." + f.name, Err: errors.New("must not be negative")}
+		}
 	}
 	return nil
 }

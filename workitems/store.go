@@ -127,6 +127,7 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 			p.ZAdd(ctx, s.k.items(), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
 			p.ZAdd(ctx, s.k.byTemplate(it.Template), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
 			s.indexState(ctx, p, it, "", StateQueued)
+			s.indexSpend(ctx, p, it)
 			s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
 				Actor: it.Origin.Actor, Message: "created by " + it.Origin.Kind, At: now})
 			return nil
@@ -201,7 +202,7 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 		if err := json.Unmarshal(b, &it); err != nil {
 			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 		}
-		from := it.State
+		from, spentBefore := it.State, it.Spend
 		events, err := m(tx, &it)
 		if err != nil {
 			return err
@@ -215,6 +216,9 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, s.k.item(id), body, 0)
+			if it.Spend != spentBefore {
+				s.indexSpend(ctx, p, &it)
+			}
 			if it.State != from {
 				s.indexState(ctx, p, &it, from, it.State)
 				s.addEvent(ctx, p, Event{Item: id, Type: EventState, Attempt: it.Attempt, From: from, To: it.State, At: now})
@@ -257,34 +261,6 @@ func (s *Store) retryWatch(ctx context.Context, fn func(*redis.Tx) error, keys .
 		}
 	}
 	return fmt.Errorf("workitems: too much contention on %v", keys)
-}
-
-// indexState moves the item between the per-state sets, the open set of its template, the
-// escalation queue and the per-template counters.
-func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *Item, from, to State) {
-	if from != "" {
-		p.SRem(ctx, s.k.state(from), it.ID)
-		p.HIncrBy(ctx, s.k.counts(), it.Template+"|"+string(from), -1)
-	}
-	p.SAdd(ctx, s.k.state(to), it.ID)
-	p.HIncrBy(ctx, s.k.counts(), it.Template+"|"+string(to), 1)
-	if to.Open() {
-		p.SAdd(ctx, s.k.open(it.Template), it.ID)
-	} else {
-		p.SRem(ctx, s.k.open(it.Template), it.ID)
-	}
-	if to == StateEscalated {
-		at := s.now()
-		if it.Escalation != nil {
-			at = it.Escalation.At
-		}
-		p.ZAdd(ctx, s.k.escalated(), redis.Z{Score: float64(at.UnixMilli()), Member: it.ID})
-	} else if from == StateEscalated {
-		p.ZRem(ctx, s.k.escalated(), it.ID)
-	}
-	if to == StateClosed {
-		p.HSet(ctx, s.k.lastClosed(), it.Template, s.now().Unix())
-	}
 }
 
 func (s *Store) addEvent(ctx context.Context, p redis.Pipeliner, e Event) {
@@ -357,103 +333,6 @@ func (s *Store) readStream(ctx context.Context, stream, after string, count int6
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-// ListOptions filters List.
-type ListOptions struct {
-	State    State
-	Template string
-	Limit    int // 0: 100
-	Offset   int // skip this many of the newest (pagination)
-}
-
-// List returns items, newest first. Without a state filter it reads only the page it returns
-// (from the creation-time index of all items or of the template); a state filter reads that
-// state's members, which are few for every state but closed.
-func (s *Store) List(ctx context.Context, o ListOptions) ([]*Item, error) {
-	if o.Limit <= 0 {
-		o.Limit = 100
-	}
-	o.Offset = max(o.Offset, 0)
-	var ids []string
-	var err error
-	switch {
-	case o.State != "":
-		ids, err = s.rdb.SMembers(ctx, s.k.state(o.State)).Result()
-	case o.Template != "":
-		ids, err = s.rdb.ZRevRange(ctx, s.k.byTemplate(o.Template), int64(o.Offset), int64(o.Offset+o.Limit-1)).Result()
-		o.Offset = 0
-	default:
-		ids, err = s.rdb.ZRevRange(ctx, s.k.items(), int64(o.Offset), int64(o.Offset+o.Limit-1)).Result()
-		o.Offset = 0
-	}
-	if err != nil {
-		return nil, fmt.Errorf("workitems: list: %w", err)
-	}
-	items, err := s.getMany(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := items[:0]
-	for _, it := range items {
-		if o.Template != "" && it.Template != o.Template {
-			continue
-		}
-		out = append(out, it)
-	}
-	slices.SortFunc(out, func(a, b *Item) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	out = out[min(o.Offset, len(out)):]
-	if len(out) > o.Limit {
-		out = out[:o.Limit]
-	}
-	return out, nil
-}
-
-func (s *Store) getMany(ctx context.Context, ids []string) ([]*Item, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	ks := make([]string, len(ids))
-	for i, id := range ids {
-		ks[i] = s.k.item(id)
-	}
-	vals, err := s.rdb.MGet(ctx, ks...).Result()
-	if err != nil {
-		return nil, fmt.Errorf("workitems: list: %w", err)
-	}
-	out := make([]*Item, 0, len(vals))
-	for _, v := range vals {
-		str, ok := v.(string)
-		if !ok {
-			continue
-		}
-		var it Item
-		if json.Unmarshal([]byte(str), &it) == nil {
-			out = append(out, &it)
-		}
-	}
-	return out, nil
-}
-
-// Escalated returns escalated items, oldest escalation first.
-func (s *Store) Escalated(ctx context.Context) ([]*Item, error) {
-	ids, err := s.rdb.ZRange(ctx, s.k.escalated(), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("workitems: escalations: %w", err)
-	}
-	items, err := s.getMany(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(items, func(a, b *Item) int { return escalatedAt(a).Compare(escalatedAt(b)) })
-	return items, nil
-}
-
-func escalatedAt(it *Item) time.Time {
-	if it.Escalation != nil {
-		return it.Escalation.At
-	}
-	return it.UpdatedAt
 }
 
 func (s *Store) addDailyCost(ctx context.Context, p redis.Pipeliner, template string, usd float64) {

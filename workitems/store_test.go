@@ -189,7 +189,7 @@ func TestUnchangedRetryIsRefusedAndEscalates(t *testing.T) {
 	if it.Decisions[0].Outcome != workitems.OutcomeEscalate || it.Decisions[0].Rule != "unchanged_retry (after real_failure)" {
 		t.Fatalf("decision recorded as %+v", it.Decisions[0])
 	}
-	esc, _ := s.Escalated(ctx)
+	esc, _ := s.Escalated(ctx, 0, 0)
 	if len(esc) != 1 || esc[0].ID != "u" {
 		t.Fatalf("escalations: %v", esc)
 	}
@@ -341,7 +341,7 @@ func TestResolveActions(t *testing.T) {
 		if _, err := s.Resolve(ctx, "nope", workitems.Resolution{Action: "close", Actor: "carol"}); !errors.Is(err, workitems.ErrNotFound) {
 			t.Fatalf("unknown id: %v", err)
 		}
-		esc, _ := s.Escalated(ctx)
+		esc, _ := s.Escalated(ctx, 0, 0)
 		if len(esc) != 0 {
 			t.Fatalf("resolved items still escalated: %d", len(esc))
 		}

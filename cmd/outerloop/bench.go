@@ -18,6 +18,7 @@ import (
 func benchCmd(g *globals) *cobra.Command {
 	var rounds int
 	var skipWorkspaces bool
+	var scale, cliTemplates int
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure outerloop's overhead against raw Redis and raw asynq, and workspace preparation against git worktree add, in the same run, on --redis",
@@ -50,6 +51,9 @@ func benchCmd(g *globals) *cobra.Command {
 				}
 			}()
 			fmt.Fprintf(g.out, "outerloop bench on %s (keys under %s, removed afterwards)\n", opt.Addr, e.Prefix)
+			if scale > 0 {
+				return benchScale(ctx, g, e, url, scale, cliTemplates)
+			}
 			results := benchmark.Run(e, g.out)
 			fmt.Fprintf(g.out, "\n%-30s %14s   %-16s %14s   %s\n", "ours", "per op", "baseline", "per op", "ratio")
 			for _, r := range results {
@@ -63,6 +67,8 @@ func benchCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&rounds, "workspace-rounds", 5, "workspaces made each way (the median is reported)")
+	c.Flags().IntVar(&scale, "scale", 0, "instead: fill a store with this many items and measure every list against GET /api/items")
+	c.Flags().IntVar(&cliTemplates, "cli-templates", 10000, "with --scale: time CLI commands against a config of this many templates (0: skip)")
 	c.Flags().BoolVar(&skipWorkspaces, "skip-workspaces", false, "measure only the Redis and asynq pairs")
 	return c
 }

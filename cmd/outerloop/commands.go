@@ -312,12 +312,13 @@ func oneLine(s string, n int) string {
 
 func escalationsCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var limit, offset int
 	c := &cobra.Command{
 		Use:   "escalations",
 		Short: "List items waiting for a person, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
-			items, err := a.Store.Escalated(ctx)
+			items, err := a.Store.Escalated(ctx, offset, limit)
 			if err != nil {
 				return err
 			}
@@ -344,6 +345,8 @@ func escalationsCmd(g *globals) *cobra.Command {
 		}),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().IntVar(&limit, "limit", 100, "show at most this many")
+	c.Flags().IntVar(&offset, "offset", 0, "skip this many of the oldest")
 	return c
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/redisconn"
+	"outerloop/metrics"
 	"outerloop/workitems"
 )
 
@@ -44,6 +45,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // globals are the root's persistent flags.
 type globals struct {
+	oneShot   bool // the command serves no /metrics (see longRunning)
 	config    string
 	redis     string
 	prefix    string
@@ -78,7 +80,7 @@ func newRoot(out, errw io.Writer) *cobra.Command {
 	root.AddCommand(
 		serveCmd(g), schedulerCmd(g), workerCmd(g),
 		enqueueCmd(g), itemsCmd(g), escalationsCmd(g), resolveCmd(g), steerCmd(g),
-		verifyCmd(g), demoCmd(g), benchCmd(g),
+		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g),
 	)
 	return root
 }
@@ -141,8 +143,12 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	}
 	// go-redis logs a few lines of its own (pool, sentinel): into our log, not plain stderr.
 	redis.SetLogger(redisconn.SlogLogger{L: log})
-	return app.Open(ctx, app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log,
-		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL})
+	o := app.Options{Config: cfg, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log,
+		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL}
+	if g.oneShot {
+		o.Metrics = []metrics.Option{metrics.WithoutSeriesAhead()}
+	}
+	return app.Open(ctx, o)
 }
 
 // withLongApp is withApp for a long-running process: it waits for Redis instead of failing.
@@ -153,9 +159,19 @@ func (g *globals) withLongApp(allowEmbedded bool, run func(ctx context.Context, 
 	}
 }
 
+// longRunning are the commands that serve /metrics; the others skip creating series ahead.
+func longRunning(cmd string) bool {
+	switch cmd {
+	case "serve", "scheduler", "worker", "demo":
+		return true
+	}
+	return false
+}
+
 // withApp makes a command body that runs with the system open, closing it afterwards.
 func (g *globals) withApp(allowEmbedded bool, run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		g.oneShot = !longRunning(cmd.Name())
 		a, err := g.open(cmd.Context(), allowEmbedded)
 		if err != nil {
 			return err

@@ -145,6 +145,19 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.AsynqOpt = conn.AsynqOpt()
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
+	// Stores written before the ordered indexes get them built once, here (one GET when current).
+	if cur, err := a.Store.IndexesCurrent(ctx); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: %w", err)
+	} else if !cur {
+		o.Logger.Warn("building the ordered item indexes of a store written by an older version (once)")
+		n, err := a.Store.MigrateIndexes(ctx, 1000)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		o.Logger.Info("item indexes built", "items", n, "version", workitems.IndexVersion)
+	}
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
 	// Metrics log through the app's logger (--log-format) and read the app's clock.
@@ -213,7 +226,8 @@ func (a *App) Handler(workerID string) *worker.Handler {
 
 // Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
-	so := worker.ServerOptions{Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper()}
+	so := worker.ServerOptions{Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper(),
+		Janitor: a.Janitor()}
 	if ttl := a.opts.LeaseTTL; ttl > 0 && ttl/3 < 5*time.Second {
 		so.RecoverEvery = ttl / 3 // a short lease is for a quick recovery: look as often as it is renewed
 	}
@@ -228,6 +242,13 @@ func (a *App) Sweeper() *worker.Sweeper {
 	}
 	return worker.NewSweeper(worker.SweeperOptions{Workspaces: a.Workspaces, Store: a.Store, Retention: a.Config.Retention,
 		Clock: a.opts.Clock, Logger: a.Logger.With("component", "sweeper"), Disk: metrics.NewWorkspaceDisk(a.Metrics)})
+}
+
+// Janitor returns the retention janitor (not started): it deletes items past their retention
+// with their keys and this process's workspaces of them.
+func (a *App) Janitor() *worker.Janitor {
+	return worker.NewJanitor(worker.JanitorOptions{Store: a.Store, Retention: a.Config.Retention, Workspaces: a.Workspaces,
+		Clock: a.opts.Clock, Logger: a.Logger.With("component", "janitor")})
 }
 
 // Scheduler returns the cron scheduler (not started).

@@ -314,7 +314,7 @@ func TestForgeDelivery(t *testing.T) {
 		if p, err := s.Store.Patch(context.Background(), it.ID, 1); err != nil || !strings.Contains(string(p), "a + b") {
 			t.Fatalf("the undelivered patch is kept for the person: %v", err)
 		}
-		esc, _ := s.Store.Escalated(context.Background())
+		esc, _ := s.Store.Escalated(context.Background(), 0, 0)
 		if len(esc) != 1 || esc[0].ID != it.ID {
 			t.Fatal("the item must be in the escalation inbox")
 		}

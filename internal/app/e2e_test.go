@@ -169,7 +169,7 @@ func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
 	if it.State != workitems.StateEscalated || len(it.Attempts) != 2 || it.Escalation == nil {
 		t.Fatalf("want escalated after 2 attempts: %s %d", it.State, len(it.Attempts))
 	}
-	esc, _ := s.Store.Escalated(ctx)
+	esc, _ := s.Store.Escalated(ctx, 0, 0)
 	if len(esc) != 1 || esc[0].ID != it.ID {
 		t.Fatalf("escalation inbox: %v", esc)
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"outerloop/internal/benchmark"
+	"outerloop/scheduler"
+	"outerloop/workitems"
+)
+
+// benchScale fills a store with n items through the store's code path and measures every
+// list of the API and the console against GET /api/items's first page in the same run, then
+// times CLI commands against a config of cliTemplates templates.
+func benchScale(ctx context.Context, g *globals, e benchmark.Env, url string, n, cliTemplates int) error {
+	const templates = 100
+	st := workitems.NewStore(e.Redis, e.Prefix)
+	before := e.Redis.Info(ctx, "memory").Val()
+	fmt.Fprintf(g.out, "\nscale: filling %d items over %d templates through Store.Create and Store.Update\n", n, templates)
+	f, err := benchmark.Fill(ctx, st, n, templates, g.out)
+	if err != nil {
+		return fmt.Errorf("bench --scale: fill: %w", err)
+	}
+	after := e.Redis.Info(ctx, "memory").Val()
+	fmt.Fprintf(g.out, "  filled in %s (%.0f items/s); Redis used_memory %s → %s\n", f.Took.Round(time.Second),
+		float64(n)/f.Took.Seconds(), infoField(before, "used_memory_human"), infoField(after, "used_memory_human"))
+	cfg := &workitems.Config{}
+	for i := range templates {
+		cfg.Templates = append(cfg.Templates, workitems.Template{Name: fmt.Sprintf("t%03d", i), Goal: "bench",
+			Loop: workitems.Loop{Kind: "script"}})
+	}
+	client := asynq.NewClient(e.Asynq)
+	defer client.Close()
+	q := scheduler.NewQueue(st, client, nil, cfg, scheduler.QueueOptions{Queue: e.Queue})
+	reads, err := benchmark.Scale(ctx, q, n, 15)
+	if err != nil {
+		return fmt.Errorf("bench --scale: %w", err)
+	}
+	fmt.Fprintf(g.out, "\n%-36s %-58s %10s %8s %10s\n", "read", "path", "median", "× first", "alloc/req")
+	for _, r := range reads {
+		fmt.Fprintf(g.out, "%-36s %-58s %10s %7.2fx %8.2f MB\n", r.Name, r.Path, r.Median.Round(10*time.Microsecond), r.Relative, r.AllocMB)
+	}
+	if cliTemplates <= 0 {
+		return nil
+	}
+	return benchCLI(ctx, g, url, e.Prefix, cliTemplates)
+}
+
+// benchCLI times real CLI commands (this binary) against a config of n templates, on an empty
+// deployment prefix: the cost of opening the app.
+func benchCLI(ctx context.Context, g *globals, url, prefix string, n int) error {
+	dir, err := os.MkdirTemp("", "olbench-cli-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var b strings.Builder
+	b.WriteString("defaults:\n  budget: {wall_time: 10m}\ntemplates:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: t%05d\n    goal: do it\n    schedule: \"%d %d * * *\"\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n",
+			i, i%60, (i/60)%24)
+	}
+	path := filepath.Join(dir, "outerloop.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "\nCLI commands with %d templates (median of 5 runs of this binary)\n", n)
+	for _, args := range [][]string{{"items", "--limit", "1"}, {"escalations"}, {"gc", "--dry-run"}} {
+		var times []time.Duration
+		for range 5 {
+			cmd := exec.CommandContext(ctx, self, append([]string{"--config", path, "--redis", url, "--prefix", prefix + "cli:"}, args...)...)
+			t0 := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("bench: %v: %w: %s", args, err, out)
+			}
+			times = append(times, time.Since(t0))
+		}
+		slices.Sort(times)
+		fmt.Fprintf(g.out, "  outerloop %-28s %10s\n", strings.Join(args, " "), times[2].Round(time.Millisecond))
+	}
+	return nil
+}
+
+func infoField(info, name string) string {
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+":"); ok {
+			return v
+		}
+	}
+	return "?"
+}

@@ -1,0 +1,169 @@
+package workitems_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/internal/redistest"
+	"outerloop/workitems"
+)
+
+// indexFixture: six items over two templates, in several states, with distinct spends.
+func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitems.ListOptions) string) {
+	t.Helper()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	env := redistest.New(t)
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+	// id: template, end state, cost
+	plan := []struct {
+		tmpl  string
+		state workitems.State
+		cost  float64
+	}{
+		{"a", workitems.StateCancelled, 0.3}, {"b", workitems.StateRunning, 2}, {"a", workitems.StateRunning, 0.1},
+		{"a", workitems.StateCancelled, 5}, {"b", workitems.StateCancelled, 1}, {"a", workitems.StateQueued, 0},
+	}
+	for i, p := range plan {
+		now = now.Add(time.Minute)
+		it := newItem(fmt.Sprintf("i%d", i))
+		it.Template = p.tmpl
+		if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, it.ID, nil, func(it *workitems.Item) ([]workitems.Event, error) {
+			it.Spend.CostUSD = p.cost
+			if p.state == workitems.StateQueued {
+				return nil, nil
+			}
+			return nil, it.SetState(p.state)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, env, func(o workitems.ListOptions) string {
+		t.Helper()
+		items, err := s.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ID)
+		}
+		return strings.Join(out, ",")
+	}
+}
+
+var indexCases = map[string]struct {
+	o    workitems.ListOptions
+	want string
+}{
+	"newest":                    {workitems.ListOptions{}, "i5,i4,i3,i2,i1,i0"},
+	"oldest page":               {workitems.ListOptions{Sort: workitems.SortOldest, Limit: 2, Offset: 1}, "i1,i2"},
+	"spend":                     {workitems.ListOptions{Sort: workitems.SortSpend}, "i3,i1,i4,i0,i2,i5"},
+	"state":                     {workitems.ListOptions{State: workitems.StateCancelled}, "i4,i3,i0"},
+	"state page":                {workitems.ListOptions{State: workitems.StateCancelled, Limit: 1, Offset: 1}, "i3"},
+	"state oldest":              {workitems.ListOptions{State: workitems.StateCancelled, Sort: workitems.SortOldest}, "i0,i3,i4"},
+	"state by spend":            {workitems.ListOptions{State: workitems.StateRunning, Sort: workitems.SortSpend}, "i1,i2"},
+	"template":                  {workitems.ListOptions{Template: "a"}, "i5,i3,i2,i0"},
+	"template by spend":         {workitems.ListOptions{Template: "a", Sort: workitems.SortSpend, Limit: 2}, "i3,i0"},
+	"state and template":        {workitems.ListOptions{State: workitems.StateCancelled, Template: "a"}, "i3,i0"},
+	"state, template and spend": {workitems.ListOptions{State: workitems.StateCancelled, Template: "a", Sort: workitems.SortSpend}, "i3,i0"},
+	"a state with none":         {workitems.ListOptions{State: workitems.StateFailed}, ""},
+	"past the end":              {workitems.ListOptions{State: workitems.StateCancelled, Offset: 3}, ""},
+}
+
+func TestEveryFilterAndOrderReadsItsPageFromAnIndex(t *testing.T) {
+	t.Parallel()
+	s, _, ids := indexFixture(t)
+	for name, tc := range indexCases {
+		if got := ids(tc.o); got != tc.want {
+			t.Errorf("%s: %s, want %s", name, got, tc.want)
+		}
+	}
+	ctx := context.Background()
+	for o, want := range map[workitems.ListOptions]int{{}: 6, {State: workitems.StateCancelled}: 3, {Template: "b"}: 2,
+		{State: workitems.StateRunning, Template: "a"}: 1} {
+		if n, err := s.Count(ctx, o); err != nil || n != want {
+			t.Errorf("count %+v: %d, %v, want %d", o, n, err, want)
+		}
+	}
+	if _, err := s.List(ctx, workitems.ListOptions{Sort: "cheapest"}); err == nil || !strings.Contains(err.Error(), "cheapest") {
+		t.Fatalf("unknown sort: %v", err)
+	}
+}
+
+func TestMigrateIndexesBuildsTheOrderedIndexesOfAnOlderStore(t *testing.T) {
+	t.Parallel()
+	s, env, ids := indexFixture(t)
+	ctx := context.Background()
+	// Turn the store into what version 1 wrote: unordered state sets, no ordered indexes.
+	var ix []string
+	it := env.Client.Scan(ctx, 0, env.Prefix+"ix:*", 1000).Iterator()
+	for it.Next(ctx) {
+		ix = append(ix, it.Val())
+	}
+	if len(ix) == 0 {
+		t.Fatal("no ordered indexes to remove")
+	}
+	env.Client.Del(ctx, append(ix, env.Prefix+"index_version")...)
+	env.Client.SAdd(ctx, env.Prefix+"state:cancelled", "i0", "i3", "i4")
+	if cur, err := s.IndexesCurrent(ctx); err != nil || cur {
+		t.Fatalf("an old store reads as current: %v, %v", cur, err)
+	}
+	if got := ids(workitems.ListOptions{State: workitems.StateCancelled}); got != "" {
+		t.Fatalf("before migrating the state index is empty, got %s", got)
+	}
+	n, err := s.MigrateIndexes(ctx, 4) // two batches
+	if err != nil || n != 6 {
+		t.Fatalf("migrated %d, %v", n, err)
+	}
+	for name, tc := range indexCases {
+		if got := ids(tc.o); got != tc.want {
+			t.Errorf("after migrating, %s: %s, want %s", name, got, tc.want)
+		}
+	}
+	if env.Client.Exists(ctx, env.Prefix+"state:cancelled").Val() != 0 {
+		t.Error("the old state set is left behind")
+	}
+	if cur, err := s.IndexesCurrent(ctx); err != nil || !cur {
+		t.Fatalf("after migrating: current %v, %v", cur, err)
+	}
+	// Retention finds migrated ended items too.
+	due, err := s.DueForDeletion(ctx, workitems.Retention{}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+	if err != nil || len(due) != 3 {
+		t.Fatalf("due after migrating: %v, %v", due, err)
+	}
+}
+
+func TestEscalationsArePagedOldestFirst(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	env := redistest.New(t)
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+	for i := range 5 {
+		now = now.Add(time.Minute)
+		id := fmt.Sprintf("e%d", i)
+		if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
+			it.Escalation = &workitems.Escalation{At: now, Reason: "test"}
+			return nil, it.SetState(workitems.StateEscalated)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := s.Escalated(ctx, 1, 2)
+	if err != nil || len(page) != 2 || page[0].ID != "e1" || page[1].ID != "e2" {
+		t.Fatalf("page 2 of 2: %v, %v", page, err)
+	}
+	if n, _ := s.EscalatedCount(ctx); n != 5 {
+		t.Fatalf("count %d", n)
+	}
+}
