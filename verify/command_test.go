@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -162,7 +163,7 @@ func TestDoneCheckLeavesNoChildren(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
 	// The check starts a background child that writes its pid and would outlive the check.
-	res, err := runCommand(context.Background(), ws, `sleep 30 >/dev/null 2>&1 & echo $! > child.pid; echo done`, time.Minute, 1024)
+	res, err := runCommand(context.Background(), nil, proc.Spec{Command: `sleep 30 >/dev/null 2>&1 & echo $! > child.pid; echo done`, Dir: ws, Env: proc.BaseEnv(), Timeout: time.Minute}, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}

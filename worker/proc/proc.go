@@ -122,7 +122,8 @@ type Process struct {
 	exited    chan struct{}
 	mu        sync.Mutex // held while killing or reaping, so a kill never meets a reused pid
 	reaped    bool
-	// Stdout is the command's stdout when Spec.PipeStdout is set.
+	// Stdout is the command's stdout when Spec.PipeStdout is set; the caller reads it to EOF
+	// (it comes once the command and everything it started are gone) and closes it.
 	Stdout io.ReadCloser
 }
 
@@ -181,17 +182,25 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 2 * time.Second // pipes held open by escaped processes must not hang us
+	var stdoutW *os.File
 	if s.PipeStdout {
-		cmd.Stdout = nil
-		out, err := cmd.StdoutPipe()
+		// Our own pipe, not cmd.StdoutPipe: Wait must not close it before the caller read it all.
+		rd, wr, err := os.Pipe()
 		if err != nil {
 			p.closeCtl()
 			return nil, fmt.Errorf("proc: stdout pipe: %w", err)
 		}
-		p.Stdout = out
+		cmd.Stdout, p.Stdout, stdoutW = wr, rd, wr
 	}
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if stdoutW != nil {
+		stdoutW.Close() // the child has its copy; EOF comes when everything holding it is gone
+	}
+	if err != nil {
 		p.closeCtl()
+		if p.Stdout != nil {
+			p.Stdout.Close()
+		}
 		return nil, fmt.Errorf("proc: start %s: %w", argv[0], err)
 	}
 	p.cmd, p.pgid = cmd, cmd.Process.Pid

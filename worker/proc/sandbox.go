@@ -46,7 +46,15 @@ type Policy struct {
 	ReadOnly  []string // more directories bound read-only (a git mirror's objects)
 	Writable  []string // more directories bound read-write
 	GoCache   string   // a writable build cache for this workspace (GOCACHE); "" → under the private /tmp
+	// Home is a directory kept across commands and bound read-write as $HOME (SandboxHome)
+	// inside (an exec agent's sessions must outlive its process to be resumed); "" → an empty
+	// tmpfs.
+	Home string
 }
+
+// SandboxHome is $HOME inside the sandbox when a Policy names a Home: outside any temporary
+// directory, since Codex refuses to start its helper with its home under TMPDIR.
+const SandboxHome = "/home/outerloop"
 
 // Runner starts child processes. Its zero value (or nil) runs them unconfined and unguarded.
 type Runner struct {
@@ -126,8 +134,8 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
 	home := getEnv(env, "HOME")
-	if home == "" || home == "/" || !filepath.IsAbs(home) {
-		home = "/home/outerloop"
+	if home == "" || home == "/" || !filepath.IsAbs(home) || s.Policy.Home != "" {
+		home = SandboxHome
 	}
 	a = append(a, "--tmpfs", home) // empty: no ~/.ssh, no credentials
 	env = setEnv(env, "HOME", home)
@@ -139,6 +147,12 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 		a = append(a, hide(d)...)
 	}
 	a = append(a, "--bind", ws, ws)
+	if h := s.Policy.Home; h != "" {
+		if err := os.MkdirAll(h, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("proc: home %s: %w", h, err)
+		}
+		a = append(a, "--bind", h, SandboxHome)
+	}
 	for _, d := range append(gitAlternates(ws), s.Policy.ReadOnly...) {
 		a = append(a, "--ro-bind-try", d, d)
 	}
