@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,13 +87,13 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 
 // run is one Run call.
 type run struct {
-	l     *Loop
-	a     *worker.Attempt
-	log   *slog.Logger
-	drv   driver
-	st    State
-	p     parser
-	pgid  int
+	l    *Loop
+	a    *worker.Attempt
+	log  *slog.Logger
+	drv  driver
+	st   State
+	p    parser
+	pgid int
 	// policy is the agent's sandbox (network host unless the template says none).
 	policy proc.Policy
 	// secrets are values that must not reach events, checkpoints or the exit: the provider
