@@ -11,6 +11,8 @@ import (
 
 	"outerloop/worker"
 	"outerloop/worker/model"
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -209,6 +211,7 @@ func (h *harness) attempt() *worker.Attempt {
 		Workspace: h.dir, Resumed: h.resume,
 		Meter:       worker.NewMeter(h.budget, workitems.Spend{}, h.clock.Now),
 		Checkpoints: h.cp, Events: h.ev, Steer: h.steer, DoneCheck: h.done,
+		Runner: proctest.Runner(h.t, proc.ModeBwrap), // tools run sandboxed, as in production
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"outerloop/worker"
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -58,6 +60,7 @@ func attempt(t *testing.T, cmds []string, cp *memCheckpoints) *worker.Attempt {
 		Template:    &workitems.Template{Loop: workitems.Loop{Kind: "script", Commands: cmds}},
 		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{}, nil),
 		Checkpoints: cp, Events: &events{},
+		Runner: proctest.Runner(t, proc.ModeBwrap), // the script runs sandboxed, as in production
 	}
 }
 
