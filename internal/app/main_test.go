@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"outerloop/worker/proc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	proc.MaybeGuard() // the runner re-executes this binary as its guard
+	goleak.VerifyTestMain(m)
+}

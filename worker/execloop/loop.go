@@ -328,8 +328,10 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 		return failed(class, "execloop: %s agent binary %q: %v", r.drv.name, bin, err)
 	}
 
+	policy := r.policy
+	policy.ReadOnly = append(append([]string(nil), policy.ReadOnly...), proc.BinaryDirs(path)...)
 	spec := proc.Spec{Argv: append([]string{path}, r.drv.args(inv)...), Dir: a.Workspace, Env: env,
-		PipeStdout: true, TailMax: 8 << 10, Policy: r.policy, Key: a.ProcKey()}
+		PipeStdout: true, TailMax: 8 << 10, Policy: policy, Key: a.ProcKey()}
 	if r.drv.stdin {
 		spec.Stdin = strings.NewReader(inv.Prompt)
 	}

@@ -13,8 +13,9 @@ import (
 )
 
 // GuardArg is the first argument that makes the worker binary (or a test binary) act as a
-// guard: `outerloop __outerloop_guard CTLFD -- ARGV...`.
-const GuardArg = "__outerloop_guard"
+// guard: `outerloop --outerloop-guard CTLFD -- ARGV...`. It looks like a flag so that a test
+// binary whose TestMain forgot MaybeGuard refuses it (unknown flag) instead of running its tests.
+const GuardArg = "--outerloop-guard"
 
 // MaybeGuard runs the guard and exits when the process was started as one; otherwise it
 // returns at once. Call it first thing in main (and in TestMain of packages whose tests run a

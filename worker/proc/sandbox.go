@@ -272,3 +272,22 @@ func Probe(ctx context.Context, bwrap string) (string, error) {
 	}
 	return path, nil
 }
+
+// BinaryDirs returns what a program at path needs bound read-only to run in the sandbox: its
+// directory, the directory it links to, and for npm-installed CLIs their node_modules tree.
+func BinaryDirs(path string) []string {
+	var out []string
+	add := func(d string) {
+		if d != "" && !underAny(d, systemDirs()) && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	add(filepath.Dir(path))
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		add(filepath.Dir(real))
+		if i := strings.LastIndex(real, "/node_modules/"); i >= 0 {
+			add(real[:i+len("/node_modules")])
+		}
+	}
+	return out
+}
