@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -189,4 +190,21 @@ func TestDoneCheckLeavesNoChildren(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestHostileDoneCheckFindsNothing(t *testing.T) {
+	// Not parallel: the worker's HOME is set to a home holding ~/.ssh.
+	hs := proctest.NewHostile(t, t.TempDir(), proctest.RedisAddr())
+	t.Setenv("HOME", hs.Home)
+	r := proctest.Runner(t, proc.ModeBwrap)
+	hs.Prepare(r)
+	ws := t.TempDir()
+	f := &Facts{Template: &workitems.Template{Name: "t"}, Item: &workitems.Item{ID: "it"}, Attempt: 1}
+	res, err := runCommand(context.Background(), r, commandSpec(f, ws, hs.Script(), time.Minute), 16<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(res.Stdout)
+	t.Logf("output:\n%s", res.Tail)
+	hs.Check(t, res.Tail)
 }

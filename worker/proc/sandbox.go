@@ -283,6 +283,9 @@ func BinaryDirs(path string) []string {
 		}
 	}
 	add(filepath.Dir(path))
+	if i := strings.LastIndex(path, "/node_modules/"); i >= 0 {
+		add(path[:i+len("/node_modules")]) // the path as written may run through a symlink
+	}
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		add(filepath.Dir(real))
 		if i := strings.LastIndex(real, "/node_modules/"); i >= 0 {

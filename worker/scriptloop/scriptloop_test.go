@@ -160,3 +160,16 @@ func TestCancelAbortsWithoutMarkingTheCommandDone(t *testing.T) {
 		t.Fatal("an interrupted command must not be checkpointed as done")
 	}
 }
+
+func TestHostileScriptStepFindsNothing(t *testing.T) {
+	// Not parallel: the worker's HOME is set to a home holding ~/.ssh.
+	h := proctest.NewHostile(t, t.TempDir(), proctest.RedisAddr())
+	t.Setenv("HOME", h.Home)
+	a := attempt(t, []string{h.InWorkspace()}, &memCheckpoints{})
+	h.Prepare(a.Runner)
+	exit := New().Run(context.Background(), a)
+	if exit.Reason != workitems.ExitCompleted {
+		t.Fatalf("exit %+v", exit)
+	}
+	h.CheckWorkspace(t, a.Workspace)
+}

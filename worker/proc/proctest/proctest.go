@@ -147,6 +147,35 @@ func (h *Hostile) Check(t *testing.T, out string) {
 	AssertNoProcess(t, h.Marker)
 }
 
+// Prepare makes r's view realistic for the attack: the config's directory, the other workspace
+// and the outside directory are visible read-only (as /etc would be), the config file and the
+// other workspace hidden (as the runner hides the config and the work dir). Call it before
+// the runner starts anything.
+func (h *Hostile) Prepare(r *proc.Runner) {
+	r.ReadOnly = append(r.ReadOnly, filepath.Dir(h.Config), h.Other, h.Outside)
+	r.Hide = append(r.Hide, h.Config, h.Other)
+}
+
+// OutFile is where InWorkspace's command writes its output, relative to the workspace.
+const OutFile = "hostile.out"
+
+// InWorkspace is the hostile command writing its output to OutFile in its working directory,
+// for children whose output the caller does not see whole (exec agents).
+func (h *Hostile) InWorkspace() string {
+	return "{\n" + h.Script() + "\n} > " + OutFile + " 2>&1"
+}
+
+// CheckWorkspace checks the output InWorkspace left in ws.
+func (h *Hostile) CheckWorkspace(t *testing.T, ws string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ws, OutFile))
+	if err != nil {
+		t.Fatalf("hostile command left no output: %v", err)
+	}
+	t.Logf("hostile output:\n%s", b)
+	h.Check(t, string(b))
+}
+
 // Cleanup removes what an unconfined control run wrote.
 func (h *Hostile) Cleanup() { _ = os.Remove("/usr/outerloop-pwned") }
 
@@ -224,4 +253,21 @@ func WaitFor(t testing.TB, cond func() bool, within time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// RedisAddr is the host:port of REDIS_URL (default 127.0.0.1:6379), the Redis a command must
+// not reach.
+func RedisAddr() string {
+	u := os.Getenv("REDIS_URL")
+	if u == "" {
+		return "127.0.0.1:6379"
+	}
+	u = strings.TrimPrefix(strings.TrimPrefix(u, "rediss://"), "redis://")
+	if i := strings.IndexByte(u, '/'); i >= 0 {
+		u = u[:i]
+	}
+	if i := strings.LastIndexByte(u, '@'); i >= 0 {
+		u = u[i+1:]
+	}
+	return u
 }
