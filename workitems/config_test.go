@@ -106,6 +106,7 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 			[]string{`template "t1"`, "sandbox", `mode "docker"`}},
 		{"bad sandbox network", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {network: lan}", 1),
 			[]string{`template "t1"`, "sandbox", `network "lan"`}},
+		{"bad build cache", "sandbox: {build_cache: tmp}\n" + validTemplate, []string{"sandbox", `build_cache "tmp"`}},
 		{"unknown sandbox key", "sandbox: {mode: off, seccomp: true}\n" + validTemplate, []string{"sandbox.seccomp", "unknown key"}},
 		{"bad deployment sandbox", "sandbox: {mode: none}\n" + validTemplate, []string{"sandbox", `mode "none"`}},
 		{"network none without the sandbox", "sandbox: {mode: off, network: none}\n" + validTemplate, []string{"sandbox", "network none needs"}},

@@ -14,7 +14,14 @@ import (
 type Sandbox struct {
 	Mode    string `yaml:"mode" json:"mode,omitempty"`       // bwrap | off
 	Network string `yaml:"network" json:"network,omitempty"` // none | host
+	// BuildCache is whose Go build cache commands write: shared (the worker's, default: warm,
+	// but one item could plant entries another build reuses) or workspace (each workspace its
+	// own: no poisoning, a cold cache per attempt).
+	BuildCache string `yaml:"build_cache" json:"build_cache,omitempty"`
 }
+
+// SandboxBuildCaches lists the build_cache settings.
+func SandboxBuildCaches() []string { return []string{"shared", "workspace"} }
 
 // SandboxModes lists the sandbox modes.
 func SandboxModes() []string { return []string{"bwrap", "off"} }
@@ -30,6 +37,9 @@ func (s Sandbox) Merge(base Sandbox) Sandbox {
 	if s.Network == "" {
 		s.Network = base.Network
 	}
+	if s.BuildCache == "" {
+		s.BuildCache = base.BuildCache
+	}
 	return s
 }
 
@@ -39,6 +49,9 @@ func (s Sandbox) validate() error {
 	}
 	if s.Network != "" && !slices.Contains(SandboxNetworks(), s.Network) {
 		return fmt.Errorf("network %q is not one of %s", s.Network, strings.Join(SandboxNetworks(), ", "))
+	}
+	if s.BuildCache != "" && !slices.Contains(SandboxBuildCaches(), s.BuildCache) {
+		return fmt.Errorf("build_cache %q is not one of %s", s.BuildCache, strings.Join(SandboxBuildCaches(), ", "))
 	}
 	if s.Mode == "off" && s.Network == "none" {
 		return errors.New("network none needs the sandbox (mode off has the host's network)")

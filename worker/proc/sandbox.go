@@ -73,6 +73,9 @@ type Runner struct {
 	Guard []string
 	// Records is the directory the process records are kept in ("" → none).
 	Records string
+	// GoCache is the worker's own build cache, bound read-write as GOCACHE for commands whose
+	// policy names no cache of their own (build_cache: shared); "" → a private one under /tmp.
+	GoCache string
 }
 
 func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }
@@ -160,6 +163,12 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 		a = append(a, "--bind-try", d, d)
 	}
 	if c := s.Policy.GoCache; c != "" {
+		if err := os.MkdirAll(c, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("proc: build cache %s: %w", c, err)
+		}
+		a = append(a, "--bind", c, c)
+		env = setEnv(env, "GOCACHE", c)
+	} else if c := r.GoCache; c != "" {
 		if err := os.MkdirAll(c, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("proc: build cache %s: %w", c, err)
 		}

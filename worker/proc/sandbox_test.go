@@ -15,6 +15,7 @@ import (
 
 	"outerloop/worker/proc"
 	"outerloop/worker/proc/proctest"
+	"outerloop/workitems"
 )
 
 func redisAddr() string {
@@ -135,6 +136,12 @@ func TestSandboxedGitReadsTheMirrorsObjects(t *testing.T) {
 
 func TestPerWorkspaceBuildCacheIsWritableAndModuleCacheIsNot(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
+	if p := proc.PolicyFor(workitems.Sandbox{BuildCache: "workspace"}, "/w/ws", proc.NetworkNone); p.GoCache != "/w/.ws.gocache" {
+		t.Fatalf("build_cache workspace: cache %q", p.GoCache)
+	}
+	if p := proc.PolicyFor(workitems.Sandbox{}, "/w/ws", proc.NetworkNone); p.GoCache != "" {
+		t.Fatalf("build_cache shared: own cache %q", p.GoCache)
+	}
 	ws, cache := t.TempDir(), filepath.Join(t.TempDir(), "gocache")
 	modcache := strings.TrimSpace(goEnv(t, "GOMODCACHE"))
 	res := r.Run(context.Background(), proc.Spec{Dir: ws, Env: proc.BaseEnv(), Policy: proc.Policy{GoCache: cache},

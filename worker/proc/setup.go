@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Setup is how a worker process builds its Runner.
@@ -60,6 +62,7 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 		env = os.Environ()
 	}
 	r.ReadOnly = ToolchainDirs(ctx, env)
+	r.GoCache = goEnv(ctx, env, "GOCACHE")
 	// Probe even when the deployment's mode is off: a template may still ask for bwrap.
 	r.Bwrap, r.Unavailable = Probe(ctx, s.Bwrap)
 	return r, nil
@@ -76,4 +79,18 @@ func (r *Runner) Describe() string {
 		return "bwrap, unavailable: " + r.Unavailable.Error() + " — items whose sandbox is not mode off are refused"
 	}
 	return "bwrap (" + r.Bwrap + ")"
+}
+
+// goEnv returns `go env k` under env ("" when go is missing).
+func goEnv(ctx context.Context, env []string, k string) string {
+	if v := getEnv(env, k); v != "" {
+		return v
+	}
+	cmd := exec.CommandContext(ctx, "go", "env", k)
+	cmd.Env = env
+	b, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
