@@ -4,10 +4,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"outerloop/worker/proc"
 )
 
 // TestMain checks that no test leaves goroutines behind (live streams, the browser's
 // readers, the worker).
 func TestMain(m *testing.M) {
+	proc.MaybeGuard() // the runner re-executes this binary as its guard
 	goleak.VerifyTestMain(m)
 }

@@ -4,6 +4,7 @@
 #   - Redis: $REDIS_URL if set; else 127.0.0.1:6379 if it answers; else a redis-server of its own
 #     on a free port (Debian's redis-server is installed when missing). Tests isolate themselves
 #     by key prefix and queue name and never flush or stop a shared server.
+#   - bubblewrap (Debian's bubblewrap) for the sandbox every child process runs in,
 #   - promtool (Debian's prometheus package) for the alert-rule tests,
 #   - Chromium (Debian's chromium) for the console's browser test,
 #   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
@@ -52,6 +53,8 @@ echo "test.sh: Redis at $REDIS_URL" >&2
 # Tests that stop or restart Redis start their own server: they need the binary too.
 command -v redis-server >/dev/null || apt_install redis-server
 command -v git >/dev/null || apt_install git
+# The sandbox of every command an item runs (worker/proc).
+command -v bwrap >/dev/null || apt_install bubblewrap
 # promtool for the rule tests, prometheus for the live Prometheus test (both in Debian's package).
 { command -v promtool && command -v prometheus; } >/dev/null || apt_install prometheus
 eval "$(scripts/setup-chromium.sh)"

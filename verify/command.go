@@ -2,12 +2,12 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
+
+	"outerloop/worker/proc"
+	"outerloop/workitems"
 )
 
 // CommandResult is what one done-check command did.
@@ -24,68 +24,50 @@ type CommandResult struct {
 // OK reports whether the command ran and exited 0.
 func (c CommandResult) OK() bool { return c.Infra == "" && !c.TimedOut && c.ExitCode == 0 }
 
-// tailWriter is an io.Writer keeping a bounded tail.
-type tailWriter struct{ t tail }
+// commandSpec is the spec of one done-check command of f's attempt: the workspace, the
+// scrubbed environment, the template's sandbox (network none unless it says host).
+func commandSpec(f *Facts, workspace, cmd string, timeout time.Duration) proc.Spec {
+	var sb workitems.Sandbox
+	if f.Template != nil {
+		sb = f.Template.Sandbox
+	}
+	key := ""
+	if f.Item != nil {
+		key = fmt.Sprintf("%s/%d", f.Item.ID, f.Attempt)
+	}
+	return proc.Spec{Command: cmd, Dir: workspace, Env: proc.BaseEnv(), Timeout: timeout,
+		Policy: proc.PolicyFor(sb, workspace, proc.DefaultToolNetwork), Key: key}
+}
 
-func (w *tailWriter) Write(p []byte) (int, error) { w.t.write(p); return len(p), nil }
-
-// runCommand runs cmd with sh -c in dir, in its own process group, killed as a group on timeout
-// or cancel. Stdout goes to a temporary file (reports can be large) and to the tail; stderr to
-// the tail only.
-func runCommand(ctx context.Context, dir, cmd string, timeout time.Duration, tailBytes int) (CommandResult, error) {
-	res := CommandResult{Command: cmd, ExitCode: -1}
+// runCommand runs s through r: its own process group, killed with everything it started on
+// timeout or cancel. Stdout goes to a temporary file (reports can be large) and to the tail;
+// stderr to the tail only.
+func runCommand(ctx context.Context, r *proc.Runner, s proc.Spec, tailBytes int) (CommandResult, error) {
+	res := CommandResult{Command: s.Command, ExitCode: -1}
 	f, err := os.CreateTemp("", "outerloop-verify-*.out")
 	if err != nil {
-		return res, fmt.Errorf("verify: stdout file for %q: %w", cmd, err)
+		return res, fmt.Errorf("verify: stdout file for %q: %w", s.Command, err)
 	}
 	defer f.Close()
 	res.Stdout = f.Name()
-
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tw := &tailWriter{t: tail{n: tailBytes}}
-	c := exec.CommandContext(cctx, "sh", "-c", cmd)
-	c.Dir = dir
-	c.Stdout = multiWriter{f, tw}
-	c.Stderr = tw
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
-	c.WaitDelay = 5 * time.Second // output pipes held by orphans must not hang us
-	start := time.Now()
-	err = c.Run()
-	if c.Process != nil {
-		// Background children a check left behind must not outlive it.
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	}
-	res.Elapsed = time.Since(start)
-	res.Tail = tw.t.String()
-	var exitErr *exec.ExitError
+	s.Stdout, s.TailMax = f, tailBytes
+	pr := r.Run(ctx, s)
+	res.Elapsed = pr.Duration
+	res.Tail = pr.Tail
 	switch {
-	case err == nil:
-		res.ExitCode = 0
-	case cctx.Err() != nil && ctx.Err() == nil:
+	case pr.Canceled:
+		return res, fmt.Errorf("verify: command %q: %w", s.Command, ctx.Err())
+	case pr.TimedOut:
 		res.TimedOut = true
-	case ctx.Err() != nil:
-		return res, fmt.Errorf("verify: command %q: %w", cmd, ctx.Err())
-	case errors.As(err, &exitErr):
-		res.ExitCode = exitErr.ExitCode()
-		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			// Killed by a signal we did not send (OOM killer, runner shutdown): infrastructure.
-			res.Infra = "killed by signal " + ws.Signal().String()
-		}
+	case pr.Err != nil:
+		res.Infra = pr.Err.Error()
+	case pr.Signal != 0:
+		// Killed by a signal we did not send (OOM killer, runner shutdown): infrastructure.
+		res.Infra = "killed by signal " + pr.Signal.String()
 	default:
-		res.Infra = err.Error()
+		res.ExitCode = pr.ExitCode
 	}
 	return res, nil
-}
-
-type multiWriter [2]interface{ Write([]byte) (int, error) }
-
-func (m multiWriter) Write(p []byte) (int, error) {
-	if _, err := m[0].Write(p); err != nil {
-		return 0, err
-	}
-	return m[1].Write(p)
 }
 
 // looksLikeReport reports whether a command's output file starts like a test report, so a

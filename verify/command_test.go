@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -162,7 +164,7 @@ func TestDoneCheckLeavesNoChildren(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
 	// The check starts a background child that writes its pid and would outlive the check.
-	res, err := runCommand(context.Background(), ws, `sleep 30 >/dev/null 2>&1 & echo $! > child.pid; echo done`, time.Minute, 1024)
+	res, err := runCommand(context.Background(), nil, proc.Spec{Command: `sleep 30 >/dev/null 2>&1 & echo $! > child.pid; echo done`, Dir: ws, Env: proc.BaseEnv(), Timeout: time.Minute}, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +190,21 @@ func TestDoneCheckLeavesNoChildren(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestHostileDoneCheckFindsNothing(t *testing.T) {
+	// Not parallel: the worker's HOME is set to a home holding ~/.ssh.
+	hs := proctest.NewHostile(t, t.TempDir(), proctest.RedisAddr())
+	t.Setenv("HOME", hs.Home)
+	r := proctest.Runner(t, proc.ModeBwrap)
+	hs.Prepare(r)
+	ws := t.TempDir()
+	f := &Facts{Template: &workitems.Template{Name: "t"}, Item: &workitems.Item{ID: "it"}, Attempt: 1}
+	res, err := runCommand(context.Background(), r, commandSpec(f, ws, hs.Script(), time.Minute), 16<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(res.Stdout)
+	t.Logf("output:\n%s", res.Tail)
+	hs.Check(t, res.Tail)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -55,6 +56,7 @@ type Verifier struct {
 	sleep          func(ctx context.Context, d time.Duration) error
 	pollEvery      time.Duration
 	evidence       EvidenceFileStore
+	runner         *proc.Runner
 }
 
 // WithEvidenceStore keeps each attempt's evidence files (reports, CI, diff, replay.json) so its
@@ -72,6 +74,10 @@ func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.logger = l
 
 // WithDefaultTimeout sets the done-check timeout used when a template gives none.
 func WithDefaultTimeout(d time.Duration) Option { return func(v *Verifier) { v.defaultTimeout = d } }
+
+// WithRunner sets the runner of done-check commands (sandbox, guard); without one they run
+// unconfined with the scrubbed environment.
+func WithRunner(r *proc.Runner) Option { return func(v *Verifier) { v.runner = r } }
 
 // WithLimits bounds what report parsers keep in memory.
 func WithLimits(l Limits) Option { return func(v *Verifier) { v.limits = l } }
@@ -317,7 +323,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 			f.Commands = append(f.Commands, CommandResult{Command: cmd, ExitCode: -1, TimedOut: true})
 			continue
 		}
-		res, err := runCommand(ctx, workspace, cmd, left, 4<<10)
+		res, err := runCommand(ctx, v.runner, commandSpec(f, workspace, cmd, left), 4<<10)
 		if res.Stdout != "" {
 			defer os.Remove(res.Stdout)
 		}

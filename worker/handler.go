@@ -15,6 +15,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -82,6 +83,9 @@ type HandlerOptions struct {
 	Logger     *slog.Logger
 	LeaseTTL   time.Duration // default 15s; renewed every third of it
 	WorkerID   string        // default host:pid
+	// Runner starts every child process of an attempt (sandbox, guard, records); nil runs
+	// them unconfined.
+	Runner *proc.Runner
 
 	// KeepWorkspaces leaves the workspaces of closed and cancelled items in place (the demo's
 	// --keep); without it they are removed right after the decision.
@@ -335,6 +339,14 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		Steer:     steer,
 		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws},
 		Logger:    log,
+		Runner:    h.o.Runner,
+	}
+	// Nothing an earlier execution of this attempt started on this host may run beside this one.
+	if n, err := h.o.Runner.Reap(att.ProcKey()); err != nil {
+		log.Warn("process records unreadable", "err", err)
+	} else if n > 0 {
+		log.Warn("killed what a dead execution of this attempt left running", "groups", n)
+		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: fmt.Sprintf("killed %d process group(s) a dead execution of this attempt left running", n)})
 	}
 	h.o.Observer.AttemptStarted(it.Template, kind)
 	log.Info("attempt running", "loop", kind, "workspace", ws, "resumed", resumed)

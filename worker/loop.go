@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -43,6 +44,28 @@ type Attempt struct {
 	Steer       SteerSource
 	DoneCheck   DoneChecker
 	Logger      *slog.Logger
+	// Runner starts every child process of the attempt (sandbox, guard, records); nil runs
+	// them unconfined (tests).
+	Runner *proc.Runner
+}
+
+// Policy returns the sandbox policy for a command of this attempt, def being the kind's
+// network when the template names none.
+func (a *Attempt) Policy(def proc.Network) proc.Policy {
+	var s workitems.Sandbox
+	if a.Template != nil {
+		s = a.Template.Sandbox
+	}
+	return proc.PolicyFor(s, a.Workspace, def)
+}
+
+// ProcKey names the attempt in the runner's records.
+func (a *Attempt) ProcKey() string {
+	id := ""
+	if a.Item != nil {
+		id = a.Item.ID
+	}
+	return fmt.Sprintf("%s/%d", id, a.N)
 }
 
 // Checkpointer persists a loop's progress under the attempt's fencing epoch.

@@ -24,6 +24,8 @@ type Config struct {
 	Forges    map[string]ForgeConfig `yaml:"forges"`
 	Templates []Template             `yaml:"templates"`
 	Retention Retention              `yaml:"retention"`
+	// Sandbox is the deployment's sandbox; a template's own sandbox: overrides it per field.
+	Sandbox Sandbox `yaml:"sandbox"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 }
@@ -139,6 +141,8 @@ type Template struct {
 	MaxAttempts     int       `yaml:"max_attempts"`
 	Retry           Retry     `yaml:"retry"`
 	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
+	// Sandbox confines the template's commands (merged with the deployment's at load).
+	Sandbox Sandbox `yaml:"sandbox"`
 }
 
 // ConfigError names the template and field that are wrong.
@@ -305,6 +309,7 @@ func (c *Config) applyDefaults() {
 		t := &c.Templates[i]
 		t.Budget = c.Defaults.Budget.Merge(t.Budget)
 		t.ItemBudget = c.Defaults.ItemBudget.Merge(t.ItemBudget)
+		t.Sandbox = t.Sandbox.Merge(c.Sandbox)
 		if t.MaxAttempts == 0 {
 			t.MaxAttempts = c.Defaults.MaxAttempts
 		}
@@ -345,6 +350,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Retention.validate(); err != nil {
 		return err
+	}
+	if err := c.Sandbox.validate(); err != nil {
+		return &ConfigError{Field: "sandbox", Err: err}
 	}
 	for name, p := range c.Providers {
 		if !slices.Contains(ProviderKinds(), p.Kind) {
@@ -404,6 +412,9 @@ func (c *Config) validateTemplate(t *Template) error {
 	}
 	if strings.TrimSpace(t.Goal) == "" {
 		return bad("goal", "missing")
+	}
+	if err := t.Sandbox.validate(); err != nil {
+		return bad("sandbox", "%v", err)
 	}
 	switch t.Loop.Kind {
 	case "script":

@@ -105,6 +105,14 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 		{"negative failed retention", "retention: {failed: -1h}\n" + validTemplate, []string{"retention.failed", "negative"}},
 		{"negative escalated retention", "retention: {escalated: -2h}\n" + validTemplate, []string{"retention.escalated", "negative"}},
 		{"unknown retention key", "retention: {workspace: 1h}\n" + validTemplate, []string{"retention.workspace", "unknown key"}},
+		{"bad sandbox mode", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {mode: docker}", 1),
+			[]string{`template "t1"`, "sandbox", `mode "docker"`}},
+		{"bad sandbox network", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {network: lan}", 1),
+			[]string{`template "t1"`, "sandbox", `network "lan"`}},
+		{"bad build cache", "sandbox: {build_cache: tmp}\n" + validTemplate, []string{"sandbox", `build_cache "tmp"`}},
+		{"unknown sandbox key", "sandbox: {mode: off, seccomp: true}\n" + validTemplate, []string{"sandbox.seccomp", "unknown key"}},
+		{"bad deployment sandbox", "sandbox: {mode: none}\n" + validTemplate, []string{"sandbox", `mode "none"`}},
+		{"network none without the sandbox", "sandbox: {mode: off, network: none}\n" + validTemplate, []string{"sandbox", "network none needs"}},
 		{"bad retention duration", "retention: {workspaces: 3d}\n" + validTemplate, []string{"not a duration"}},
 	}
 	for _, tc := range cases {
@@ -120,6 +128,24 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSandboxMergesTheDeploymentsIntoEachTemplate(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte("sandbox: {mode: off}\n" + strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {network: host}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Templates[0].Sandbox; got != (Sandbox{Mode: "off", Network: "host"}) {
+		t.Fatalf("template sandbox %+v", got)
+	}
+	cfg, err = ParseConfig([]byte(validTemplate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Templates[0].Sandbox; got != (Sandbox{}) {
+		t.Fatalf("default sandbox %+v, want empty (the runner's defaults apply)", got)
 	}
 }
 

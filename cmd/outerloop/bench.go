@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,11 +14,12 @@ import (
 
 	"outerloop/internal/benchmark"
 	"outerloop/internal/redistest"
+	"outerloop/worker/proc"
 )
 
 func benchCmd(g *globals) *cobra.Command {
-	var rounds int
-	var skipWorkspaces bool
+	var rounds, sandboxRounds int
+	var skipWorkspaces, skipSandbox, coldCache bool
 	var scale, cliTemplates int
 	c := &cobra.Command{
 		Use:   "bench",
@@ -60,6 +62,11 @@ func benchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.out, "%-30s %14s   %-16s %14s   %.2fx\n", r.Name, time.Duration(r.NsPerOp),
 					r.Baseline, time.Duration(r.BaselineNsPerOp), r.Ratio())
 			}
+			if !skipSandbox {
+				if err := benchSandbox(ctx, g, sandboxRounds, coldCache); err != nil {
+					return err
+				}
+			}
 			if skipWorkspaces {
 				return nil
 			}
@@ -69,8 +76,46 @@ func benchCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&rounds, "workspace-rounds", 5, "workspaces made each way (the median is reported)")
 	c.Flags().IntVar(&scale, "scale", 0, "instead: fill a store with this many items and measure every list against GET /api/items")
 	c.Flags().IntVar(&cliTemplates, "cli-templates", 10000, "with --scale: time CLI commands against a config of this many templates (0: skip)")
-	c.Flags().BoolVar(&skipWorkspaces, "skip-workspaces", false, "measure only the Redis and asynq pairs")
+	c.Flags().BoolVar(&skipWorkspaces, "skip-workspaces", false, "do not measure workspaces")
+	c.Flags().BoolVar(&skipSandbox, "skip-sandbox", false, "do not measure the sandbox")
+	c.Flags().IntVar(&sandboxRounds, "sandbox-rounds", 5, "runs of each sandbox command each way (the median is reported)")
+	c.Flags().BoolVar(&coldCache, "sandbox-cold-cache", false, "also time one sandboxed go test with a cold per-workspace build cache (slow)")
 	return c
+}
+
+// benchSandbox measures the runner: `true` and `go test ./...` on the sample module, bare
+// against guarded and sandboxed, in the same run.
+func benchSandbox(ctx context.Context, g *globals, rounds int, cold bool) error {
+	dir, err := os.MkdirTemp("", "olbench-sandbox-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	r, err := proc.NewRunner(ctx, proc.Setup{Workdir: filepath.Join(dir, "work")})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "\nsandbox (%s)\n", r.Describe())
+	f, err := benchmark.Sandbox(ctx, r, dir, max(rounds, 1), cold, g.out)
+	if err != nil {
+		return err
+	}
+	ratio := func(a, b time.Duration) string {
+		if b <= 0 || a <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1fx", float64(a)/float64(b))
+	}
+	fmt.Fprintf(g.out, "%-44s %12s   %s\n", "command (median of "+fmt.Sprint(f.Rounds)+")", "per run", "vs bare")
+	fmt.Fprintf(g.out, "%-44s %12s\n", "true, bare (no guard, no sandbox)", f.TrueBare.Round(10*time.Microsecond))
+	fmt.Fprintf(g.out, "%-44s %12s   %s\n", "true, guarded (mode off)", f.TrueGuard.Round(10*time.Microsecond), ratio(f.TrueGuard, f.TrueBare))
+	fmt.Fprintf(g.out, "%-44s %12s   %s\n", "true, guarded + bubblewrap", f.TrueSandbox.Round(10*time.Microsecond), ratio(f.TrueSandbox, f.TrueBare))
+	fmt.Fprintf(g.out, "%-44s %12s\n", "go test ./... (sample), bare", f.GoTestBare.Round(time.Millisecond))
+	fmt.Fprintf(g.out, "%-44s %12s   %s\n", "go test ./... (sample), sandboxed", f.GoTestSandbox.Round(time.Millisecond), ratio(f.GoTestSandbox, f.GoTestBare))
+	if f.GoTestSandboxColdCache > 0 {
+		fmt.Fprintf(g.out, "%-44s %12s   %s\n", "go test, sandboxed, cold workspace cache", f.GoTestSandboxColdCache.Round(time.Millisecond), ratio(f.GoTestSandboxColdCache, f.GoTestBare))
+	}
+	return nil
 }
 
 // benchWorkspaces compares workspace preparation and disk per attempt with git worktree add

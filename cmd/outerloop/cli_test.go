@@ -15,6 +15,7 @@ import (
 
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -46,6 +47,7 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	proc.MaybeGuard() // the runner re-executes this binary as its guard
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))

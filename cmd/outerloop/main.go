@@ -1,6 +1,6 @@
 // Command outerloop runs coding and maintenance agents as durable, budgeted, verified jobs:
 // `serve` (scheduler + worker + HTTP), `scheduler`, `worker`, `enqueue`, `items`, `escalations`,
-// `resolve`, `steer`, `verify`, `demo` and `bench`. See README.md.
+// `resolve`, `steer`, `verify`, `demo`, `bench` and `validate`. See README.md.
 package main
 
 import (
@@ -20,10 +20,12 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
 func main() {
+	proc.MaybeGuard() // the runner re-executes this binary as each command's guard
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot(os.Stdout, os.Stderr)
@@ -80,7 +82,7 @@ func newRoot(out, errw io.Writer) *cobra.Command {
 	root.AddCommand(
 		serveCmd(g), schedulerCmd(g), workerCmd(g),
 		enqueueCmd(g), itemsCmd(g), escalationsCmd(g), resolveCmd(g), steerCmd(g),
-		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g),
+		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g), validateCmd(g),
 	)
 	return root
 }

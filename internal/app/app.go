@@ -28,6 +28,7 @@ import (
 	"outerloop/worker/agentloop"
 	"outerloop/worker/execloop"
 	"outerloop/worker/model"
+	"outerloop/worker/proc"
 	"outerloop/worker/scriptloop"
 	"outerloop/workitems"
 )
@@ -86,6 +87,8 @@ type App struct {
 	Logger        *slog.Logger
 	Embedded      bool
 	Workdir       string
+	// Runner starts every child process (sandbox, guard, records); Sandbox describes it.
+	Runner *proc.Runner
 	// Workspaces makes and removes this process's attempt workspaces (shared by its handlers
 	// and its sweeper, so mirror locks are shared too).
 	Workspaces *worker.Workspaces
@@ -118,6 +121,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir,
 		Workspaces: &worker.Workspaces{Root: o.Workdir, BaseDir: o.Config.Dir, Deployment: o.Prefix}}
+	runner, err := NewRunner(ctx, o.Config, o.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	a.Runner = runner
 	if o.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // asynq's leases rely on keys expiring with real time
@@ -182,7 +190,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	for name, f := range a.Forges {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
 	}
-	a.Verifier = verify.New(vopts...)
+	a.Verifier = verify.New(append(vopts, verify.WithRunner(a.Runner))...)
 	if o.Publisher == nil && len(a.Forges) > 0 {
 		// Branch and pull_request modes publish through the deployment's forges; CI is read on
 		// the pushed commit by the same verifier.
@@ -206,6 +214,30 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	return a, nil
 }
 
+// NewRunner builds the runner of this process's child processes from the deployment's
+// sandbox: commands see neither the work dir (other workspaces, mirrors, process records) nor
+// the config directory.
+func NewRunner(ctx context.Context, cfg *workitems.Config, workdir string) (*proc.Runner, error) {
+	var hide []string
+	if cfg.Dir != "" {
+		hide = append(hide, cfg.Dir)
+	}
+	return proc.NewRunner(ctx, proc.Setup{Mode: proc.Mode(cfg.Sandbox.Mode), Workdir: workdir, Hide: hide,
+		Bwrap: os.Getenv("OUTERLOOP_BWRAP")})
+}
+
+// SandboxProblems lists, per template, why its commands would be refused with r (the sandbox
+// it asks for cannot start here); none when every template can run.
+func SandboxProblems(cfg *workitems.Config, r *proc.Runner) []string {
+	var out []string
+	for _, t := range cfg.Templates {
+		if r.ModeFor(proc.Policy{Mode: proc.Mode(t.Sandbox.Mode)}) == proc.ModeBwrap && r.Unavailable != nil {
+			out = append(out, fmt.Sprintf("template %q: sandbox mode bwrap cannot start here (%v); its items are refused unless it (or the deployment) sets sandbox: {mode: off}", t.Name, r.Unavailable))
+		}
+	}
+	return out
+}
+
 // Inspector returns asynq's inspector for the queue.
 func (a *App) Inspector() *asynq.Inspector { return a.inspector }
 
@@ -220,7 +252,7 @@ func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
 		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
-		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL,
+		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
 	})
 }
 

@@ -6,7 +6,12 @@ import (
 	"go.uber.org/goleak"
 
 	"outerloop/internal/giteatest"
+	"outerloop/worker/proc"
 )
 
-// The package's Gitea (giteatest.Shared) is stopped before goleak looks.
-func TestMain(m *testing.M) { giteatest.Main(m, func() error { return goleak.Find() }) }
+// The runner re-executes this binary as its guard; the package's Gitea (giteatest.Shared) is
+// stopped before goleak looks.
+func TestMain(m *testing.M) {
+	proc.MaybeGuard()
+	giteatest.Main(m, func() error { return goleak.Find() })
+}

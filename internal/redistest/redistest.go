@@ -152,7 +152,8 @@ func (s *Server) start(t testing.TB, bin string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		// Polling a freshly started server's port is the only readiness signal it gives.
-		if err := c.Ping(context.Background()).Err(); err == nil {
+		// NOAUTH answers too: the server runs with an ACL file (no default user).
+		if err := c.Ping(context.Background()).Err(); err == nil || strings.Contains(err.Error(), "NOAUTH") {
 			return
 		} else if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))

@@ -11,6 +11,8 @@ import (
 
 	"outerloop/worker"
 	"outerloop/worker/model"
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -189,6 +191,7 @@ type harness struct {
 	done   worker.DoneChecker
 	prices workitems.Prices
 	resume bool
+	runner *proc.Runner // made at the first attempt
 
 	sleepMu sync.Mutex
 	sleeps  []time.Duration
@@ -205,6 +208,9 @@ func newHarness(t testing.TB) *harness {
 }
 
 func (h *harness) attempt() *worker.Attempt {
+	if h.runner == nil {
+		h.runner = proctest.Runner(h.t, proc.ModeBwrap) // tools run sandboxed, as in production
+	}
 	return &worker.Attempt{
 		Item: &workitems.Item{ID: "fix@1", Template: "fix", Goal: h.tmpl.Goal}, N: 1,
 		Template:  h.tmpl,
@@ -212,6 +218,7 @@ func (h *harness) attempt() *worker.Attempt {
 		Workspace: h.dir, Resumed: h.resume,
 		Meter:       worker.NewMeter(h.budget, workitems.Spend{}, h.clock.Now),
 		Checkpoints: h.cp, Events: h.ev, Steer: h.steer, DoneCheck: h.done,
+		Runner: h.runner,
 	}
 }
 

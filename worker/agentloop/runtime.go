@@ -11,6 +11,7 @@ import (
 
 	"outerloop/worker"
 	"outerloop/worker/model"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -94,6 +95,7 @@ func (l *Loop) newRuntime(ctx context.Context, a *worker.Attempt) (*runtime, err
 		return nil, workitems.Classify(workitems.ClassInvalidInput, err)
 	}
 	rt.tools = tb
+	tb.runner, tb.policy, tb.key = a.Runner, a.Policy(proc.DefaultToolNetwork), a.ProcKey()
 	tb.doneCheck = rt.runDoneCheck
 	if err := rt.load(ctx); err != nil {
 		tb.root.Close()

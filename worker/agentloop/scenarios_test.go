@@ -328,9 +328,15 @@ func checkAborted(t *testing.T, h *harness, ex workitems.Exit) {
 
 // hookScript writes a command stop hook that logs its stdin and answers with the n-th of
 // replies (a shell snippet each); it returns the command and the log path.
-func hookScript(t *testing.T, replies ...string) (string, string) {
+//
+// The hook and its state live in the workspace: hooks run in the sandbox, which sees nothing
+// else of the host.
+func hookScript(t *testing.T, ws string, replies ...string) (string, string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp(ws, ".hook-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\nd=" + dir + "\ncat >> $d/log; echo >> $d/log\nn=$(cat $d/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > $d/count\ncase $n in\n")
 	for i, r := range replies {
@@ -347,7 +353,7 @@ func hookScript(t *testing.T, replies ...string) (string, string) {
 func TestScenario11StopHookBlocksTwice(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	cmd, log := hookScript(t, `echo '{"decision":"block","reason":"p1"}'`, `echo '{"decision":"block","reason":"p2"}'`, `exit 0`)
+	cmd, log := hookScript(t, h.dir, `echo '{"decision":"block","reason":"p1"}'`, `echo '{"decision":"block","reason":"p2"}'`, `exit 0`)
 	h.tmpl.Loop.StopHooks = []string{cmd}
 	p := model.NewScripted("scripted", model.Reply(model.TextResponse("a")), model.Reply(model.TextResponse("b")), model.Reply(model.TextResponse("c")))
 	ex := h.run(t.Context(), p)
@@ -385,7 +391,7 @@ func TestScenario12EmptyBlockIsIgnored(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
-			cmd, _ := hookScript(t, tc.reply)
+			cmd, _ := hookScript(t, h.dir, tc.reply)
 			h.tmpl.Loop.StopHooks = []string{cmd}
 			p := model.NewScripted("scripted", model.Reply(model.TextResponse("a")))
 			ex := h.run(t.Context(), p)
@@ -402,8 +408,8 @@ func TestScenario12EmptyBlockIsIgnored(t *testing.T) {
 func TestScenario13TwoHooksBlockAtOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	a, _ := hookScript(t, `echo pA >&2; exit 2`, `exit 0`)
-	b, _ := hookScript(t, `echo '{"decision":"block","reason":"pB"}'`, `exit 0`)
+	a, _ := hookScript(t, h.dir, `echo pA >&2; exit 2`, `exit 0`)
+	b, _ := hookScript(t, h.dir, `echo '{"decision":"block","reason":"pB"}'`, `exit 0`)
 	h.tmpl.Loop.StopHooks = []string{a, b}
 	p := model.NewScripted("scripted", model.Reply(model.TextResponse("x")), model.Reply(model.TextResponse("y")))
 	ex := h.run(t.Context(), p)

@@ -5,56 +5,26 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os/exec"
 	"path/filepath"
-	"sort"
-	"syscall"
+	"sync"
 	"time"
+
+	"outerloop/worker/proc"
 )
 
 // maxShellOutput bounds what a shell call keeps of its output (head and tail).
 const maxShellOutput = 32 << 10
 
-// defaultShellEnv names the environment variables the shell passes through; everything else
-// (API keys, tokens) is scrubbed.
-func defaultShellEnv() []string {
-	return []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM",
-		"GOPATH", "GOCACHE", "GOMODCACHE", "GOROOT", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN", "GONOSUMDB", "GOPRIVATE"}
-}
+// defaultShellEnv names the environment variables the shell passes through: the runner's one
+// allowlist; everything else (API keys, tokens) is scrubbed.
+func defaultShellEnv() []string { return proc.AllowedEnv() }
 
+// scrubbedEnv is the allowlist and names read through lookup, plus extra (the condition's env).
 func scrubbedEnv(names []string, extra map[string]string, lookup func(string) (string, bool)) []string {
-	var env []string
-	for _, n := range names {
-		if v, ok := lookup(n); ok {
-			env = append(env, n+"="+v)
-		}
-	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+extra[k])
-	}
-	return env
-}
-
-// setProcessGroup makes cmd lead its own process group and kills the whole group when its
-// context ends, so a shell's children die with it.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		if cmd.Process == nil {
-			return nil
-		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.WaitDelay = 2 * time.Second
+	return proc.Env(lookup, names, extra)
 }
 
 // limitedWriter keeps the first n bytes and counts the rest.
@@ -78,14 +48,18 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tailBuffer keeps the first and the last half of maxShellOutput bytes of a stream.
+// tailBuffer keeps the first and the last half of maxShellOutput bytes of a stream. Stdout and
+// stderr write to it from two goroutines.
 type tailBuffer struct {
+	mu    sync.Mutex
 	head  bytes.Buffer
 	tail  []byte
 	total int
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	n := len(p)
 	t.total += n
 	half := maxShellOutput / 2
@@ -102,6 +76,8 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	cut := t.total - t.head.Len() - len(t.tail)
 	if cut <= 0 {
 		return t.head.String() + string(t.tail)
@@ -124,26 +100,20 @@ func (tb *toolbox) shell(ctx context.Context, raw string) toolResult {
 	if args.TimeoutSeconds > 0 {
 		timeout = min(time.Duration(args.TimeoutSeconds)*time.Second, 10*time.Minute)
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, "sh", "-c", args.Command)
-	cmd.Dir, cmd.Env = tb.dir, tb.env
-	setProcessGroup(cmd)
 	var out tailBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
+	r := tb.runner.Run(ctx, proc.Spec{Command: args.Command, Dir: tb.dir, Env: tb.env, Timeout: timeout,
+		Stdout: &out, Stderr: &out, TailMax: 1, Policy: tb.policy, Key: tb.key})
 	switch {
-	case err == nil:
-		return toolResult{out: out.String() + "\n[exit code 0]"}
-	case ctx.Err() != nil:
+	case r.Err != nil:
+		return errResult("shell: %v", r.Err)
+	case r.Canceled:
 		return toolResult{out: out.String(), failed: true}
-	case cctx.Err() != nil:
+	case r.TimedOut:
 		return toolResult{out: out.String() + fmt.Sprintf("\n[killed: timed out after %s]", timeout), failed: true}
-	case errors.As(err, &ee):
-		return toolResult{out: out.String() + fmt.Sprintf("\n[exit code %d]", ee.ExitCode()), failed: true}
+	case r.ExitCode == 0:
+		return toolResult{out: out.String() + "\n[exit code 0]"}
 	}
-	return errResult("shell: %v", err)
+	return toolResult{out: out.String() + fmt.Sprintf("\n[exit code %d]", r.ExitCode), failed: true}
 }
 
 // fingerprint summarises the workspace's files (path, size, mode, modification time), for the

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"outerloop/worker"
 	"outerloop/worker/model"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -117,6 +117,9 @@ type CommandHook struct {
 	Dir     string
 	Env     []string
 	Timeout time.Duration
+	Runner  *proc.Runner // nil: unconfined
+	Policy  proc.Policy
+	Key     string
 }
 
 // Name returns the command.
@@ -128,21 +131,22 @@ func (h CommandHook) Stop(ctx context.Context, in HookInput) (HookResult, error)
 	if timeout <= 0 {
 		timeout = DefaultHookTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	stdin, err := json.Marshal(in)
 	if err != nil {
 		return HookResult{}, fmt.Errorf("stop hook %q: encode input: %w", h.Command, err)
 	}
-	cmd := exec.CommandContext(ctx, "sh", "-c", h.Command)
-	cmd.Dir, cmd.Env, cmd.Stdin = h.Dir, h.Env, bytes.NewReader(stdin)
-	setProcessGroup(cmd)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &limitedWriter{w: &stdout, n: 64 << 10}, &limitedWriter{w: &stderr, n: 64 << 10}
-	err = cmd.Run()
-	var ee *exec.ExitError
+	r := h.Runner.Run(ctx, proc.Spec{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: timeout, TailMax: 1,
+		Stdin: bytes.NewReader(stdin), Stdout: &limitedWriter{w: &stdout, n: 64 << 10}, Stderr: &limitedWriter{w: &stderr, n: 64 << 10},
+		Policy: h.Policy, Key: h.Key})
 	switch {
-	case err == nil:
+	case r.Err != nil:
+		return HookResult{}, fmt.Errorf("stop hook %q: %w", h.Command, r.Err)
+	case r.Canceled:
+		return HookResult{}, fmt.Errorf("stop hook %q: %w", h.Command, ctx.Err())
+	case r.TimedOut:
+		return HookResult{}, fmt.Errorf("stop hook %q: %w", h.Command, context.DeadlineExceeded)
+	case r.ExitCode == 0:
 		var out struct {
 			Decision string `json:"decision"`
 			Reason   string `json:"reason"`
@@ -151,18 +155,17 @@ func (h CommandHook) Stop(ctx context.Context, in HookInput) (HookResult, error)
 			return HookResult{Block: true, Reason: out.Reason}, nil
 		}
 		return HookResult{}, nil
-	case errors.As(err, &ee) && ee.ExitCode() == 2:
+	case r.ExitCode == 2:
 		return HookResult{Block: true, Reason: strings.TrimSpace(stderr.String())}, nil
-	case ctx.Err() != nil:
-		return HookResult{}, fmt.Errorf("stop hook %q: %w", h.Command, ctx.Err())
 	}
-	return HookResult{}, fmt.Errorf("stop hook %q: %w: %s", h.Command, err, strings.TrimSpace(stderr.String()))
+	return HookResult{}, fmt.Errorf("stop hook %q: exit code %d: %s", h.Command, r.ExitCode, strings.TrimSpace(stderr.String()))
 }
 
 func (rt *runtime) hooks() []StopHook {
 	hs := append([]StopHook(nil), rt.l.hooks...)
 	for _, c := range rt.a.Template.Loop.StopHooks {
-		hs = append(hs, CommandHook{Command: c, Dir: rt.a.Workspace, Env: rt.tools.env})
+		hs = append(hs, CommandHook{Command: c, Dir: rt.a.Workspace, Env: rt.tools.env,
+			Runner: rt.tools.runner, Policy: rt.tools.policy, Key: rt.tools.key})
 	}
 	return hs
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"outerloop/worker/model"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -42,6 +43,9 @@ type toolbox struct {
 	dir       string // workspace, symlinks resolved
 	root      *os.Root
 	env       []string // scrubbed environment for shell and hooks
+	runner    *proc.Runner
+	policy    proc.Policy // sandbox of the shell tool and the stop hooks
+	key       string      // the attempt, for the runner's records
 	defs      []toolDef
 	doneCheck func(ctx context.Context) toolResult
 }

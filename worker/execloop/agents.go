@@ -21,6 +21,7 @@ type invocation struct {
 	MaxUSD    float64
 	UserArgs  []string
 	Workspace string
+	Sandboxed bool // outerloop's own sandbox confines the agent
 }
 
 // driver knows one agent: its usual binary, its command line and environment, its parser.
@@ -73,9 +74,16 @@ func codexArgs(inv invocation) []string {
 	}
 	args = append(args, "--json", "--skip-git-repo-check",
 		"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false")
-	// The workspace is the sandbox; "resume" takes no --sandbox, so use the config key.
+	// "resume" takes no --sandbox, so use the config key. Inside outerloop's sandbox Codex's
+	// own (bubblewrap again, nested) adds nothing our namespaces do not already give and may
+	// not start there: full access to what our sandbox lets it see. Unconfined, Codex's
+	// sandbox keeps it to the workspace.
 	if !hasFlag(inv.UserArgs, "--sandbox", "-s", "sandbox_mode", "--dangerously-bypass-approvals-and-sandbox") {
-		args = append(args, "-c", `sandbox_mode="workspace-write"`)
+		if inv.Sandboxed {
+			args = append(args, "-c", `sandbox_mode="danger-full-access"`)
+		} else {
+			args = append(args, "-c", `sandbox_mode="workspace-write"`)
+		}
 	}
 	if p := inv.Provider; p != nil && p.BaseURL != "" && !hasFlag(inv.UserArgs, "model_provider") {
 		def := fmt.Sprintf(`{name=%s,base_url=%s,wire_api="responses"`, tomlString(codexProviderID), tomlString(p.BaseURL))

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"outerloop/worker"
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -134,6 +136,7 @@ func newAttempt(t *testing.T, agent string, budget workitems.Budget) *attempt {
 		Meter:       worker.NewMeter(budget, workitems.Spend{}, nil),
 		Checkpoints: cp,
 		Events:      ev,
+		Runner:      proctest.Runner(t, proc.ModeBwrap), // the agent runs sandboxed, as in production
 	}
 	return &attempt{Attempt: a, cp: cp, ev: ev, env: map[string]string{
 		// HOME must not lie under TMPDIR: Codex refuses to create its sandbox helper under the

@@ -10,15 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"outerloop/worker"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -88,14 +87,15 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 
 // run is one Run call.
 type run struct {
-	l     *Loop
-	a     *worker.Attempt
-	log   *slog.Logger
-	drv   driver
-	st    State
-	p     parser
-	pgid  int
-	stErr *tailBuffer
+	l    *Loop
+	a    *worker.Attempt
+	log  *slog.Logger
+	drv  driver
+	st   State
+	p    parser
+	pgid int
+	// policy is the agent's sandbox (network host unless the template says none).
+	policy proc.Policy
 	// secrets are values that must not reach events, checkpoints or the exit: the provider
 	// key and the passed-through variables' values (an agent may print its environment).
 	secrets []string
@@ -163,6 +163,15 @@ func (r *run) run(ctx context.Context) workitems.Exit {
 	for _, v := range r.a.Condition.Env {
 		r.addSecret(v)
 	}
+	r.policy = r.a.Policy(proc.DefaultAgentNetwork)
+	if ws := r.a.Workspace; filepath.IsAbs(ws) {
+		// The agent's home (its sessions, for resume) is kept with the workspace.
+		if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {
+			r.policy.Home = filepath.Join(ws, ".git", "outerloop", "home")
+		} else {
+			r.policy.Home = filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".home")
+		}
+	}
 	inv, exit, ok := r.invocation(ctx)
 	if !ok {
 		return exit
@@ -181,7 +190,8 @@ func (r *run) run(ctx context.Context) workitems.Exit {
 func (r *run) invocation(ctx context.Context) (invocation, workitems.Exit, bool) {
 	a := r.a
 	lc := a.Template.Loop
-	inv := invocation{UserArgs: lc.Args, Workspace: a.Workspace, Model: a.Condition.Strategy.Model}
+	inv := invocation{UserArgs: lc.Args, Workspace: a.Workspace, Model: a.Condition.Strategy.Model,
+		Sandboxed: a.Runner.ModeFor(r.policy) == proc.ModeBwrap}
 	if lc.Provider != "" {
 		if a.Config == nil {
 			return inv, failed(workitems.ClassInvalidInput, "execloop: template %q: loop.provider %q given but no config", a.Template.Name, lc.Provider), false
@@ -312,7 +322,7 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 	for k, v := range a.Condition.Env {
 		extra[k] = v
 	}
-	env := scrubEnv(r.l.lookupEnv, lc.Env, extra)
+	env := proc.Env(r.l.lookupEnv, lc.Env, extra)
 	path, err := lookPath(bin, a.Workspace, env)
 	if err != nil {
 		class := workitems.ClassNotFound
@@ -322,19 +332,12 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 		return failed(class, "execloop: %s agent binary %q: %v", r.drv.name, bin, err)
 	}
 
-	cmd := exec.Command(path, r.drv.args(inv)...)
-	cmd.Dir = a.Workspace
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	policy := r.policy
+	policy.ReadOnly = append(append([]string(nil), policy.ReadOnly...), proc.BinaryDirs(path)...)
+	spec := proc.Spec{Argv: append([]string{path}, r.drv.args(inv)...), Dir: a.Workspace, Env: env,
+		PipeStdout: true, TailMax: 8 << 10, Policy: policy, Key: a.ProcKey()}
 	if r.drv.stdin {
-		cmd.Stdin = strings.NewReader(inv.Prompt)
-	}
-	r.stErr = &tailBuffer{max: 8 << 10}
-	cmd.Stderr = r.stErr
-	cmd.WaitDelay = r.l.killWait
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return failed(workitems.ClassUnknown, "execloop: %s: stdout pipe: %v", r.drv.name, err)
+		spec.Stdin = strings.NewReader(inv.Prompt)
 	}
 	var usageR *os.File
 	if r.drv.name == "command" {
@@ -343,35 +346,40 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 		if err != nil {
 			return failed(workitems.ClassUnknown, "execloop: command: usage pipe: %v", err)
 		}
-		cmd.ExtraFiles = []*os.File{usageW}
+		spec.ExtraFiles = []*os.File{usageW}
 		defer usageR.Close()
 		defer usageW.Close()
 	}
 	r.p = r.drv.parser(r.prices(inv))
-	if err := cmd.Start(); err != nil {
+	p, err := a.Runner.Start(ctx, spec)
+	if err != nil {
 		class := workitems.ClassUnknown
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+		switch {
+		case errors.Is(err, proc.ErrSandboxUnavailable):
+			class = workitems.ClassPermission
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound):
 			class = workitems.ClassNotFound
-		} else if errors.Is(err, os.ErrPermission) {
+		case errors.Is(err, os.ErrPermission):
 			class = workitems.ClassPermission
 		}
 		return failed(class, "execloop: start %s agent %q: %v", r.drv.name, path, err)
 	}
-	if len(cmd.ExtraFiles) > 0 {
-		cmd.ExtraFiles[0].Close() // the child has its copy; EOF comes when it closes it
+	if len(spec.ExtraFiles) > 0 {
+		spec.ExtraFiles[0].Close() // the child has its copy; EOF comes when it closes it
 	}
-	r.pgid = cmd.Process.Pid
+	defer p.Stdout.Close()
+	r.pgid = p.Pgid()
 	r.st.Runs++
 	r.emit(ctx, workitems.EventStep, "started", "started "+r.drv.name+" (pid "+strconv.Itoa(r.pgid)+")",
 		map[string]string{"pid": strconv.Itoa(r.pgid), "binary": path, "resume": inv.Resume})
 
-	return r.supervise(ctx, cmd, stdout, usageR)
+	return r.supervise(ctx, p, p.Stdout, usageR)
 }
 
 // supervise reads the agent's output as it arrives until the agent ends, the context is
 // cancelled, the wall time runs out or a step ends the run; it always leaves no process of
 // the agent running and the leader reaped.
-func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, usage io.Reader) workitems.Exit {
+func (r *run) supervise(ctx context.Context, p *proc.Process, stdout io.Reader, usage io.Reader) workitems.Exit {
 	a := r.a
 	lines := make(chan line)
 	done := make(chan struct{})
@@ -384,15 +392,11 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, us
 	}
 	go func() { readers.Wait(); close(lines) }()
 
-	// Learn that the leader exited without reaping it, so its pid (our group id) cannot be
-	// reused while we kill what it left behind.
+	// Wait reaps the leader once it exited and whatever it left behind is killed (that would
+	// hold its output open); output already written stays readable.
 	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		var si unix.Siginfo
-		for unix.Waitid(unix.P_PID, r.pgid, &si, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
-	}()
+	var werr error
+	go func() { defer close(exited); werr = p.Wait() }()
 
 	var deadline <-chan time.Time
 	if up, ok := a.Meter.WallTimeUp(); ok { // on the meter's clock, the handler's one clock
@@ -400,11 +404,10 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, us
 	}
 
 	stop := func(exit workitems.Exit) workitems.Exit {
-		killTree(r.pgid, r.l.killWait)
+		p.Kill()
 		close(done)
 		for range lines { // let the readers end
 		}
-		_ = cmd.Wait()
 		<-exited
 		exit.LastMessage = r.st.LastMessage
 		r.emit(context.WithoutCancel(ctx), workitems.EventStep, "killed", "killed "+r.drv.name+": "+string(exit.Reason),
@@ -424,10 +427,7 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, us
 			return stop(workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetWallTime,
 				Message: fmt.Sprintf("wall time %s (less %s kept for verification) used up", b.WallTime, b.VerifyReserve)})
 		case <-leaderExit:
-			// Whatever the agent left running would hold its output open: end it. Output
-			// already written stays readable.
 			leaderDone, leaderExit = true, nil
-			killTree(r.pgid, r.l.killWait)
 		case ln, ok := <-lines:
 			if !ok {
 				eof, lines = true, nil
@@ -439,12 +439,10 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, stdout io.Reader, us
 		}
 	}
 	close(done)
-	werr := cmd.Wait()
-	<-exited
 	if ctx.Err() != nil {
 		return workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled", LastMessage: r.st.LastMessage}
 	}
-	exit := r.p.Exit(exitCode(werr), r.stErr.String())
+	exit := r.p.Exit(exitCode(werr), p.Tail())
 	if err := a.Meter.Check(); err != nil && exit.Reason == workitems.ExitCompleted {
 		return budgetExit(err, exit.LastMessage)
 	}
@@ -531,27 +529,4 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 		}
 		return []byte(strings.TrimRight(string(out), "\r\n")), err
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

@@ -1,7 +1,6 @@
 package execloop
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -94,15 +93,6 @@ func noFinal(agent string, code int, stderrTail string) workitems.Exit {
 	e := classifyMessage(stderrTail)
 	e.Message = msg
 	return e
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // cost returns the USD cost of s's tokens under p (USD per million tokens; cached input at

@@ -4,6 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	proc.MaybeGuard() // the runner re-executes this binary as its guard
+	proctest.Main()
+	goleak.VerifyTestMain(m)
+}

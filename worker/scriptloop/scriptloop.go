@@ -74,7 +74,8 @@ func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		a.Events.Emit(ctx, workitems.Event{Type: workitems.EventStep, Message: cmds[i],
 			Data: map[string]string{"kind": "command_started", "index": fmt.Sprint(i + 1), "of": fmt.Sprint(len(cmds))}})
 		timeout, byBudget := commandTimeout(a)
-		r := proc.Run(ctx, proc.Spec{Command: cmds[i], Dir: a.Workspace, Env: env, Timeout: timeout, TailMax: 4 << 10})
+		r := a.Runner.Run(ctx, proc.Spec{Command: cmds[i], Dir: a.Workspace, Env: env, Timeout: timeout, TailMax: 4 << 10,
+			Policy: a.Policy(proc.DefaultToolNetwork), Key: a.ProcKey()})
 		_ = a.Meter.Add(workitems.Spend{Steps: 1})
 		if r.Canceled {
 			// Not checkpointed as done: a resumed attempt runs this command again.
@@ -105,6 +106,9 @@ func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		case r.TimedOut:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassUnknown,
 				Message: fmt.Sprintf("command %d (%s) timed out after %s", i+1, cmds[i], timeout), LastMessage: r.Tail}
+		case errors.Is(r.Err, proc.ErrSandboxUnavailable):
+			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission,
+				Message: fmt.Sprintf("command %d (%s) refused: %v", i+1, cmds[i], r.Err)}
 		case r.Err != nil:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: fmt.Sprintf("command %d (%s) could not start: %v", i+1, cmds[i], r.Err)}
@@ -149,22 +153,16 @@ func commandTimeout(a *worker.Attempt) (time.Duration, bool) {
 }
 
 func buildEnv(a *worker.Attempt) []string {
-	env := proc.BaseEnv()
-	for _, name := range a.Template.Loop.Env {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
+	set := map[string]string{}
 	for k, v := range a.Condition.Env {
-		env = append(env, k+"="+v)
+		set[k] = v
 	}
-	return append(env,
-		"OUTERLOOP_ITEM="+a.Item.ID,
-		fmt.Sprintf("OUTERLOOP_ATTEMPT=%d", a.N),
-		"OUTERLOOP_INPUT="+a.Condition.Input,
-		"OUTERLOOP_WORKSPACE="+a.Workspace,
-		"OUTERLOOP_PROMPT_VARIANT="+a.Condition.Strategy.PromptVariant,
-	)
+	set["OUTERLOOP_ITEM"] = a.Item.ID
+	set["OUTERLOOP_ATTEMPT"] = fmt.Sprint(a.N)
+	set["OUTERLOOP_INPUT"] = a.Condition.Input
+	set["OUTERLOOP_WORKSPACE"] = a.Workspace
+	set["OUTERLOOP_PROMPT_VARIANT"] = a.Condition.Strategy.PromptVariant
+	return proc.Env(os.LookupEnv, a.Template.Loop.Env, set)
 }
 
 func lastLine(s string) string {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"outerloop/worker"
+	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 
@@ -58,6 +60,7 @@ func attempt(t *testing.T, cmds []string, cp *memCheckpoints) *worker.Attempt {
 		Template:    &workitems.Template{Loop: workitems.Loop{Kind: "script", Commands: cmds}},
 		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{}, nil),
 		Checkpoints: cp, Events: &events{},
+		Runner: proctest.Runner(t, proc.ModeBwrap), // the script runs sandboxed, as in production
 	}
 }
 
@@ -156,4 +159,17 @@ func TestCancelAbortsWithoutMarkingTheCommandDone(t *testing.T) {
 	if cp.saves != 0 {
 		t.Fatal("an interrupted command must not be checkpointed as done")
 	}
+}
+
+func TestHostileScriptStepFindsNothing(t *testing.T) {
+	// Not parallel: the worker's HOME is set to a home holding ~/.ssh.
+	h := proctest.NewHostile(t, t.TempDir(), proctest.RedisAddr())
+	t.Setenv("HOME", h.Home)
+	a := attempt(t, []string{h.InWorkspace()}, &memCheckpoints{})
+	h.Prepare(a.Runner)
+	exit := New().Run(context.Background(), a)
+	if exit.Reason != workitems.ExitCompleted {
+		t.Fatalf("exit %+v", exit)
+	}
+	h.CheckWorkspace(t, a.Workspace)
 }

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"outerloop/internal/app"
+	"outerloop/worker/proc"
+	"outerloop/workitems"
+)
+
+// validation is what validate learned: lines reported as they are, problems that make it exit
+// non-zero.
+type validation struct {
+	cfg      *workitems.Config
+	workdir  string
+	info     []string
+	problems []string
+}
+
+// validateCheck is one check of `outerloop validate`. Add a check by appending to
+// validateChecks: it reads v.cfg (nil when the config did not load) and adds info and problems.
+type validateCheck struct {
+	name string
+	run  func(ctx context.Context, v *validation)
+}
+
+func validateChecks() []validateCheck {
+	return []validateCheck{
+		{"sandbox", checkSandbox},
+	}
+}
+
+// checkSandbox reports the sandbox mode in force and the templates it would refuse.
+func checkSandbox(ctx context.Context, v *validation) {
+	if v.cfg == nil {
+		return
+	}
+	r, err := app.NewRunner(ctx, v.cfg, v.workdir)
+	if err != nil {
+		v.problems = append(v.problems, "sandbox: "+err.Error())
+		return
+	}
+	v.info = append(v.info, "sandbox: "+r.Describe())
+	for _, t := range v.cfg.Templates {
+		mode := r.ModeFor(proc.Policy{Mode: proc.Mode(t.Sandbox.Mode)})
+		net := t.Sandbox.Network
+		if net == "" {
+			net = "default (none for tools, script steps and done checks; host for exec agents)"
+		}
+		v.info = append(v.info, fmt.Sprintf("template %q: sandbox %s, network %s", t.Name, mode, net))
+	}
+	v.problems = append(v.problems, app.SandboxProblems(v.cfg, r)...)
+}
+
+func validateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "Load the config and check it can run here: reports the sandbox mode in force; exits 1 naming each problem",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := &validation{workdir: g.workdir}
+			if v.workdir == "" {
+				v.workdir = filepath.Join(os.TempDir(), "outerloop-work")
+			}
+			cfg, err := g.loadConfig()
+			if err != nil {
+				v.problems = append(v.problems, "config: "+err.Error())
+			} else {
+				v.cfg = cfg
+				v.info = append(v.info, fmt.Sprintf("config: %s: %d templates", g.config, len(cfg.Templates)))
+			}
+			for _, c := range validateChecks() {
+				c.run(cmd.Context(), v)
+			}
+			return v.report(cmd.OutOrStdout())
+		},
+	}
+}
+
+func (v *validation) report(w io.Writer) error {
+	for _, l := range v.info {
+		fmt.Fprintln(w, l)
+	}
+	for _, p := range v.problems {
+		fmt.Fprintln(w, "problem: "+p)
+	}
+	if len(v.problems) > 0 {
+		fmt.Fprintf(w, "%d problem(s)\n", len(v.problems))
+		return exitError{code: 1}
+	}
+	fmt.Fprintln(w, "ok")
+	return nil
+}

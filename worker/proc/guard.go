@@ -1,0 +1,154 @@
+package proc
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// GuardArg is the first argument that makes the worker binary (or a test binary) act as a
+// guard: `outerloop --outerloop-guard CTLFD -- ARGV...`. It looks like a flag so that a test
+// binary whose TestMain forgot MaybeGuard refuses it (unknown flag) instead of running its tests.
+const GuardArg = "--outerloop-guard"
+
+// MaybeGuard runs the guard and exits when the process was started as one; otherwise it
+// returns at once. Call it first thing in main (and in TestMain of packages whose tests run a
+// guarded Runner).
+func MaybeGuard() {
+	if len(os.Args) > 1 && os.Args[1] == GuardArg {
+		os.Exit(guardMain(os.Args[2:]))
+	}
+}
+
+// GuardArgv returns the argv prefix that starts this binary as a guard.
+func GuardArgv() ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("proc: guard binary: %w", err)
+	}
+	return []string{exe, GuardArg}, nil
+}
+
+// guardMain is the guard: it leads the command's process group (the worker started it with
+// Setpgid), is the child subreaper of everything the command starts (so a process that leaves
+// the group by setsid still reparents to it), waits for the worker's go, runs the command, and
+// kills every process of the group and every descendant when the command's leader exits or
+// when its pipe to the worker closes (the worker cancelled, or died). It exits as the command
+// did.
+func guardMain(args []string) int {
+	if len(args) < 3 || args[1] != "--" {
+		fmt.Fprintln(os.Stderr, "outerloop guard: usage: "+GuardArg+" CTLFD -- ARGV...")
+		return 125
+	}
+	fd, err := strconv.Atoi(args[0])
+	if err != nil || fd < 3 {
+		fmt.Fprintln(os.Stderr, "outerloop guard: bad control fd", args[0])
+		return 125
+	}
+	unix.CloseOnExec(fd)
+	ctl := os.NewFile(uintptr(fd), "ctl")
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	var b [1]byte
+	if n, _ := ctl.Read(b[:]); n != 1 {
+		return 125 // the worker went away before the command was recorded: run nothing
+	}
+	cmd := exec.Command(args[2], args[3:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = os.Environ()
+	var extra []*os.File
+	for i := 3; i < fd; i++ {
+		extra = append(extra, os.NewFile(uintptr(i), "extra"))
+	}
+	cmd.ExtraFiles = extra
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "outerloop guard:", err)
+		return 127
+	}
+	// Our copies would keep the command's pipes open after it closes them.
+	for _, f := range extra {
+		_ = f.Close()
+	}
+	_ = os.Stdin.Close()
+	go func() {
+		_, _ = io.Copy(io.Discard, ctl) // returns at EOF: the worker closed its end or died
+		killAllButMe(time.Second)
+	}()
+	err = cmd.Wait()
+	killAllButMe(5 * time.Second)
+	reapAll()
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			// Die the same way, so the worker sees the signal.
+			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+			signalSelf(ws.Signal())
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return 127
+	}
+	return 0
+}
+
+// killAllButMe kills every process of the guard's group and every descendant of it, except
+// the guard.
+func killAllButMe(wait time.Duration) {
+	me := os.Getpid()
+	for range 3 {
+		var left []int
+		for _, pid := range treeOf(me, scanProcs()) {
+			if pid != me {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		deadline := time.Now().Add(wait)
+		for _, pid := range left {
+			waitGone(pid, deadline)
+		}
+	}
+}
+
+// waitGone waits until pid has exited (zombie or reaped) or the deadline passed.
+func waitGone(pid int, deadline time.Time) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if ms := int(time.Until(deadline).Milliseconds()); ms > 0 {
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+	}
+}
+
+// reapAll reaps every child the guard inherited as subreaper (all were killed).
+func reapAll() {
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-1, &ws, 0, nil); err != nil && err != unix.EINTR {
+			return // ECHILD: none left
+		}
+	}
+}
+
+func signalSelf(sig syscall.Signal) {
+	_ = syscall.Kill(os.Getpid(), sig)
+	if sig != syscall.SIGKILL {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,305 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Mode says whether commands run in the sandbox.
+type Mode string
+
+// Sandbox modes.
+const (
+	ModeBwrap Mode = "bwrap" // bubblewrap; items are refused where it cannot start
+	ModeOff   Mode = "off"   // unconfined (only the guard and the scrubbed environment)
+)
+
+// Network says what network a sandboxed command has.
+type Network string
+
+// Networks.
+const (
+	NetworkNone Network = "none" // own empty network namespace: no Redis, no loopback services
+	NetworkHost Network = "host" // the host's network (exec agents must reach their model)
+)
+
+// Modes lists the sandbox modes; Networks the networks.
+func Modes() []Mode { return []Mode{ModeBwrap, ModeOff} }
+
+// Networks lists the network settings.
+func Networks() []Network { return []Network{NetworkNone, NetworkHost} }
+
+// ErrSandboxUnavailable is returned when the sandbox is required but cannot start.
+var ErrSandboxUnavailable = errors.New("sandbox unavailable")
+
+// Policy is what one sandboxed command may reach beyond the system and toolchain directories.
+type Policy struct {
+	Mode      Mode     // "" → the Runner's mode
+	Network   Network  // "" → none
+	Workspace string   // bound read-write (and every path inside it)
+	ReadOnly  []string // more directories bound read-only (a git mirror's objects)
+	Writable  []string // more directories bound read-write
+	GoCache   string   // a writable build cache for this workspace (GOCACHE); "" → under the private /tmp
+	// Home is a directory kept across commands and bound read-write as $HOME (SandboxHome)
+	// inside (an exec agent's sessions must outlive its process to be resumed); "" → an empty
+	// tmpfs.
+	Home string
+}
+
+// SandboxHome is $HOME inside the sandbox when a Policy names a Home: outside any temporary
+// directory, since Codex refuses to start its helper with its home under TMPDIR.
+const SandboxHome = "/home/outerloop"
+
+// Runner starts child processes. Its zero value (or nil) runs them unconfined and unguarded.
+type Runner struct {
+	// Mode is the deployment's sandbox mode ("" on a non-nil Runner means bwrap).
+	Mode Mode
+	// Bwrap is the bubblewrap binary; Unavailable says why it cannot start (from Probe).
+	Bwrap       string
+	Unavailable error
+	// ReadOnly are toolchain directories bound read-only in every sandbox (GOROOT, the module
+	// cache, PATH entries outside the system directories).
+	ReadOnly []string
+	// Hide are paths never visible inside, even where a bound directory holds them (the
+	// config directory, the worker's work dir).
+	Hide []string
+	// Guard is the guard's argv prefix (the worker binary and GuardArg); nil: no guard.
+	Guard []string
+	// Records is the directory the process records are kept in ("" → none).
+	Records string
+	// GoCache is the worker's own build cache, bound read-write as GOCACHE for commands whose
+	// policy names no cache of their own (build_cache: shared); "" → a private one under /tmp.
+	GoCache string
+}
+
+func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }
+
+// modeFor returns the mode a command runs under.
+func (r *Runner) modeFor(p Policy) Mode {
+	if r == nil {
+		return ModeOff
+	}
+	if p.Mode != "" {
+		return p.Mode
+	}
+	if r.Mode == "" {
+		return ModeBwrap
+	}
+	return r.Mode
+}
+
+// ModeFor reports the mode a command with p would run under.
+func (r *Runner) ModeFor(p Policy) Mode { return r.modeFor(p) }
+
+func (r *Runner) available() error {
+	if r.Unavailable != nil {
+		return fmt.Errorf("proc: %w: %v (set sandbox: {mode: off} to run unconfined)", ErrSandboxUnavailable, r.Unavailable)
+	}
+	if r.Bwrap == "" {
+		return fmt.Errorf("proc: %w: no bubblewrap binary (install bubblewrap, or set sandbox: {mode: off})", ErrSandboxUnavailable)
+	}
+	return nil
+}
+
+// systemDirs are bound read-only in every sandbox.
+func systemDirs() []string {
+	return []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+}
+
+// bwrapArgv wraps argv in bubblewrap for s and returns the argv and the environment to start
+// bubblewrap with: the command's own, scrubbed, since bubblewrap's pid 1 inside keeps it
+// readable at /proc/1/environ.
+func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, error) {
+	ws := s.Policy.Workspace
+	if ws == "" {
+		ws = s.Dir
+	}
+	if ws == "" || !filepath.IsAbs(ws) {
+		return nil, nil, fmt.Errorf("proc: sandbox needs an absolute workspace, got %q", ws)
+	}
+	dir := s.Dir
+	if dir == "" {
+		dir = ws
+	}
+	a := []string{r.Bwrap, "--die-with-parent", "--new-session",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "outerloop"}
+	if s.Policy.Network != NetworkHost {
+		a = append(a, "--unshare-net")
+	}
+	for _, d := range systemDirs() {
+		a = append(a, "--ro-bind-try", d, d)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
+	home := getEnv(env, "HOME")
+	if home == "" || home == "/" || !filepath.IsAbs(home) || s.Policy.Home != "" {
+		home = SandboxHome
+	}
+	a = append(a, "--tmpfs", home) // empty: no ~/.ssh, no credentials
+	env = setEnv(env, "HOME", home)
+	env = setEnv(env, "TMPDIR", "/tmp")
+	for _, d := range r.ReadOnly {
+		a = append(a, "--ro-bind-try", d, d)
+	}
+	for _, d := range r.Hide {
+		a = append(a, hide(d)...)
+	}
+	a = append(a, "--bind", ws, ws)
+	if h := s.Policy.Home; h != "" {
+		if err := os.MkdirAll(h, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("proc: home %s: %w", h, err)
+		}
+		a = append(a, "--bind", h, SandboxHome)
+	}
+	for _, d := range append(gitAlternates(ws), s.Policy.ReadOnly...) {
+		a = append(a, "--ro-bind-try", d, d)
+	}
+	for _, d := range s.Policy.Writable {
+		a = append(a, "--bind-try", d, d)
+	}
+	if c := s.Policy.GoCache; c != "" {
+		if err := os.MkdirAll(c, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("proc: build cache %s: %w", c, err)
+		}
+		a = append(a, "--bind", c, c)
+		env = setEnv(env, "GOCACHE", c)
+	} else if c := r.GoCache; c != "" {
+		if err := os.MkdirAll(c, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("proc: build cache %s: %w", c, err)
+		}
+		a = append(a, "--bind", c, c)
+		env = setEnv(env, "GOCACHE", c)
+	} else {
+		env = setEnv(env, "GOCACHE", "/tmp/go-build")
+	}
+	a = append(a, "--chdir", dir, "--")
+	return append(a, argv...), env, nil
+}
+
+// hide returns the bubblewrap arguments masking p: an empty tmpfs over a directory, /dev/null
+// over a file.
+func hide(p string) []string {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return []string{"--tmpfs", p}
+	}
+	return []string{"--ro-bind", "/dev/null", p}
+}
+
+// gitAlternates returns the object directories ws's repository borrows from (a worker's bare
+// mirror), so git inside the sandbox can read them.
+func gitAlternates(ws string) []string {
+	b, err := os.ReadFile(filepath.Join(ws, ".git", "objects", "info", "alternates"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") && filepath.IsAbs(l) {
+			out = append(out, filepath.Clean(l))
+		}
+	}
+	return out
+}
+
+// ToolchainDirs returns the directories a toolchain lives in that the system directories do
+// not cover: PATH entries (from env) outside them, GOROOT and the module cache (read-only:
+// one item cannot poison another's modules).
+func ToolchainDirs(ctx context.Context, env []string) []string {
+	var out []string
+	add := func(d string) {
+		if d == "" || !filepath.IsAbs(d) || underAny(d, systemDirs()) || slices.Contains(out, d) {
+			return
+		}
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	for _, d := range filepath.SplitList(getEnv(env, "PATH")) {
+		add(filepath.Clean(d))
+		// Agent CLIs installed by npm are symlinks into their node_modules tree.
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			if i := strings.LastIndex(real, "/node_modules/"); i >= 0 {
+				add(real[:i+len("/node_modules")])
+			}
+		}
+	}
+	for _, k := range []string{"GOROOT", "GOMODCACHE"} {
+		if v := getEnv(env, k); v != "" {
+			add(v)
+			continue
+		}
+		cmd := exec.CommandContext(ctx, "go", "env", k)
+		cmd.Env = env
+		if b, err := cmd.Output(); err == nil {
+			add(strings.TrimSpace(string(b)))
+		}
+	}
+	return out
+}
+
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Probe finds bubblewrap and checks that a sandbox starts here (user namespaces may be off,
+// for example inside some containers). It returns the binary's path or why it cannot start.
+func Probe(ctx context.Context, bwrap string) (string, error) {
+	if bwrap == "" {
+		bwrap = "bwrap"
+	}
+	path, err := exec.LookPath(bwrap)
+	if err != nil {
+		return "", fmt.Errorf("bubblewrap not found: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "outerloop-probe-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	r := &Runner{Mode: ModeBwrap, Bwrap: path}
+	res := r.Run(ctx, Spec{Argv: []string{"/bin/true"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if res.Err != nil {
+		return "", res.Err
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("bubblewrap cannot start a sandbox here (exit %d): %s", res.ExitCode, strings.TrimSpace(res.Tail))
+	}
+	return path, nil
+}
+
+// BinaryDirs returns what a program at path needs bound read-only to run in the sandbox: its
+// directory, the directory it links to, and for npm-installed CLIs their node_modules tree.
+func BinaryDirs(path string) []string {
+	var out []string
+	add := func(d string) {
+		if d != "" && !underAny(d, systemDirs()) && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	add(filepath.Dir(path))
+	if i := strings.LastIndex(path, "/node_modules/"); i >= 0 {
+		add(path[:i+len("/node_modules")]) // the path as written may run through a symlink
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		add(filepath.Dir(real))
+		if i := strings.LastIndex(real, "/node_modules/"); i >= 0 {
+			add(real[:i+len("/node_modules")])
+		}
+	}
+	return out
+}

@@ -1,0 +1,60 @@
+package workitems
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Sandbox says how the commands of a template (or, at the top level, of the whole deployment)
+// are confined: `sandbox: {mode: bwrap|off, network: none|host}`. Empty fields inherit: a
+// template's from the deployment's, the deployment's from the defaults (mode bwrap; network
+// none for the agent's tools, script steps and done checks, host for exec agents).
+type Sandbox struct {
+	Mode    string `yaml:"mode" json:"mode,omitempty"`       // bwrap | off
+	Network string `yaml:"network" json:"network,omitempty"` // none | host
+	// BuildCache is whose Go build cache commands write: shared (the worker's, default: warm,
+	// but one item could plant entries another build reuses) or workspace (each workspace its
+	// own: no poisoning, a cold cache per attempt).
+	BuildCache string `yaml:"build_cache" json:"build_cache,omitempty"`
+}
+
+// SandboxBuildCaches lists the build_cache settings.
+func SandboxBuildCaches() []string { return []string{"shared", "workspace"} }
+
+// SandboxModes lists the sandbox modes.
+func SandboxModes() []string { return []string{"bwrap", "off"} }
+
+// SandboxNetworks lists the sandbox network settings.
+func SandboxNetworks() []string { return []string{"none", "host"} }
+
+// Merge returns s with its empty fields taken from base.
+func (s Sandbox) Merge(base Sandbox) Sandbox {
+	if s.Mode == "" {
+		s.Mode = base.Mode
+	}
+	if s.Network == "" {
+		s.Network = base.Network
+	}
+	if s.BuildCache == "" {
+		s.BuildCache = base.BuildCache
+	}
+	return s
+}
+
+func (s Sandbox) validate() error {
+	if s.Mode != "" && !slices.Contains(SandboxModes(), s.Mode) {
+		return fmt.Errorf("mode %q is not one of %s", s.Mode, strings.Join(SandboxModes(), ", "))
+	}
+	if s.Network != "" && !slices.Contains(SandboxNetworks(), s.Network) {
+		return fmt.Errorf("network %q is not one of %s", s.Network, strings.Join(SandboxNetworks(), ", "))
+	}
+	if s.BuildCache != "" && !slices.Contains(SandboxBuildCaches(), s.BuildCache) {
+		return fmt.Errorf("build_cache %q is not one of %s", s.BuildCache, strings.Join(SandboxBuildCaches(), ", "))
+	}
+	if s.Mode == "off" && s.Network == "none" {
+		return errors.New("network none needs the sandbox (mode off has the host's network)")
+	}
+	return nil
+}
