@@ -216,7 +216,7 @@ func TestFencedWritesAreRejectedAfterTakeover(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	_ = s.Create(ctx, newItem("f"), workitems.CreateLimits{})
-	old, err := s.AcquireLease(ctx, "f", 1, "old", 50*time.Millisecond)
+	old, err := s.AcquireLease(ctx, "f", 1, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
