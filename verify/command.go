@@ -70,9 +70,3 @@ func runCommand(ctx context.Context, r *proc.Runner, s proc.Spec, tailBytes int)
 	return res, nil
 }
 
-// looksLikeReport reports whether a command's output file starts like a test report, so a
-// plain command's output (make, lint) is not mistaken for missing tests.
-func looksLikeReport(head []byte) bool {
-	f := detectFormat(head, "")
-	return f != ""
-}

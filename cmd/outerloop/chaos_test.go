@@ -22,7 +22,6 @@ import (
 	"outerloop/workitems"
 )
 
-
 // recoveryBound is the longest a crash may take to recover: the 45 s target (asynq's
 // 30 s lease plus margin). With the tests' 3 s attempt lease a recovery takes a few seconds, so
 // the bound is far from what is measured and cannot flake.

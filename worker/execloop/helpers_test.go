@@ -74,21 +74,6 @@ func (e *events) Emit(_ context.Context, ev workitems.Event) {
 	e.waiters = kept
 }
 
-// when returns a channel that receives the first event (past or future) matching match.
-func (e *events) when(match func(workitems.Event) bool) <-chan workitems.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ch := make(chan workitems.Event, 1)
-	for _, ev := range e.list {
-		if match(ev) {
-			ch <- ev
-			close(ch)
-			return ch
-		}
-	}
-	e.waiters = append(e.waiters, waiter{match, ch})
-	return ch
-}
 
 func (e *events) all() []workitems.Event {
 	e.mu.Lock()
@@ -104,9 +89,6 @@ func (e *events) kinds() []string {
 	return ks
 }
 
-func kind(k string) func(workitems.Event) bool {
-	return func(ev workitems.Event) bool { return ev.Data["kind"] == k }
-}
 
 // attempt is a test attempt with its doubles.
 type attempt struct {
