@@ -69,4 +69,3 @@ func runCommand(ctx context.Context, r *proc.Runner, s proc.Spec, tailBytes int)
 	}
 	return res, nil
 }
-

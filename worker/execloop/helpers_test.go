@@ -74,7 +74,6 @@ func (e *events) Emit(_ context.Context, ev workitems.Event) {
 	e.waiters = kept
 }
 
-
 func (e *events) all() []workitems.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -88,7 +87,6 @@ func (e *events) kinds() []string {
 	}
 	return ks
 }
-
 
 // attempt is a test attempt with its doubles.
 type attempt struct {
