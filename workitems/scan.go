@@ -1,56 +1,62 @@
 package workitems
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // ScanState calls fn with the items in state st, oldest first (by creation), page items at a
-// time, reading one page per MGET. A repair pass walks a state this way so that the oldest
-// items are never starved by newer ones however many there are. An error from fn ends the scan.
+// time: one ZRANGE of the state's ordered index and one MGET per page. A repair pass walks a
+// state this way so that the oldest items are never starved by newer ones however many there
+// are. The walk is a cursor on the creation score, not a rank, so items leaving the state
+// meanwhile make it skip nothing. An error from fn ends the scan.
 func (s *Store) ScanState(ctx context.Context, st State, page int, fn func([]*Item) error) error {
 	if page <= 0 {
 		page = 100
 	}
-	ids, err := s.rdb.SMembers(ctx, s.k.state(st)).Result()
-	if err != nil {
-		return fmt.Errorf("workitems: scan %s: %w", st, err)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	created, err := s.rdb.ZMScore(ctx, s.k.items(), ids...).Result()
-	if err != nil {
-		return fmt.Errorf("workitems: scan %s: %w", st, err)
-	}
-	order := make([]int, len(ids))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		if c := cmp.Compare(created[a], created[b]); c != 0 {
-			return c
+	min := "-inf"
+	var atMin map[string]bool // ids already seen whose score is min (ties on creation time)
+	for {
+		count := page + len(atMin)
+		zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+			Key: s.k.state(st), Start: min, Stop: "+inf", ByScore: true, Count: int64(count),
+		}).Result()
+		if err != nil {
+			return fmt.Errorf("workitems: scan %s: %w", st, err)
 		}
-		return cmp.Compare(ids[a], ids[b])
-	})
-	sorted := make([]string, len(ids))
-	for i, j := range order {
-		sorted[i] = ids[j]
-	}
-	for len(sorted) > 0 {
-		n := min(page, len(sorted))
-		items, err := s.GetMany(ctx, sorted[:n])
+		ids := make([]string, 0, len(zs))
+		for _, z := range zs {
+			if id, _ := z.Member.(string); !atMin[id] {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		last := zs[len(zs)-1].Score
+		next := map[string]bool{}
+		for _, z := range zs {
+			if z.Score == last {
+				next[z.Member.(string)] = true
+			}
+		}
+		if strconv.FormatFloat(last, 'f', -1, 64) == min {
+			for id := range atMin {
+				next[id] = true
+			}
+		}
+		min, atMin = strconv.FormatFloat(last, 'f', -1, 64), next
+		items, err := s.GetMany(ctx, ids)
 		if err != nil {
 			return err
 		}
-		batch := make([]*Item, 0, n)
-		for _, id := range sorted[:n] {
-			if it, ok := items[id]; ok && it.State == st { // it may have moved on since SMEMBERS
+		batch := make([]*Item, 0, len(ids))
+		for _, id := range ids {
+			if it, ok := items[id]; ok && it.State == st { // it may have moved on since the ZRANGE
 				batch = append(batch, it)
 			}
 		}
@@ -59,9 +65,10 @@ func (s *Store) ScanState(ctx context.Context, st State, page int, fn func([]*It
 				return err
 			}
 		}
-		sorted = sorted[n:]
+		if len(zs) < count { // a short page: the end of the index
+			return nil
+		}
 	}
-	return nil
 }
 
 // LeaseHeld reports whether attempt n of an item has a live lease, and its newest fencing epoch.
