@@ -576,6 +576,7 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 			cfg := forgeConfig(t, gs, fmt.Sprintf(`  - name: moved
     repo: %s
     goal: make TestAdd pass
+    sandbox: {mode: off}   # the step waits on a FIFO outside its workspace
     loop: {kind: script, commands: [%q]}
     done_check: {commands: ["go test -json ./..."]}
     deliver: {forge: tea, repo: %s, automerge: true, merge_method: merge}

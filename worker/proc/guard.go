@@ -146,9 +146,13 @@ func reapAll() {
 	}
 }
 
+// signalSelf dies of sig. The Go runtime turns a fatal signal into its own exit by that signal
+// on its signal thread, a moment after the kill returns: give it that moment before falling back
+// to SIGKILL (for a signal the runtime would survive), or the worker would see "killed".
 func signalSelf(sig syscall.Signal) {
 	_ = syscall.Kill(os.Getpid(), sig)
 	if sig != syscall.SIGKILL {
+		time.Sleep(time.Second)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 }
