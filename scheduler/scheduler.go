@@ -62,6 +62,7 @@ const (
 	TickExists          TickOutcome = "exists" // another replica, or an earlier run, made it
 	TickSkippedMaxOpen  TickOutcome = "skipped_max_open"
 	TickSkippedDailyCap TickOutcome = "skipped_daily_cap"
+	TickSkippedPaused   TickOutcome = "skipped_paused"  // the template is paused (pause.go)
 	TickCaughtUp        TickOutcome = "caught_up"       // the one run for a gap, under catch_up
 	TickMisfireDropped  TickOutcome = "misfire_dropped" // a gap's ticks dropped, under skip
 	TickError           TickOutcome = "error"
@@ -69,7 +70,7 @@ const (
 
 // AllTickOutcomes lists every tick outcome.
 func AllTickOutcomes() []TickOutcome {
-	return []TickOutcome{TickCreated, TickExists, TickSkippedMaxOpen, TickSkippedDailyCap, TickCaughtUp,
+	return []TickOutcome{TickCreated, TickExists, TickSkippedMaxOpen, TickSkippedDailyCap, TickSkippedPaused, TickCaughtUp,
 		TickMisfireDropped, TickError}
 }
 
@@ -264,6 +265,9 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// SkipPaused is the skip reason (Observer.SchedulerSkip) of a paused template's tick.
+const SkipPaused = "paused"
+
 // How a tick comes to be submitted: on time, or as the newest missed tick (catch_up: last).
 const (
 	tickOnTime  = "cron"
@@ -279,9 +283,18 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 	if kind == tickCatchUp {
 		r.Missed = missed
 	}
-	_, err := s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
-		Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+	paused, err := s.q.skipPaused(ctx, e.tmpl.Name, at)
+	if err == nil && !paused {
+		_, err = s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
+			Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+	}
 	switch {
+	case paused:
+		r.Outcome = TickSkippedPaused
+		if countSkip {
+			s.obs.SchedulerSkip(e.tmpl.Name, SkipPaused)
+		}
+		s.log.Info("tick skipped: template paused", "template", e.tmpl.Name, "tick", at.UTC(), "via", kind)
 	case err == nil:
 		r.Outcome = TickCreated
 		if kind == tickCatchUp {
