@@ -74,6 +74,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/items/{id}/steer", s.mutating(s.steer))
 	mux.HandleFunc("GET /api/escalations", s.escalations)
 	mux.HandleFunc("GET /api/templates", s.templates)
+	s.registerTemplates(mux) // templates.go: pause, resume, run, rerun, history
 	if s.o.Evidence != nil {
 		mux.Handle("POST /api/evidence", s.o.Evidence)
 	}

@@ -196,13 +196,17 @@ func (q *Queue) History(ctx context.Context, template string, offset, limit int)
 func historyEntry(it *workitems.Item) HistoryEntry {
 	e := HistoryEntry{ID: it.ID, State: it.State, Outcome: string(it.State), Attempts: it.Attempt, Spend: it.Spend,
 		Origin: it.Origin, RerunOf: it.RerunOf, Reruns: it.Reruns, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+	// The state says where it ended; what led there is the newest of the verifier's decisions
+	// (its rule) and a person's resolutions (who).
+	var d *workitems.Decision
 	if n := len(it.Decisions); n > 0 {
-		d := it.Decisions[n-1]
-		e.Outcome = string(d.Outcome)
-		if d.Rule != "" {
-			e.Outcome += " (" + d.Rule + ")"
-		}
+		d = &it.Decisions[n-1]
 		e.Summary = d.Summary
+	}
+	if n := len(it.Resolution); n > 0 && (d == nil || !it.Resolution[n-1].At.Before(d.At)) {
+		e.Outcome += " by " + it.Resolution[n-1].Actor
+	} else if d != nil && d.Rule != "" {
+		e.Outcome += " (" + d.Rule + ")"
 	}
 	if it.Escalation != nil && it.State == workitems.StateEscalated {
 		e.Summary = it.Escalation.Reason
