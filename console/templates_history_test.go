@@ -125,6 +125,15 @@ func TestTemplateControlsFromTheConsoleRecordTheActor(t *testing.T) {
 			t.Errorf("template page after the controls lacks %q", w)
 		}
 	}
+	if _, body := f.get(t, "/items/"+re, session...); !strings.Contains(body, "Re-run of") || !strings.Contains(body, `href="/items/`+id+`"`) {
+		t.Error("the re-run's page does not link the original")
+	}
+	if _, body := f.get(t, "/items/"+id, session...); !strings.Contains(body, "Re-run as") || !strings.Contains(body, `id="rerun"`) {
+		t.Error("the original's page neither links the re-run nor offers another")
+	}
+	if _, body := f.get(t, "/items/"+id); strings.Contains(body, `id="rerun"`) {
+		t.Error("the re-run form shows without a login")
+	}
 	// Without a session nothing is changed.
 	res = f.do(t, request{method: http.MethodPost, path: "/templates/fix/pause", form: url.Values{api.CSRFField: {f.auth.CSRFToken()}}})
 	if res.StatusCode != http.StatusUnauthorized {
