@@ -58,6 +58,11 @@ func TestPauseAndResumeRecordTheActor(t *testing.T) {
 	if p, _ := m["paused"].(map[string]any); code != http.StatusOK || p["actor"] != "tester" {
 		t.Fatalf("history while paused: %d %v", code, m)
 	}
+	code, m = f.do(t, "GET", "/api/templates", "", "")
+	if ts, _ := m["templates"].([]any); code != http.StatusOK || len(ts) != 2 ||
+		ts[0].(map[string]any)["paused"] == nil || ts[1].(map[string]any)["paused"] != nil {
+		t.Fatalf("templates list while nightly is paused: %d %v", code, m)
+	}
 	code, m = f.do(t, "POST", "/api/templates/nightly/pause", "", token)
 	if code != http.StatusConflict || !strings.Contains(m["error"].(string), "already paused (by tester") {
 		t.Fatalf("second pause: %d %v", code, m)
