@@ -162,8 +162,8 @@ type History struct {
 const MaxHistory = 1000
 
 // History reads a page of a template's items, newest first, from the template's ordered index
-// (one ZREVRANGE and one MGET for the page, one ZCARD, one HGETALL for the pause): its cost is
-// the page's, whatever the store holds. An unknown template is ErrUnknownTemplate.
+// (one ZREVRANGE and one MGET for the page; beside them one ZCARD and one HGETALL for the
+// pause): its cost is the page's, whatever the store holds. An unknown template is ErrUnknownTemplate.
 func (q *Queue) History(ctx context.Context, template string, offset, limit int) (History, error) {
 	if _, ok := q.cfg.Template(template); !ok {
 		return History{}, fmt.Errorf("scheduler: history of %q: %w", template, ErrUnknownTemplate)
@@ -174,18 +174,30 @@ func (q *Queue) History(ctx context.Context, template string, offset, limit int)
 	limit = min(limit, MaxHistory)
 	offset = max(offset, 0)
 	o := workitems.ListOptions{Template: template, Limit: limit, Offset: offset}
+	// The count and the pause are read beside the page, so the whole read takes the page's
+	// two round trips.
+	type side struct {
+		total int
+		pause *Pause
+		err   error
+	}
+	sideCh := make(chan side, 1)
+	go func() {
+		var sd side
+		if sd.total, sd.err = q.store.Count(ctx, o); sd.err == nil {
+			sd.pause, sd.err = q.PauseOf(ctx, template)
+		}
+		sideCh <- sd
+	}()
 	items, err := q.store.List(ctx, o)
+	sd := <-sideCh
 	if err != nil {
 		return History{}, err
 	}
-	total, err := q.store.Count(ctx, o)
-	if err != nil {
-		return History{}, err
+	if sd.err != nil {
+		return History{}, sd.err
 	}
-	p, err := q.PauseOf(ctx, template)
-	if err != nil {
-		return History{}, err
-	}
+	total, p := sd.total, sd.pause
 	h := History{Template: template, Paused: p, Total: total, Offset: offset, Items: make([]HistoryEntry, 0, len(items))}
 	for _, it := range items {
 		h.Items = append(h.Items, historyEntry(it))
