@@ -1,7 +1,8 @@
 // Package scheduler turns cron schedules and manual requests into work items: each cron tick
 // becomes an item with a deterministic id (template@tick), created at most once however many
 // scheduler replicas run, and its first attempt is enqueued on asynq. Per-template max_open and
-// daily cost caps skip ticks (counted and logged).
+// daily cost caps skip ticks (counted and logged), and so does a person's pause of the template
+// (pause.go; controls.go holds the other template controls: run now, re-run, history).
 //
 // Misfires. A tick is on time when a scheduler handles it within OnTimeGrace of its time and no
 // later tick of the template is due yet; then it runs. Any other due tick was missed: the
