@@ -75,6 +75,9 @@ func runNowCmd(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(g.out, "enqueued %s (attempt 1 of at most %d)\n", it.ID, it.MaxAttempts)
+			if p, err := a.Queue.PauseOf(ctx, args[0]); err == nil && p != nil {
+				fmt.Fprintf(g.out, "note: %s is paused by %s; only its schedule is stopped\n", args[0], p.Actor)
+			}
 			return nil
 		}),
 	}
