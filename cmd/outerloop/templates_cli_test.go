@@ -44,6 +44,9 @@ func TestCLITemplateControls(t *testing.T) {
 	if !strings.Contains(out, "nightly is PAUSED by alice") || !strings.Contains(out, "upstream down") {
 		t.Fatalf("history of a paused template: %q", out)
 	}
+	if out, e, code := c.run("templates", "run", "nightly"); code != 0 || !strings.Contains(out, "note: nightly is paused by alice") {
+		t.Fatalf("run now of a paused template: rc %d %q %s", code, out, e)
+	}
 	if out, e, code := c.run("templates", "resume", "nightly", "--actor", "bob"); code != 0 ||
 		!strings.Contains(out, "resumed nightly by bob (paused by alice") {
 		t.Fatalf("resume: rc %d %q %s", code, out, e)
@@ -88,7 +91,7 @@ func TestCLITemplateControls(t *testing.T) {
 	if !strings.Contains(out, "rerun") || !strings.Contains(out, "dave") || !strings.Contains(out, "run_now") {
 		t.Fatalf("controls:\n%s", out)
 	}
-	if n, _ := c.store().Count(ctx, workitems.ListOptions{}); n != 2 {
-		t.Errorf("%d items, want the run and its re-run", n)
+	if n, _ := c.store().Count(ctx, workitems.ListOptions{}); n != 3 {
+		t.Errorf("%d items, want the paused template's run, the run and its re-run", n)
 	}
 }
