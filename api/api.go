@@ -74,6 +74,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/items/{id}/steer", s.mutating(s.steer))
 	mux.HandleFunc("GET /api/escalations", s.escalations)
 	mux.HandleFunc("GET /api/templates", s.templates)
+	s.registerTemplates(mux) // templates.go: pause, resume, run, rerun, history
 	if s.o.Evidence != nil {
 		mux.Handle("POST /api/evidence", s.o.Evidence)
 	}
@@ -543,6 +544,8 @@ type TemplateView struct {
 	DailyCostUSD    float64   `json:"daily_cost_usd"`
 	DailyCostCapUSD float64   `json:"daily_cost_cap_usd,omitempty"`
 	Open            int64     `json:"open"`
+	// Paused is the template's pause (templates.go), absent when it runs on schedule.
+	Paused *scheduler.Pause `json:"paused,omitempty"`
 }
 
 func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
@@ -561,12 +564,20 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
+	pauses, err := s.o.Queue.Pauses(r.Context(), names) // one more pipeline
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
 	out := []TemplateView{}
 	for _, t := range page {
 		v := TemplateView{Name: t.Name, Schedule: t.Schedule, Loop: t.Loop.Kind, Goal: t.Goal, DailyCostCapUSD: t.DailyCostCapUSD}
 		v.DailyCostUSD, v.Open = stats[t.Name].DailyCostUSD, stats[t.Name].Open
 		if s.o.NextRun != nil {
 			v.NextRun, _ = s.o.NextRun(t.Name)
+		}
+		if p, ok := pauses[t.Name]; ok {
+			v.Paused = &p
 		}
 		out = append(out, v)
 	}

@@ -108,7 +108,7 @@ func (c *Console) Close() { c.once.Do(func() { close(c.closed) }) }
 // The templates are embedded, so a parse error is a build defect and panics at startup.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"items", "item", "escalations", "templates", "login", "message"} {
+	for _, name := range []string{"items", "item", "escalations", "templates", "template", "login", "message"} {
 		t := template.New("layout.html").Funcs(funcs())
 		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 		pages[name] = t
@@ -126,6 +126,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /items/{id}/resolve", c.action(c.resolve))
 	mux.HandleFunc("GET /escalations", c.page(c.escalations))
 	mux.HandleFunc("GET /templates", c.page(c.templates))
+	c.registerTemplates(mux) // templates_history.go
 	mux.HandleFunc("GET /login", c.page(c.loginForm))
 	mux.HandleFunc("POST /login", c.page(c.login))
 	mux.HandleFunc("POST /logout", c.logout)

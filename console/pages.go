@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"outerloop/scheduler"
 	"outerloop/workitems"
 )
 
@@ -264,6 +265,7 @@ type templateRow struct {
 	Open       int64
 	LastClosed string
 	Recent     []*workitems.Item
+	Paused     *scheduler.Pause
 }
 
 // recentPerTemplate is how many last outcomes the templates page shows per template.
@@ -299,6 +301,10 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 	if err != nil {
 		return c.internal(v, err)
 	}
+	pauses, err := c.o.Queue.Pauses(r.Context(), names) // one more pipeline
+	if err != nil {
+		return c.internal(v, err)
+	}
 	now := c.store.Now()
 	p := templatesPage{Total: len(all)}
 	if pageNo > 1 {
@@ -323,6 +329,9 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 			row.LastClosed = ago(now, st.LastClosedAt)
 		}
 		row.Recent = recent[t.Name]
+		if p, ok := pauses[t.Name]; ok {
+			row.Paused = &p
+		}
 		p.Rows = append(p.Rows, row)
 	}
 	v.Page = p

@@ -152,5 +152,6 @@ func (m *Metrics) createTemplateSeries(t *workitems.Template, view *configView) 
 		m.schedulerMisfires.WithLabelValues(name)
 		m.schedulerSkips.WithLabelValues(name, SkipMaxOpen)
 		m.schedulerSkips.WithLabelValues(name, SkipDailyCap)
+		m.schedulerSkips.WithLabelValues(name, SkipPaused)
 	}
 }

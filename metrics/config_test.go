@@ -48,6 +48,7 @@ func TestSetConfigCreatesEveryCounterSeriesAtZero(t *testing.T) {
 		`outerloop_scheduler_misfires_total{template="nightly"}`,
 		`outerloop_scheduler_skips_total{template="nightly",reason="max_open"}`,
 		`outerloop_scheduler_skips_total{template="nightly",reason="daily_cap"}`,
+		`outerloop_scheduler_skips_total{template="nightly",reason="paused"}`,
 	)
 	for _, c := range workitems.AllErrorClasses() {
 		want = append(want, `outerloop_model_errors_total{provider="openai",class="`+string(c)+`"}`)

@@ -49,6 +49,7 @@ var (
 const (
 	SkipMaxOpen  = "max_open"
 	SkipDailyCap = "daily_cap"
+	SkipPaused   = "paused" // the template is paused (scheduler.SkipPaused)
 	skipOther    = "other"
 )
 
@@ -174,7 +175,7 @@ func New(opts ...Option) *Metrics {
 		Buckets: checkpointBuckets,
 	})
 	m.schedulerTicks = counterVec("scheduler_ticks_total", "Cron ticks that created an item.", "template")
-	m.schedulerSkips = counterVec("scheduler_skips_total", "Cron ticks that created no item, by reason (max_open, daily_cap).", "template", "reason")
+	m.schedulerSkips = counterVec("scheduler_skips_total", "Cron ticks that created no item, by reason (max_open, daily_cap, paused).", "template", "reason")
 	m.schedulerMisfires = counterVec("scheduler_misfires_total", "Cron ticks that did not run at their time because no scheduler ran (dropped or caught up).", "template")
 	m.modelRequest = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "model_request_duration_seconds",
@@ -365,13 +366,13 @@ func (m *Metrics) SchedulerTick(template string) {
 	m.schedulerTicks.WithLabelValues(template).Inc()
 }
 
-// SchedulerSkip counts a tick that created no item; reason is SkipMaxOpen or SkipDailyCap
-// (anything else is counted as "other").
+// SchedulerSkip counts a tick that created no item; reason is SkipMaxOpen, SkipDailyCap or
+// SkipPaused (anything else is counted as "other").
 func (m *Metrics) SchedulerSkip(template, reason string) {
 	if m == nil {
 		return
 	}
-	if reason != SkipMaxOpen && reason != SkipDailyCap {
+	if reason != SkipMaxOpen && reason != SkipDailyCap && reason != SkipPaused {
 		reason = skipOther
 	}
 	m.schedulerSkips.WithLabelValues(template, reason).Inc()

@@ -42,6 +42,7 @@ func workload(m *metrics.Metrics) {
 	m.CheckpointWrite(3 * time.Millisecond)
 	m.SchedulerTick("nightly")
 	m.SchedulerSkip("nightly", metrics.SkipMaxOpen)
+	m.SchedulerSkip("nightly", metrics.SkipPaused)
 	m.SchedulerMisfire("nightly", 1)
 	m.ModelRequest("openai", 2*time.Second, "")
 	m.ModelRequest("openai", 500*time.Millisecond, string(workitems.ClassTransient))
@@ -122,6 +123,7 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 		{"and the attempt is counted as running", "outerloop_running_attempts", `template="nightly",loop="agent"`, 1},
 		{"a tick is counted", "outerloop_scheduler_ticks_total", `template="nightly"`, 1},
 		{"a max_open skip is counted", "outerloop_scheduler_skips_total", `template="nightly",reason="max_open"`, 1},
+		{"a paused template's skip is counted", "outerloop_scheduler_skips_total", `template="nightly",reason="paused"`, 1},
 		{"an unknown skip reason is folded into other", "outerloop_scheduler_skips_total", `template="nightly",reason="other"`, 1},
 		{"a misfire is counted", "outerloop_scheduler_misfires_total", `template="nightly"`, 1},
 		{"a classified model error is counted", "outerloop_model_errors_total", `provider="openai",class="transient"`, 1},

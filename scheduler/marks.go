@@ -15,6 +15,14 @@ type keys struct{ p string }
 // some scheduler replica (run, skipped, or dropped as missed).
 func (k keys) handled() string { return k.p + "sched:handled" }
 
+// paused is a hash per paused template (see pause.go): actor, reason, at (unix ms), skipped
+// (ticks skipped while paused), last_skipped (unix ms of the newest). No key: not paused.
+func (k keys) paused(template string) string { return k.p + "sched:paused:" + template }
+
+// controls is a list per template, newest first and capped, of the people's template controls
+// (ControlRecord JSON): pause, resume, run now, re-run.
+func (k keys) controls(template string) string { return k.p + "sched:controls:" + template }
+
 // claimHandled moves a template's "handled up to" mark forward to ARGV[2] when it is behind.
 //
 //	KEYS[1] the handled hash

@@ -1,7 +1,8 @@
 // Package scheduler turns cron schedules and manual requests into work items: each cron tick
 // becomes an item with a deterministic id (template@tick), created at most once however many
 // scheduler replicas run, and its first attempt is enqueued on asynq. Per-template max_open and
-// daily cost caps skip ticks (counted and logged).
+// daily cost caps skip ticks (counted and logged), and so does a person's pause of the template
+// (pause.go; controls.go holds the other template controls: run now, re-run, history).
 //
 // Misfires. A tick is on time when a scheduler handles it within OnTimeGrace of its time and no
 // later tick of the template is due yet; then it runs. Any other due tick was missed: the
@@ -62,6 +63,7 @@ const (
 	TickExists          TickOutcome = "exists" // another replica, or an earlier run, made it
 	TickSkippedMaxOpen  TickOutcome = "skipped_max_open"
 	TickSkippedDailyCap TickOutcome = "skipped_daily_cap"
+	TickSkippedPaused   TickOutcome = "skipped_paused"  // the template is paused (pause.go)
 	TickCaughtUp        TickOutcome = "caught_up"       // the one run for a gap, under catch_up
 	TickMisfireDropped  TickOutcome = "misfire_dropped" // a gap's ticks dropped, under skip
 	TickError           TickOutcome = "error"
@@ -69,7 +71,7 @@ const (
 
 // AllTickOutcomes lists every tick outcome.
 func AllTickOutcomes() []TickOutcome {
-	return []TickOutcome{TickCreated, TickExists, TickSkippedMaxOpen, TickSkippedDailyCap, TickCaughtUp,
+	return []TickOutcome{TickCreated, TickExists, TickSkippedMaxOpen, TickSkippedDailyCap, TickSkippedPaused, TickCaughtUp,
 		TickMisfireDropped, TickError}
 }
 
@@ -264,6 +266,9 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// SkipPaused is the skip reason (Observer.SchedulerSkip) of a paused template's tick.
+const SkipPaused = "paused"
+
 // How a tick comes to be submitted: on time, or as the newest missed tick (catch_up: last).
 const (
 	tickOnTime  = "cron"
@@ -279,9 +284,18 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 	if kind == tickCatchUp {
 		r.Missed = missed
 	}
-	_, err := s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
-		Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+	paused, err := s.q.skipPaused(ctx, e.tmpl.Name, at)
+	if err == nil && !paused {
+		_, err = s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
+			Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+	}
 	switch {
+	case paused:
+		r.Outcome = TickSkippedPaused
+		if countSkip {
+			s.obs.SchedulerSkip(e.tmpl.Name, SkipPaused)
+		}
+		s.log.Info("tick skipped: template paused", "template", e.tmpl.Name, "tick", at.UTC(), "via", kind)
 	case err == nil:
 		r.Outcome = TickCreated
 		if kind == tickCatchUp {

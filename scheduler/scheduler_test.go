@@ -67,7 +67,7 @@ type fixture struct {
 	insp  *asynq.Inspector
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
 	if err != nil {
@@ -80,7 +80,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // newQueue gives each scheduler replica its own asynq client, as separate processes would have.
-func (f *fixture) newQueue(t *testing.T, clock workitems.Clock) *scheduler.Queue {
+func (f *fixture) newQueue(t testing.TB, clock workitems.Clock) *scheduler.Queue {
 	c := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = c.Close() })
 	return scheduler.NewQueue(f.store, c, f.insp, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue, Clock: clock})

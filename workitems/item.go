@@ -316,6 +316,10 @@ type Item struct {
 	// Delivery is the latest attempt's delivery record (its branch and pull request are where
 	// later attempts deliver to).
 	Delivery *Delivery `json:"delivery,omitempty"`
+	// RerunOf is the item this one re-runs (same template and input); Reruns are the items
+	// that re-ran this one, oldest first (see Store.CreateRerun).
+	RerunOf string   `json:"rerun_of,omitempty"`
+	Reruns  []string `json:"reruns,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.

@@ -123,18 +123,24 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 			}
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, s.k.item(it.ID), body, 0)
-			p.ZAdd(ctx, s.k.items(), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
-			p.ZAdd(ctx, s.k.byTemplate(it.Template), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
-			s.indexState(ctx, p, it, "", StateQueued)
-			s.indexSpend(ctx, p, it)
-			s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
-				Actor: it.Origin.Actor, Message: "created by " + it.Origin.Kind, At: now})
+			s.createWrites(ctx, p, it, body, now)
 			return nil
 		})
 		return err
 	}, watch...)
 	return err
+}
+
+// createWrites queues the writes that store a new item (record, indexes, created event); Create
+// and CreateRerun run them inside their MULTI.
+func (s *Store) createWrites(ctx context.Context, p redis.Pipeliner, it *Item, body []byte, now time.Time) {
+	p.Set(ctx, s.k.item(it.ID), body, 0)
+	p.ZAdd(ctx, s.k.items(), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
+	p.ZAdd(ctx, s.k.byTemplate(it.Template), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
+	s.indexState(ctx, p, it, "", StateQueued)
+	s.indexSpend(ctx, p, it)
+	s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
+		Actor: it.Origin.Actor, Message: "created by " + it.Origin.Kind, At: now})
 }
 
 // Get returns the item with that id.

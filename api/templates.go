@@ -1,0 +1,163 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"outerloop/scheduler"
+)
+
+// Template controls: pause, resume, run now, re-run of an ended item, and a template's history
+// and control log. Each action goes through scheduler.Queue (the CLI's and the console's path
+// too) and records the authenticated actor.
+
+// registerTemplates adds the template-control routes to mux.
+func (s *Server) registerTemplates(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/templates/{name}/items", s.templateItems)
+	mux.HandleFunc("GET /api/templates/{name}/controls", s.templateControls)
+	mux.HandleFunc("POST /api/templates/{name}/pause", s.mutating(s.pauseTemplate))
+	mux.HandleFunc("POST /api/templates/{name}/resume", s.mutating(s.resumeTemplate))
+	mux.HandleFunc("POST /api/templates/{name}/run", s.mutating(s.runTemplate))
+	mux.HandleFunc("POST /api/items/{id}/rerun", s.mutating(s.rerunItem))
+}
+
+// PauseRequest is the body of POST /api/templates/{name}/pause (optional).
+type PauseRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// RunRequest is the body of POST /api/templates/{name}/run (optional).
+type RunRequest struct {
+	Input string `json:"input,omitempty"`
+}
+
+// ControlStatus maps the errors of template controls to HTTP statuses (others as statusOf).
+func ControlStatus(err error) int {
+	switch {
+	case errors.Is(err, scheduler.ErrBadControl):
+		return http.StatusBadRequest
+	case errors.Is(err, scheduler.ErrAlreadyPaused), errors.Is(err, scheduler.ErrNotPaused):
+		return http.StatusConflict
+	case errors.Is(err, scheduler.ErrNoSchedule):
+		return http.StatusUnprocessableEntity
+	}
+	return statusOf(err)
+}
+
+// decodeOptional is decode for a body that may be empty (then v stays as it is).
+func decodeOptional(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errTooLarge
+		}
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return decode(r, v)
+}
+
+func (s *Server) pauseTemplate(w http.ResponseWriter, r *http.Request) {
+	var req PauseRequest
+	if err := decodeOptional(r, &req); err != nil {
+		writeErr(w, decodeStatus(err), "%v", err)
+		return
+	}
+	p, err := s.o.Queue.Pause(r.Context(), r.PathValue("name"), ActorFrom(r.Context()), req.Reason)
+	if err != nil {
+		writeErr(w, ControlStatus(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) resumeTemplate(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if err := decodeOptional(r, &req); err != nil {
+		writeErr(w, decodeStatus(err), "%v", err)
+		return
+	}
+	p, err := s.o.Queue.Resume(r.Context(), r.PathValue("name"), ActorFrom(r.Context()))
+	if err != nil {
+		writeErr(w, ControlStatus(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"resumed": r.PathValue("name"), "by": ActorFrom(r.Context()), "pause": p})
+}
+
+func (s *Server) runTemplate(w http.ResponseWriter, r *http.Request) {
+	var req RunRequest
+	if err := decodeOptional(r, &req); err != nil {
+		writeErr(w, decodeStatus(err), "%v", err)
+		return
+	}
+	it, err := s.o.Queue.RunNow(r.Context(), r.PathValue("name"), ActorFrom(r.Context()), req.Input)
+	if err != nil {
+		writeErr(w, ControlStatus(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, it)
+}
+
+func (s *Server) rerunItem(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if err := decodeOptional(r, &req); err != nil {
+		writeErr(w, decodeStatus(err), "%v", err)
+		return
+	}
+	it, err := s.o.Queue.Rerun(r.Context(), r.PathValue("id"), ActorFrom(r.Context()))
+	if err != nil {
+		writeErr(w, ControlStatus(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, it)
+}
+
+// templateItems serves a page of a template's history, newest first (?offset=, ?limit= up to
+// 1000, default 20), with its pause.
+func (s *Server) templateItems(w http.ResponseWriter, r *http.Request) {
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	if r.URL.Query().Get("limit") == "" {
+		limit = 20
+	}
+	h, err := s.o.Queue.History(r.Context(), r.PathValue("name"), offset, limit)
+	if err != nil {
+		writeErr(w, ControlStatus(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// templateControls serves a template's control log, newest first (?limit= up to 100).
+func (s *Server) templateControls(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, ok := s.o.Queue.Config().Template(name); !ok {
+		writeErr(w, http.StatusNotFound, "template %q: %v", name, scheduler.ErrUnknownTemplate)
+		return
+	}
+	n := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 1 || l > 100 {
+			writeErr(w, http.StatusBadRequest, "limit %q: want 1..100", v)
+			return
+		}
+		n = l
+	}
+	recs, err := s.o.Queue.Controls(r.Context(), name, n)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"controls": recs})
+}
