@@ -110,8 +110,11 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	return &Dispatcher{o: o}, nil
 }
 
-// Start runs the dispatcher until Shutdown.
+// Start runs the dispatcher until Shutdown (nothing on a nil dispatcher).
 func (d *Dispatcher) Start() {
+	if d == nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.wg.Add(1)
@@ -125,6 +128,9 @@ func (d *Dispatcher) Start() {
 // delivery released, due again at once (for this or another dispatcher): the receiver may
 // have got it, so it may come twice — never not at all.
 func (d *Dispatcher) Shutdown() {
+	if d == nil {
+		return
+	}
 	if d.cancel != nil {
 		d.cancel()
 	}

@@ -53,12 +53,18 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	host, _ := os.Hostname()
+	nd, err := a.Dispatcher(fmt.Sprintf("%s:%d", host, os.Getpid())) // notifications, whatever else runs here
+	if err != nil {
+		return err
+	}
+	nd.Start()
+	defer nd.Shutdown()
 	if withScheduler {
 		sched.Start(ctx)
 		defer sched.Shutdown()
 	}
 	if withWorker {
-		host, _ := os.Hostname()
 		w := a.Worker(concurrency, fmt.Sprintf("%s:%d", host, os.Getpid()))
 		if err := w.Start(); err != nil {
 			return err
@@ -156,10 +162,16 @@ func workerCmd(g *globals) *cobra.Command {
 				host, _ := os.Hostname()
 				id = fmt.Sprintf("%s:%d", host, os.Getpid())
 			}
+			nd, err := a.Dispatcher(id) // notifications: refuses to start without a sink's secret
+			if err != nil {
+				return err
+			}
 			w := a.Worker(concurrency, id)
 			if err := w.Start(); err != nil {
 				return err
 			}
+			nd.Start()
+			defer nd.Shutdown()
 			if metricsAddr != "" {
 				stop := serveMetrics(a, metricsAddr)
 				defer stop()
