@@ -509,3 +509,41 @@ func TestBackoffDoublesUpToItsCapWithJitterInTheUpperHalf(t *testing.T) {
 		}
 	}
 }
+
+func TestTheListEndpointShowsDeliveriesAndRefusesABadState(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	r := setup(t, clock, "https://hooks.example.com", webhookOnly)
+	r.escalate(t, "nightly@10")
+	srv := httptest.NewServer(notify.ListHandler(r.outbox))
+	defer srv.Close()
+	get := func(q string) (int, []byte) {
+		resp, err := http.Get(srv.URL + "/api/notifications" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, body := get("?state=pending")
+	var out struct {
+		Deliveries []notify.Delivery      `json:"deliveries"`
+		Counts     map[notify.State]int64 `json:"counts"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || code != 200 {
+		t.Fatalf("%d %s %v", code, body, err)
+	}
+	if len(out.Deliveries) != 1 || out.Deliveries[0].Item != "nightly@10" || out.Counts[notify.StatePending] != 1 || out.Counts[notify.StateDead] != 0 {
+		t.Errorf("list: %s", body)
+	}
+	if strings.Contains(string(body), "hooks.example.com") {
+		t.Errorf("the list shows a sink URL: %s", body)
+	}
+	if code, body := get("?state=lost"); code != http.StatusBadRequest || !strings.Contains(string(body), `state \"lost\"`) {
+		t.Errorf("bad state: %d %s", code, body)
+	}
+	if code, _ := get("?limit=0"); code != http.StatusBadRequest {
+		t.Errorf("bad limit: %d", code)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
+	"outerloop/notify"
 	"outerloop/verify"
 )
 
@@ -78,6 +79,7 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
 		NextRun: sched.NextRun}).Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun)
+	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err
