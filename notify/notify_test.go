@@ -547,3 +547,31 @@ func TestTheListEndpointShowsDeliveriesAndRefusesABadState(t *testing.T) {
 		t.Errorf("bad limit: %d", code)
 	}
 }
+
+func TestSeveralDispatchersShareTheOutboxAndSendEachNotificationOnce(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	recv := newReceiver(t, clock, 0, 0)
+	r := setup(t, clock, recv.srv.URL, webhookOnly)
+	const items = 30
+	for i := range items {
+		r.escalate(t, fmt.Sprintf("nightly@m%d", i))
+	}
+	for i := range 3 {
+		d := r.dispatcher(t, fmt.Sprintf("d%d", i))
+		d.Start()
+		defer d.Shutdown()
+	}
+	seen := map[string]int{}
+	for range items {
+		seen[recv.next(t).header.Get(notify.HeaderEventID)]++
+	}
+	r.awaitState(t, notify.StateDelivered, items)
+	recv.none(t)
+	if len(seen) != items {
+		t.Errorf("%d distinct events of %d: %v", len(seen), items, seen)
+	}
+	if r.obs.get("hook/delivered") != items || r.obs.get("hook/retry") != 0 {
+		t.Errorf("observed %v", r.obs.m)
+	}
+}
