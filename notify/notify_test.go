@@ -575,3 +575,122 @@ func TestSeveralDispatchersShareTheOutboxAndSendEachNotificationOnce(t *testing.
 		t.Errorf("observed %v", r.obs.m)
 	}
 }
+
+// TestEveryDeliveryTransitionIsGuarded walks the outbox's state machine through its Lua
+// scripts: each allowed edge moves the delivery, each forbidden one changes nothing.
+func TestEveryDeliveryTransitionIsGuarded(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	r := setup(t, clock, "https://hooks.example.com", webhookOnly)
+	ctx := context.Background()
+	now := clock.Now()
+	state := func(id string) (notify.State, int) {
+		t.Helper()
+		for _, s := range notify.AllStates() {
+			ds, err := r.outbox.List(ctx, s, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				if d.ID == id {
+					if d.State != s {
+						t.Fatalf("%s indexed %s but records %s", id, s, d.State)
+					}
+					return s, d.Attempts
+				}
+			}
+		}
+		return "", 0
+	}
+	claim := func(token string) notify.Delivery {
+		t.Helper()
+		ds, err := r.outbox.Claim(ctx, now, now.Add(time.Minute), 1, token, 3)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim: %v %v", ds, err)
+		}
+		return ds[0]
+	}
+	n := notify.Notification{ID: "escalation:x:1", Event: workitems.NotifyEscalation, Template: "nightly", Item: "x"}
+	if added, err := r.outbox.Enqueue(ctx, n, []string{"hook"}); err != nil || added != 1 {
+		t.Fatalf("enqueue: %d %v", added, err)
+	}
+	const id = "escalation:x:1/hook"
+	if added, _ := r.outbox.Enqueue(ctx, n, []string{"hook"}); added != 0 {
+		t.Error("the same event was queued twice")
+	}
+	if st, _ := state(id); st != notify.StatePending {
+		t.Fatalf("new delivery is %s", st)
+	}
+	if err := r.outbox.Requeue(ctx, id); err == nil {
+		t.Error("requeue of a pending delivery")
+	}
+	// pending → inflight; nothing else is claimable now.
+	d := claim("a#1")
+	if ds, _ := r.outbox.Claim(ctx, now, now.Add(time.Minute), 8, "b#1", 3); len(ds) != 0 {
+		t.Errorf("claimed twice: %v", ds)
+	}
+	// A stranger can neither fail nor release it.
+	stranger := d
+	if st, _ := r.outbox.Fail(ctx, notify.WithClaimForTest(stranger, "b#1"), now, now, "x", 3); st != "" {
+		t.Errorf("a stranger failed it: %s", st)
+	}
+	// inflight → pending (release: no attempt counted).
+	if err := r.outbox.Release(ctx, d, now); err != nil {
+		t.Fatal(err)
+	}
+	if st, n := state(id); st != notify.StatePending || n != 0 {
+		t.Errorf("after release: %s %d", st, n)
+	}
+	if err := r.outbox.Release(ctx, d, now); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state(id); st != notify.StatePending {
+		t.Errorf("a second release moved it: %s", st)
+	}
+	// inflight → pending (fail, attempt 1), then its own stale claim cannot fail it again.
+	d = claim("a#2")
+	if st, _ := r.outbox.Fail(ctx, d, now, now, "boom", 3); st != notify.StatePending {
+		t.Errorf("fail: %s", st)
+	}
+	if st, _ := r.outbox.Fail(ctx, d, now, now, "boom", 3); st != "" {
+		t.Errorf("a pending delivery failed again: %s", st)
+	}
+	// inflight → dead on the last attempt; dead → pending by hand, attempts from zero.
+	d = claim("a#3")
+	if st, _ := r.outbox.Fail(ctx, d, now, now, "boom", 2); st != notify.StateDead {
+		t.Errorf("last attempt: %s", st)
+	}
+	if ds, _ := r.outbox.Claim(ctx, now.Add(time.Hour), now.Add(2*time.Hour), 8, "b#2", 3); len(ds) != 0 {
+		t.Errorf("a dead delivery was claimed: %v", ds)
+	}
+	if err := r.outbox.Requeue(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if st, n := state(id); st != notify.StatePending || n != 0 {
+		t.Errorf("after requeue: %s %d", st, n)
+	}
+	// inflight → delivered; delivered is final.
+	d = claim("a#4")
+	if err := r.outbox.Ack(ctx, d, now); err != nil {
+		t.Fatal(err)
+	}
+	if st, n := state(id); st != notify.StateDelivered || n != 1 {
+		t.Errorf("after ack: %s %d", st, n)
+	}
+	if st, _ := r.outbox.Fail(ctx, d, now, now, "late", 3); st != "" {
+		t.Errorf("a delivered delivery failed: %s", st)
+	}
+	if err := r.outbox.Requeue(ctx, id); err == nil {
+		t.Error("requeue of a delivered delivery")
+	}
+	if err := r.outbox.Release(ctx, d, now); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state(id); st != notify.StateDelivered {
+		t.Errorf("release moved a delivered delivery: %s", st)
+	}
+	if c, _ := r.outbox.Counts(ctx); c[notify.StateDelivered] != 1 || c[notify.StatePending]+c[notify.StateInflight]+c[notify.StateDead] != 0 {
+		t.Errorf("counts %v", c)
+	}
+}
+
