@@ -693,4 +693,3 @@ func TestEveryDeliveryTransitionIsGuarded(t *testing.T) {
 		t.Errorf("counts %v", c)
 	}
 }
-
