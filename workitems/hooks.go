@@ -12,6 +12,9 @@ import (
 // fail; it sees the item as written and the events the mutation returned (a failure's reason is
 // one). Another package keeps its keys and decides what to write
 // (package notify's outbox enqueues a notification for an escalation or failure this way).
+// Redis does not roll a MULTI back: a queued command that fails at EXEC (a script error, a key
+// of the wrong type) still lets the others apply, and the update then reports that error though
+// the transition committed — so what a hook queues must not be able to fail.
 type TransitionHook func(ctx context.Context, p redis.Pipeliner, it *Item, from State, events []Event)
 
 // LimitHook is called after Create refused an item for a limit (ErrDailyCap); it runs outside
