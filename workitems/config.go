@@ -26,6 +26,8 @@ type Config struct {
 	Retention Retention              `yaml:"retention"`
 	// Sandbox is the deployment's sandbox; a template's own sandbox: overrides it per field.
 	Sandbox Sandbox `yaml:"sandbox"`
+	// Notify says who is told about escalations, failures and daily caps (config_notify.go).
+	Notify Notify `yaml:"notify"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 }
@@ -143,6 +145,8 @@ type Template struct {
 	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
 	// Sandbox confines the template's commands (merged with the deployment's at load).
 	Sandbox Sandbox `yaml:"sandbox"`
+	// Notify overrides which notifications the template sends (config_notify.go).
+	Notify TemplateNotify `yaml:"notify"`
 }
 
 // ConfigError names the template and field that are wrong.
@@ -305,6 +309,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.applyForgeDefaults()
 	c.Retention = c.Retention.WithDefaults()
+	c.Notify = c.Notify.WithDefaults()
 	for i := range c.Templates {
 		t := &c.Templates[i]
 		t.Budget = c.Defaults.Budget.Merge(t.Budget)
@@ -367,6 +372,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.validateForges(); err != nil {
+		return err
+	}
+	if err := c.Notify.validate(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -464,6 +472,9 @@ func (c *Config) validateTemplate(t *Template) error {
 		return err
 	}
 	if err := c.validateCI(t, bad); err != nil {
+		return err
+	}
+	if err := c.validateTemplateNotify(t); err != nil {
 		return err
 	}
 	if d := t.DoneCheck.Diff; d != nil && (d.MaxFiles < 0 || d.MaxLines < 0) {

@@ -22,6 +22,7 @@ type Store struct {
 	k         keys
 	now       func() time.Time
 	maxEvents int64
+	hooks     hooks // hooks.go
 }
 
 // StoreOption configures a Store.
@@ -128,6 +129,9 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 		})
 		return err
 	}, watch...)
+	if errors.Is(err, ErrDailyCap) {
+		s.hooks.onLimit(ctx, it.Template, ErrDailyCap)
+	}
 	return err
 }
 
@@ -228,6 +232,7 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 			if it.State != from {
 				s.indexState(ctx, p, &it, from, it.State)
 				s.addEvent(ctx, p, Event{Item: id, Type: EventState, Attempt: it.Attempt, From: from, To: it.State, At: now})
+				s.hooks.onTransition(ctx, p, &it, from, events)
 			}
 			if extra != nil {
 				extra(&it, p)

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
+	"outerloop/notify"
 	"outerloop/verify"
 )
 
@@ -53,12 +54,18 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	host, _ := os.Hostname()
+	nd, err := a.Dispatcher(fmt.Sprintf("%s:%d", host, os.Getpid())) // notifications, whatever else runs here
+	if err != nil {
+		return err
+	}
+	nd.Start()
+	defer nd.Shutdown()
 	if withScheduler {
 		sched.Start(ctx)
 		defer sched.Shutdown()
 	}
 	if withWorker {
-		host, _ := os.Hostname()
 		w := a.Worker(concurrency, fmt.Sprintf("%s:%d", host, os.Getpid()))
 		if err := w.Start(); err != nil {
 			return err
@@ -72,6 +79,7 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
 		NextRun: sched.NextRun}).Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun)
+	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err
@@ -156,10 +164,16 @@ func workerCmd(g *globals) *cobra.Command {
 				host, _ := os.Hostname()
 				id = fmt.Sprintf("%s:%d", host, os.Getpid())
 			}
+			nd, err := a.Dispatcher(id) // notifications: refuses to start without a sink's secret
+			if err != nil {
+				return err
+			}
 			w := a.Worker(concurrency, id)
 			if err := w.Start(); err != nil {
 				return err
 			}
+			nd.Start()
+			defer nd.Shutdown()
 			if metricsAddr != "" {
 				stop := serveMetrics(a, metricsAddr)
 				defer stop()

@@ -21,6 +21,7 @@ import (
 	"outerloop/forge"
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
+	"outerloop/notify"
 	"outerloop/publish"
 	"outerloop/scheduler"
 	"outerloop/verify"
@@ -89,6 +90,9 @@ type App struct {
 	Workdir       string
 	// Runner starts every child process (sandbox, guard, records); Sandbox describes it.
 	Runner *proc.Runner
+	// Outbox holds the notifications of escalations, failures and daily caps (queued by the
+	// store's hooks); Dispatcher sends them.
+	Outbox *notify.Outbox
 	// Workspaces makes and removes this process's attempt workspaces (shared by its handlers
 	// and its sweeper, so mirror locks are shared too).
 	Workspaces *worker.Workspaces
@@ -152,7 +156,10 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		return nil, fmt.Errorf("app: redis at %s does not answer: %w", conn.Describe(), err)
 	}
 	a.AsynqOpt = conn.AsynqOpt()
-	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now))
+	// Escalations and failures queue their notifications in the transition's own MULTI.
+	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock.Now, o.Logger.With("component", "notify"))
+	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now),
+		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithLimitHook(a.Outbox.LimitHook()))
 	// Stores written before the ordered indexes get them built once, here (one GET when current).
 	if cur, err := a.Store.IndexesCurrent(ctx); err != nil {
 		a.Close()
@@ -281,6 +288,21 @@ func (a *App) Sweeper() *worker.Sweeper {
 func (a *App) Janitor() *worker.Janitor {
 	return worker.NewJanitor(worker.JanitorOptions{Store: a.Store, Retention: a.Config.Retention, Workspaces: a.Workspaces,
 		Clock: a.opts.Clock, Logger: a.Logger.With("component", "janitor")})
+}
+
+// Dispatcher returns the notification dispatcher (not started), or nil when notify: has no
+// sinks. It fails when a sink's secret variable is not set. serve and worker run one each; any
+// number share the outbox (at-least-once, see package notify).
+func (a *App) Dispatcher(id string) (*notify.Dispatcher, error) {
+	if len(a.Config.Notify.Sinks) == 0 {
+		return nil, nil
+	}
+	d, err := notify.NewDispatcher(notify.DispatcherOptions{Outbox: a.Outbox, Clock: a.opts.Clock, Getenv: a.opts.Getenv,
+		Logger: a.Logger.With("component", "notify"), ID: id, Observer: metrics.NewNotifications(a.Metrics, a.Config)})
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	return d, nil
 }
 
 // Scheduler returns the cron scheduler (not started).

@@ -1,0 +1,14 @@
+package notify_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"outerloop/worker/proc"
+)
+
+func TestMain(m *testing.M) {
+	proc.MaybeGuard()
+	goleak.VerifyTestMain(m)
+}
