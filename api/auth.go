@@ -344,6 +344,12 @@ func (a *Auth) Identify(r *http.Request) (Principal, bool) {
 // GET or HEAD must carry the session's CSRF token (header or form field). Errors map to
 // statuses with StatusOf.
 func (a *Auth) Authorize(r *http.Request, need Role) (Principal, error) {
+	return a.authorize(r, need, true)
+}
+
+// authorize is Authorize; without csrf a session's action is let through for the caller to
+// check its origin instead (asynqmon).
+func (a *Auth) authorize(r *http.Request, need Role, csrf bool) (Principal, error) {
 	if !a.Enabled() {
 		return Principal{}, ErrNoTokens
 	}
@@ -354,7 +360,10 @@ func (a *Auth) Authorize(r *http.Request, need Role) (Principal, error) {
 	if !id.ok {
 		return Principal{}, ErrLoginRequired
 	}
-	if id.p.Session && r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if !id.p.Role.Allows(need) {
+		return id.p, fmt.Errorf("%w: %s is a %s, this needs %s", ErrRole, id.p.Credential, id.p.Role, need)
+	}
+	if csrf && id.p.Session && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		csrf := r.Header.Get(CSRFHeader)
 		if csrf == "" {
 			csrf = r.FormValue(CSRFField)
@@ -362,9 +371,6 @@ func (a *Auth) Authorize(r *http.Request, need Role) (Principal, error) {
 		if !hmac.Equal([]byte(csrf), []byte(a.CSRFFor(id.p))) {
 			return Principal{}, ErrCSRF
 		}
-	}
-	if !id.p.Role.Allows(need) {
-		return id.p, fmt.Errorf("%w: %s is a %s, this needs %s", ErrRole, id.p.Credential, id.p.Role, need)
 	}
 	return id.p, nil
 }

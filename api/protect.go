@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -65,12 +66,12 @@ func Protect(next http.Handler, o ProtectOptions) http.Handler {
 			return
 		}
 		if need != "" {
-			p, err := a.Authorize(r, need)
+			p, err := a.authorize(r, need, !queues)
 			if err == nil && queues && !read && p.Session && !sameOrigin(r) {
 				err = ErrCSRF
 			}
 			if err != nil {
-				if read && !strings.HasPrefix(path, "/api/") && !queuesAPI(path) && StatusOf(err) == http.StatusUnauthorized {
+				if read && !strings.HasPrefix(path, "/api/") && !queuesAPI(path) && errors.Is(err, ErrLoginRequired) {
 					http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 					return
 				}
