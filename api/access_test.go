@@ -199,7 +199,7 @@ func (f *accessFixture) logText() string {
 }
 
 // TestEveryRoleAgainstEveryEndpointClass runs each caller against each class of endpoint —
-// API read, console read, API action, asynqmon read, asynqmon action — with reads open and
+// API read, console read, API action, console action, asynqmon read, asynqmon action — with reads open and
 // with OUTERLOOP_READ_LOGIN on, and checks the status and, for refused actions, that nothing
 // changed.
 func TestEveryRoleAgainstEveryEndpointClass(t *testing.T) {
@@ -218,19 +218,19 @@ func TestEveryRoleAgainstEveryEndpointClass(t *testing.T) {
 				f.loginAs(t, aliceTok, "alice"),
 			}
 			// want[caller] per class; readOpen is the answer of an anonymous read with reads open.
-			type want struct{ apiRead, conRead, mutate, qRead, qMutate int }
+			type want struct{ apiRead, conRead, mutate, conMutate, qRead, qMutate int }
 			anonRead, conAnon := 200, 200
 			if readLogin {
 				anonRead, conAnon = 401, 303
 			}
 			wants := map[string]want{
-				"anonymous":              {anonRead, conAnon, 401, 303, 401},
-				"wrong token":            {401, 401, 401, 401, 401},
-				"viewer bearer":          {200, 200, 403, 200, 403},
-				"operator bearer":        {200, 200, 201, 200, 204},
-				"shared operator bearer": {200, 200, 201, 200, 204},
-				"session bob":            {200, 200, 403, 200, 403},
-				"session alice":          {200, 200, 201, 200, 204},
+				"anonymous":              {anonRead, conAnon, 401, 401, 303, 401},
+				"wrong token":            {401, 401, 401, 401, 401, 401},
+				"viewer bearer":          {200, 200, 403, 403, 200, 403},
+				"operator bearer":        {200, 200, 201, 303, 200, 204},
+				"shared operator bearer": {200, 200, 201, 303, 200, 204},
+				"session bob":            {200, 200, 403, 403, 200, 403},
+				"session alice":          {200, 200, 201, 303, 200, 204},
 			}
 			if !readLogin {
 				// A wrong token on an open read is not checked: the read needs none.
@@ -255,13 +255,19 @@ func TestEveryRoleAgainstEveryEndpointClass(t *testing.T) {
 					if w.mutate >= 400 && after != before {
 						t.Errorf("a refused enqueue created an item (%d → %d)", before, after)
 					}
+					esc := f.escalated(t)
+					close := url.Values{"action": {"close"}, api.CSRFField: {c.csrf}}.Encode()
+					check("POST /items/{id}/resolve (console)", f.send(t, c, "POST", "/items/"+esc+"/resolve", close, nil), w.conMutate)
+					if it, _ := f.store.Get(context.Background(), esc); (it.State == workitems.StateEscalated) != (w.conMutate >= 400) {
+						t.Errorf("console close answered with the item %s", it.State)
+					}
 					check("GET /queues (page)", f.send(t, c, "GET", "/queues/", "", nil), w.qRead)
-					qAPI := f.send(t, c, "GET", "/queues/api/queues", "", nil)
+					qAPI := f.send(t, c, "GET", "/queues/api/queues/"+f.qname, "", nil)
 					qReadWant := w.qRead
 					if qReadWant == 303 {
 						qReadWant = 401 // asynqmon's JSON API answers, never redirects
 					}
-					check("GET /queues/api/queues", qAPI, qReadWant)
+					check("GET /queues/api/queues/<q>", qAPI, qReadWant)
 					pause := f.send(t, c, "POST", "/queues/api/queues/"+f.qname+":pause", "", nil)
 					check("POST /queues/api/queues/<q>:pause", pause, w.qMutate)
 					if got := f.paused(t); got != (w.qMutate == 204) {
