@@ -516,6 +516,11 @@ func TestEveryActionIsAuditedWithoutTokens(t *testing.T) {
 		t.Fatalf("console /audit after logout: %d", con.status)
 	}
 	bob := f.loginAs(t, bobTok, "bob")
+	esc3 := f.escalated(t)
+	if inbox := f.send(t, bob, "GET", "/escalations", "", nil); !strings.Contains(inbox.body, esc3) ||
+		!strings.Contains(inbox.body, "signed in as <b>bob</b> · viewer") || strings.Contains(inbox.body, api.CSRFField) {
+		t.Fatalf("a viewer's inbox must show the item and the role and no action forms (%d)", inbox.status)
+	}
 	con = f.send(t, bob, "GET", "/audit", "", nil)
 	if con.status != 200 || !strings.Contains(con.body, "queues:pause") || !strings.Contains(con.body, esc2) {
 		t.Fatalf("console /audit: %d", con.status)
