@@ -16,7 +16,7 @@ import (
 // TestServeGuardsQueuesAndAuditsEveryAction runs the real binary with personal tokens from a
 // tokens file and a read login: asynqmon's pause needs an operator (the gap of issue 12.7 was
 // 204 without any token), reads need a login, and `outerloop audit` lists who did what, with
-// no token in the list or the server's log.
+// no token in the list or the server's log; the CLI's own actions are recorded too.
 func TestServeGuardsQueuesAndAuditsEveryAction(t *testing.T) {
 	t.Parallel()
 	cfg, _ := setup(t, fixTemplate)
@@ -86,6 +86,12 @@ func TestServeGuardsQueuesAndAuditsEveryAction(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
+	if _, errOut, code := c.run("enqueue", "fix", "--actor", "carol", "--input", "secret-ish text"); code != 0 {
+		t.Fatalf("enqueue: %s", errOut)
+	}
+	if _, _, code := c.run("enqueue", "nope", "--actor", "carol"); code == 0 {
+		t.Fatal("enqueue of an unknown template succeeded")
+	}
 	out, errOut, code := c.run("audit", "--json")
 	if code != 0 {
 		t.Fatalf("audit: %d %s", code, errOut)
@@ -98,9 +104,18 @@ func TestServeGuardsQueuesAndAuditsEveryAction(t *testing.T) {
 	}
 	var got []string
 	for _, e := range page.Entries {
-		got = append(got, e.Actor+" "+string(e.Role)+" "+e.Action+" "+string(e.Result))
+		role := string(e.Role)
+		if e.Via == api.ViaCLI {
+			role = "cli"
+		} else {
+			role += " api"
+		}
+		got = append(got, e.Actor+" "+role+" "+e.Action+" "+string(e.Result))
+		if e.Via == api.ViaCLI && e.Result == api.AuditOK && (e.Target != "fix" || e.Detail != "--input") {
+			t.Errorf("the CLI entry: target %q, detail %q (flag names only)", e.Target, e.Detail)
+		}
 	}
-	want := "[alice operator queues:pause ok bob viewer queues:pause refused alice operator enqueue ok]"
+	want := "[carol cli enqueue error carol cli enqueue ok alice operator api queues:pause ok bob viewer api queues:pause refused alice operator api enqueue ok]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("audit entries %v, want %s", got, want)
 	}

@@ -179,6 +179,8 @@ func (g *globals) withApp(allowEmbedded bool, run func(ctx context.Context, a *a
 			return err
 		}
 		defer a.Close()
-		return run(cmd.Context(), a, args)
+		err = run(cmd.Context(), a, args)
+		recordCLI(cmd, a, args, err)
+		return err
 	}
 }
