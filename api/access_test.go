@@ -634,3 +634,41 @@ func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestANewEndpointIsAuditedWithoutEdits: a route added later (the template controls) is
+// recorded by Protect with its last word as the action and its wildcards as the target.
+func TestANewEndpointIsAuditedWithoutEdits(t *testing.T) {
+	t.Parallel()
+	env := redistest.New(t)
+	auth, err := api.NewAuthWith(api.AuthOptions{Credentials: []api.Credential{{Name: "alice", Role: api.RoleOperator, Token: aliceTok}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := api.NewAuditLog(env.Client, env.Prefix, 0, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/templates/{name}/pause", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := auth.Authorize(r, api.RoleOperator); err != nil {
+			http.Error(w, err.Error(), api.StatusOf(err))
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := httptest.NewServer(api.Protect(mux, api.ProtectOptions{Auth: auth, Audit: audit}))
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("POST", srv.URL+"/api/templates/nightly/pause", nil)
+	req.Header.Set("Authorization", "Bearer "+aliceTok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	es, _, err := audit.List(context.Background(), "", 10)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("entries %+v: %v", es, err)
+	}
+	e := es[0]
+	if e.Action != "pause" || e.Target != "nightly" || e.Actor != "alice" || e.Route != "POST /api/templates/{name}/pause" ||
+		e.Result != api.AuditOK || e.Status != http.StatusNoContent || e.Via != api.ViaAPI {
+		t.Fatalf("entry %+v", e)
+	}
+}

@@ -19,11 +19,16 @@ type auditPage struct {
 }
 
 // audit shows the audit list, newest first, a page at a time (a cursor per page, so a page
-// costs one read whatever the list's length). It needs a login whenever a token is
-// configured (api.Protect guards the route too; this check keeps the page safe without it).
+// costs one read whatever the list's length). It needs a login, so with no token configured
+// it is refused, like GET /api/audit (api.Protect guards the route too; this check keeps the
+// page safe without it).
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
 	v.Title, v.Nav = "Audit", "audit"
-	if c.o.Auth.Enabled() && !v.SignedIn {
+	if !c.o.Auth.Enabled() {
+		return c.message(v, http.StatusForbidden, "Audit needs a login",
+			"The server has no token, so nobody can log in to read the audit list here; use outerloop audit.", "/")
+	}
+	if !v.SignedIn {
 		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return "", 0
 	}
