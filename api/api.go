@@ -40,6 +40,8 @@ type Options struct {
 	Logger        *slog.Logger
 	// NextRun reports a template's next scheduled run (for /api/templates), optional.
 	NextRun func(template string) (time.Time, bool)
+	// Audit is the audit list (GET /api/audit; Handler records into it), optional.
+	Audit *AuditLog
 }
 
 // Server serves the API.
@@ -75,6 +77,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/escalations", s.escalations)
 	mux.HandleFunc("GET /api/templates", s.templates)
 	s.registerTemplates(mux) // templates.go: pause, resume, run, rerun, history
+	if s.o.Audit != nil {
+		mux.HandleFunc("GET /api/audit", s.auditList)
+	}
 	if s.o.Evidence != nil {
 		mux.Handle("POST /api/evidence", s.o.Evidence)
 	}
@@ -84,11 +89,11 @@ func (s *Server) Register(mux *http.ServeMux) {
 	}
 }
 
-// Handler returns a mux with just the API.
+// Handler returns the API behind Protect (the access gate and the audit recorder).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.Register(mux)
-	return mux
+	return Protect(mux, ProtectOptions{Auth: s.o.Auth, Audit: s.o.Audit, Logger: s.o.Logger})
 }
 
 // Error is the JSON body of every error answer.
@@ -127,9 +132,12 @@ func statusOf(err error) int {
 type ctxKey struct{}
 
 // ActorFrom returns the authorised actor of a mutating request.
-func ActorFrom(ctx context.Context) string {
-	a, _ := ctx.Value(ctxKey{}).(string)
-	return a
+func ActorFrom(ctx context.Context) string { return PrincipalFrom(ctx).Actor }
+
+// PrincipalFrom returns who a mutating request acts as (zero outside one).
+func PrincipalFrom(ctx context.Context) Principal {
+	p, _ := ctx.Value(ctxKey{}).(Principal)
+	return p
 }
 
 // mutating guards an action: body size, token, actor.
@@ -140,17 +148,16 @@ func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-		if !s.o.Auth.Enabled() {
-			writeErr(w, http.StatusForbidden, "actions are disabled: the server has no API token (set OUTERLOOP_API_TOKEN)")
+		if !s.o.Auth.CanAct() {
+			writeErr(w, http.StatusForbidden, "actions are disabled: the server has no operator token (set OUTERLOOP_API_TOKEN or an operator in OUTERLOOP_TOKENS_FILE)")
 			return
 		}
-		actor, ok := s.o.Auth.Authorized(r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="outerloop"`)
-			writeErr(w, http.StatusUnauthorized, "a valid API token is required (Authorization: Bearer …, or a console session with its CSRF token)")
+		p, err := s.o.Auth.Authorize(r, RoleOperator)
+		if err != nil {
+			refuse(w, err)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, actor)))
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 	}
 }
 
@@ -458,11 +465,15 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, decodeStatus(err), "%v", err)
 		return
 	}
+	if !PrincipalFrom(r.Context()).Shared {
+		req.Actor = "" // a personal token's actor is its own name
+	}
 	res, err := req.Resolution(ActorFrom(r.Context()))
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	AuditDetail(r.Context(), string(res.Action))
 	it, err := s.o.Queue.Resolve(r.Context(), r.PathValue("id"), res)
 	if err != nil {
 		writeErr(w, statusOf(err), "%v", err)

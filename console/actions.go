@@ -1,43 +1,47 @@
 package console
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"outerloop/api"
 	"outerloop/workitems"
 )
 
-// SessionMaxAge is how long a console login lasts in the browser.
-const SessionMaxAge = 12 * time.Hour
+// SessionMaxAge is how long a console login lasts by default (api.DefaultSessionMaxAge).
+const SessionMaxAge = api.DefaultSessionMaxAge
 
 // actionFunc handles an authorised form post for actor.
 type actionFunc func(w http.ResponseWriter, r *http.Request, v *view, actor string) (name string, status int)
 
-// action guards a mutating form post: body size, a configured token, and a session with its
-// CSRF token (or a bearer token). A refused post changes nothing.
+// action guards a mutating form post: body size, an operator credential configured, and a
+// session with the operator role and its CSRF token (or a bearer token). A refused post
+// changes nothing.
 func (c *Console) action(f actionFunc) http.HandlerFunc {
 	return c.page(func(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
 		r.Body = http.MaxBytesReader(w, r.Body, api.MaxBody)
-		if !c.o.Auth.Enabled() {
+		if !c.o.Auth.CanAct() {
 			return c.message(v, http.StatusForbidden, "Actions are disabled",
-				"The server has no API token, so the console is read-only. Set OUTERLOOP_API_TOKEN and restart it.", "/")
+				"The server has no operator token, so the console is read-only. Set OUTERLOOP_API_TOKEN (or an operator in OUTERLOOP_TOKENS_FILE) and restart it.", "/")
 		}
-		actor, ok := c.o.Auth.Authorized(r)
-		if !ok {
+		p, err := c.o.Auth.Authorize(r, api.RoleOperator)
+		var rl *api.RateLimitedError
+		switch {
+		case errors.Is(err, api.ErrRole):
+			return c.message(v, http.StatusForbidden, "Not allowed",
+				"You are logged in as a viewer: viewers read, operators act. Log in with an operator's token to do this.", "/login")
+		case errors.As(err, &rl):
+			w.Header().Set("Retry-After", strconv.Itoa(rl.RetrySeconds()))
+			return c.message(v, http.StatusTooManyRequests, "Too many failed logins", rl.Error(), "/")
+		case err != nil:
 			return c.message(v, http.StatusUnauthorized, "Not allowed",
-				"This action needs a login (and the form's CSRF token). Log in with the API token and try again.", "/login")
+				"This action needs a login (and the form's CSRF token). Log in with an operator's token and try again.", "/login")
 		}
-		if actor == DefaultActor && c.o.Auth.LoggedIn(r) {
-			actor = actorName(r)
-		}
-		return f(w, r, v, actor)
+		return f(w, r, v, p.Actor)
 	})
 }
 
@@ -56,6 +60,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, v *view, actor
 	if err != nil {
 		return c.message(v, http.StatusBadRequest, "Nothing was changed", err.Error(), back)
 	}
+	api.AuditDetail(r.Context(), string(res.Action))
 	it, err := c.o.Queue.Resolve(r.Context(), id, res)
 	if err != nil {
 		status, text := c.resolveError(r, id, string(res.Action), err)
@@ -156,33 +161,47 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request, v *view) (st
 	return "login", http.StatusOK
 }
 
-// login checks the API token typed into the form and, when it is right, sets the session
-// cookie (HttpOnly, SameSite=Strict) and the actor's name. A wrong token sets nothing.
+// login checks the token typed into the form and, when it is one of the server's, sets the
+// session cookie (HttpOnly, SameSite=Strict): an HMAC-signed record of the credential's name,
+// the actor and the login time, never the token. A shared token's actor is the name typed; a
+// personal token's is its own name. A wrong token sets nothing and counts against the
+// rate limit of failed logins (429 with Retry-After past it). Success and failure are both
+// recorded in the audit list.
 func (c *Console) login(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
 	r.Body = http.MaxBytesReader(w, r.Body, api.MaxBody)
 	p := loginPage{Next: localPath(r.PostFormValue("next")), Name: cleanName(r.PostFormValue("name"))}
 	v.Title = "Log in"
-	if !c.o.Auth.Enabled() {
+	api.AuditAction(r.Context(), "login", "")
+	who, session, err := c.o.Auth.Login(r, r.PostFormValue("token"), p.Name, DefaultActor)
+	var rl *api.RateLimitedError
+	switch {
+	case errors.Is(err, api.ErrNoTokens):
 		p.Error = "The server has no API token (OUTERLOOP_API_TOKEN), so nobody can log in and the console is read-only."
 		v.Page = p
 		return "login", http.StatusForbidden
-	}
-	if !c.o.Auth.Check(strings.TrimSpace(r.PostFormValue("token"))) {
-		p.Error = "That token is not the server's API token."
+	case errors.As(err, &rl):
+		p.Error = "Too many failed logins: " + rl.Error() + "."
 		v.Page = p
-		c.o.Logger.Warn("console: login refused", "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(rl.RetrySeconds()))
+		c.o.Logger.Warn("console: login rate-limited", "remote", api.ClientIP(r), "retry_after_s", rl.RetrySeconds())
+		return "login", http.StatusTooManyRequests
+	case err != nil:
+		p.Error = "That token is not the server's API token (nor any other token it accepts)."
+		v.Page = p
+		attempted := p.Name
+		if attempted == "" {
+			attempted = "anonymous"
+		}
+		api.AuditPrincipal(r.Context(), api.Principal{Actor: attempted})
+		api.AuditDetail(r.Context(), "wrong token")
+		c.o.Logger.Warn("console: login refused", "remote", api.ClientIP(r))
 		return "login", http.StatusUnauthorized
 	}
-	age := int(SessionMaxAge.Seconds())
-	http.SetCookie(w, &http.Cookie{Name: api.SessionCookie, Value: c.o.Auth.SessionValue(), Path: "/", MaxAge: age,
+	api.AuditPrincipal(r.Context(), who)
+	age := int(c.o.Auth.SessionMaxAge().Seconds())
+	http.SetCookie(w, &http.Cookie{Name: api.SessionCookie, Value: session, Path: "/", MaxAge: age,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(r)})
-	name := p.Name
-	if name == "" {
-		name = DefaultActor
-	}
-	http.SetCookie(w, &http.Cookie{Name: ActorCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(name)), Path: "/",
-		MaxAge: age, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(r)})
-	setFlash(w, r, flash{Text: "Logged in as " + name + "."})
+	setFlash(w, r, flash{Text: fmt.Sprintf("Logged in as %s (%s).", who.Actor, who.Role)})
 	next := p.Next
 	if next == "" {
 		next = "/escalations"
@@ -193,6 +212,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, v *view) (string
 
 // logout clears the session. It needs no CSRF token: ending a session harms nobody.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if p, ok := c.o.Auth.SessionPrincipal(r); ok {
+		api.AuditPrincipal(r.Context(), p)
+	}
 	for _, name := range []string{api.SessionCookie, ActorCookie} {
 		http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 			SameSite: http.SameSiteStrictMode, Secure: isTLS(r)})
@@ -201,35 +223,8 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// actorName is the name typed at login, or DefaultActor.
-func actorName(r *http.Request) string {
-	ck, err := r.Cookie(ActorCookie)
-	if err != nil {
-		return DefaultActor
-	}
-	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
-	if err != nil {
-		return DefaultActor
-	}
-	if n := cleanName(string(b)); n != "" {
-		return n
-	}
-	return DefaultActor
-}
-
-// cleanName keeps a short, printable actor name: letters, digits, spaces and .-_@ only.
-func cleanName(s string) string {
-	var b strings.Builder
-	for _, r := range strings.TrimSpace(s) {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(" .-_@", r) {
-			b.WriteRune(r)
-		}
-		if b.Len() >= 64 {
-			break
-		}
-	}
-	return strings.TrimSpace(b.String())
-}
+// cleanName keeps a short, printable actor name (api.CleanActor).
+func cleanName(s string) string { return api.CleanActor(s) }
 
 // localPath accepts only a path on this site as a redirect target (no open redirects).
 func localPath(p string) string {

@@ -37,7 +37,8 @@ var staticFS embed.FS
 
 // Cookie names the console sets besides api.SessionCookie.
 const (
-	// ActorCookie holds the name a person typed at login, recorded as the actor of actions.
+	// ActorCookie held the name typed at login before sessions carried it; logout still
+	// clears it from browsers that have one.
 	ActorCookie = "outerloop_actor"
 	// FlashCookie carries a one-shot message across a POST → redirect → GET.
 	FlashCookie = "outerloop_flash"
@@ -64,6 +65,8 @@ type Options struct {
 	MaxStreams int
 	// PageSize is the number of items per page on the items list (default 25).
 	PageSize int
+	// Audit is the audit list shown at /audit, optional.
+	Audit *api.AuditLog
 }
 
 // Console serves the web console.
@@ -108,7 +111,7 @@ func (c *Console) Close() { c.once.Do(func() { close(c.closed) }) }
 // The templates are embedded, so a parse error is a build defect and panics at startup.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"items", "item", "escalations", "templates", "template", "login", "message"} {
+	for _, name := range []string{"items", "item", "escalations", "templates", "template", "login", "message", "audit"} {
 		t := template.New("layout.html").Funcs(funcs())
 		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 		pages[name] = t
@@ -130,6 +133,9 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /login", c.page(c.loginForm))
 	mux.HandleFunc("POST /login", c.page(c.login))
 	mux.HandleFunc("POST /logout", c.logout)
+	if c.o.Audit != nil {
+		mux.HandleFunc("GET /audit", c.page(c.audit))
+	}
 }
 
 // Handler returns a mux with just the console.
@@ -141,10 +147,15 @@ func (c *Console) Handler() http.Handler {
 
 // view is what every page template gets: the layout's fields plus the page's own data.
 type view struct {
-	Title    string
-	Nav      string // the highlighted nav entry
+	Title string
+	Nav   string // the highlighted nav entry
+	// LoggedIn: a session that may act (the operator role), so the pages show action forms.
 	LoggedIn bool
-	Enabled  bool // an API token is configured
+	// SignedIn: any session (a viewer's too); Role is its role.
+	SignedIn bool
+	Role     api.Role
+	Enabled  bool // a token is configured
+	Audit    bool // the audit list is served
 	Actor    string
 	CSRF     string
 	Flash    *flash
@@ -164,10 +175,12 @@ type pageFunc func(w http.ResponseWriter, r *http.Request, v *view) (name string
 // page wraps a pageFunc with the common view fields, security headers and rendering.
 func (c *Console) page(f pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v := &view{LoggedIn: c.o.Auth.LoggedIn(r), Enabled: c.o.Auth.Enabled(), Now: c.store.Now()}
-		if v.LoggedIn {
-			v.CSRF = c.o.Auth.CSRFToken()
-			v.Actor = actorName(r)
+		v := &view{Enabled: c.o.Auth.Enabled(), Audit: c.o.Audit != nil, Now: c.store.Now()}
+		if p, ok := c.o.Auth.SessionPrincipal(r); ok {
+			v.SignedIn, v.Actor, v.Role = true, p.Actor, p.Role
+			if p.Role.Allows(api.RoleOperator) {
+				v.LoggedIn, v.CSRF = true, c.o.Auth.CSRFFor(p)
+			}
 		}
 		v.Flash = takeFlash(w, r)
 		name, status := f(w, r, v)

@@ -10,8 +10,8 @@ import (
 )
 
 // registerConsole mounts the web console next to the API.
-func registerConsole(mux *http.ServeMux, a *app.App, auth *api.Auth, nextRun func(string) (time.Time, bool)) *console.Console {
-	c := console.New(console.Options{Queue: a.Queue, Store: a.Store, Auth: auth, NextRun: nextRun, Logger: a.Logger})
+func registerConsole(mux *http.ServeMux, a *app.App, auth *api.Auth, nextRun func(string) (time.Time, bool), audit *api.AuditLog) *console.Console {
+	c := console.New(console.Options{Queue: a.Queue, Store: a.Store, Auth: auth, NextRun: nextRun, Logger: a.Logger, Audit: audit})
 	c.Register(mux)
 	return c
 }

@@ -82,7 +82,7 @@ func newRoot(out, errw io.Writer) *cobra.Command {
 	root.AddCommand(
 		serveCmd(g), schedulerCmd(g), workerCmd(g),
 		enqueueCmd(g), itemsCmd(g), escalationsCmd(g), resolveCmd(g), steerCmd(g),
-		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g), validateCmd(g), notifyCmd(g),
+		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g), validateCmd(g), notifyCmd(g), auditCmd(g),
 		templatesCmd(g), rerunCmd(g), // templates.go
 	)
 	return root
@@ -180,6 +180,8 @@ func (g *globals) withApp(allowEmbedded bool, run func(ctx context.Context, a *a
 			return err
 		}
 		defer a.Close()
-		return run(cmd.Context(), a, args)
+		err = run(cmd.Context(), a, args)
+		recordCLI(cmd, a, args, err)
+		return err
 	}
 }

@@ -35,7 +35,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once by the built-in worker")
 	c.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process")
 	c.Flags().BoolVar(&noScheduler, "no-scheduler", false, "do not run the cron scheduler in this process")
-	c.Flags().BoolVar(&queuesUI, "queues-ui", false, "mount asynqmon's queue UI at /queues (it can delete and re-run tasks: keep it private)")
+	c.Flags().BoolVar(&queuesUI, "queues-ui", false, "mount asynqmon's queue UI at /queues (reading needs a login when a token is configured, its actions the operator role)")
 	return c
 }
 
@@ -74,11 +74,14 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	}
 	mux := http.NewServeMux()
 	token := os.Getenv("OUTERLOOP_API_TOKEN")
-	auth := api.NewAuth(token)
+	auth, audit, err := accessControl(a)
+	if err != nil {
+		return err
+	}
 	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
-		NextRun: sched.NextRun}).Register(mux)
-	con := registerConsole(mux, a, auth, sched.NextRun)
+		NextRun: sched.NextRun, Audit: audit}).Register(mux)
+	con := registerConsole(mux, a, auth, sched.NextRun, audit)
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
@@ -94,9 +97,10 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 		return fmt.Errorf("serve: listen %s: %w", addr, err)
 	}
 	// No WriteTimeout: the console's live event streams stay open.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.Protect(mux, api.ProtectOptions{Auth: auth, Audit: audit, Logger: a.Logger}),
+		ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(con.Close) // open item pages would otherwise hold Shutdown up
-	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.Enabled(),
+	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.CanAct(), "read_login", auth.ReadLogin(),
 		"worker", withWorker, "scheduler", withScheduler)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
