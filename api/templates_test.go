@@ -133,7 +133,7 @@ func TestTemplateControlsRefuseBadRequestsAndChangeNothing(t *testing.T) {
 		{"pause of a template without a schedule", "POST", "/api/templates/by-hand/pause", "", token, 422, "no schedule"},
 		{"pause with an unknown field", "POST", "/api/templates/nightly/pause", `{"why":"x"}`, token, 400, "unknown field"},
 		{"pause with a reason too long", "POST", "/api/templates/nightly/pause", `{"reason":"` + strings.Repeat("x", 600) + `"}`, token, 400, "at most 500"},
-		{"pause without a token", "POST", "/api/templates/nightly/pause", "", "", 401, "API token"},
+		{"pause without a token", "POST", "/api/templates/nightly/pause", "", "", 401, "valid token is required"},
 		{"resume of a template not paused", "POST", "/api/templates/nightly/resume", "", token, 409, "not paused"},
 		{"run now of an unknown template", "POST", "/api/templates/nope/run", "", token, 404, "unknown template"},
 		{"rerun of an unknown item", "POST", "/api/items/nope/rerun", "", token, 404, "not found"},
