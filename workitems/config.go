@@ -28,6 +28,8 @@ type Config struct {
 	Sandbox Sandbox `yaml:"sandbox"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
+
+	cache *configCache // the name index and versions, set by ParseConfig (config_version.go)
 }
 
 // Defaults apply to every template that does not override them.
@@ -198,6 +200,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.cache = newConfigCache(&cfg)
 	return &cfg, nil
 }
 
@@ -486,6 +489,9 @@ func (c *Config) validateTemplate(t *Template) error {
 
 // Template returns the named template.
 func (c *Config) Template(name string) (*Template, bool) {
+	if t, ok, sure := c.cache.lookup(c, name); sure {
+		return t, ok
+	}
 	for i := range c.Templates {
 		if c.Templates[i].Name == name {
 			return &c.Templates[i], true

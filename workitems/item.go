@@ -316,6 +316,8 @@ type Item struct {
 	// Delivery is the latest attempt's delivery record (its branch and pull request are where
 	// later attempts deliver to).
 	Delivery *Delivery `json:"delivery,omitempty"`
+	// Pin is the config and template version the item was created under (config_version.go).
+	Pin *ConfigPin `json:"config,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -35,13 +37,16 @@ import (
 
 // Options says how to open the system.
 type Options struct {
-	Config   *workitems.Config
-	RedisURL string // "" → embedded miniredis (demo and single-process mode)
-	Prefix   string // store key prefix (default "ol:")
-	Queue    string // asynq queue (default "outerloop")
-	Workdir  string // workspaces root (default $TMPDIR/outerloop-work)
-	Logger   *slog.Logger
-	Clock    workitems.Clock
+	Config *workitems.Config
+	// ConfigPath is the file Config was loaded from: Reload and WatchConfig read it again ("":
+	// no reload).
+	ConfigPath string
+	RedisURL   string // "" → embedded miniredis (demo and single-process mode)
+	Prefix     string // store key prefix (default "ol:")
+	Queue      string // asynq queue (default "outerloop")
+	Workdir    string // workspaces root (default $TMPDIR/outerloop-work)
+	Logger     *slog.Logger
+	Clock      workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
 	Loops map[string]worker.InnerLoop
 	// Publisher delivers branch and pull_request modes through a forge (default:
@@ -94,6 +99,10 @@ type App struct {
 	Workspaces *worker.Workspaces
 
 	opts      Options
+	live      atomic.Pointer[workitems.Config] // the config in force (reload.go)
+	reload    *reloader
+	mu        sync.Mutex
+	sched     *scheduler.Scheduler // re-planned on a reload
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	mini      *miniredis.Miniredis
@@ -175,6 +184,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
 		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics})
+	a.initReload()
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
 	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
@@ -250,7 +260,7 @@ func (a *App) QueueName() string { return a.opts.Queue }
 // Handler returns an attempt handler wired to this system.
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
-		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
+		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
 		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
 	})
@@ -285,7 +295,13 @@ func (a *App) Janitor() *worker.Janitor {
 
 // Scheduler returns the cron scheduler (not started).
 func (a *App) Scheduler(onTick func(scheduler.TickResult)) (*scheduler.Scheduler, error) {
-	return scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick})
+	s, err := scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick})
+	if err == nil {
+		a.mu.Lock()
+		a.sched = s // a reload re-plans it
+		a.mu.Unlock()
+	}
+	return s, err
 }
 
 // Close releases connections and stops the embedded Redis.
