@@ -71,23 +71,18 @@ var (
 
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
-	Store  *workitems.Store
-	Config *workitems.Config
-	// CurrentConfig, when set, returns the config in force (a reload swaps it); Config is then
-	// only the fallback. ReloadConfig loads the file again when a task names a template the
-	// config in force does not know or knows in another version (config_check.go).
-	CurrentConfig func() *workitems.Config
-	ReloadConfig  func(ctx context.Context) *workitems.Config
-	Loops         *Registry
-	Verifier      Verifier
-	Enqueuer      Enqueuer
-	Workspaces    *Workspaces // default: under $TMPDIR/outerloop-work
-	Deliverer     Deliverer   // nil: decisions are recorded as the verifier made them, nothing is committed
-	Observer      Observer
-	Clock         workitems.Clock
-	Logger        *slog.Logger
-	LeaseTTL      time.Duration // default 15s; renewed every third of it
-	WorkerID      string        // default host:pid
+	Store      *workitems.Store
+	Config     *workitems.Config
+	Loops      *Registry
+	Verifier   Verifier
+	Enqueuer   Enqueuer
+	Workspaces *Workspaces // default: under $TMPDIR/outerloop-work
+	Deliverer  Deliverer   // nil: decisions are recorded as the verifier made them, nothing is committed
+	Observer   Observer
+	Clock      workitems.Clock
+	Logger     *slog.Logger
+	LeaseTTL   time.Duration // default 15s; renewed every third of it
+	WorkerID   string        // default host:pid
 	// Runner starts every child process of an attempt (sandbox, guard, records); nil runs
 	// them unconfined.
 	Runner *proc.Runner
@@ -95,6 +90,11 @@ type HandlerOptions struct {
 	// KeepWorkspaces leaves the workspaces of closed and cancelled items in place (the demo's
 	// --keep); without it they are removed right after the decision.
 	KeepWorkspaces bool
+	// CurrentConfig, when set, returns the config in force (a reload swaps it); Config is then
+	// only the fallback. ReloadConfig loads the file again when a task names a template the
+	// config in force does not know or knows in another version (config_check.go).
+	CurrentConfig func() *workitems.Config
+	ReloadConfig  func(ctx context.Context) *workitems.Config
 }
 
 // Handler is the asynq handler of attempt tasks. It leases the attempt (fencing epoch), runs the

@@ -37,16 +37,13 @@ import (
 
 // Options says how to open the system.
 type Options struct {
-	Config *workitems.Config
-	// ConfigPath is the file Config was loaded from: Reload and WatchConfig read it again ("":
-	// no reload).
-	ConfigPath string
-	RedisURL   string // "" → embedded miniredis (demo and single-process mode)
-	Prefix     string // store key prefix (default "ol:")
-	Queue      string // asynq queue (default "outerloop")
-	Workdir    string // workspaces root (default $TMPDIR/outerloop-work)
-	Logger     *slog.Logger
-	Clock      workitems.Clock
+	Config   *workitems.Config
+	RedisURL string // "" → embedded miniredis (demo and single-process mode)
+	Prefix   string // store key prefix (default "ol:")
+	Queue    string // asynq queue (default "outerloop")
+	Workdir  string // workspaces root (default $TMPDIR/outerloop-work)
+	Logger   *slog.Logger
+	Clock    workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
 	Loops map[string]worker.InnerLoop
 	// Publisher delivers branch and pull_request modes through a forge (default:
@@ -70,6 +67,10 @@ type Options struct {
 	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
 	// items keep theirs.
 	KeepWorkspaces bool
+
+	// ConfigPath is the file Config was loaded from: Reload and WatchConfig read it again ("":
+	// no reload).
+	ConfigPath string
 }
 
 // App is the wired system.
