@@ -255,6 +255,9 @@ func age(t time.Time) string {
 func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 	fmt.Fprintf(w, "%s  [%s]  template %s  attempt %d/%d\n", it.ID, it.State, it.Template, it.Attempt, it.MaxAttempts)
 	fmt.Fprintf(w, "goal: %s\n", it.Goal)
+	if p := it.Pin; p != nil {
+		fmt.Fprintf(w, "created under: config %s, template version %s\n", p.Config, p.Template)
+	}
 	fmt.Fprintf(w, "spend: $%.4f, %d steps, %s, %d model calls, %d tool calls, %d in / %d out tokens\n",
 		it.Spend.CostUSD, it.Spend.Steps, it.Spend.WallTime.D().Round(time.Millisecond), it.Spend.ModelCalls,
 		it.Spend.ToolCalls, it.Spend.InputTokens, it.Spend.OutputTokens)

@@ -85,7 +85,7 @@ func newRoot(out, errw io.Writer) *cobra.Command {
 	root.AddCommand(
 		serveCmd(g), schedulerCmd(g), workerCmd(g),
 		enqueueCmd(g), itemsCmd(g), escalationsCmd(g), resolveCmd(g), steerCmd(g),
-		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g), validateCmd(g),
+		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g), validateCmd(g), versionCmd(g),
 	)
 	return root
 }

@@ -52,13 +52,13 @@ func (a *App) CurrentConfig() *workitems.Config {
 
 func (a *App) initReload() {
 	a.live.Store(a.Config)
+	// The file's modification time and size only (a stat): a one-shot command hashes neither
+	// the config nor the file; the version gauge is set by WatchConfig.
 	a.reload = &reloader{path: a.opts.ConfigPath, metrics: a.Metrics.NewConfigReloads()}
-	a.reload.metrics.SetVersion(a.Config.Version())
-	if a.reload.path == "" {
-		return
-	}
-	if b, st, err := readStamped(a.reload.path); err == nil {
-		a.reload.stat, a.reload.sum = st, sha256.Sum256(b)
+	if a.reload.path != "" {
+		if st, err := os.Stat(a.reload.path); err == nil {
+			a.reload.stat = fileStamp{mod: st.ModTime(), size: st.Size()}
+		}
 	}
 }
 
@@ -201,6 +201,7 @@ func (a *App) reloadForWorker(ctx context.Context) *workitems.Config {
 // and size looked at every `every` on the app's clock, its bytes hashed when they moved), until
 // ctx ends or the returned stop is called. every ≤ 0 leaves only SIGHUP.
 func (a *App) WatchConfig(ctx context.Context, every time.Duration) (stop func()) {
+	a.reload.metrics.SetVersion(a.CurrentConfig().Version())
 	ctx, cancel := context.WithCancel(ctx)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
