@@ -152,6 +152,7 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL}
 	if g.oneShot {
 		o.Metrics = []metrics.Option{metrics.WithoutSeriesAhead()}
+		o.OneShot = true
 	}
 	return app.Open(ctx, o)
 }

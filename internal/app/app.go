@@ -68,6 +68,9 @@ type Options struct {
 	// items keep theirs.
 	KeepWorkspaces bool
 
+	// OneShot is a command that serves no /metrics and runs no scheduler: the metrics get no
+	// per-template series or gauges (O(templates) work nobody would read).
+	OneShot bool
 	// ConfigPath is the file Config was loaded from: Reload and WatchConfig read it again ("":
 	// no reload).
 	ConfigPath string
@@ -180,7 +183,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
 	// Metrics log through the app's logger (--log-format) and read the app's clock.
 	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock.Now)}, o.Metrics...)...)
-	a.Metrics.SetConfig(o.Config)
+	if !o.OneShot {
+		a.Metrics.SetConfig(o.Config)
+	}
 	a.Metrics.SetStatsSource(a.Store.Stats)
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
