@@ -74,6 +74,9 @@ type Options struct {
 	// ConfigPath is the file Config was loaded from: Reload and WatchConfig read it again ("":
 	// no reload).
 	ConfigPath string
+	// OnReload is told every reload that read the file (SIGHUP, or the file changed): tests
+	// await it.
+	OnReload func(ReloadResult)
 }
 
 // App is the wired system.

@@ -74,6 +74,14 @@ func readStamped(path string) ([]byte, fileStamp, error) {
 // Reload loads the config file again (SIGHUP). force reads it even when its modification time
 // and size are as last read; a file whose bytes are unchanged is "unchanged" without parsing.
 func (a *App) Reload(ctx context.Context, force bool) ReloadResult {
+	res := a.doReload(ctx, force)
+	if a.opts.OnReload != nil && (force || res.Result != metrics.ReloadUnchanged) {
+		a.opts.OnReload(res)
+	}
+	return res
+}
+
+func (a *App) doReload(ctx context.Context, force bool) ReloadResult {
 	r := a.reload
 	if r == nil || r.path == "" {
 		return ReloadResult{Result: metrics.ReloadUnchanged, Version: a.CurrentConfig().Version()}
