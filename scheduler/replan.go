@@ -73,4 +73,7 @@ func (s *Scheduler) applyReplan() {
 	s.entries = entries
 	s.mu.Unlock()
 	s.log.Info("schedules re-planned", "scheduled_templates", len(entries), "config_version", cfg.Version())
+	if s.onPlan != nil {
+		s.onPlan(len(entries))
+	}
 }

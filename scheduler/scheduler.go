@@ -92,6 +92,8 @@ type Options struct {
 	Observer Observer
 	// OnTick is called after every tick decision (tests await it; the CLI prints it).
 	OnTick func(TickResult)
+	// OnReplan is called after a replan (Replan) is applied, with the number of schedules.
+	OnReplan func(int)
 }
 
 // Scheduler runs the cron schedules of the templates that have one.
@@ -102,6 +104,7 @@ type Scheduler struct {
 	log     *slog.Logger
 	obs     Observer
 	onTick  func(TickResult)
+	onPlan  func(int)
 	entries []*entry
 	// mu guards replacing entries (a replan) against NextRun; the run goroutine is the only
 	// writer, so it reads them without it.
@@ -132,7 +135,7 @@ func New(q *Queue, o Options) (*Scheduler, error) {
 		o.Observer = nopObserver{}
 	}
 	s := &Scheduler{q: q, k: keys{p: q.store.Prefix()}, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick,
-		wake: make(chan struct{}, 1)}
+		onPlan: o.OnReplan, wake: make(chan struct{}, 1)}
 	entries, err := plan(q.Config(), nil, time.Time{})
 	if err != nil {
 		return nil, err
@@ -165,16 +168,21 @@ func (s *Scheduler) Shutdown() {
 }
 
 func (s *Scheduler) run(ctx context.Context) {
+	var due <-chan time.Time // nil (never) with no schedule
+	var dueAt time.Time
 	for {
-		var due <-chan time.Time // nil (never) with no schedule
-		if len(s.entries) > 0 {
+		if len(s.entries) == 0 {
+			due = nil
+		} else {
 			next := s.entries[0].next
 			for _, e := range s.entries[1:] {
 				if e.next.Before(next) {
 					next = e.next
 				}
 			}
-			due = s.clock.After(next.Sub(s.clock.Now()))
+			if due == nil || !next.Equal(dueAt) { // a replan that keeps the next tick keeps its timer
+				due, dueAt = s.clock.After(next.Sub(s.clock.Now())), next
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -183,6 +191,7 @@ func (s *Scheduler) run(ctx context.Context) {
 			s.applyReplan()
 			continue
 		case <-due:
+			due = nil
 		}
 		// After a stall (a suspended process) many ticks are due at once: handle applies the
 		// misfire policy to them instead of running each.

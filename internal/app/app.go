@@ -77,6 +77,8 @@ type Options struct {
 	// OnReload is told every reload that read the file (SIGHUP, or the file changed): tests
 	// await it.
 	OnReload func(ReloadResult)
+	// OnReplan is told when the scheduler applied a reloaded config's schedules.
+	OnReplan func(schedules int)
 }
 
 // App is the wired system.
@@ -304,7 +306,8 @@ func (a *App) Janitor() *worker.Janitor {
 
 // Scheduler returns the cron scheduler (not started).
 func (a *App) Scheduler(onTick func(scheduler.TickResult)) (*scheduler.Scheduler, error) {
-	s, err := scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick})
+	s, err := scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick,
+		OnReplan: a.opts.OnReplan})
 	if err == nil {
 		a.mu.Lock()
 		a.sched = s // a reload re-plans it

@@ -36,6 +36,7 @@ type reloadSys struct {
 	*app.App
 	path    string
 	results chan app.ReloadResult
+	replans chan int
 }
 
 // openReloading opens the system from a config file, telling every reload on results.
@@ -47,10 +48,10 @@ func openReloading(t *testing.T, env *redistest.Env, yaml string) *reloadSys {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &reloadSys{path: path, results: make(chan app.ReloadResult, 16)}
+	s := &reloadSys{path: path, results: make(chan app.ReloadResult, 16), replans: make(chan int, 16)}
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, ConfigPath: path, RedisURL: redistest.URL(),
 		Prefix: env.Prefix, Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t),
-		OnReload: func(r app.ReloadResult) { s.results <- r }})
+		OnReload: func(r app.ReloadResult) { s.results <- r }, OnReplan: func(n int) { s.replans <- n }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +117,10 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sched.Start(sctx)
+	defer sched.Shutdown()
 	stop := s.WatchConfig(ctx, 0) // SIGHUP only
 	defer stop()
 	if got := gauge(s.App, "outerloop_config_version_info", "version", v0); got != 1 {
@@ -136,7 +141,15 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if _, err := s.Queue.Submit(ctx, scheduler.Request{Template: "b"}); err != nil {
 		t.Fatalf("submit of the added template: %v", err)
 	}
-	if _, ok := awaitNextRun(t, sched, "b"); !ok {
+	select {
+	case n := <-s.replans:
+		if n != 1 {
+			t.Fatalf("replan with %d schedules, want 1 (b's)", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the scheduler did not re-plan after the reload")
+	}
+	if _, ok := sched.NextRun("b"); !ok {
 		t.Fatal("the scheduler did not plan the added template's schedule")
 	}
 
@@ -160,24 +173,6 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if n := reloads(s.App, metrics.ReloadApplied); n != 1 {
 		t.Fatalf("outerloop_config_reload_total{result=applied} = %v, want 1", n)
 	}
-	sched.Shutdown()
-}
-
-// awaitNextRun waits for the scheduler's loop to apply a pending replan.
-func awaitNextRun(t *testing.T, s *scheduler.Scheduler, template string) (time.Time, bool) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s.Start(ctx)
-	defer s.Shutdown()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if at, ok := s.NextRun(template); ok {
-			return at, true
-		}
-		time.Sleep(5 * time.Millisecond) // polled: the replan is applied by the scheduler's own goroutine
-	}
-	return time.Time{}, false
 }
 
 // A changed file is reloaded without a signal (polled: modification time and size, then its
