@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -182,6 +183,11 @@ func longRunning(cmd string) bool {
 func (g *globals) withApp(allowEmbedded bool, run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		g.oneShot = !longRunning(cmd.Name())
+		if g.oneShot && os.Getenv("GOGC") == "" {
+			// A one-shot command lives for one config parse and a few reads: collecting at 4×
+			// the live heap instead of 2× saves a fifth of its CPU at 10k templates (bench --scale).
+			debug.SetGCPercent(400)
+		}
 		a, err := g.open(cmd.Context(), allowEmbedded)
 		if err != nil {
 			return err
