@@ -52,7 +52,14 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 	if reason == "" {
 		return tmpl, false, nil
 	}
-	if _, err := h.o.Store.EscalateConfigChange(ctx, it.ID, it.Attempt, reason, summary); err != nil {
+	// The lease first: an execution of this attempt still running elsewhere (under an older
+	// config) is not escalated under its feet; asynq tries the task again once it is free.
+	fence, err := h.o.Store.AcquireLease(ctx, it.ID, it.Attempt, h.o.WorkerID+"/"+randomHex(4), h.o.LeaseTTL)
+	if err != nil {
+		return nil, true, err
+	}
+	defer func() { _ = h.o.Store.ReleaseLease(context.WithoutCancel(ctx), fence) }()
+	if _, err := h.o.Store.EscalateConfigChange(ctx, fence, reason, summary); err != nil {
 		return nil, true, err
 	}
 	log.Warn("item escalated: its template does not fit the config in force", "template", it.Template,

@@ -9,11 +9,12 @@ import (
 // incompatibly: see ConfigPin.Incompatible) with the reason in its headline, so it reaches the
 // escalation inbox instead of failing unseen. The attempt that was about to run ends without
 // having run (or, for an attempt resumed after its worker died, without going on); a person may
-// cancel, close or retry it (a retry runs under the config then in force). The caller holds no
-// lease: the item is queued, waiting to retry, or running with its lease free (a resumed
-// attempt whose template is gone).
-func (s *Store) EscalateConfigChange(ctx context.Context, id string, n int, reason ConfigChangeReason, summary string) (*Item, error) {
-	return s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
+// cancel, close or retry it (a retry runs under the config then in force). The caller holds the
+// attempt's lease (f), so no execution of it runs meanwhile; the item is queued, waiting to
+// retry, or running (a resumed attempt whose worker died).
+func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason ConfigChangeReason, summary string) (*Item, error) {
+	id, n := f.Item, f.Attempt
+	return s.Update(ctx, id, f, func(it *Item) ([]Event, error) {
 		if it.Attempt != n || (it.State != StateQueued && it.State != StateRetryWait && it.State != StateRunning) {
 			return nil, fmt.Errorf("workitems: item %s: escalate attempt %d for a config change: %w", id, n,
 				&TransitionError{From: it.State, To: StateEscalated})
