@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"os/signal"
 	"reflect"
@@ -90,8 +91,12 @@ func (a *App) doReload(ctx context.Context, force bool) ReloadResult {
 	defer r.mu.Unlock()
 	cur := a.CurrentConfig()
 	if !force {
-		if st, err := os.Stat(r.path); err == nil && st.ModTime().Equal(r.stat.mod) && st.Size() == r.stat.size {
+		st, err := os.Stat(r.path)
+		if err == nil && st.ModTime().Equal(r.stat.mod) && st.Size() == r.stat.size {
 			return ReloadResult{Result: metrics.ReloadUnchanged, Version: cur.Version()}
+		}
+		if err != nil && r.lastErr != "" { // still missing: counted and logged when it went
+			return ReloadResult{Result: metrics.ReloadInvalid, Version: cur.Version(), Err: errors.New(r.lastErr)}
 		}
 	}
 	b, st, err := readStamped(r.path)
