@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -293,4 +294,45 @@ func containsItem(items []*workitems.Item, id string) bool {
 		}
 	}
 	return false
+}
+
+// An item whose template is gone while an execution of its attempt still holds the lease (a
+// worker under the older config) is not escalated under that execution's feet: the task is
+// tried again later, and the item is escalated once the lease is free.
+func TestConfigEscalationWaitsForTheLease(t *testing.T) {
+	env := redistest.New(t)
+	ctx := context.Background()
+	s := openReloading(t, env, reloadYAML("gone"))
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, s.path, reloadYAML("other"))
+	if r := s.Reload(ctx, true); r.Result != metrics.ReloadApplied {
+		t.Fatalf("reload: %+v", r)
+	}
+	fence, err := s.Store.AcquireLease(ctx, it.ID, 1, "older-worker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler("w2")
+	if err := h.Process(ctx, it.ID, 1); !errors.Is(err, workitems.ErrLeaseHeld) {
+		t.Fatalf("process while another holds the lease: %v, want ErrLeaseHeld", err)
+	}
+	if got, _ := s.Store.Get(ctx, it.ID); got.State != workitems.StateQueued {
+		t.Fatalf("item escalated under a held lease: %s", got.State)
+	}
+	if err := s.Store.ReleaseLease(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Process(ctx, it.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Store.Get(ctx, it.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != workitems.StateEscalated || got.Escalation.Reason != string(workitems.ConfigTemplateRemoved) {
+		t.Fatalf("after the lease was freed: %s %+v", got.State, got.Escalation)
+	}
 }
