@@ -111,7 +111,7 @@ func (q *Queue) Rerun(ctx context.Context, id, actor string) (*workitems.Item, e
 	if orig.State.Open() {
 		return nil, fmt.Errorf("scheduler: rerun %s: it is %s: %w", id, orig.State, workitems.ErrStillOpen)
 	}
-	t, ok := q.cfg.Template(orig.Template)
+	t, ok := q.cfg.Load().Template(orig.Template)
 	if !ok {
 		return nil, fmt.Errorf("scheduler: rerun %s: template %q: %w", id, orig.Template, ErrUnknownTemplate)
 	}
@@ -165,7 +165,7 @@ const MaxHistory = 1000
 // (one ZREVRANGE and one MGET for the page; beside them one ZCARD and one HGETALL for the
 // pause): its cost is the page's, whatever the store holds. An unknown template is ErrUnknownTemplate.
 func (q *Queue) History(ctx context.Context, template string, offset, limit int) (History, error) {
-	if _, ok := q.cfg.Template(template); !ok {
+	if _, ok := q.cfg.Load().Template(template); !ok {
 		return History{}, fmt.Errorf("scheduler: history of %q: %w", template, ErrUnknownTemplate)
 	}
 	if limit <= 0 {

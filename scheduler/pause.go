@@ -111,7 +111,7 @@ func checkControl(actor, reason string) error {
 // refused (changing nothing) for an unknown template (ErrUnknownTemplate), one with no
 // schedule (ErrNoSchedule) and one already paused (ErrAlreadyPaused, naming who paused it).
 func (q *Queue) Pause(ctx context.Context, template, actor, reason string) (Pause, error) {
-	t, ok := q.cfg.Template(template)
+	t, ok := q.cfg.Load().Template(template)
 	if !ok {
 		return Pause{}, fmt.Errorf("scheduler: pause %q: %w", template, ErrUnknownTemplate)
 	}
@@ -140,7 +140,7 @@ func (q *Queue) Pause(ctx context.Context, template, actor, reason string) (Paus
 // Resume ends a template's pause: its next tick runs. It returns the pause that ended (with the
 // ticks it skipped); ErrUnknownTemplate or ErrNotPaused refuse it, changing nothing.
 func (q *Queue) Resume(ctx context.Context, template, actor string) (Pause, error) {
-	if _, ok := q.cfg.Template(template); !ok {
+	if _, ok := q.cfg.Load().Template(template); !ok {
 		return Pause{}, fmt.Errorf("scheduler: resume %q: %w", template, ErrUnknownTemplate)
 	}
 	if err := checkControl(actor, ""); err != nil {

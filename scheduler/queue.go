@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -30,7 +31,7 @@ type Queue struct {
 	store     *workitems.Store
 	client    *asynq.Client
 	inspector *asynq.Inspector
-	cfg       *workitems.Config
+	cfg       atomic.Pointer[workitems.Config] // swapped whole by SetConfig on a reload
 	queue     string
 	clock     workitems.Clock
 	log       *slog.Logger
@@ -74,8 +75,10 @@ func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Ins
 	if o.Observer == nil {
 		o.Observer = nopDecisions{}
 	}
-	return &Queue{store: store, client: client, inspector: inspector, cfg: cfg, queue: o.Queue,
+	q := &Queue{store: store, client: client, inspector: inspector, queue: o.Queue,
 		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry}
+	q.cfg.Store(cfg)
+	return q
 }
 
 // Name returns the asynq queue name.
@@ -84,8 +87,12 @@ func (q *Queue) Name() string { return q.queue }
 // Store returns the item store.
 func (q *Queue) Store() *workitems.Store { return q.store }
 
-// Config returns the deployment config.
-func (q *Queue) Config() *workitems.Config { return q.cfg }
+// Config returns the deployment config in force (the latest a reload set).
+func (q *Queue) Config() *workitems.Config { return q.cfg.Load() }
+
+// SetConfig swaps the config new requests are made from (a reload): requests already past
+// their template lookup finish under the config they read.
+func (q *Queue) SetConfig(cfg *workitems.Config) { q.cfg.Store(cfg) }
 
 // Request asks for a new item of a template.
 type Request struct {
@@ -100,7 +107,8 @@ type Request struct {
 // Limits (max_open, daily cost cap) apply to cron ticks; a person's manual request is let
 // through max_open but not through the daily cost cap.
 func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) {
-	t, ok := q.cfg.Template(r.Template)
+	cfg := q.Config()
+	t, ok := cfg.Template(r.Template)
 	if !ok {
 		return nil, fmt.Errorf("scheduler: template %q: %w", r.Template, ErrUnknownTemplate)
 	}
@@ -117,7 +125,7 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	}
 	it := &workitems.Item{
 		ID: id, Template: t.Name, Goal: t.Goal, Origin: r.Origin,
-		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts,
+		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts, Pin: cfg.PinFor(t),
 		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: r.Input}, State: workitems.AttemptQueued}},
 	}
 	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}

@@ -23,9 +23,9 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -94,6 +94,8 @@ type Options struct {
 	Observer Observer
 	// OnTick is called after every tick decision (tests await it; the CLI prints it).
 	OnTick func(TickResult)
+	// OnReplan is called after a replan (Replan) is applied, with the number of schedules.
+	OnReplan func(int)
 }
 
 // Scheduler runs the cron schedules of the templates that have one.
@@ -104,7 +106,13 @@ type Scheduler struct {
 	log     *slog.Logger
 	obs     Observer
 	onTick  func(TickResult)
+	onPlan  func(int)
 	entries []*entry
+	// mu guards replacing entries (a replan) against NextRun; the run goroutine is the only
+	// writer, so it reads them without it.
+	mu      sync.Mutex
+	pending atomic.Pointer[workitems.Config] // the config a replan waits to apply
+	wake    chan struct{}                    // a replan is pending
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -128,18 +136,13 @@ func New(q *Queue, o Options) (*Scheduler, error) {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
-	s := &Scheduler{q: q, k: keys{p: q.store.Prefix()}, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick}
-	for i := range q.cfg.Templates {
-		t := &q.cfg.Templates[i]
-		if t.Schedule == "" {
-			continue
-		}
-		sc, err := cron.ParseStandard(t.Schedule)
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: template %q: schedule %q: %w", t.Name, t.Schedule, err)
-		}
-		s.entries = append(s.entries, &entry{tmpl: t, sched: sc})
+	s := &Scheduler{q: q, k: keys{p: q.store.Prefix()}, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick,
+		onPlan: o.OnReplan, wake: make(chan struct{}, 1)}
+	entries, err := plan(q.Config(), nil, time.Time{})
+	if err != nil {
+		return nil, err
 	}
+	s.entries = entries
 	return s, nil
 }
 
@@ -167,21 +170,30 @@ func (s *Scheduler) Shutdown() {
 }
 
 func (s *Scheduler) run(ctx context.Context) {
-	if len(s.entries) == 0 {
-		<-ctx.Done()
-		return
-	}
+	var due <-chan time.Time // nil (never) with no schedule
+	var dueAt time.Time
 	for {
-		next := s.entries[0].next
-		for _, e := range s.entries[1:] {
-			if e.next.Before(next) {
-				next = e.next
+		if len(s.entries) == 0 {
+			due = nil
+		} else {
+			next := s.entries[0].next
+			for _, e := range s.entries[1:] {
+				if e.next.Before(next) {
+					next = e.next
+				}
+			}
+			if due == nil || !next.Equal(dueAt) { // a replan that keeps the next tick keeps its timer
+				due, dueAt = s.clock.After(next.Sub(s.clock.Now())), next
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.clock.After(next.Sub(s.clock.Now())):
+		case <-s.wake:
+			s.applyReplan()
+			continue
+		case <-due:
+			due = nil
 		}
 		// After a stall (a suspended process) many ticks are due at once: handle applies the
 		// misfire policy to them instead of running each.
@@ -334,6 +346,8 @@ func (s *Scheduler) report(r TickResult) {
 
 // NextRun returns a template's next scheduled tick after now (false when it has no schedule).
 func (s *Scheduler) NextRun(template string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, e := range s.entries {
 		if e.tmpl.Name == template {
 			return e.sched.Next(s.clock.Now()), true

@@ -90,6 +90,11 @@ type HandlerOptions struct {
 	// KeepWorkspaces leaves the workspaces of closed and cancelled items in place (the demo's
 	// --keep); without it they are removed right after the decision.
 	KeepWorkspaces bool
+	// CurrentConfig, when set, returns the config in force (a reload swaps it); Config is then
+	// only the fallback. ReloadConfig loads the file again when a task names a template the
+	// config in force does not know or knows in another version (config_check.go).
+	CurrentConfig func() *workitems.Config
+	ReloadConfig  func(ctx context.Context) *workitems.Config
 }
 
 // Handler is the asynq handler of attempt tasks. It leases the attempt (fencing epoch), runs the
@@ -187,10 +192,8 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			return err
 		}
 	}
-	tmpl, ok := h.o.Config.Template(it.Template)
-	if !ok {
-		_, err := st.Fail(ctx, id, nil, fmt.Sprintf("template %q is no longer configured", it.Template))
-		log.Error("item of an unknown template failed", "template", it.Template)
+	tmpl, done, err := h.templateFor(ctx, it, log)
+	if done || err != nil {
 		return err
 	}
 	holder := h.o.WorkerID + "/" + randomHex(4)
@@ -334,7 +337,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	steer := &steerSource{store: h.o.Store, item: it.ID}
 	cp.steer = steer
 	att := &Attempt{
-		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.o.Config, Workspace: ws,
+		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.config(), Workspace: ws,
 		Resumed: resumed, Meter: meter, Checkpoints: cp, Events: events,
 		Steer:     steer,
 		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws},

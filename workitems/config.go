@@ -30,6 +30,8 @@ type Config struct {
 	Notify Notify `yaml:"notify"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
+
+	cache *configCache // the name index and versions, set by ParseConfig (config_version.go)
 }
 
 // Defaults apply to every template that does not override them.
@@ -191,7 +193,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if len(root.Content) == 0 {
 		return nil, errors.New("workitems: config: empty document")
 	}
-	if err := checkKeys(root.Content[0], reflect.TypeFor[Config](), ""); err != nil {
+	if err := checkKeys(root.Content[0], reflect.TypeFor[Config](), "", fieldCache{}); err != nil {
 		return nil, err
 	}
 	var cfg Config
@@ -202,12 +204,13 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.cache = newConfigCache(&cfg)
 	return &cfg, nil
 }
 
 // checkKeys walks the YAML tree against the Go type and names the first unknown key, with its
 // template when it is inside one.
-func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+func checkKeys(n *yaml.Node, t reflect.Type, path string, fc fieldCache) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -225,20 +228,14 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			}
 			return fieldErr(path, fmt.Errorf("line %d: expected a mapping", n.Line))
 		}
-		fields := map[string]reflect.StructField{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if tag := strings.Split(f.Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
-				fields[tag] = f
-			}
-		}
+		fields := fc.fields(t) // config_fast.go: built once per type and parse
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
 			f, ok := fields[k]
 			if !ok {
 				return fieldErr(join(path, k), fmt.Errorf("line %d: unknown key", n.Content[i].Line))
 			}
-			if err := checkKeys(n.Content[i+1], f.Type, join(path, k)); err != nil {
+			if err := checkKeys(n.Content[i+1], f.Type, join(path, k), fc); err != nil {
 				return err
 			}
 		}
@@ -254,7 +251,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 					p = "template:" + name
 				}
 			}
-			if err := checkKeys(c, t.Elem(), p); err != nil {
+			if err := checkKeys(c, t.Elem(), p, fc); err != nil {
 				return err
 			}
 		}
@@ -263,7 +260,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), fc); err != nil {
 				return err
 			}
 		}
@@ -497,6 +494,9 @@ func (c *Config) validateTemplate(t *Template) error {
 
 // Template returns the named template.
 func (c *Config) Template(name string) (*Template, bool) {
+	if t, ok, sure := c.cache.lookup(c, name); sure {
+		return t, ok
+	}
 	for i := range c.Templates {
 		if c.Templates[i].Name == name {
 			return &c.Templates[i], true

@@ -104,8 +104,24 @@ var placeholderRE = regexp.MustCompile(`\{[^{}]*\}`)
 // BranchFor expands the branch pattern for one item. Characters git refuses in a ref name are
 // replaced by '-', so any item id gives a valid branch.
 func (d *Deliver) BranchFor(template, item string) string {
-	r := strings.NewReplacer("{template}", refSafe(template), "{item}", refSafe(item))
-	return r.Replace(d.Branch)
+	// One pass by hand: a strings.Replacer built per call was an eighth of parsing a config of
+	// 10k templates (validation expands every template's branch).
+	t, it := refSafe(template), refSafe(item)
+	var b strings.Builder
+	for s := d.Branch; s != ""; {
+		switch {
+		case strings.HasPrefix(s, "{template}"):
+			b.WriteString(t)
+			s = s[len("{template}"):]
+		case strings.HasPrefix(s, "{item}"):
+			b.WriteString(it)
+			s = s[len("{item}"):]
+		default:
+			b.WriteByte(s[0])
+			s = s[1:]
+		}
+	}
+	return b.String()
 }
 
 // refSafe replaces what git-check-ref-format forbids inside one component.

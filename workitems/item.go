@@ -320,6 +320,8 @@ type Item struct {
 	// that re-ran this one, oldest first (see Store.CreateRerun).
 	RerunOf string   `json:"rerun_of,omitempty"`
 	Reruns  []string `json:"reruns,omitempty"`
+	// Pin is the config and template version the item was created under (config_version.go).
+	Pin *ConfigPin `json:"config,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.

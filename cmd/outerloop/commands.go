@@ -261,6 +261,9 @@ func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 	if len(it.Reruns) > 0 {
 		fmt.Fprintf(w, "re-run as %s\n", strings.Join(it.Reruns, ", "))
 	}
+	if p := it.Pin; p != nil {
+		fmt.Fprintf(w, "created under: config %s, template version %s\n", p.Config, p.Template)
+	}
 	fmt.Fprintf(w, "spend: $%.4f, %d steps, %s, %d model calls, %d tool calls, %d in / %d out tokens\n",
 		it.Spend.CostUSD, it.Spend.Steps, it.Spend.WallTime.D().Round(time.Millisecond), it.Spend.ModelCalls,
 		it.Spend.ToolCalls, it.Spend.InputTokens, it.Spend.OutputTokens)

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -66,6 +68,18 @@ type Options struct {
 	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
 	// items keep theirs.
 	KeepWorkspaces bool
+
+	// OneShot is a command that serves no /metrics and runs no scheduler: the metrics get no
+	// per-template series or gauges (O(templates) work nobody would read).
+	OneShot bool
+	// ConfigPath is the file Config was loaded from: Reload and WatchConfig read it again ("":
+	// no reload).
+	ConfigPath string
+	// OnReload is told every reload that read the file (SIGHUP, or the file changed): tests
+	// await it.
+	OnReload func(ReloadResult)
+	// OnReplan is told when the scheduler applied a reloaded config's schedules.
+	OnReplan func(schedules int)
 }
 
 // App is the wired system.
@@ -98,6 +112,10 @@ type App struct {
 	Workspaces *worker.Workspaces
 
 	opts      Options
+	live      atomic.Pointer[workitems.Config] // the config in force (reload.go)
+	reload    *reloader
+	mu        sync.Mutex
+	sched     *scheduler.Scheduler // re-planned on a reload
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	mini      *miniredis.Miniredis
@@ -177,11 +195,14 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
 	// Metrics log through the app's logger (--log-format) and read the app's clock.
 	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock.Now)}, o.Metrics...)...)
-	a.Metrics.SetConfig(o.Config)
+	if !o.OneShot {
+		a.Metrics.SetConfig(o.Config)
+	}
 	a.Metrics.SetStatsSource(a.Store.Stats)
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
 		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics})
+	a.initReload()
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
 	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
@@ -257,7 +278,7 @@ func (a *App) QueueName() string { return a.opts.Queue }
 // Handler returns an attempt handler wired to this system.
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
-		Store: a.Store, Config: a.Config, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
+		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
 		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
 	})
@@ -307,7 +328,14 @@ func (a *App) Dispatcher(id string) (*notify.Dispatcher, error) {
 
 // Scheduler returns the cron scheduler (not started).
 func (a *App) Scheduler(onTick func(scheduler.TickResult)) (*scheduler.Scheduler, error) {
-	return scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick})
+	s, err := scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick,
+		OnReplan: a.opts.OnReplan})
+	if err == nil {
+		a.mu.Lock()
+		a.sched = s // a reload re-plans it
+		a.mu.Unlock()
+	}
+	return s, err
 }
 
 // Close releases connections and stops the embedded Redis.

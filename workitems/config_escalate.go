@@ -1,0 +1,36 @@
+package workitems
+
+import (
+	"context"
+	"fmt"
+)
+
+// EscalateConfigChange escalates an open item its template no longer fits (removed, or changed
+// incompatibly: see ConfigPin.Incompatible) with the reason in its headline, so it reaches the
+// escalation inbox instead of failing unseen. The attempt that was about to run ends without
+// having run (or, for an attempt resumed after its worker died, without going on); a person may
+// cancel, close or retry it (a retry runs under the config then in force). The caller holds the
+// attempt's lease (f), so no execution of it runs meanwhile; the item is queued, waiting to
+// retry, or running (a resumed attempt whose worker died).
+func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason ConfigChangeReason, summary string) (*Item, error) {
+	id, n := f.Item, f.Attempt
+	return s.Update(ctx, id, f, func(it *Item) ([]Event, error) {
+		if it.Attempt != n || (it.State != StateQueued && it.State != StateRetryWait && it.State != StateRunning) {
+			return nil, fmt.Errorf("workitems: item %s: escalate attempt %d for a config change: %w", id, n,
+				&TransitionError{From: it.State, To: StateEscalated})
+		}
+		at := s.now().UTC()
+		d := Decision{Outcome: OutcomeEscalate, Rule: string(reason), Reasons: []string{summary}, Summary: summary,
+			Actor: "worker", At: at}
+		if a := it.Current(); a != nil {
+			a.State = AttemptDone
+			a.EndedAt = at
+			a.Decision = &d
+		}
+		it.Decisions = append(it.Decisions, d)
+		it.Escalation = &Escalation{Reason: string(reason), Summary: summary, At: at,
+			Actions: []string{"cancel", "retry", "close"}}
+		return []Event{{Type: EventEscalated, Attempt: it.Attempt, Actor: "worker", Message: summary,
+			Data: map[string]string{"reason": string(reason)}}}, it.SetState(StateEscalated)
+	})
+}
