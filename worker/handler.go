@@ -314,7 +314,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if err != nil {
 		return fail(workitems.ClassInvalidInput, err.Error())
 	}
-	events := &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}
+	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
 	cp.warn = func(msg string, err error) {
 		log.Warn(msg, "err", err)
 		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: msg + ": " + err.Error()})
@@ -404,7 +404,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	var patch []byte
 	if h.o.Deliverer != nil {
 		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
-			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}})
+			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed
 			// delivery reuses the commit it made.

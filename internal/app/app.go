@@ -199,9 +199,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
-	a.Loops.Register("agent", agentloop.New(agentloop.WithProviderFactory(
+	// The agent loop waits out model retries on the app's one clock, and its providers read
+	// Retry-After dates against it.
+	a.Loops.Register("agent", agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
 		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
-			p, err := model.New(pc, name, os.Getenv, nil)
+			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock.Now))
 			if err != nil {
 				return nil, err
 			}
