@@ -213,6 +213,12 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	for k, l := range o.Loops {
 		a.Loops.Register(k, l)
 	}
+	// The registry owns the loop kinds and their settings' checks: a template of a kind this
+	// process registered (and only those) is valid here.
+	if err := o.Config.ValidateLoops(a.Loops); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: config: %w", err)
+	}
 	return a, nil
 }
 
