@@ -437,35 +437,11 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	return nil
 }
 
-// heartbeat renews the lease and watches for a person's cancel; it cancels ctx with the cause.
+// heartbeat starts the attempt's Heartbeat and returns its Stop.
 func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, f *workitems.Fence, log *slog.Logger) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-h.o.Clock.After(h.o.LeaseTTL / 3):
-			}
-			if err := h.o.Store.RenewLease(ctx, f, h.o.LeaseTTL); errors.Is(err, workitems.ErrLeaseLost) {
-				log.Warn("lease taken over by another worker; stopping", "epoch", f.Epoch)
-				_ = h.o.Store.Emit(context.WithoutCancel(ctx), workitems.Event{Item: f.Item, Attempt: f.Attempt,
-					Type: workitems.EventLeaseLost, Message: "a newer lease exists; this worker stopped", Actor: f.Holder})
-				cancel(workitems.ErrLeaseLost)
-				return
-			}
-			if it, err := h.o.Store.Get(ctx, f.Item); err == nil && (it.CancelReq || it.State == workitems.StateCancelled) {
-				cancel(errCancelled)
-				return
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	hb := &Heartbeat{Store: h.o.Store, Clock: h.o.Clock, TTL: h.o.LeaseTTL, Fence: f, Log: log, Cancel: cancel}
+	hb.Start(ctx)
+	return hb.Stop
 }
 
 func loopKind(t *workitems.Template, c workitems.Condition) string {
