@@ -17,23 +17,23 @@ import (
 // the past and fall back to the default back-off), and the retry waits on that clock, so the
 // second request is sent only once the test moves it.
 func TestTheInjectedClockDrivesRetryAfterAndTheRetryWait(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the default factory reads the key from the process environment.
+	t.Setenv(modeltest.KeyEnv, modeltest.Key)
 	h := newHarness(t)
 	clock := fakeclock.New(time.Date(2025, 11, 29, 10, 0, 0, 0, time.UTC))
 	srv := modeltest.NewResponsesServer(t)
 	srv.Enqueue(modeltest.RateLimited(clock.Now().Add(30*time.Second).Format(http.TimeFormat)), modeltest.Text("done"))
-	pc := srv.Config()
-	pc.APIKeyEnv = "" // the default factory reads os.Getenv; the test server needs no key
 	a := h.attempt()
-	a.Config = &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": pc}}
+	a.Config = &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": srv.Config()}}
 	a.Meter = worker.NewClockMeter(h.budget, workitems.Spend{}, clock)
 	l := New(WithClock(clock), WithJitter(func() float64 { return 1 }))
 
 	done := make(chan workitems.Exit, 1)
-	go func() { done <- l.Run(t.Context(), a) }()
+	ended := make(chan struct{})
+	go func() { done <- l.Run(t.Context(), a); close(ended) }()
 	// Two waiters: the wall-time deadline and the retry wait.
-	if !clock.BlockUntil(2, t.Context().Done()) {
-		t.Fatal("the loop never waited on the clock")
+	if !clock.BlockUntil(2, ended) {
+		t.Fatalf("the loop ended without waiting on the clock: %+v, events %v", <-done, h.ev.kinds())
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Fatalf("%d requests before the clock moved; want 1", n)
