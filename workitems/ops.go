@@ -134,7 +134,7 @@ func (e *RefusedError) Error() string {
 		return fmt.Sprintf("workitems: item %s: %s for attempt %d refused: the item is at attempt %d (%s)",
 			e.Item, e.Op, e.Want, e.Attempt, e.State)
 	}
-	return fmt.Sprintf("workitems: item %s: %s refused in state %s (allowed from %v)", e.Item, e.Op, e.State, e.Op.Sources())
+	return fmt.Sprintf("workitems: item %s: %s is not allowed in state %s (only from %v)", e.Item, e.Op, e.State, e.Op.Sources())
 }
 
 // Is makes errors.Is match ErrInvalidTransition, and ErrStale for the worker's operations.
