@@ -3,10 +3,12 @@ package dashboards
 import (
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"outerloop/worker/proc"
 )
 
 func TestMain(m *testing.M) {
 	proc.MaybeGuard() // the runner re-executes this binary as its guard
-	m.Run()
+	goleak.VerifyTestMain(m)
 }

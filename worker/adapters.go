@@ -187,9 +187,12 @@ func (c *fencedCheckpointer) restart(ctx context.Context, spend workitems.Spend,
 	return err
 }
 
-// storeSink writes a loop's events to the item's log and to the process log.
+// storeSink writes a loop's events to the item's log and to the process log. With a fence the
+// events are fenced (Store.EmitFenced): once another execution took the attempt over, this
+// one's events are dropped, not recorded beside the new holder's.
 type storeSink struct {
 	store   *workitems.Store
+	fence   *workitems.Fence
 	item    string
 	attempt int
 	log     *slog.Logger
@@ -200,7 +203,16 @@ func (s *storeSink) Emit(ctx context.Context, e workitems.Event) {
 	if e.Type == "" {
 		e.Type = workitems.EventStep
 	}
-	if err := s.store.Emit(context.WithoutCancel(ctx), e); err != nil {
+	var err error
+	if s.fence != nil {
+		err = s.store.EmitFenced(context.WithoutCancel(ctx), s.fence, e)
+	} else {
+		err = s.store.Emit(context.WithoutCancel(ctx), e)
+	}
+	switch {
+	case errors.Is(err, workitems.ErrLeaseLost):
+		s.log.Debug("event dropped: the lease was taken over", "type", e.Type)
+	case err != nil:
 		s.log.Warn("event not recorded", "type", e.Type, "err", err)
 	}
 	s.log.Debug("event", "type", e.Type, "kind", e.Data["kind"], "message", e.Message)

@@ -7,8 +7,9 @@
 // An attempt goes lease → workspace → loop → exit → verify → decision:
 //
 //   - lease: AcquireLease takes attempt N with a new fencing epoch; StartAttempt moves the item
-//     to running (or records a resume). A heartbeat renews the lease every third of its TTL and
-//     cancels the attempt when renewal says the lease was lost.
+//     to running (or records a resume). The Heartbeat (heartbeat.go, its own component with
+//     Start/Stop) renews the lease every third of its TTL on the handler's clock and cancels the
+//     attempt when renewal says the lease was lost or a person cancelled the item.
 //   - workspace: prepared from the host's mirror, or restored from the last checkpoint's
 //     snapshot; when that is impossible the attempt starts over from its first step.
 //   - loop: the registered InnerLoop runs with a Meter (budget caps and the wall-time
@@ -21,8 +22,13 @@
 //     RecordDecision closes, retries with a changed condition, or escalates.
 //
 // Every store write is fenced by the epoch, so a worker whose lease was taken over writes no
-// checkpoint, exit or decision; it may still append step events until its next fenced write
-// fails (see README, Reliability).
+// checkpoint, exit, decision or step event (events go through Store.EmitFenced); what it can
+// still write is listed in the README (Reliability).
+//
+// Extension points: an InnerLoop registered in a Registry under its kind (the Registry is the
+// workitems.LoopRegistry config validation asks, so a new kind's settings are checked by the
+// loop itself: LoopSettingsValidator), a model provider (worker/model.Provider) and an evidence
+// parser (verify.NewReport); each has a runnable example.
 //
 // Workspaces (workspace.go, mirror.go, snapshot.go, resume.go, sweeper.go): each worker host
 // keeps one bare mirror per repository under <workdir>/mirrors, fetched before each new attempt,

@@ -317,7 +317,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if err != nil {
 		return fail(workitems.ClassInvalidInput, err.Error())
 	}
-	events := &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}
+	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
 	cp.warn = func(msg string, err error) {
 		log.Warn(msg, "err", err)
 		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: msg + ": " + err.Error()})
@@ -407,7 +407,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	var patch []byte
 	if h.o.Deliverer != nil {
 		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
-			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, item: it.ID, attempt: a.N, log: log}})
+			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed
 			// delivery reuses the commit it made.
@@ -440,35 +440,11 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	return nil
 }
 
-// heartbeat renews the lease and watches for a person's cancel; it cancels ctx with the cause.
+// heartbeat starts the attempt's Heartbeat and returns its Stop.
 func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, f *workitems.Fence, log *slog.Logger) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-h.o.Clock.After(h.o.LeaseTTL / 3):
-			}
-			if err := h.o.Store.RenewLease(ctx, f, h.o.LeaseTTL); errors.Is(err, workitems.ErrLeaseLost) {
-				log.Warn("lease taken over by another worker; stopping", "epoch", f.Epoch)
-				_ = h.o.Store.Emit(context.WithoutCancel(ctx), workitems.Event{Item: f.Item, Attempt: f.Attempt,
-					Type: workitems.EventLeaseLost, Message: "a newer lease exists; this worker stopped", Actor: f.Holder})
-				cancel(workitems.ErrLeaseLost)
-				return
-			}
-			if it, err := h.o.Store.Get(ctx, f.Item); err == nil && (it.CancelReq || it.State == workitems.StateCancelled) {
-				cancel(errCancelled)
-				return
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	hb := &Heartbeat{Store: h.o.Store, Clock: h.o.Clock, TTL: h.o.LeaseTTL, Fence: f, Log: log, Cancel: cancel}
+	hb.Start(ctx)
+	return hb.Stop
 }
 
 func loopKind(t *workitems.Template, c workitems.Condition) string {

@@ -93,7 +93,7 @@ func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *worki
 	if err != nil {
 		return nil, false, err
 	}
-	h.restored(ctx, it, a.N, ws, target, how, log)
+	h.restored(ctx, fence, it, a.N, ws, target, how, log)
 	cp.snap = newSnapshotter(ws, w.snapshotLimit(), target)
 	return ws, true, nil
 }
@@ -155,9 +155,9 @@ func (h *Handler) restore(ctx context.Context, itemID string, n int, repo string
 	return ws, how, nil
 }
 
-func (h *Handler) restored(ctx context.Context, it *workitems.Item, n int, ws *Workspace, target workitems.WorkspaceSnapshot, how string, log *slog.Logger) {
+func (h *Handler) restored(ctx context.Context, fence *workitems.Fence, it *workitems.Item, n int, ws *Workspace, target workitems.WorkspaceSnapshot, how string, log *slog.Logger) {
 	log.Info("workspace restored", "from", how, "tree", target.Tree, "workspace", ws.Dir)
-	h.emit(ctx, workitems.Event{Item: it.ID, Attempt: n, Type: workitems.EventWorkspaceRestored, Actor: h.o.WorkerID,
+	h.emit(ctx, fence, workitems.Event{Item: it.ID, Attempt: n, Type: workitems.EventWorkspaceRestored, Actor: h.o.WorkerID,
 		Message: fmt.Sprintf("workspace at the checkpoint's tree %.12s (from %s)", target.Tree, how),
 		Data: map[string]string{"from": how, "tree": target.Tree, "bytes": strconv.Itoa(target.Bytes), "phase": string(it.State),
 			"host": h.o.Workspaces.host()}})
@@ -169,7 +169,7 @@ func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *worki
 	cp *fencedCheckpointer, re *RestoreError, log *slog.Logger) (*Workspace, bool, error) {
 	a := it.Current()
 	log.Warn("resumed attempt starts over from its first step", "reason", re.Problem, "err", re.Err)
-	h.emit(ctx, workitems.Event{Item: it.ID, Attempt: a.N, Type: workitems.EventAttemptRestarted, Actor: h.o.WorkerID,
+	h.emit(ctx, fence, workitems.Event{Item: it.ID, Attempt: a.N, Type: workitems.EventAttemptRestarted, Actor: h.o.WorkerID,
 		Message: "the checkpointed workspace cannot be restored; the attempt starts over from its first step: " + re.Err.Error(),
 		Data:    map[string]string{"reason": string(re.Problem), "host": h.o.Workspaces.host()}})
 	ws, err := h.o.Workspaces.Prepare(ctx, it.ID, a.N, tmpl.Repo)
@@ -208,7 +208,7 @@ func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tm
 	if err != nil {
 		return "", "", err
 	}
-	h.restored(ctx, it, a.N, ws, *a.ExitSnapshot, how, log)
+	h.restored(ctx, nil, it, a.N, ws, *a.ExitSnapshot, how, log)
 	return ws.Dir, a.Base.Commit, nil
 }
 
@@ -251,10 +251,9 @@ func (h *Handler) removeEnded(ctx context.Context, id string, log *slog.Logger) 
 	removeWorkspaces(ctx, h.o.Workspaces, h.o.Store, it, "item "+string(it.State), log)
 }
 
-func (h *Handler) emit(ctx context.Context, e workitems.Event) {
-	if err := h.o.Store.Emit(context.WithoutCancel(ctx), e); err != nil {
-		h.o.Logger.Warn("event not recorded", "type", e.Type, "err", err)
-	}
+// emit records e, fenced when fence is not nil (see storeSink).
+func (h *Handler) emit(ctx context.Context, fence *workitems.Fence, e workitems.Event) {
+	(&storeSink{store: h.o.Store, fence: fence, item: e.Item, attempt: e.Attempt, log: h.o.Logger}).Emit(ctx, e)
 }
 
 // removeWorkspaces removes every workspace of an item on this host and its stored snapshots

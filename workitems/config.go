@@ -64,8 +64,9 @@ func ProviderKinds() []string {
 	return []string{"openai-responses", "openai-chat", "anthropic", "replay"}
 }
 
-// LoopKinds lists the inner loop kinds.
-func LoopKinds() []string { return []string{"agent", "exec", "script"} }
+// LoopKinds lists the built-in inner loop kinds (BuiltinLoopKinds); a deployment's registry
+// may add more (ParseConfigWith).
+func LoopKinds() []string { return BuiltinLoopKinds().LoopKinds() }
 
 // ExecAgents lists the external agents `loop.kind: exec` can run.
 func ExecAgents() []string { return []string{"codex", "claude", "aider", "command"} }
@@ -183,8 +184,12 @@ func LoadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig parses YAML, rejects unknown keys, applies defaults and validates.
-func ParseConfig(b []byte) (*Config, error) {
+// ParseConfig parses YAML, rejects unknown keys, applies defaults and validates (with the
+// built-in loop kinds).
+func ParseConfig(b []byte) (*Config, error) { return ParseConfigWith(b, nil) }
+
+// ParseConfigWith is ParseConfig validating loops with the kinds of loops (nil: built-in).
+func ParseConfigWith(b []byte, loops LoopRegistry) (*Config, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&root); err != nil {
@@ -201,7 +206,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
 	cfg.applyDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ValidateWith(loops); err != nil {
 		return nil, err
 	}
 	cfg.cache = newConfigCache(&cfg)
@@ -339,8 +344,15 @@ func (c *Config) applyDefaults() {
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
-// Validate checks the whole config; the error names the template and field.
-func (c *Config) Validate() error {
+// Validate checks the whole config, with the built-in loop kinds; the error names the template
+// and field.
+func (c *Config) Validate() error { return c.ValidateWith(nil) }
+
+// ValidateWith is Validate with the loop kinds of loops (nil: BuiltinLoopKinds).
+func (c *Config) ValidateWith(loops LoopRegistry) error {
+	if loops == nil {
+		loops = BuiltinLoopKinds()
+	}
 	if err := c.Defaults.Budget.validate(); err != nil {
 		return &ConfigError{Field: "defaults.budget", Err: err}
 	}
@@ -377,7 +389,7 @@ func (c *Config) Validate() error {
 	seen := map[string]bool{}
 	for i := range c.Templates {
 		t := &c.Templates[i]
-		if err := c.validateTemplate(t); err != nil {
+		if err := c.validateTemplate(t, loops); err != nil {
 			return err
 		}
 		if seen[t.Name] {
@@ -388,7 +400,7 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func (c *Config) validateTemplate(t *Template) error {
+func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 	bad := func(field string, format string, args ...any) error {
 		return &ConfigError{Template: t.Name, Field: field, Err: fmt.Errorf(format, args...)}
 	}
@@ -421,37 +433,8 @@ func (c *Config) validateTemplate(t *Template) error {
 	if err := t.Sandbox.validate(); err != nil {
 		return bad("sandbox", "%v", err)
 	}
-	switch t.Loop.Kind {
-	case "script":
-		if len(t.Loop.Commands) == 0 {
-			return bad("loop.commands", "a script loop needs at least one command")
-		}
-	case "agent":
-		if t.Loop.Provider == "" {
-			return bad("loop.provider", "an agent loop needs a provider")
-		}
-		if _, ok := c.Providers[t.Loop.Provider]; !ok {
-			return bad("loop.provider", "%q is not in providers", t.Loop.Provider)
-		}
-		if t.Loop.ContextLimitTokens < 0 {
-			return bad("loop.context_limit_tokens", "must not be negative")
-		}
-	case "exec":
-		if !slices.Contains(ExecAgents(), t.Loop.Agent) {
-			return bad("loop.agent", "%q is not one of %s", t.Loop.Agent, strings.Join(ExecAgents(), ", "))
-		}
-		if t.Loop.Agent == "command" && t.Loop.Command == "" {
-			return bad("loop.command", "agent command needs a command to run")
-		}
-		if t.Loop.Provider != "" {
-			if _, ok := c.Providers[t.Loop.Provider]; !ok {
-				return bad("loop.provider", "%q is not in providers", t.Loop.Provider)
-			}
-		}
-	case "":
-		return bad("loop.kind", "missing (one of %s)", strings.Join(LoopKinds(), ", "))
-	default:
-		return bad("loop.kind", "unknown inner loop %q (one of %s)", t.Loop.Kind, strings.Join(LoopKinds(), ", "))
+	if err := loops.ValidateLoop(c, t); err != nil {
+		return err
 	}
 	if t.Loop.CommandTimeout < 0 {
 		return bad("loop.command_timeout", "must not be negative")

@@ -41,10 +41,10 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 	var becomesLast *lastDelivered
 	return s.updateWatched(ctx, f.Item, f, []string{lastKey}, func(tx *redis.Tx, it *Item) ([]Event, error) {
 		becomesLast = nil
-		a := it.Current()
-		if it.Attempt != f.Attempt || a == nil || it.State != StateVerifying {
-			return nil, fmt.Errorf("workitems: item %s: decision for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		if err := guard(OpDecide, it, f.Attempt); err != nil {
+			return nil, err
 		}
+		a := it.Current()
 		now := s.now().UTC()
 		if d.At.IsZero() {
 			d.At = now

@@ -16,5 +16,10 @@
 //	  │                     ▼
 //	  └──── resolve ◄── escalated ─► closed | cancelled      (any open state ─► escalated)
 //
-// Transition is the one function that says which edges exist.
+// The edges are one labelled table (machine, ops.go): each names the store operation that takes
+// it (Op: start, resume, exit, decide, mark_queued, resolve_close, resolve_retry, cancel, fail,
+// escalate). Transition checks an edge; every named store transition takes its legal source
+// states from the same table (Op.Sources) and refuses any other state with a *RefusedError
+// before writing anything. The worker's step events are fenced like its other writes
+// (EmitFenced).
 package workitems

@@ -4,71 +4,102 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"outerloop/internal/redistest"
 )
 
 // TestEachNamedTransitionAgainstEveryState runs every named store operation on an item in
-// each state (river's "DoesNotCompleteARunningJob" style): it moves the item only from the
-// sources listed here, and from any other state it is refused (or, for MarkQueued, a no-op)
-// and leaves the item as it was.
+// each state (river's "DoesNotCompleteARunningJob" style). From the sources listed here it moves
+// the item; from any other state it is refused with a *RefusedError naming the operation and
+// the state (MarkQueued: a silent no-op), and every key of the store — the item record, the
+// state and template indexes, the event streams — is byte for byte what it was.
 func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	s := NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
 	type op struct {
 		name  string
+		op    Op
 		moves map[State]State // allowed source → resulting state
 		noop  bool            // refusal is silent (nil error, nothing changed)
-		run   func(id string, f *Fence) error
+		run   func(s *Store, id string, f *Fence) error
 	}
+	base := WorkspaceBase{Kind: BaseKind("git"), Commit: "c0ffee", Tree: "7ree"}
 	ops := []op{
-		{"StartAttempt", map[State]State{StateQueued: StateRunning, StateRunning: StateRunning, StateVerifying: StateVerifying}, false,
-			func(id string, f *Fence) error { _, _, err := s.StartAttempt(ctx, f, "w"); return err }},
-		{"RecordExit", map[State]State{StateRunning: StateVerifying}, false,
-			func(id string, f *Fence) error {
-				_, err := s.RecordExit(ctx, f, Exit{Reason: ExitCompleted}, Spend{}, "", false)
+		// StartAttempt starts a queued attempt (OpStart) or resumes a running or verifying one
+		// (OpResume); it is refused as OpStart.
+		{"StartAttempt", OpStart, map[State]State{StateQueued: StateRunning, StateRunning: StateRunning, StateVerifying: StateVerifying}, false,
+			func(s *Store, id string, f *Fence) error { _, _, err := s.StartAttempt(ctx, f, "w"); return err }},
+		{"RecordWorkspace", OpRecordWorkspace, map[State]State{StateRunning: StateRunning}, false,
+			func(s *Store, id string, f *Fence) error { _, err := s.RecordWorkspace(ctx, f, base, ""); return err }},
+		{"RecordExit", OpExit, map[State]State{StateRunning: StateVerifying}, false,
+			func(s *Store, id string, f *Fence) error {
+				_, err := s.RecordExit(ctx, f, Exit{Reason: ExitCompleted}, Spend{CostUSD: 1}, "", false)
 				return err
 			}},
-		{"RecordDecision", map[State]State{StateVerifying: StateClosed}, false,
-			func(id string, f *Fence) error {
+		{"RecordDecision", OpDecide, map[State]State{StateVerifying: StateClosed}, false,
+			func(s *Store, id string, f *Fence) error {
 				_, err := s.RecordDecision(ctx, f, Decision{Outcome: OutcomeClose, Actor: "verifier"}, nil)
 				return err
 			}},
-		{"MarkQueued", map[State]State{StateRetryWait: StateQueued}, true,
-			func(id string, f *Fence) error { _, err := s.MarkQueued(ctx, id, 1); return err }},
-		{"ResolveClose", map[State]State{StateEscalated: StateClosed}, false,
-			func(id string, f *Fence) error {
+		{"RecordDelivery", OpDecide, map[State]State{StateVerifying: StateEscalated}, false,
+			func(s *Store, id string, f *Fence) error {
+				_, err := s.RecordDelivery(ctx, f, Decision{Outcome: OutcomeEscalate, Rule: "r", Actor: "verifier"}, nil, nil, nil)
+				return err
+			}},
+		{"MarkQueued", OpMarkQueued, map[State]State{StateRetryWait: StateQueued}, true,
+			func(s *Store, id string, f *Fence) error { _, err := s.MarkQueued(ctx, id, 1); return err }},
+		{"ResolveClose", OpResolveClose, map[State]State{StateEscalated: StateClosed}, false,
+			func(s *Store, id string, f *Fence) error {
 				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveClose, Actor: "p"})
 				return err
 			}},
-		{"ResolveRetry", map[State]State{StateEscalated: StateQueued}, false,
-			func(id string, f *Fence) error {
+		{"ResolveRetry", OpResolveRetry, map[State]State{StateEscalated: StateQueued}, false,
+			func(s *Store, id string, f *Fence) error {
 				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveRetry, Actor: "p", Input: "try the other fix"})
 				return err
 			}},
-		{"ResolveCancel", map[State]State{StateQueued: StateCancelled, StateRunning: StateCancelled, StateVerifying: StateCancelled,
+		{"ResolveCancel", OpCancel, map[State]State{StateQueued: StateCancelled, StateRunning: StateCancelled, StateVerifying: StateCancelled,
 			StateRetryWait: StateCancelled, StateEscalated: StateCancelled}, false,
-			func(id string, f *Fence) error {
+			func(s *Store, id string, f *Fence) error {
 				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveCancel, Actor: "p"})
 				return err
 			}},
-		{"Fail", map[State]State{StateQueued: StateFailed, StateRunning: StateFailed, StateVerifying: StateFailed}, false,
-			func(id string, f *Fence) error { _, err := s.Fail(ctx, id, nil, "template gone"); return err }},
+		{"Fail", OpFail, map[State]State{StateQueued: StateFailed, StateRunning: StateFailed, StateVerifying: StateFailed}, false,
+			func(s *Store, id string, f *Fence) error { _, err := s.Fail(ctx, id, nil, "template gone"); return err }},
 	}
 	for _, o := range ops {
+		// The operation's sources come from the one edge table; this test's list is the spec.
+		want := []State{}
+		for _, st := range AllStates() {
+			if _, ok := o.moves[st]; ok {
+				want = append(want, st)
+			}
+		}
+		got := o.op.Sources()
+		if o.op == OpStart {
+			got = append(got, OpResume.Sources()...)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the edge table gives sources %v, want %v", o.op, got, want)
+		}
 		for _, from := range AllStates() {
 			to, allowed := o.moves[from]
-			verb := "Does not " + o.name
+			verb := "DoesNot" + o.name
 			if allowed {
 				verb = o.name + "s"
 			}
 			t.Run(fmt.Sprintf("%s an item %s", verb, from), func(t *testing.T) {
 				t.Parallel()
-				id := o.name + "-" + string(from)
+				id := "it"
+				s := NewStore(env.Client, fmt.Sprintf("%s%s-%s:", env.Prefix, o.name, from))
 				it := &Item{ID: id, Template: "tmpl", Goal: "g", Origin: Origin{Kind: OriginManual, Actor: "t"},
 					Budget: Budget{WallTime: Duration(time.Minute)}, MaxAttempts: 3}
 				if err := s.Create(ctx, it, CreateLimits{}); err != nil {
@@ -82,22 +113,151 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = o.run(id, f)
+				before := dumpKeys(t, env.Client, s.Prefix())
+				err = o.run(s, id, f)
 				got, gerr := s.Get(ctx, id)
 				if gerr != nil {
 					t.Fatal(gerr)
 				}
+				if allowed {
+					if err != nil || got.State != to {
+						t.Fatalf("from %s: state %s err %v, want %s", from, got.State, err, to)
+					}
+					return
+				}
+				var refused *RefusedError
 				switch {
-				case allowed && (err != nil || got.State != to):
-					t.Fatalf("from %s: state %s err %v, want %s", from, got.State, err, to)
-				case !allowed && got.State != from:
-					t.Fatalf("from %s the item moved to %s", from, got.State)
-				case !allowed && o.noop && err != nil:
+				case o.noop && err != nil:
 					t.Fatalf("from %s: %v, want a silent no-op", from, err)
-				case !allowed && !o.noop && !errors.Is(err, ErrInvalidTransition) && !errors.Is(err, ErrStale):
-					t.Fatalf("from %s: %v, want ErrInvalidTransition or ErrStale", from, err)
+				case !o.noop && (!errors.As(err, &refused) || refused.Op != o.op || refused.State != from):
+					t.Fatalf("from %s: %v, want a *RefusedError of %s in %s", from, err, o.op, from)
+				case !o.noop && !errors.Is(err, ErrInvalidTransition):
+					t.Fatalf("from %s: %v does not match ErrInvalidTransition", from, err)
+				}
+				if after := dumpKeys(t, env.Client, s.Prefix()); after != before {
+					t.Fatalf("a refused %s changed the store:\nbefore:\n%s\nafter:\n%s", o.name, before, after)
 				}
 			})
 		}
 	}
+}
+
+// TestEveryEdgeHasOneOperation checks the labelled table: Transition accepts exactly its
+// state-changing edges, and every operation but OpEscalate (reserved) has at least one edge.
+func TestEveryEdgeHasOneOperation(t *testing.T) {
+	t.Parallel()
+	seen := map[[2]State]Op{}
+	for _, e := range Edges() {
+		if e.From == e.To {
+			if _, err := Transition(e.From, e.To); err == nil {
+				t.Errorf("Transition accepts the state-keeping edge %s of %s", e.From, e.Op)
+			}
+			continue
+		}
+		if _, err := Transition(e.From, e.To); err != nil {
+			t.Errorf("edge %s→%s of %s refused by Transition: %v", e.From, e.To, e.Op, err)
+		}
+		if prev, ok := seen[[2]State{e.From, e.To}]; ok {
+			t.Errorf("edge %s→%s labelled twice: %s and %s", e.From, e.To, prev, e.Op)
+		}
+		seen[[2]State{e.From, e.To}] = e.Op
+	}
+	for _, op := range AllOps() {
+		if len(op.Sources()) == 0 {
+			t.Errorf("operation %s has no edge", op)
+		}
+	}
+}
+
+// TestAFencedOutWorkerWritesNoEvent: once another execution took the attempt over, EmitFenced
+// with the old fence writes nothing to the item's or the deployment's log and says why.
+func TestAFencedOutWorkerWritesNoEvent(t *testing.T) {
+	t.Parallel()
+	env := redistest.New(t)
+	ctx := context.Background()
+	s := NewStore(env.Client, env.Prefix)
+	it := &Item{ID: "ev", Template: "tmpl", Goal: "g", Origin: Origin{Kind: OriginManual, Actor: "t"}}
+	if err := s.Create(ctx, it, CreateLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.AcquireLease(ctx, "ev", 1, "A", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EmitFenced(ctx, old, Event{Type: EventStep, Attempt: 1, Message: "A's step while it holds the lease"}); err != nil {
+		t.Fatalf("the holder's event: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, "ev", 1, "B", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	before := dumpKeys(t, env.Client, env.Prefix)
+	err = s.EmitFenced(ctx, old, Event{Type: EventStep, Attempt: 1, Message: "A's step after B took over"})
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("fenced-out event: %v, want ErrLeaseLost", err)
+	}
+	if after := dumpKeys(t, env.Client, env.Prefix); after != before {
+		t.Fatalf("a fenced-out event changed the store:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	evs, err := s.Events(ctx, "ev", "", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, e := range evs {
+		if e.Type == EventStep {
+			steps = append(steps, e.Message)
+		}
+	}
+	if !slices.Equal(steps, []string{"A's step while it holds the lease"}) {
+		t.Fatalf("step events %q", steps)
+	}
+}
+
+// dumpKeys renders every key under prefix with its type and value, sorted, so two dumps are
+// equal exactly when nothing under the prefix changed (TTLs are not compared).
+func dumpKeys(t *testing.T, c *redis.Client, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	var keys []string
+	iter := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		typ, err := c.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		switch typ {
+		case "string":
+			v, err = c.Get(ctx, k).Result()
+		case "hash":
+			v, err = c.HGetAll(ctx, k).Result()
+		case "set":
+			var m []string
+			m, err = c.SMembers(ctx, k).Result()
+			sort.Strings(m)
+			v = m
+		case "zset":
+			v, err = c.ZRangeWithScores(ctx, k, 0, -1).Result()
+		case "list":
+			v, err = c.LRange(ctx, k, 0, -1).Result()
+		case "stream":
+			v, err = c.XRange(ctx, k, "-", "+").Result()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s %v\n", strings.TrimPrefix(k, prefix), typ, v)
+	}
+	return b.String()
 }

@@ -44,14 +44,9 @@ func (s State) Terminal() bool {
 // Open reports whether the item still counts against its template's max_open.
 func (s State) Open() bool { return s.Valid() && !s.Terminal() }
 
-// edges is the whole state machine: from → allowed targets.
-var edges = map[State][]State{
-	StateQueued:    {StateRunning, StateEscalated, StateFailed, StateCancelled},
-	StateRunning:   {StateVerifying, StateEscalated, StateFailed, StateCancelled},
-	StateVerifying: {StateClosed, StateRetryWait, StateEscalated, StateFailed, StateCancelled},
-	StateRetryWait: {StateQueued, StateEscalated, StateCancelled},
-	StateEscalated: {StateQueued, StateClosed, StateCancelled},
-}
+// edges is the state machine as Transition checks it: from → allowed targets, read from the
+// labelled table machine (ops.go), where every edge names the operation that takes it.
+var edges = edgeMap()
 
 // ErrInvalidTransition is matched (errors.Is) by every *TransitionError.
 var ErrInvalidTransition = errors.New("invalid state transition")

@@ -9,8 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The named transitions of an item. Each is one atomic Update; the fenced ones are refused with
-// ErrLeaseLost when another worker holds a newer epoch on the attempt.
+// The named transitions of an item. Each is one atomic Update that takes its legal source states
+// from the labelled edge table (machine, ops.go) and refuses any other with a *RefusedError
+// before writing; the fenced ones are refused with ErrLeaseLost when another worker holds a newer
+// epoch on the attempt.
 
 // StartAttempt moves a queued item to running under the fence, or, when the attempt is already
 // running (a worker died or yielded), records a resume. It returns the item and whether this is a
@@ -18,27 +20,28 @@ import (
 func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Item, bool, error) {
 	resumed := false
 	it, err := s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
-		a := it.Current()
-		if it.Attempt != f.Attempt || a == nil {
-			return nil, fmt.Errorf("workitems: item %s is at attempt %d, not %d: %w", it.ID, it.Attempt, f.Attempt, ErrStale)
+		resumed = false
+		op := OpStart
+		if OpResume.From(it.State) {
+			op = OpResume
 		}
+		if err := guard(op, it, f.Attempt); err != nil {
+			return nil, err
+		}
+		a := it.Current()
 		a.Worker, a.Epoch = worker, f.Epoch
-		switch it.State {
-		case StateQueued:
-			if err := it.SetState(StateRunning); err != nil {
+		if op == OpStart {
+			if err := take(op, it, StateRunning); err != nil {
 				return nil, err
 			}
 			a.State, a.StartedAt = AttemptRunning, s.now().UTC()
 			return []Event{{Type: EventAttemptStarted, Attempt: a.N, Actor: worker,
 				Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "changed": strings.Join(a.Changed, ",")}}}, nil
-		case StateRunning, StateVerifying:
-			resumed = true
-			a.Resumes++
-			return []Event{{Type: EventAttemptResumed, Attempt: a.N, Actor: worker,
-				Message: "resumed from the last checkpoint", Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "phase": string(it.State)}}}, nil
-		default:
-			return nil, fmt.Errorf("workitems: item %s is %s: %w", it.ID, it.State, ErrStale)
 		}
+		resumed = true
+		a.Resumes++
+		return []Event{{Type: EventAttemptResumed, Attempt: a.N, Actor: worker,
+			Message: "resumed from the last checkpoint", Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "phase": string(it.State)}}}, nil
 	})
 	return it, resumed, err
 }
@@ -88,10 +91,10 @@ func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*It
 		if err := read(tx); err != nil {
 			return nil, err
 		}
-		a := it.Current()
-		if it.Attempt != f.Attempt || a == nil || it.State != StateRunning {
-			return nil, fmt.Errorf("workitems: item %s: exit for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		if err := guard(OpExit, it, f.Attempt); err != nil {
+			return nil, err
 		}
+		a := it.Current()
 		template = it.Template
 		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.now().UTC(), AttemptVerifying, workspace
 		if restarted {
@@ -104,7 +107,7 @@ func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*It
 		delta := spend.Sub(a.Spend) // a.Spend holds what earlier exits of a resumed attempt charged (none today)
 		a.Spend = spend
 		it.Spend = it.Spend.Add(delta)
-		if err := it.SetState(StateVerifying); err != nil {
+		if err := take(OpExit, it, StateVerifying); err != nil {
 			return nil, err
 		}
 		data := map[string]string{"reason": string(exit.Reason), "cost_usd": fmt.Sprintf("%.4f", spend.CostUSD),
@@ -132,10 +135,10 @@ func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*It
 // with the decision's condition, which must differ from the last one) or escalate.
 func (s *Store) RecordDecision(ctx context.Context, f *Fence, d Decision, v *Verdict) (*Item, error) {
 	return s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
-		a := it.Current()
-		if it.Attempt != f.Attempt || a == nil || it.State != StateVerifying {
-			return nil, fmt.Errorf("workitems: item %s: decision for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		if err := guard(OpDecide, it, f.Attempt); err != nil {
+			return nil, err
 		}
+		a := it.Current()
 		if d.At.IsZero() {
 			d.At = s.now().UTC()
 		}
@@ -160,20 +163,20 @@ func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error)
 		Data: map[string]string{"outcome": string(d.Outcome), "rule": d.Rule, "reasons": strings.Join(d.Reasons, "; ")}}}
 	switch d.Outcome {
 	case OutcomeClose:
-		return evs, it.SetState(StateClosed)
+		return evs, take(OpDecide, it, StateClosed)
 	case OutcomeRetry:
 		next := Attempt{N: a.N + 1, Condition: *d.Next, Changed: d.Next.Changes(a.Condition), State: AttemptQueued}
 		it.Attempts = append(it.Attempts, next)
 		it.Attempt = next.N
 		evs = append(evs, Event{Type: EventStep, Attempt: next.N, Message: "retry with a changed condition",
 			Data: map[string]string{"kind": "retry_planned", "changed": strings.Join(next.Changed, ",")}})
-		return evs, it.SetState(StateRetryWait)
+		return evs, take(OpDecide, it, StateRetryWait)
 	case OutcomeEscalate:
 		it.Escalation = &Escalation{Reason: d.Rule, Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
 			At: d.At, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
 		evs = append(evs, Event{Type: EventEscalated, Attempt: a.N, Message: it.Escalation.Summary,
 			Data: map[string]string{"reason": d.Rule}})
-		return evs, it.SetState(StateEscalated)
+		return evs, take(OpDecide, it, StateEscalated)
 	}
 	return nil, fmt.Errorf("workitems: item %s: decision outcome %q is not close, retry or escalate", it.ID, d.Outcome)
 }
@@ -207,14 +210,20 @@ func firstNonEmpty(s ...string) string {
 }
 
 // MarkQueued moves an item waiting to retry to queued once its next attempt's task is enqueued.
-// It is a no-op for an item already past that point.
+// It is a no-op for an item already past that point (another attempt, or a state OpMarkQueued
+// does not start from): it writes nothing then, and returns the item as it is.
 func (s *Store) MarkQueued(ctx context.Context, id string, n int) (*Item, error) {
-	return s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
-		if it.Attempt != n || it.State != StateRetryWait {
-			return nil, nil
+	it, err := s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
+		if err := guard(OpMarkQueued, it, n); err != nil {
+			return nil, err
 		}
-		return nil, it.SetState(StateQueued)
+		return nil, take(OpMarkQueued, it, StateQueued)
 	})
+	var refused *RefusedError
+	if errors.As(err, &refused) && refused.Op == OpMarkQueued {
+		return s.Get(ctx, id)
+	}
+	return it, err
 }
 
 // ErrNoChange is returned for a retry that would run exactly as the last attempt.
@@ -235,21 +244,21 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 			Data: map[string]string{"action": string(r.Action)}}
 		switch r.Action {
 		case ResolveCancel:
-			if it.State.Terminal() {
-				return nil, &TransitionError{From: it.State, To: StateCancelled}
+			if err := guard(OpCancel, it, 0); err != nil {
+				return nil, err
 			}
 			it.CancelReq = true
 			it.Resolution = append(it.Resolution, r)
-			return []Event{ev}, it.SetState(StateCancelled)
+			return []Event{ev}, take(OpCancel, it, StateCancelled)
 		case ResolveClose:
-			if it.State != StateEscalated {
-				return nil, fmt.Errorf("workitems: resolve %s: close: %w", id, &TransitionError{From: it.State, To: StateClosed})
+			if err := guard(OpResolveClose, it, 0); err != nil {
+				return nil, err
 			}
 			it.Resolution = append(it.Resolution, r)
-			return []Event{ev}, it.SetState(StateClosed)
+			return []Event{ev}, take(OpResolveClose, it, StateClosed)
 		case ResolveRetry:
-			if it.State != StateEscalated {
-				return nil, fmt.Errorf("workitems: resolve %s: retry: %w", id, &TransitionError{From: it.State, To: StateQueued})
+			if err := guard(OpResolveRetry, it, 0); err != nil {
+				return nil, err
 			}
 			prev := it.Current()
 			cond := Condition{}
@@ -273,7 +282,7 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 			it.Resolution = append(it.Resolution, r)
 			it.Escalation = nil
 			ev.Data["changed"] = strings.Join(next.Changed, ",")
-			return []Event{ev}, it.SetState(StateQueued)
+			return []Event{ev}, take(OpResolveRetry, it, StateQueued)
 		}
 		return nil, fmt.Errorf("workitems: resolve %s: action %q is not one of %v", id, r.Action, AllResolutionActions())
 	})
@@ -292,6 +301,9 @@ func raise(b, o Budget) Budget {
 // Fail moves an item to failed (an invariant broke: e.g. its template is gone).
 func (s *Store) Fail(ctx context.Context, id string, f *Fence, reason string) (*Item, error) {
 	return s.Update(ctx, id, f, func(it *Item) ([]Event, error) {
-		return []Event{{Type: EventWarning, Attempt: it.Attempt, Message: reason}}, it.SetState(StateFailed)
+		if err := guard(OpFail, it, 0); err != nil {
+			return nil, err
+		}
+		return []Event{{Type: EventWarning, Attempt: it.Attempt, Message: reason}}, take(OpFail, it, StateFailed)
 	})
 }

@@ -153,10 +153,10 @@ func (s *Store) RecordWorkspace(ctx context.Context, f *Fence, base WorkspaceBas
 		return nil, fmt.Errorf("workitems: workspace of %s attempt %d: base without commit or tree", f.Item, f.Attempt)
 	}
 	return s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
-		a := it.Current()
-		if it.Attempt != f.Attempt || a == nil || it.State != StateRunning {
-			return nil, fmt.Errorf("workitems: item %s: workspace for attempt %d in state %s: %w", it.ID, f.Attempt, it.State, ErrStale)
+		if err := guard(OpRecordWorkspace, it, f.Attempt); err != nil {
+			return nil, err
 		}
+		a := it.Current()
 		data := map[string]string{"commit": base.Commit, "kind": string(base.Kind), "host": base.Host}
 		if base.Mirror != "" {
 			data["mirror"] = base.Mirror

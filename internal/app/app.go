@@ -227,9 +227,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
-	a.Loops.Register("agent", agentloop.New(agentloop.WithProviderFactory(
+	// The agent loop waits out model retries on the app's one clock, and its providers read
+	// Retry-After dates against it.
+	a.Loops.Register("agent", agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
 		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
-			p, err := model.New(pc, name, os.Getenv, nil)
+			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock.Now))
 			if err != nil {
 				return nil, err
 			}
@@ -238,6 +240,12 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Loops.Register("exec", execloop.New())
 	for k, l := range o.Loops {
 		a.Loops.Register(k, l)
+	}
+	// The registry owns the loop kinds and their settings' checks: a template of a kind this
+	// process registered (and only those) is valid here.
+	if err := o.Config.ValidateLoops(a.Loops); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: config: %w", err)
 	}
 	return a, nil
 }

@@ -2,13 +2,17 @@ package benchmark
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"outerloop/internal/redistest"
+	"outerloop/worker/proc"
 )
 
 func env(b *testing.B) Env {
@@ -56,9 +60,14 @@ func smallRepo(tb testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	proc.MaybeGuard() // the runner re-executes this binary as its guard
 	code := m.Run()
 	if repoDir != "" {
 		os.RemoveAll(repoDir)
+	}
+	if err := goleak.Find(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
 	}
 	os.Exit(code)
 }

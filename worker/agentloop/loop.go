@@ -35,6 +35,7 @@ type ProviderFactory func(cfg workitems.ProviderConfig, name string) (model.Prov
 // runtime.
 type Loop struct {
 	providers  ProviderFactory
+	clock      workitems.Clock // the one clock: retry waits and the default providers' Retry-After dates
 	sleep      func(ctx context.Context, d time.Duration) error
 	jitter     func() float64
 	maxRetries int
@@ -56,7 +57,13 @@ func WithProvider(p model.Provider) Option {
 	return WithProviderFactory(func(workitems.ProviderConfig, string) (model.Provider, error) { return p, nil })
 }
 
-// WithSleep sets how the loop waits between model retries (tests record instead of sleeping).
+// WithClock sets the one clock the loop waits on between model retries and that the default
+// provider factory reads Retry-After dates against (default the system clock). A factory set with
+// WithProviderFactory should pass the same clock to model.New (model.WithClock).
+func WithClock(c workitems.Clock) Option { return func(l *Loop) { l.clock = c } }
+
+// WithSleep sets how the loop waits between model retries (tests record instead of sleeping);
+// it overrides the clock's wait.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	return func(l *Loop) { l.sleep = sleep }
 }
@@ -82,7 +89,7 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 // New returns an agent loop.
 func New(opts ...Option) *Loop {
 	l := &Loop{
-		sleep:      sleepCtx,
+		clock:      workitems.SystemClock{},
 		jitter:     func() float64 { return 0.9 + rand.Float64()*0.2 },
 		maxRetries: DefaultMaxRetries,
 		wrapUpAt:   DefaultWrapUpAt,
@@ -90,24 +97,28 @@ func New(opts ...Option) *Loop {
 		lookupEnv:  os.LookupEnv,
 	}
 	l.providers = func(cfg workitems.ProviderConfig, name string) (model.Provider, error) {
-		return model.New(cfg, name, os.Getenv, http.DefaultClient)
+		return model.New(cfg, name, os.Getenv, http.DefaultClient, model.WithClock(l.clock.Now))
 	}
 	for _, o := range opts {
 		o(l)
+	}
+	if l.sleep == nil {
+		l.sleep = clockSleep(l.clock)
 	}
 	return l
 }
 
 var _ worker.InnerLoop = (*Loop)(nil)
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+// clockSleep waits d on c, or until ctx ends.
+func clockSleep(c workitems.Clock) func(ctx context.Context, d time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.After(d):
+			return nil
+		}
 	}
 }
 

@@ -1,0 +1,14 @@
+package redisconn
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"outerloop/worker/proc"
+)
+
+func TestMain(m *testing.M) {
+	proc.MaybeGuard() // the runner re-executes this binary as its guard
+	goleak.VerifyTestMain(m)
+}
