@@ -168,13 +168,17 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// LoadConfig reads and validates a config file.
-func LoadConfig(path string) (*Config, error) {
+// LoadConfig reads and validates a config file (with the built-in loop kinds).
+func LoadConfig(path string) (*Config, error) { return LoadConfigWith(path, nil) }
+
+// LoadConfigWith is LoadConfig validating loops with the kinds of loops (nil: built-in): a
+// reload checks the new file against the loops the process has registered.
+func LoadConfigWith(path string, loops LoopRegistry) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
-	cfg, err := ParseConfig(b)
+	cfg, err := ParseConfigWith(b, loops)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
