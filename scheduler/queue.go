@@ -242,6 +242,15 @@ func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, er
 					// A live task delivers the item; an archived one (retries used up) would
 					// strand it: EnqueueAttempt replaces it.
 					info, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(it.ID, it.Attempt))
+					if err == nil && info.State == asynq.TaskStateActive {
+						// Taken by a worker that has not started the attempt: it may have died.
+						if ok, err := q.redeliverTaken(ctx, it); err != nil {
+							q.log.Warn("reconcile: enqueue failed; the next pass tries again", "item", it.ID, "attempt", it.Attempt, "err", err)
+						} else if ok {
+							n++
+						}
+						continue
+					}
 					if err == nil && info.State != asynq.TaskStateArchived {
 						continue
 					}

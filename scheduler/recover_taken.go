@@ -68,3 +68,35 @@ func (q *Queue) recoverTaken(ctx context.Context, it *workitems.Item, a *workite
 		Message: fmt.Sprintf("recovery of epoch %d enqueued again: its task was taken by a worker that holds no lease", epoch)})
 	return true, nil
 }
+
+// redeliverTaken handles a queued item (older than reconcile's age) whose attempt task asynq
+// holds as active while nobody holds the attempt's lease: a worker dequeued it and has not
+// started the attempt, and may have died doing so, when asynq would redeliver the task only
+// after its own 30 s lease and one-minute sweep. As recoverTaken does for a recovery task, it
+// enqueues a recovery task for the attempt once per RecoverAgainEvery: the first execution to
+// take the lease starts the attempt, and a recovery task that finds it held is dropped. It
+// reports whether it enqueued one.
+func (q *Queue) redeliverTaken(ctx context.Context, it *workitems.Item) (bool, error) {
+	a := it.Current()
+	if a == nil {
+		return false, fmt.Errorf("scheduler: item %s has no attempt %d", it.ID, it.Attempt)
+	}
+	held, epoch, err := q.store.LeaseHeld(ctx, it.ID, it.Attempt)
+	if err != nil || held {
+		return false, err
+	}
+	window := q.clock.Now().Unix() / int64(RecoverAgainEvery/time.Second)
+	again := workitems.RecoverTaskID(it.ID, a.N, epoch) + "~" + strconv.FormatInt(window, 10)
+	_, err = q.client.EnqueueContext(ctx, q.recoveryTask(it, a, again))
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("scheduler: enqueue %s: %w", again, err)
+	}
+	q.log.Info("reconcile: the attempt's task is active but nobody started the attempt; enqueued again",
+		"item", it.ID, "attempt", a.N, "task", again)
+	_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: a.N,
+		Message: "attempt task enqueued again: its task was taken by a worker that did not start the attempt"})
+	return true, nil
+}
