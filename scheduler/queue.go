@@ -250,6 +250,15 @@ func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, er
 					// A live task delivers the item; an archived one (retries used up) would
 					// strand it: EnqueueAttempt replaces it.
 					info, err := q.inspector.GetTaskInfo(q.queue, workitems.TaskID(it.ID, it.Attempt))
+					if err == nil && info.State == asynq.TaskStateActive {
+						// Taken by a worker that has not started the attempt: it may have died.
+						if ok, err := q.redeliverTaken(ctx, it); err != nil {
+							q.log.Warn("reconcile: enqueue failed; the next pass tries again", "item", it.ID, "attempt", it.Attempt, "err", err)
+						} else if ok {
+							n++
+						}
+						continue
+					}
 					if err == nil && info.State != asynq.TaskStateArchived {
 						continue
 					}
@@ -344,18 +353,13 @@ func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error
 	if a == nil {
 		return false, fmt.Errorf("scheduler: item %s has no attempt %d", it.ID, it.Attempt)
 	}
-	body, _ := json.Marshal(workitems.TaskPayload{Item: it.ID, Attempt: a.N, Recover: true})
-	task := asynq.NewTask(workitems.TaskTypeAttempt, body,
-		asynq.TaskID(workitems.RecoverTaskID(it.ID, a.N, epoch)),
-		asynq.Queue(q.queue),
-		asynq.Timeout(it.AttemptBudget(a.Condition).WallTime.D()+TaskMargin),
-		asynq.MaxRetry(q.maxRetry))
+	task := q.recoveryTask(it, a, workitems.RecoverTaskID(it.ID, a.N, epoch))
 	_, err = q.client.EnqueueContext(ctx, task)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		// Enqueued by another worker's pass (or by ours, earlier); an archived one would block
-		// this epoch's recovery forever.
-		return false, q.unblockArchived(ctx, task, workitems.RecoverTaskID(it.ID, a.N, epoch))
+		// this epoch's recovery forever, an orphaned active one for asynq's 60-120 s.
+		return q.recoverTaken(ctx, it, a, epoch, task)
 	case err != nil:
 		return false, fmt.Errorf("scheduler: enqueue recovery of %s attempt %d: %w", it.ID, a.N, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	mathrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"outerloop/workitems"
@@ -30,6 +31,7 @@ type fencedCheckpointer struct {
 	clock  workitems.Clock     // paces retries of a failed write (default: the system clock)
 	log    *slog.Logger        // a failed write being retried (default: slog.Default)
 	steer  *steerSource        // nil: the loop takes no steer input through this checkpointer
+	seq    atomic.Int64        // numbers this execution's writes: each write's token (workitems.CheckpointToken)
 }
 
 // charge is where an attempt's spend is charged, and what has been so far.
@@ -129,9 +131,12 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 // write writes w, retrying a failed write with backoff for as long as ctx lives: a Redis
 // blip pauses the loop instead of ending the attempt. Only a lost lease (the fence refused the
 // write: another execution holds the attempt) or the end of ctx (the heartbeat cancels it when
-// the lease is taken over; a person's cancel; shutdown) stops it. Rewriting is safe: the state
-// and snapshot are replaced and the charge only rises to the spend given.
+// the lease is taken over; a person's cancel; shutdown) stops it. Rewriting is safe: every try
+// carries the write's token, so one Redis already ran writes nothing again.
 func (c *fencedCheckpointer) write(ctx context.Context, w workitems.CheckpointWrite) (workitems.Charged, error) {
+	// One token for every try of this write: a try whose reply was lost after Redis ran it
+	// (go-redis's own retry, or ours) is then applied once, so its history is not appended twice.
+	w.Token = workitems.CheckpointToken(c.fence, c.seq.Add(1))
 	clock := c.clock
 	if clock == nil {
 		clock = workitems.SystemClock{}

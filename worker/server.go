@@ -110,14 +110,16 @@ func (s *Server) Start() error {
 }
 
 // isFailure says which handler outcomes count against a task's MaxRetry. A yield, a held
-// lease and a crash (asynq's lease expired: the worker died or lost Redis) are not the
-// attempt's fault, so crash recovery is never capped by the retry count.
+// lease, a crash (asynq's lease expired: the worker died or lost Redis) and Redis being
+// unavailable for a moment are not the attempt's fault, so crash recovery is never capped by
+// the retry count.
 func isFailure(err error) bool {
-	return !errors.Is(err, ErrYield) && !errors.Is(err, workitems.ErrLeaseHeld) && !errors.Is(err, asynq.ErrLeaseExpired)
+	return !errors.Is(err, ErrYield) && !errors.Is(err, workitems.ErrLeaseHeld) && !errors.Is(err, asynq.ErrLeaseExpired) &&
+		!redisUnavailable(err)
 }
 
-// retryDelay is when asynq tries a task again: soon after a yield or a held lease, at once
-// after a crash (no backoff: a crash is not the attempt's fault, and the attempt lease, not
+// retryDelay is when asynq tries a task again: soon after a yield, a held lease or a Redis
+// blip (RedisBlipRetryDelay), at once after a crash (no backoff: a crash is not the attempt's fault, and the attempt lease, not
 // this delay, keeps two executions apart), and with asynq's backoff after a real failure.
 func retryDelay(n int, err error, t *asynq.Task) time.Duration {
 	switch {
@@ -127,6 +129,8 @@ func retryDelay(n int, err error, t *asynq.Task) time.Duration {
 		return 5 * time.Second
 	case errors.Is(err, asynq.ErrLeaseExpired):
 		return 0
+	case redisUnavailable(err):
+		return RedisBlipRetryDelay
 	}
 	return asynq.DefaultRetryDelayFunc(n, err, t)
 }

@@ -43,6 +43,9 @@ func (k keys) ckpt(id string, n int) string  { return fmt.Sprintf("%sckpt:%s:%d"
 func (k keys) hist(id string, n int) string  { return fmt.Sprintf("%shist:%s:%d", k.p, id, n) }
 func (k keys) snap(id string, n int) string  { return fmt.Sprintf("%ssnap:%s:%d", k.p, id, n) } // workspace diff
 
+// ckptToken holds the token of attempt n's last applied checkpoint write (a retry's dedup).
+func (k keys) ckptToken(id string, n int) string { return fmt.Sprintf("%sckpttok:%s:%d", k.p, id, n) }
+
 // charged is a hash of what an attempt's checkpoints charged (charge.go's spendFields).
 func (k keys) charged(id string, n int) string { return fmt.Sprintf("%scharged:%s:%d", k.p, id, n) }
 
@@ -58,7 +61,7 @@ func (k keys) delivered(template string) string { return k.p + "delivered:" + te
 func (k keys) ofItem(id string, attempts int) []string {
 	out := []string{k.item(id), k.events(id), k.steer(id)}
 	for n := 1; n <= attempts; n++ {
-		out = append(out, k.epoch(id, n), k.lease(id, n), k.ckpt(id, n), k.hist(id, n), k.patch(id, n), k.snap(id, n), k.charged(id, n))
+		out = append(out, k.epoch(id, n), k.lease(id, n), k.ckpt(id, n), k.hist(id, n), k.patch(id, n), k.snap(id, n), k.charged(id, n), k.ckptToken(id, n))
 	}
 	return out
 }

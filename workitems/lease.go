@@ -69,22 +69,31 @@ return 0
 //	ARGV[5] "1" to clear the history before appending,
 //	ARGV[6] "1" to charge, ARGV[7..14] the spend so far (spendFields order), ARGV[15] daily cost
 //	key TTL in seconds, ARGV[16] how many steer inputs this checkpoint holds (removed from the
-//	head of the steer list), ARGV[17..] history entries
+//	head of the steer list), ARGV[17] the write's token ("" for none), ARGV[18..] history
+//	entries; KEYS[8] the attempt's last applied token
+//
+// A write whose token is the last one applied is a retry of a write Redis already ran (its
+// reply was lost): the state, snapshot, steer and history are left as they are, so its history
+// entries are not appended twice; the charge is rerun (it only rises, so it charges nothing
+// more).
 //
 // Returns {history length, the charged fields after, before} ({n} without a charge), or {-1}
 // when the epoch is stale (then nothing is written or charged).
 var saveCheckpoint = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
-redis.call('SET', KEYS[2], ARGV[2])
-if ARGV[3] == 'set' then
-  redis.call('SET', KEYS[4], ARGV[4])
-elseif ARGV[3] == 'del' then
-  redis.call('DEL', KEYS[4])
+if ARGV[17] == '' or redis.call('GET', KEYS[8]) ~= ARGV[17] then
+  redis.call('SET', KEYS[2], ARGV[2])
+  if ARGV[3] == 'set' then
+    redis.call('SET', KEYS[4], ARGV[4])
+  elseif ARGV[3] == 'del' then
+    redis.call('DEL', KEYS[4])
+  end
+  if ARGV[5] == '1' then redis.call('DEL', KEYS[3]) end
+  local taken = tonumber(ARGV[16]) or 0
+  if taken > 0 then redis.call('LTRIM', KEYS[7], taken, -1) end
+  for i = 18, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+  if ARGV[17] ~= '' then redis.call('SET', KEYS[8], ARGV[17]) end
 end
-if ARGV[5] == '1' then redis.call('DEL', KEYS[3]) end
-local taken = tonumber(ARGV[16]) or 0
-if taken > 0 then redis.call('LTRIM', KEYS[7], taken, -1) end
-for i = 17, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
 local n = redis.call('LLEN', KEYS[3])
 if ARGV[6] ~= '1' then return {n} end
 local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
@@ -173,6 +182,17 @@ type CheckpointWrite struct {
 	// holds; they leave the queue in the same write, so a crash before it keeps them queued
 	// and one after it finds them in the checkpoint.
 	SteerTaken int
+	// Token, when set, makes the write idempotent: a write with the token the attempt's last
+	// applied write had is a retry whose reply was lost after Redis ran it, and writes nothing
+	// again (its history is not appended twice). A writer gives each write a new token, unique
+	// within the attempt (CheckpointToken), and reuses it only when it retries that write.
+	Token string
+}
+
+// CheckpointToken is the token of a fenced execution's seq-th checkpoint write: unique within
+// the attempt, because every execution has its own epoch.
+func CheckpointToken(f *Fence, seq int64) string {
+	return strconv.FormatInt(f.Epoch, 10) + ":" + strconv.FormatInt(seq, 10)
 }
 
 // WriteCheckpoint writes w in one fenced Lua call: the state, the history and the workspace
@@ -205,13 +225,14 @@ func (s *Store) WriteChargedCheckpoint(ctx context.Context, f *Fence, w Checkpoi
 	} else {
 		args = append(args, "", 0, 0, 0, 0, 0, 0, 0, 0)
 	}
-	args = append(args, int64(dailyCostTTL.Seconds()), w.SteerTaken)
+	args = append(args, int64(dailyCostTTL.Seconds()), w.SteerTaken, w.Token)
 	for _, h := range w.History {
 		args = append(args, h)
 	}
 	res, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
 		s.k.hist(f.Item, f.Attempt), s.k.snap(f.Item, f.Attempt), s.k.charged(f.Item, f.Attempt),
-		s.k.dailyCost(template, s.now().UTC().Format(time.DateOnly)), s.k.steer(f.Item)}, args...).Slice()
+		s.k.dailyCost(template, s.now().UTC().Format(time.DateOnly)), s.k.steer(f.Item),
+		s.k.ckptToken(f.Item, f.Attempt)}, args...).Slice()
 	if err != nil {
 		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
 	}

@@ -49,7 +49,8 @@ type chaosWorker struct {
 	id     string
 	dir    string // its own work dir: a fresh incarnation is like another host
 	cmd    *exec.Cmd
-	killed time.Time
+	killed time.Time // the SIGKILL was sent
+	gone   time.Time // its exit was seen (reaped): it is dead, its files closed
 }
 
 // newChaos writes a script template of steps steps of stepSleep each, whose steps log their
@@ -113,7 +114,11 @@ func (c *chaos) startWorker() *chaosWorker {
 	c.mu.Unlock()
 	w := &chaosWorker{id: id, dir: filepath.Join(c.t.TempDir(), id)}
 	w.cmd = exec.Command(c.bin, c.args("--workdir", w.dir, "worker", "--id", id, "--concurrency", "2", "--lease-ttl", c.lease)...)
-	logf, err := os.Create(filepath.Join(c.t.TempDir(), id+".log"))
+	logDir := c.t.TempDir()
+	if d := os.Getenv("OUTERLOOP_CHAOS_LOGS"); d != "" {
+		logDir = d // kept after the test, to read what the workers did
+	}
+	logf, err := os.Create(filepath.Join(logDir, id+".log"))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -135,6 +140,7 @@ func (c *chaos) kill(w *chaosWorker) time.Time {
 	}
 	w.killed = time.Now()
 	_ = w.cmd.Wait()
+	w.gone = time.Now()
 	c.mu.Lock()
 	delete(c.workers, w.id)
 	c.dead = append(c.dead, w)
@@ -298,7 +304,7 @@ func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
 	s := c.store()
 	deadline := time.Now().Add(timeout)
 	var stuck []string
-	resumes := 0
+	resumes, allReruns := 0, 0
 	for _, id := range ids {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		it, err := s.WaitFor(ctx, id, workitems.InState(workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed, workitems.StateCancelled))
@@ -317,6 +323,7 @@ func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
 		for _, n := range l.starts[id] {
 			reruns += n - 1
 		}
+		allReruns += reruns
 		// A takeover re-runs at most the step that was in flight; re-running a checkpointed step
 		// would show as more re-runs than takeovers.
 		if takeovers := int(a.Epoch) - 1; reruns > takeovers {
@@ -328,44 +335,54 @@ func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
 	}
 	rec := h.recoveries(c.dead)
 	sort.Slice(rec, func(i, j int) bool { return rec[i] < rec[j] })
-	// Known gap (issue 16.3, open): with Redis restarted and stopped in the middle, one recovery
-	// in about three runs has taken ~58 s — asynq's own recovery rather than ours. The bound is
-	// asserted by TestTheSameItemKilledSixTimesRecoversEveryTime; here the outliers are printed,
-	// and OUTERLOOP_CHAOS_STRICT=1 makes them fail.
-	strict := os.Getenv("OUTERLOOP_CHAOS_STRICT") != ""
+	// Every recovery is within the bound, Redis restarts and outages included. (The ~58 s
+	// outliers seen before came from asynq's backoff: a handler that met Redis down was retried
+	// after 15-74 s, and a recovery task dequeued by a worker killed before it took the lease
+	// waited for asynq's own sweep; see worker.RedisBlipRetryDelay and scheduler.RecoverAgainEvery.)
 	var maxRec time.Duration
 	for _, d := range rec {
 		if d > recoveryBound {
-			if strict {
-				t.Errorf("a recovery took %s (bound %s)", d, recoveryBound)
-			} else {
-				t.Logf("known gap: a recovery took %s (bound %s)", d, recoveryBound)
-			}
+			t.Errorf("a recovery took %s (bound %s)", d, recoveryBound)
 		}
 		maxRec = d
 	}
-	// A dead worker's step may still write in the moment between its worker's death and its
-	// guard noticing the closed pipe (a few ms); what must never happen is an effect once another
-	// execution has taken the item over — the orphan and the resumed execution running together.
+	// No step of a dead worker writes once the worker is dead (its exit seen): its guard kills
+	// the step's leader as the worker's files close, before the worker is reaped. Between the
+	// SIGKILL and the exit (the kernel tearing the worker down) a step may still write; those
+	// are counted, not failed. An effect after the item was taken over would be the orphan and
+	// the resumed execution running together.
 	l := readStepLog(t, c.log)
-	late, overlap := 0, 0
+	late, dying, overlap := 0, 0, 0
 	var lateMax time.Duration
 	for _, e := range l.ends {
 		for _, w := range c.dead {
 			if !strings.HasPrefix(e.workspace, w.dir+string(os.PathSeparator)) || !e.at.After(w.killed) {
 				continue
 			}
+			if !e.at.After(w.gone) {
+				dying++
+				continue
+			}
 			late++
-			lateMax = max(lateMax, e.at.Sub(w.killed))
+			lateMax = max(lateMax, e.at.Sub(w.gone))
+			t.Errorf("item %s: a step of dead worker %s wrote at %s, %s after the worker's exit", e.item, w.id, e.at, e.at.Sub(w.gone))
 			if r, ok := h.resumedAt(e.item, w); ok && e.at.After(r) {
 				overlap++
 				t.Errorf("item %s: a step of dead worker %s wrote at %s, after the item was resumed at %s", e.item, w.id, e.at, r)
 			}
 		}
 	}
-	t.Logf("chaos figures: %d items, %d kills, %d resumes, %d recoveries measured, median %s, max %s; "+
-		"%d step effects after their worker's death (latest %s after it), %d after the item was resumed",
-		len(ids), len(c.dead), resumes, len(rec), median(rec), maxRec, late, lateMax, overlap)
+	t.Logf("chaos figures: %d items, %d lost or stuck, %d kills, %d resumes, %d step re-runs (of the step in flight), %d recoveries measured, median %s, p95 %s, max %s; "+
+		"%d step effects between a SIGKILL and the worker's exit, %d after its exit (latest %s after it), %d after the item was resumed",
+		len(ids), len(stuck), len(c.dead), resumes, allReruns, len(rec), median(rec), percentile(rec, 95), maxRec, dying, late, lateMax, overlap)
+}
+
+// percentile returns the p-th percentile of sorted durations (nearest rank).
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, (len(d)*p+99)/100-1)]
 }
 
 func median(d []time.Duration) time.Duration {
@@ -383,9 +400,11 @@ func median(d []time.Duration) time.Duration {
 // the long variant (100 kills) and prints its figures.
 func TestChaosKilledWorkersAndRedisRestartsLoseNothing(t *testing.T) {
 	t.Parallel()
-	kills, items, lease := 10, 16, 3*time.Second
+	kills, items, lease, settle := 10, 16, 3*time.Second, 4*time.Minute
 	if os.Getenv("OUTERLOOP_CHAOS_LONG") == "1" {
-		kills, items = 100, 160
+		// Ten times the items take ten times as long on a small machine: the bound on how long
+		// they may take to close grows with them (run it with -timeout 60m).
+		kills, items, settle = 100, 160, 40*time.Minute
 	}
 	c := newChaos(t, 8, "0.4", lease)
 	for range 3 {
@@ -416,7 +435,7 @@ func TestChaosKilledWorkersAndRedisRestartsLoseNothing(t *testing.T) {
 			c.redis.Restart(t)
 		}
 	}
-	c.verdict(ids, h, 4*time.Minute)
+	c.verdict(ids, h, settle)
 }
 
 // TestTheSameItemKilledSixTimesRecoversEveryTime kills the worker that runs one item six times

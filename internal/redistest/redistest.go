@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -220,7 +221,7 @@ type Sentinel struct {
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
 	d := &Sentinel{Master: "olmaster"}
-	d.Primary = Start(t)
+	d.Primary = Start(t, "--repl-diskless-sync-delay", "0") // Redis waits 5 s by default before a replica's first sync
 	host, port, _ := net.SplitHostPort(d.Primary.Addr)
 	d.Replica = Start(t, "--replicaof", host, port)
 	bin, _ := exec.LookPath("redis-server")
@@ -268,10 +269,15 @@ func (d *Sentinel) URL() string {
 	return "redis-sentinel://" + strings.Join(addrs, ",") + "/0?master=" + d.Master
 }
 
-// Failover asks a sentinel to fail the primary over to the replica and waits until the
-// sentinels name the replica as the primary.
+// Failover waits until the replica has caught up with what the primary holds now, asks a
+// sentinel to fail the primary over to it, and waits until the sentinels name the replica as
+// the primary. Without the wait a failover right after the start promotes a replica that has
+// not finished its first sync, and everything is lost with the old primary: replication lag,
+// not what a test of the failover measures (writes in the failover's own window may still be
+// lost: replication is asynchronous).
 func (d *Sentinel) Failover(t testing.TB) {
 	t.Helper()
+	d.awaitReplicaCaughtUp(t)
 	c := redis.NewSentinelClient(&redis.Options{Addr: d.Sentinels[0].Addr})
 	defer c.Close()
 	if err := c.Failover(context.Background(), d.Master).Err(); err != nil {
@@ -287,5 +293,41 @@ func (d *Sentinel) Failover(t testing.TB) {
 			t.Fatalf("redistest: the failover did not promote %s: %v %v", d.Replica.Addr, addr, err)
 		}
 		time.Sleep(100 * time.Millisecond) // the promotion is only visible by asking
+	}
+}
+
+// awaitReplicaCaughtUp waits until the replica's link is up and its offset has reached the
+// primary's offset of the moment it is called.
+func (d *Sentinel) awaitReplicaCaughtUp(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	p := redis.NewClient(&redis.Options{Addr: d.Primary.Addr})
+	defer p.Close()
+	r := redis.NewClient(&redis.Options{Addr: d.Replica.Addr})
+	defer r.Close()
+	field := func(info, name string) string {
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	pi, err := p.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatalf("redistest: primary replication info: %v", err)
+	}
+	want, _ := strconv.ParseInt(field(pi, "master_repl_offset"), 10, 64)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ri, err := r.Info(ctx, "replication").Result()
+		got, _ := strconv.ParseInt(field(ri, "slave_repl_offset"), 10, 64)
+		if err == nil && field(ri, "master_link_status") == "up" && field(ri, "master_sync_in_progress") == "0" && got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the replica did not catch up (offset %d of %d): %v", got, want, err)
+		}
+		time.Sleep(20 * time.Millisecond) // replication progress is only visible by asking
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,8 +40,8 @@ func GuardArgv() ([]string, error) {
 // Setpgid), is the child subreaper of everything the command starts (so a process that leaves
 // the group by setsid still reparents to it), waits for the worker's go, runs the command, and
 // kills every process of the group and every descendant when the command's leader exits or
-// when its pipe to the worker closes (the worker cancelled, or died). It exits as the command
-// did.
+// when its pipe to the worker closes (the worker cancelled, or died) or the worker dies (the
+// parent-death signal). It exits as the command did.
 func guardMain(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
 		fmt.Fprintln(os.Stderr, "outerloop guard: usage: "+GuardArg+" CTLFD -- ARGV...")
@@ -54,6 +55,7 @@ func guardMain(args []string) int {
 	unix.CloseOnExec(fd)
 	ctl := os.NewFile(uintptr(fd), "ctl")
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	dead := parentDeath()
 	var b [1]byte
 	if n, _ := ctl.Read(b[:]); n != 1 {
 		return 125 // the worker went away before the command was recorded: run nothing
@@ -75,9 +77,24 @@ func guardMain(args []string) int {
 		_ = f.Close()
 	}
 	_ = os.Stdin.Close()
+	// The worker's death (or its close of the pipe) is learnt twice: the pipe's EOF and the
+	// parent-death signal. Either kills the command's leader first, in one call (it is what
+	// writes, most often), then what it started, then every process of the group.
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill() // by pidfd: never another process that took a reused pid
+			killDescendants(os.Getpid())
+			killAllButMe(time.Second)
+		})
+	}
 	go func() {
 		_, _ = io.Copy(io.Discard, ctl) // returns at EOF: the worker closed its end or died
-		killAllButMe(time.Second)
+		stop()
+	}()
+	go func() {
+		<-dead
+		stop()
 	}()
 	err = cmd.Wait()
 	killAllButMe(5 * time.Second)

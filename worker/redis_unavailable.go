@@ -1,0 +1,39 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisBlipRetryDelay is when asynq tries a task again whose handler failed because Redis was
+// unreachable or not serving for a moment (a restart, an outage, a Sentinel failover). It is
+// short and does not grow: the failure is not the attempt's, and asynq's default backoff
+// (15–44 s after the first failure, 16–74 s after the second) left the item waiting, since a
+// task asynq is about to deliver is one the recovery pass leaves alone.
+const RedisBlipRetryDelay = 2 * time.Second
+
+// redisUnavailable reports whether err is Redis being unreachable or not serving for a moment:
+// a refused, reset or closed connection, a network timeout, a server loading its data after a
+// restart, or a failover's read-only, master-down or try-again window. A context's end is not
+// (asynq's timeout, a cancel): those keep their own handling.
+func redisUnavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed):
+		return true
+	}
+	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsNoReplicasError(err)
+}
