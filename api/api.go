@@ -113,11 +113,12 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate), errors.Is(err, workitems.ErrNoPatch):
 		return http.StatusNotFound
-	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists):
+	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists), errors.Is(err, workitems.ErrMaxOpen),
+		errors.Is(err, workitems.ErrNotSteerable):
 		return http.StatusConflict
 	case errors.Is(err, workitems.ErrNoChange), errors.As(err, &ce), errors.Is(err, scheduler.ErrInvalidUTF8):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
+	case errors.Is(err, workitems.ErrDailyCap):
 		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
@@ -387,6 +388,7 @@ const (
 type CreateRequest struct {
 	Template string `json:"template"`
 	Input    string `json:"input,omitempty"`
+	Force    bool   `json:"force,omitempty"` // past the template's max_open (recorded with the actor)
 }
 
 func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
@@ -399,7 +401,7 @@ func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "template: missing")
 		return
 	}
-	it, err := s.o.Queue.Submit(r.Context(), scheduler.Request{Template: req.Template, Input: req.Input,
+	it, err := s.o.Queue.Submit(r.Context(), scheduler.Request{Template: req.Template, Input: req.Input, Force: req.Force,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: ActorFrom(r.Context())}})
 	if err != nil {
 		writeErr(w, statusOf(err), "%v", err)
@@ -486,7 +488,7 @@ func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "text: missing")
 		return
 	}
-	if err := s.store.Steer(r.Context(), r.PathValue("id"), req.Text, ActorFrom(r.Context())); err != nil {
+	if err := s.o.Queue.Steer(r.Context(), r.PathValue("id"), req.Text, ActorFrom(r.Context())); err != nil {
 		writeErr(w, statusOf(err), "%v", err)
 		return
 	}

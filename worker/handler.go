@@ -297,9 +297,11 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
 	}
-	var prior workitems.Spend
+	// An earlier execution charged at least its checkpoint's spend, and more when it was
+	// interrupted between checkpoints (running_charge.go): the resumed meter starts from both.
+	prior := ch.charged
 	if env != nil {
-		prior = env.Spend
+		prior = env.Spend.AtLeast(ch.charged)
 	}
 	budget := it.AttemptBudget(a.Condition)
 	loopBudget := budget
@@ -350,7 +352,9 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	}
 	h.o.Observer.AttemptStarted(it.Template, kind)
 	log.Info("attempt running", "loop", kind, "workspace", ws, "resumed", resumed)
+	stopCharging := h.chargeWhileRunning(ctx, cp, h.o.LeaseTTL/3)
 	exit := h.safeRun(ctx, loop, att)
+	stopCharging()
 	// A loop must never claim completion past a cap: the budget wins over the claim.
 	if exit.Reason == workitems.ExitCompleted {
 		var be *BudgetError

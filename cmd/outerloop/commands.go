@@ -24,12 +24,13 @@ import (
 
 func enqueueCmd(g *globals) *cobra.Command {
 	var input, actor string
+	var force bool
 	c := &cobra.Command{
 		Use:   "enqueue TEMPLATE",
 		Short: "Create an item of a template now (the same path as a cron tick)",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
-			it, err := a.Queue.Submit(ctx, scheduler.Request{Template: args[0], Input: input,
+			it, err := a.Queue.Submit(ctx, scheduler.Request{Template: args[0], Input: input, Force: force,
 				Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: actorName(actor)}})
 			if err != nil {
 				return err
@@ -40,6 +41,7 @@ func enqueueCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&input, "input", "", "extra context for the first attempt")
 	c.Flags().StringVar(&actor, "actor", "", "who asks (default $USER)")
+	c.Flags().BoolVar(&force, "force", false, "create it even when the template has max_open items open (recorded with the actor)")
 	return c
 }
 
@@ -430,7 +432,7 @@ func steerCmd(g *globals) *cobra.Command {
 		Short: "Queue input for an item's running agent; it appears in the agent's next model request",
 		Args:  cobra.ExactArgs(2),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
-			if err := a.Store.Steer(ctx, args[0], args[1], actorName(actor)); err != nil {
+			if err := a.Queue.Steer(ctx, args[0], args[1], actorName(actor)); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.out, "steer input queued for %s\n", args[0])

@@ -1,0 +1,89 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"outerloop/internal/fakeclock"
+	"outerloop/internal/sample"
+	"outerloop/scheduler"
+	"outerloop/worker"
+	"outerloop/workitems"
+)
+
+// interruptedTemplate: step 1 is quick; step 2 blocks the first time (touching READY1), and the
+// second time touches READY2 and waits for GO, so that a test moves the fake clock while each
+// execution is inside the step; step 3 fixes the bug.
+func interruptedTemplate(logDir, repo string) string {
+	return fmt.Sprintf(`
+  - name: interrupted
+    repo: %[3]s
+    goal: charge every execution's time
+    sandbox: {mode: off}   # the steps wait on files outside the workspace
+    loop:
+      kind: script
+      commands:
+        - "true"
+        - "if [ -f %[1]s/MARK ]; then touch %[1]s/READY2; while [ ! -f %[1]s/GO ]; do sleep 0.05; done; else touch %[1]s/MARK %[1]s/READY1; sleep 60; fi"
+        - "%[2]s"
+    done_check: {commands: ["go test -json ./..."]}
+`, logDir, sample.FixCommand, repo)
+}
+
+// An execution interrupted by SIGTERM 12 s into a step, resumed for 40 s, charges 52 s to the
+// attempt and the item: the interrupted execution's time is charged while it runs and at its
+// yield, and the resumed meter starts from it (it used to start from the last checkpoint, 0 s).
+func TestInterruptedExecutionsWallTimeIsCharged(t *testing.T) {
+	t.Parallel()
+	repo, logDir := sampleRepo(t), t.TempDir()
+	s := open(t, config(t, repo, interruptedTemplate(logDir, repo)), workitems.SystemClock{})
+	ctx := context.Background()
+	clock := fakeclock.New(time.Now())
+	withClock := func(o *worker.HandlerOptions) { o.Clock = clock }
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "interrupted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, _ := s.host(t, "h1", withClock)
+	done := make(chan error, 1)
+	go func() { done <- h1.Process(ctx, it.ID, 1) }()
+	waitFile(t, filepath.Join(logDir, "READY1"))
+	clock.Advance(12 * time.Second)
+	h1.Yield() // what SIGTERM does
+	if err := <-done; !errors.Is(err, worker.ErrYield) {
+		t.Fatalf("interrupted execution: %v", err)
+	}
+	charged, err := s.Store.ChargedSpend(ctx, it.ID, 1)
+	if err != nil || charged.WallTime.D() != 12*time.Second {
+		t.Fatalf("charged after the interrupted execution: %v (%v), want 12s", charged.WallTime, err)
+	}
+
+	h2, _ := s.host(t, "h2", withClock)
+	go func() { done <- h2.Process(ctx, it.ID, 1) }()
+	waitFile(t, filepath.Join(logDir, "READY2"))
+	clock.Advance(40 * time.Second)
+	if err := os.WriteFile(filepath.Join(logDir, "GO"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("resumed execution: %v", err)
+	}
+	got, _ := s.Store.Get(ctx, it.ID)
+	if got.State != workitems.StateClosed || got.Attempts[0].Resumes != 1 {
+		t.Fatalf("want closed after one resume: %s resumes %d %+v", got.State, got.Attempts[0].Resumes, got.Decisions)
+	}
+	if w := got.Attempts[0].Spend.WallTime.D(); w != 52*time.Second {
+		t.Errorf("attempt wall time %v, want 52s (12s interrupted + 40s resumed)", w)
+	}
+	if w := got.Spend.WallTime.D(); w != 52*time.Second {
+		t.Errorf("item wall time %v, want 52s", w)
+	}
+	if got.Attempts[0].Spend.Steps != 3 {
+		t.Errorf("steps %d, want 3", got.Attempts[0].Spend.Steps)
+	}
+}
