@@ -110,3 +110,28 @@ func TestSteerIsRefusedUnlessAnAgentLoopIsRunningOrQueued(t *testing.T) {
 		}
 	}
 }
+
+// A retry's caps in the body take the config's units as strings ("1h", "2.5") beside numbers.
+func TestResolveBudgetTakesTheConfigsUnits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	id := f.escalated(t)
+	code, m := f.do(t, "POST", "/api/items/"+id+"/resolve",
+		`{"action":"retry","input":"go on","budget":{"wall_time":"1h","cost_usd":"2.5","steps":7},"item_budget":{"wall_time":"3h"}}`, token)
+	if code != 200 {
+		t.Fatalf("resolve: %d %v", code, m)
+	}
+	it, _ := f.store.Get(context.Background(), id)
+	b := it.Attempts[1].Condition.Budget
+	if b.WallTime.D() != time.Hour || b.CostUSD != 2.5 || b.Steps != 7 || it.ItemBudget.WallTime.D() != 3*time.Hour {
+		t.Fatalf("retry caps %+v, item caps %+v", b, it.ItemBudget)
+	}
+	id = f.escalated(t)
+	code, m = f.do(t, "POST", "/api/items/"+id+"/resolve", `{"action":"retry","input":"x","budget":{"wall_time":"soon"}}`, token)
+	if msg, _ := m["error"].(string); code != 400 || !strings.Contains(msg, "wall_time") || !strings.Contains(msg, "duration") {
+		t.Fatalf("bad duration: %d %v", code, m)
+	}
+	if after, _ := f.store.Get(context.Background(), id); len(after.Attempts) != 1 || after.State != workitems.StateEscalated {
+		t.Fatalf("a refused resolve changed the item: %s, %d attempts", after.State, len(after.Attempts))
+	}
+}

@@ -414,8 +414,8 @@ func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
 type ResolveRequest struct {
 	Action     string             `json:"action"` // close | retry | cancel
 	Input      string             `json:"input,omitempty"`
-	Budget     map[string]float64 `json:"budget,omitempty"`      // per-attempt caps for the retry, by kind
-	ItemBudget map[string]float64 `json:"item_budget,omitempty"` // raised item caps, by kind
+	Budget     BudgetValues `json:"budget,omitempty"`      // per-attempt caps for the retry, by kind
+	ItemBudget BudgetValues `json:"item_budget,omitempty"` // raised item caps, by kind
 	Actor      string             `json:"actor,omitempty"`       // overrides the authenticated actor's name
 }
 

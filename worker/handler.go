@@ -297,12 +297,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
 	}
-	// An earlier execution charged at least its checkpoint's spend, and more when it was
-	// interrupted between checkpoints (running_charge.go): the resumed meter starts from both.
-	prior := ch.charged
-	if env != nil {
-		prior = env.Spend.AtLeast(ch.charged)
-	}
+	prior := resumedSpend(env, ch.charged)
 	budget := it.AttemptBudget(a.Condition)
 	loopBudget := budget
 	loopBudget.WallTime -= budget.VerifyReserve // kept back for the done check

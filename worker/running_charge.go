@@ -63,3 +63,17 @@ func (h *Handler) chargeWhileRunning(ctx context.Context, cp *fencedCheckpointer
 		}
 	}
 }
+
+// resumedSpend is what a resumed execution's meter starts from: the checkpoint's spend, with the
+// wall time an interrupted execution ran past its last checkpoint (charged while it ran). The
+// counts stay the checkpoint's: the loop repeats from there what it had not checkpointed, and
+// counts it again, while the charged record keeps what the interrupted run spent, so the
+// template's daily cost never counts it twice.
+func resumedSpend(env *envelope, charged workitems.Spend) workitems.Spend {
+	var s workitems.Spend
+	if env != nil {
+		s = env.Spend
+	}
+	s.WallTime = max(s.WallTime, charged.WallTime)
+	return s
+}

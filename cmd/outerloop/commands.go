@@ -386,7 +386,7 @@ func resolveCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&doRetry, "retry", false, "run another attempt")
 	c.Flags().BoolVar(&doCancel, "cancel", false, "cancel the item")
 	c.Flags().StringVar(&input, "input", "", "with --retry: your answer or hint for the next attempt")
-	c.Flags().StringArrayVar(&budgets, "budget", nil, "with --retry: raise a cap, KIND=N (cost_usd=10, wall_time=3600, item.cost_usd=30)")
+	c.Flags().StringArrayVar(&budgets, "budget", nil, "with --retry: raise a cap, KIND=VALUE in the config's units (cost_usd=2.5, wall_time=1h, item.cost_usd=30)")
 	c.Flags().StringVar(&actor, "actor", "", "who resolves (default $USER)")
 	return c
 }
@@ -406,11 +406,18 @@ func resolveRequest(doClose, doRetry, doCancel bool, input string, budgets []str
 	}
 	for _, kv := range budgets {
 		k, v, ok := strings.Cut(kv, "=")
-		f, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil {
-			return req, fmt.Errorf("--budget %q: want KIND=NUMBER", kv)
+		if !ok {
+			return req, fmt.Errorf("--budget %q: want KIND=VALUE (wall_time=1h, cost_usd=2.5)", kv)
 		}
-		if item, ok := strings.CutPrefix(k, "item."); ok {
+		item, isItem := strings.CutPrefix(k, "item.")
+		if isItem {
+			k = item
+		}
+		f, err := workitems.ParseBudgetValue(workitems.BudgetKind(k), v)
+		if err != nil {
+			return req, fmt.Errorf("--budget %q: %w", kv, err)
+		}
+		if isItem {
 			if req.ItemBudget == nil {
 				req.ItemBudget = map[string]float64{}
 			}
