@@ -412,11 +412,11 @@ func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
 
 // ResolveRequest is the body of POST /api/items/{id}/resolve.
 type ResolveRequest struct {
-	Action     string             `json:"action"` // close | retry | cancel
-	Input      string             `json:"input,omitempty"`
+	Action     string       `json:"action"` // close | retry | cancel
+	Input      string       `json:"input,omitempty"`
 	Budget     BudgetValues `json:"budget,omitempty"`      // per-attempt caps for the retry, by kind
 	ItemBudget BudgetValues `json:"item_budget,omitempty"` // raised item caps, by kind
-	Actor      string             `json:"actor,omitempty"`       // overrides the authenticated actor's name
+	Actor      string       `json:"actor,omitempty"`       // overrides the authenticated actor's name
 }
 
 // ParseBudget turns {kind: value} into a Budget, naming a bad kind or value.
