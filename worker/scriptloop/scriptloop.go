@@ -112,6 +112,9 @@ func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		case r.Err != nil:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: fmt.Sprintf("command %d (%s) could not start: %v", i+1, cmds[i], r.Err)}
+		case r.ExitCode == exitNotFound: // the shell found no such command: the template's, not the attempt's, fault
+			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
+				Message: fmt.Sprintf("command %d (%s) not found (exit %d)", i+1, cmds[i], r.ExitCode), LastMessage: r.Tail}
 		case r.ExitCode != 0:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassUnknown,
 				Message: fmt.Sprintf("command %d (%s) exited %d", i+1, cmds[i], r.ExitCode), LastMessage: r.Tail}
@@ -175,3 +178,6 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// exitNotFound is the shell's exit code for a command it cannot find.
+const exitNotFound = 127
