@@ -60,3 +60,12 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return clip(strings.TrimSpace(lines[len(lines)-1]), 200)
 }
+
+// headline is a decision's summary: the evidence summary, led by the cause when the
+// configuration is at fault (an escalation shows the summary as its headline).
+func headline(d workitems.Decision, evidence string) string {
+	if d.Rule != RuleConfigError || len(d.Reasons) == 0 {
+		return evidence
+	}
+	return clip(d.Reasons[0]+"; "+evidence, 1000)
+}

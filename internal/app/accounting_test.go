@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +86,51 @@ func TestInterruptedExecutionsWallTimeIsCharged(t *testing.T) {
 	}
 	if got.Attempts[0].Spend.Steps != 3 {
 		t.Errorf("steps %d, want 3", got.Attempts[0].Spend.Steps)
+	}
+}
+
+// Configuration errors found at run time escalate after the first attempt, without retries,
+// with the cause in the escalation's headline — through the real worker, verifier and shell.
+func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	missing := filepath.Join(t.TempDir(), "no-such-repo")
+	s := open(t, config(t, repo, fmt.Sprintf(`
+  - name: bad-check
+    repo: %[1]s
+    goal: g
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["nosuch-check-cmd ./..."]}
+  - name: bad-step
+    repo: %[1]s
+    goal: g
+    loop: {kind: script, commands: ["nosuch-step-cmd --fix"]}
+    done_check: {commands: ["go test -json ./..."]}
+  - name: bad-repo
+    repo: %[2]s
+    goal: g
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+`, repo, missing)), workitems.SystemClock{})
+	s.startWorker(t, "w")
+	ctx := context.Background()
+	for tmpl, want := range map[string]string{
+		"bad-check": `done-check command "nosuch-check-cmd ./..." not found (exit 127)`,
+		"bad-step":  "command 1 (nosuch-step-cmd --fix) not found (exit 127)",
+		"bad-repo":  "no-such-repo",
+	} {
+		it, err := s.Queue.Submit(ctx, scheduler.Request{Template: tmpl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
+		if got.State != workitems.StateEscalated || len(got.Attempts) != 1 || got.Escalation == nil {
+			t.Errorf("%s: %s after %d attempts, want escalated after 1", tmpl, got.State, len(got.Attempts))
+			continue
+		}
+		if got.Escalation.Reason != "config_error" || !strings.Contains(got.Escalation.Summary, "configuration error: ") ||
+			!strings.Contains(got.Escalation.Summary, want) {
+			t.Errorf("%s: escalation %s — %q, want config_error naming %q", tmpl, got.Escalation.Reason, got.Escalation.Summary, want)
+		}
 	}
 }
