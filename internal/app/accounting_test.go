@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
 	"outerloop/scheduler"
@@ -131,6 +133,37 @@ func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
 		if got.Escalation.Reason != "config_error" || !strings.Contains(got.Escalation.Summary, "configuration error: ") ||
 			!strings.Contains(got.Escalation.Summary, want) {
 			t.Errorf("%s: escalation %s — %q, want config_error naming %q", tmpl, got.Escalation.Reason, got.Escalation.Summary, want)
+		}
+	}
+}
+
+// Without ci: anywhere, no forge client is built and nothing warns about a missing token, even
+// with every token variable unset, through opening the app and running an item to its close.
+func TestNoForgeWarningWithoutCI(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	if err := sample.Fix(repo); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	s := openWith(t, config(t, repo, ""), func(o *app.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.Getenv = func(string) string { return "" }
+	})
+	if len(s.Forges) != 0 {
+		t.Fatalf("forge clients built without ci: or forges: %v", s.Forges)
+	}
+	s.startWorker(t, "w")
+	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "fix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+		t.Fatalf("item %s", got.State)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if l := strings.ToLower(line); strings.Contains(l, "token") || strings.Contains(l, "github") {
+			t.Errorf("a token or GitHub warning without ci: %s", line)
 		}
 	}
 }
