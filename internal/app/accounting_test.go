@@ -16,6 +16,7 @@ import (
 	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/worker"
+	"outerloop/worker/scriptloop"
 	"outerloop/workitems"
 )
 
@@ -165,5 +166,54 @@ func TestNoForgeWarningWithoutCI(t *testing.T) {
 		if l := strings.ToLower(line); strings.Contains(l, "token") || strings.Contains(l, "github") {
 			t.Errorf("a token or GitHub warning without ci: %s", line)
 		}
+	}
+}
+
+// A long step's elapsed time and live output tail reach the item's event log in Redis (what the
+// console's item page streams) while it runs, through the real worker and runner.
+func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
+	t.Parallel()
+	repo, marks := sampleRepo(t), t.TempDir()
+	cfg := config(t, repo, fmt.Sprintf(`
+  - name: long
+    repo: %s
+    goal: g
+    sandbox: {mode: off}   # the step waits on a file outside the workspace
+    loop: {kind: script, commands: ["echo compiling; echo linking; while [ ! -f %s/GO ]; do sleep 0.05; done"]}
+    done_check: {commands: ["true"]}
+`, repo, marks))
+	s := openWith(t, cfg, func(o *app.Options) {
+		o.Logger = testLogger(t)
+		o.Loops = map[string]worker.InnerLoop{"script": scriptloop.Loop{ProgressEvery: 100 * time.Millisecond}}
+	})
+	s.startWorker(t, "w")
+	ctx := context.Background()
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var progress workitems.Event
+	for after := "0"; progress.Message == ""; {
+		evs, err := s.Store.Events(wctx, it.ID, after, 100, 5*time.Second) // blocks until events arrive
+		if err != nil {
+			t.Fatalf("no progress event: %v", err)
+		}
+		for _, e := range evs {
+			after = e.ID
+			if e.Data["kind"] == worker.EventKindProgress && strings.Contains(e.Data["tail"], "linking") {
+				progress = e
+			}
+		}
+	}
+	if !strings.Contains(progress.Data["tail"], "compiling\nlinking") || !strings.Contains(progress.Message, "running for") {
+		t.Errorf("progress event %+v", progress)
+	}
+	if err := os.WriteFile(filepath.Join(marks, "GO"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+		t.Fatalf("item %s", got.State)
 	}
 }
