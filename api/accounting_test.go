@@ -135,3 +135,32 @@ func TestResolveBudgetTakesTheConfigsUnits(t *testing.T) {
 		t.Fatalf("a refused resolve changed the item: %s, %d attempts", after.State, len(after.Attempts))
 	}
 }
+
+// A running item's view carries what its attempt has been charged so far, so its wall time is
+// not 0 s until it exits; a stale fence charges nothing.
+func TestARunningItemShowsItsSpendSoFar(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	ctx := context.Background()
+	it, err := f.queue.Submit(ctx, scheduler.Request{Template: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence, _ := f.store.AcquireLease(ctx, it.ID, 1, "w", time.Minute)
+	if _, _, err := f.store.StartAttempt(ctx, fence, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.ChargeRunning(ctx, fence, workitems.Charge{Template: "t1", Spend: workitems.Spend{WallTime: workitems.Duration(12 * time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	stale := *fence
+	stale.Epoch--
+	if _, err := f.store.ChargeRunning(ctx, &stale, workitems.Charge{Template: "t1", Spend: workitems.Spend{WallTime: workitems.Duration(time.Hour)}}); err == nil {
+		t.Fatal("a stale fence charged")
+	}
+	code, m := f.do(t, "GET", "/api/items/"+it.ID, "", "")
+	rs, _ := m["running_spend"].(map[string]any)
+	if code != 200 || rs["wall_time"] != "12s" {
+		t.Fatalf("running item view: %d running_spend %v", code, m["running_spend"])
+	}
+}

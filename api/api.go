@@ -281,6 +281,9 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request) {
 type ItemView struct {
 	*workitems.Item
 	Events []workitems.Event `json:"events"`
+	// RunningSpend is what the running attempt has been charged so far (its wall time
+	// advances every few seconds while it runs); absent unless the item is running.
+	RunningSpend *workitems.Spend `json:"running_spend,omitempty"`
 }
 
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
@@ -294,7 +297,13 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ItemView{Item: it, Events: evs})
+	view := ItemView{Item: it, Events: evs}
+	if it.State == workitems.StateRunning {
+		if sp, err := s.store.ChargedSpend(r.Context(), it.ID, it.Attempt); err == nil {
+			view.RunningSpend = &sp
+		}
+	}
+	writeJSON(w, http.StatusOK, view)
 }
 
 // events returns events after ?after=ID, waiting up to ?wait=30s for new ones (long poll).
