@@ -98,6 +98,12 @@ func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
 	missing := filepath.Join(t.TempDir(), "no-such-repo")
+	noTests := t.TempDir() // a Go module without a single test
+	for name, body := range map[string]string{"go.mod": "module notests\n\ngo 1.21\n", "x.go": "package notests\n\nfunc X() int { return 1 }\n"} {
+		if err := os.WriteFile(filepath.Join(noTests, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := open(t, config(t, repo, fmt.Sprintf(`
   - name: bad-check
     repo: %[1]s
@@ -114,13 +120,19 @@ func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
     goal: g
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
-`, repo, missing)), workitems.SystemClock{})
+  - name: no-tests
+    repo: %[3]s
+    goal: g
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["go test -json ./..."]}
+`, repo, missing, noTests)), workitems.SystemClock{})
 	s.startWorker(t, "w")
 	ctx := context.Background()
 	for tmpl, want := range map[string]string{
 		"bad-check": `done-check command "nosuch-check-cmd ./..." not found (exit 127)`,
 		"bad-step":  "command 1 (nosuch-step-cmd --fix) not found (exit 127)",
 		"bad-repo":  "no-such-repo",
+		"no-tests":  "ran no tests",
 	} {
 		it, err := s.Queue.Submit(ctx, scheduler.Request{Template: tmpl})
 		if err != nil {
