@@ -119,11 +119,12 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate), errors.Is(err, workitems.ErrNoPatch):
 		return http.StatusNotFound
-	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists):
+	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists), errors.Is(err, workitems.ErrMaxOpen),
+		errors.Is(err, workitems.ErrNotSteerable):
 		return http.StatusConflict
 	case errors.Is(err, workitems.ErrNoChange), errors.As(err, &ce), errors.Is(err, scheduler.ErrInvalidUTF8):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
+	case errors.Is(err, workitems.ErrDailyCap):
 		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
@@ -288,6 +289,9 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request) {
 type ItemView struct {
 	*workitems.Item
 	Events []workitems.Event `json:"events"`
+	// RunningSpend is what the running attempt has been charged so far (its wall time
+	// advances every few seconds while it runs); absent unless the item is running.
+	RunningSpend *workitems.Spend `json:"running_spend,omitempty"`
 }
 
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +305,13 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ItemView{Item: it, Events: evs})
+	view := ItemView{Item: it, Events: evs}
+	if it.State == workitems.StateRunning {
+		if sp, err := s.store.ChargedSpend(r.Context(), it.ID, it.Attempt); err == nil {
+			view.RunningSpend = &sp
+		}
+	}
+	writeJSON(w, http.StatusOK, view)
 }
 
 // events returns events after ?after=ID, waiting up to ?wait=30s for new ones (long poll).
@@ -395,6 +405,7 @@ const (
 type CreateRequest struct {
 	Template string `json:"template"`
 	Input    string `json:"input,omitempty"`
+	Force    bool   `json:"force,omitempty"` // past the template's max_open (recorded with the actor)
 }
 
 func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
@@ -407,7 +418,7 @@ func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "template: missing")
 		return
 	}
-	it, err := s.o.Queue.Submit(r.Context(), scheduler.Request{Template: req.Template, Input: req.Input,
+	it, err := s.o.Queue.Submit(r.Context(), scheduler.Request{Template: req.Template, Input: req.Input, Force: req.Force,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: ActorFrom(r.Context())}})
 	if err != nil {
 		writeErr(w, statusOf(err), "%v", err)
@@ -418,11 +429,11 @@ func (s *Server) createItem(w http.ResponseWriter, r *http.Request) {
 
 // ResolveRequest is the body of POST /api/items/{id}/resolve.
 type ResolveRequest struct {
-	Action     string             `json:"action"` // close | retry | cancel
-	Input      string             `json:"input,omitempty"`
-	Budget     map[string]float64 `json:"budget,omitempty"`      // per-attempt caps for the retry, by kind
-	ItemBudget map[string]float64 `json:"item_budget,omitempty"` // raised item caps, by kind
-	Actor      string             `json:"actor,omitempty"`       // overrides the authenticated actor's name
+	Action     string       `json:"action"` // close | retry | cancel
+	Input      string       `json:"input,omitempty"`
+	Budget     BudgetValues `json:"budget,omitempty"`      // per-attempt caps for the retry, by kind
+	ItemBudget BudgetValues `json:"item_budget,omitempty"` // raised item caps, by kind
+	Actor      string       `json:"actor,omitempty"`       // overrides the authenticated actor's name
 }
 
 // ParseBudget turns {kind: value} into a Budget, naming a bad kind or value.
@@ -498,7 +509,7 @@ func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "text: missing")
 		return
 	}
-	if err := s.store.Steer(r.Context(), r.PathValue("id"), req.Text, ActorFrom(r.Context())); err != nil {
+	if err := s.o.Queue.Steer(r.Context(), r.PathValue("id"), req.Text, ActorFrom(r.Context())); err != nil {
 		writeErr(w, statusOf(err), "%v", err)
 		return
 	}

@@ -39,7 +39,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, tok string) *fixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
+	return newFixtureYAML(t, tok, cfgYAML)
+}
+
+func newFixtureYAML(t *testing.T, tok, y string) *fixture {
+	t.Helper()
+	cfg, err := workitems.ParseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +241,8 @@ func TestAPairedSurrogateEscapeIsAccepted(t *testing.T) {
 
 func TestEnqueueAndSteer(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, token)
-	code, m := f.do(t, "POST", "/api/items", `{"template":"t1","input":"hello"}`, token)
+	f := newFixtureYAML(t, token, accountingYAML) // steer needs an agent loop to read it
+	code, m := f.do(t, "POST", "/api/items", `{"template":"agent","input":"hello"}`, token)
 	if code != 201 || m["state"] != "queued" {
 		t.Fatalf("enqueue: %d %v", code, m)
 	}

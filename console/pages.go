@@ -153,7 +153,7 @@ func (c *Console) item(w http.ResponseWriter, r *http.Request, v *view) (string,
 	}
 	p := itemPage{Item: it, Events: evs, Truncated: truncated, Terminal: it.State.Terminal(),
 		Escalated: it.State == workitems.StateEscalated, BudgetKinds: workitems.AllBudgetKinds(),
-		Attempts: attemptViews(it), Spend: spendRows(it)}
+		Attempts: attemptViews(it), Spend: spendRows(c.withRunningSpend(r.Context(), it))}
 	if p.Delivery, err = c.loadDelivery(r.Context(), it); err != nil {
 		return c.internal(v, err)
 	}

@@ -100,12 +100,15 @@ type Request struct {
 	Origin   workitems.Origin
 	Input    string // extra context for the first attempt
 	ID       string // deterministic id (cron); empty: a fresh manual id
+	// Force creates a manual item past the template's max_open; the item records it
+	// (Origin.Forced) and its log says who forced it (force.go).
+	Force bool
 }
 
 // Submit creates an item from a template and enqueues its first attempt. For a cron tick the
 // id is deterministic, so a second scheduler's Submit of the same tick returns ErrExists.
-// Limits (max_open, daily cost cap) apply to cron ticks; a person's manual request is let
-// through max_open but not through the daily cost cap.
+// Limits (max_open, daily cost cap) apply to every request; a person's request with Force is
+// let through max_open (recorded), never through the daily cost cap.
 func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) {
 	cfg := q.Config()
 	t, ok := cfg.Template(r.Template)
@@ -128,12 +131,13 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts, Pin: cfg.PinFor(t),
 		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: r.Input}, State: workitems.AttemptQueued}},
 	}
-	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}
-	if r.Origin.Kind == workitems.OriginCron {
-		lim.MaxOpen = t.MaxOpen
-	}
+	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
+	forced := q.applyForce(&r, t, it, &lim)
 	if err := q.store.Create(ctx, it, lim); err != nil {
-		return nil, err
+		return nil, maxOpenHint(err, r, t)
+	}
+	if forced {
+		q.recordForce(ctx, it, t)
 	}
 	if err := q.EnqueueAttempt(ctx, it); err != nil {
 		// The item is safe in the store; Reconcile enqueues it later.

@@ -76,6 +76,7 @@ func Rules() []Rule {
 			}}
 	}
 	return []Rule{
+		configErrorRule(),
 		esc("exit_budget_exhausted", "the attempt exited budget_exhausted", workitems.ExitBudgetExhausted),
 		esc("exit_needs_input", "the attempt exited needs_input", workitems.ExitNeedsInput),
 		esc("exit_needs_approval", "the attempt exited needs_approval", workitems.ExitNeedsApproval),

@@ -121,6 +121,9 @@ func TestPolicyRules(t *testing.T) {
 		{"all tests skipped never close", func(f *Facts) {
 			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Observed = Counts{Total: 2, Skipped: 2} })}
 		}, "zero_tests", workitems.OutcomeRetry, nil},
+		{"a done-check command that is not found escalates at once", func(f *Facts) {
+			f.Commands = []CommandResult{{Command: "mkae test", ExitCode: 127}}
+		}, RuleConfigError, workitems.OutcomeEscalate, nil},
 		{"a non-zero exit code with a green report never closes", func(f *Facts) { f.Commands[0].ExitCode = 2 },
 			"command_failed", workitems.OutcomeRetry, nil},
 		{"a failed CI check retries", func(f *Facts) {

@@ -158,7 +158,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	d := decide(f)
 	d.Evidence = evidenceRefs(f)
 	vd := verdict(f)
-	d.Summary = vd.Summary
+	d.Summary = headline(d, vd.Summary)
 	redactResult(&d, &vd)
 	var files []EvidenceFile
 	if f.files != nil {
@@ -229,7 +229,7 @@ func (v *Verifier) VerifyPushed(ctx context.Context, req Request, sha string) (R
 	d := decide(f)
 	d.Evidence = evidenceRefs(f)
 	vd := verdict(f)
-	d.Summary = vd.Summary
+	d.Summary = headline(d, vd.Summary)
 	redactResult(&d, &vd)
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision on the pushed commit",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt), slog.String("sha", sha),

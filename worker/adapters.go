@@ -39,6 +39,7 @@ type charge struct {
 	template, loop  string
 	provider, model string // the config's provider key ("" for none) and the model asked for ("": its configured one)
 	item            string
+	mu              sync.Mutex      // the loop's checkpoints and the running charge (running_charge.go) both record
 	charged         workitems.Spend // what the attempt's checkpoints charged, this execution's and earlier ones'
 }
 
@@ -122,8 +123,7 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 		c.steer.taken(w.SteerTaken)
 	}
 	if err == nil && c.charge != nil {
-		c.charge.charged = charged.Total
-		c.charge.count(c.obs, charged.Delta)
+		c.charge.record(c.obs, charged)
 	}
 	return err
 }

@@ -300,10 +300,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
 	}
-	var prior workitems.Spend
-	if env != nil {
-		prior = env.Spend
-	}
+	prior := resumedSpend(env, ch.charged)
 	budget := it.AttemptBudget(a.Condition)
 	loopBudget := budget
 	loopBudget.WallTime -= budget.VerifyReserve // kept back for the done check
@@ -353,7 +350,9 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	}
 	h.o.Observer.AttemptStarted(it.Template, kind)
 	log.Info("attempt running", "loop", kind, "workspace", ws, "resumed", resumed)
+	stopCharging := h.chargeWhileRunning(ctx, cp, h.o.LeaseTTL/3)
 	exit := h.safeRun(ctx, loop, att)
+	stopCharging()
 	// A loop must never claim completion past a cap: the budget wins over the claim.
 	if exit.Reason == workitems.ExitCompleted {
 		var be *BudgetError

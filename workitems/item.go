@@ -14,6 +14,8 @@ type Origin struct {
 	Kind  string    `json:"kind"`            // cron | manual | webhook
 	Actor string    `json:"actor,omitempty"` // person or system that asked
 	Tick  time.Time `json:"tick,omitzero"`   // cron tick the item belongs to
+	// Forced is set when a person created the item past the template's max_open (--force).
+	Forced bool `json:"forced,omitempty"`
 }
 
 // The origin kinds.

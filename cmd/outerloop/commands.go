@@ -24,12 +24,13 @@ import (
 
 func enqueueCmd(g *globals) *cobra.Command {
 	var input, actor string
+	var force bool
 	c := &cobra.Command{
 		Use:   "enqueue TEMPLATE",
 		Short: "Create an item of a template now (the same path as a cron tick)",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
-			it, err := a.Queue.Submit(ctx, scheduler.Request{Template: args[0], Input: input,
+			it, err := a.Queue.Submit(ctx, scheduler.Request{Template: args[0], Input: input, Force: force,
 				Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: actorName(actor)}})
 			if err != nil {
 				return err
@@ -40,6 +41,7 @@ func enqueueCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&input, "input", "", "extra context for the first attempt")
 	c.Flags().StringVar(&actor, "actor", "", "who asks (default $USER)")
+	c.Flags().BoolVar(&force, "force", false, "create it even when the template has max_open items open (recorded with the actor)")
 	return c
 }
 
@@ -393,7 +395,7 @@ func resolveCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&doRetry, "retry", false, "run another attempt")
 	c.Flags().BoolVar(&doCancel, "cancel", false, "cancel the item")
 	c.Flags().StringVar(&input, "input", "", "with --retry: your answer or hint for the next attempt")
-	c.Flags().StringArrayVar(&budgets, "budget", nil, "with --retry: raise a cap, KIND=N (cost_usd=10, wall_time=3600, item.cost_usd=30)")
+	c.Flags().StringArrayVar(&budgets, "budget", nil, "with --retry: raise a cap, KIND=VALUE in the config's units (cost_usd=2.5, wall_time=1h, item.cost_usd=30)")
 	c.Flags().StringVar(&actor, "actor", "", "who resolves (default $USER)")
 	return c
 }
@@ -413,11 +415,18 @@ func resolveRequest(doClose, doRetry, doCancel bool, input string, budgets []str
 	}
 	for _, kv := range budgets {
 		k, v, ok := strings.Cut(kv, "=")
-		f, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil {
-			return req, fmt.Errorf("--budget %q: want KIND=NUMBER", kv)
+		if !ok {
+			return req, fmt.Errorf("--budget %q: want KIND=VALUE (wall_time=1h, cost_usd=2.5)", kv)
 		}
-		if item, ok := strings.CutPrefix(k, "item."); ok {
+		item, isItem := strings.CutPrefix(k, "item.")
+		if isItem {
+			k = item
+		}
+		f, err := workitems.ParseBudgetValue(workitems.BudgetKind(k), v)
+		if err != nil {
+			return req, fmt.Errorf("--budget %q: %w", kv, err)
+		}
+		if isItem {
 			if req.ItemBudget == nil {
 				req.ItemBudget = map[string]float64{}
 			}
@@ -439,7 +448,7 @@ func steerCmd(g *globals) *cobra.Command {
 		Short: "Queue input for an item's running agent; it appears in the agent's next model request",
 		Args:  cobra.ExactArgs(2),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
-			if err := a.Store.Steer(ctx, args[0], args[1], actorName(actor)); err != nil {
+			if err := a.Queue.Steer(ctx, args[0], args[1], actorName(actor)); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.out, "steer input queued for %s\n", args[0])

@@ -43,6 +43,8 @@ type Loop struct {
 	hooks      []StopHook
 	shellEnv   []string // names of environment variables the shell tool passes through
 	lookupEnv  func(string) (string, bool)
+	// progressEvery paces a running shell tool call's progress events (progress.go).
+	progressEvery time.Duration
 }
 
 // Option configures a Loop.

@@ -101,8 +101,13 @@ func (tb *toolbox) shell(ctx context.Context, raw string) toolResult {
 		timeout = min(time.Duration(args.TimeoutSeconds)*time.Second, 10*time.Minute)
 	}
 	var out tailBuffer
-	r := tb.runner.Run(ctx, proc.Spec{Command: args.Command, Dir: tb.dir, Env: tb.env, Timeout: timeout,
-		Stdout: &out, Stderr: &out, TailMax: 1, Policy: tb.policy, Key: tb.key})
+	spec := proc.Spec{Command: args.Command, Dir: tb.dir, Env: tb.env, Timeout: timeout,
+		Stdout: &out, Stderr: &out, TailMax: 1, Policy: tb.policy, Key: tb.key}
+	if tb.progress != nil { // the output so far is in out (the runner's own tail is 1 byte)
+		spec.Progress = func(elapsed time.Duration, _ string) { tb.progress(elapsed, out.String()) }
+		spec.ProgressEvery = tb.progressEvery
+	}
+	r := tb.runner.Run(ctx, spec)
 	switch {
 	case r.Err != nil:
 		return errResult("shell: %v", r.Err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"outerloop/worker/model"
 	"outerloop/worker/proc"
@@ -48,6 +49,10 @@ type toolbox struct {
 	key       string      // the attempt, for the runner's records
 	defs      []toolDef
 	doneCheck func(ctx context.Context) toolResult
+	// progress, when set, gets a running shell call's elapsed time and output so far, every
+	// progressEvery (0: proc's default).
+	progress      func(time.Duration, string)
+	progressEvery time.Duration
 }
 
 func newToolbox(workspace string, withDoneCheck bool, passEnv []string, extra map[string]string, lookup func(string) (string, bool)) (*toolbox, error) {

@@ -27,6 +27,8 @@ type Loop struct {
 	bins      map[string]string
 	killWait  time.Duration
 	maxLine   int
+	// progressEvery paces the running agent's progress events (progress.go).
+	progressEvery time.Duration
 }
 
 // Option configures a Loop.
@@ -417,8 +419,12 @@ func (r *run) supervise(ctx context.Context, p *proc.Process, stdout io.Reader, 
 
 	leaderDone, eof := false, false
 	leaderExit := (<-chan struct{})(exited)
+	started, ticker := time.Now(), r.progressTicker()
+	defer ticker.Stop()
 	for !leaderDone || !eof {
 		select {
+		case <-ticker.C:
+			r.progress(ctx, p, started)
 		case <-ctx.Done():
 			return stop(workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled: " + context.Cause(ctx).Error()})
 		case <-deadline:

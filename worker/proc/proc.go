@@ -51,6 +51,11 @@ type Spec struct {
 	// Key names the execution owning the command (item and attempt) in the records, so that a
 	// resumed execution can kill what a dead one left (Runner.Reap).
 	Key string
+
+	// Progress, when set, is called every ProgressEvery (default DefaultProgressEvery) while
+	// Run waits, with the elapsed time and the output's tail so far (progress.go).
+	Progress      Progress
+	ProgressEvery time.Duration
 }
 
 // Result is how a command ended.
@@ -85,7 +90,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return Result{ExitCode: -1, Err: err, Duration: time.Since(start)}
 	}
 	stop := context.AfterFunc(runCtx, p.Kill)
+	stopProgress := watchProgress(s, p, start)
 	werr := p.Wait()
+	stopProgress()
 	stop()
 	res := Result{Duration: time.Since(start), Tail: p.tail.String(), ExitCode: -1}
 	var ee *exec.ExitError

@@ -28,7 +28,11 @@ import (
 )
 
 // Loop is the script inner loop.
-type Loop struct{}
+type Loop struct {
+	// ProgressEvery is how often a running command's elapsed time and output tail reach the
+	// item's events (default proc.DefaultProgressEvery).
+	ProgressEvery time.Duration
+}
 
 // New returns the script loop.
 func New() *Loop { return &Loop{} }
@@ -48,7 +52,7 @@ type checkpoint struct {
 }
 
 // Run runs the commands from the last checkpoint on.
-func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
+func (l Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 	var st checkpoint
 	if a.Resumed {
 		raw, _, err := a.Checkpoints.Load(ctx)
@@ -75,7 +79,8 @@ func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 			Data: map[string]string{"kind": "command_started", "index": fmt.Sprint(i + 1), "of": fmt.Sprint(len(cmds))}})
 		timeout, byBudget := commandTimeout(a)
 		r := a.Runner.Run(ctx, proc.Spec{Command: cmds[i], Dir: a.Workspace, Env: env, Timeout: timeout, TailMax: 4 << 10,
-			Policy: a.Policy(proc.DefaultToolNetwork), Key: a.ProcKey()})
+			Policy: a.Policy(proc.DefaultToolNetwork), Key: a.ProcKey(),
+			Progress: l.progress(ctx, a, i, len(cmds)), ProgressEvery: l.ProgressEvery})
 		_ = a.Meter.Add(workitems.Spend{Steps: 1})
 		if r.Canceled {
 			// Not checkpointed as done: a resumed attempt runs this command again.
@@ -112,6 +117,9 @@ func (Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		case r.Err != nil:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: fmt.Sprintf("command %d (%s) could not start: %v", i+1, cmds[i], r.Err)}
+		case r.ExitCode == exitNotFound: // the shell found no such command: the template's, not the attempt's, fault
+			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
+				Message: fmt.Sprintf("command %d (%s) not found (exit %d)", i+1, cmds[i], r.ExitCode), LastMessage: r.Tail}
 		case r.ExitCode != 0:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassUnknown,
 				Message: fmt.Sprintf("command %d (%s) exited %d", i+1, cmds[i], r.ExitCode), LastMessage: r.Tail}
@@ -174,4 +182,15 @@ func lastLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// exitNotFound is the shell's exit code for a command it cannot find.
+const exitNotFound = 127
+
+// progress reports command i of n while it runs (worker.ProgressEvent).
+func (l Loop) progress(ctx context.Context, a *worker.Attempt, i, n int) proc.Progress {
+	return func(elapsed time.Duration, tail string) {
+		a.Events.Emit(ctx, worker.ProgressEvent(fmt.Sprintf("command %d of %d", i+1, n),
+			map[string]string{"index": fmt.Sprint(i + 1), "of": fmt.Sprint(n)}, elapsed, tail))
+	}
 }
