@@ -32,6 +32,8 @@ type PauseRequest struct {
 // RunRequest is the body of POST /api/templates/{name}/run (optional).
 type RunRequest struct {
 	Input string `json:"input,omitempty"`
+	// Force runs the template past its max_open (recorded on the item), as enqueue's force.
+	Force bool `json:"force,omitempty"`
 }
 
 // ControlStatus maps the errors of template controls to HTTP statuses (others as statusOf).
@@ -98,7 +100,7 @@ func (s *Server) runTemplate(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, decodeStatus(err), "%v", err)
 		return
 	}
-	it, err := s.o.Queue.RunNow(r.Context(), r.PathValue("name"), ActorFrom(r.Context()), req.Input)
+	it, err := s.o.Queue.RunNow(r.Context(), r.PathValue("name"), ActorFrom(r.Context()), req.Input, req.Force)
 	if err != nil {
 		writeErr(w, ControlStatus(err), "%v", err)
 		return

@@ -25,6 +25,7 @@ templates:
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
   - name: by-hand
+    max_open: 1
     goal: by hand
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
@@ -92,12 +93,25 @@ func TestRunNowAndRerunCreateItemsByTheActor(t *testing.T) {
 		t.Fatalf("run now: %d %v", code, m)
 	}
 	id := m["id"].(string)
+	// Run now is a manual enqueue: past max_open (1, the item above) it is refused naming the
+	// limit and changes nothing, unless forced, which the item records.
+	code, m = f.do(t, "POST", "/api/templates/by-hand/run", "", token)
+	if msg, _ := m["error"].(string); code != http.StatusConflict || !strings.Contains(msg, "max_open") {
+		t.Fatalf("run now past max_open: %d %v, want 409 naming max_open", code, m)
+	}
+	code, m = f.do(t, "POST", "/api/templates/by-hand/run", `{"force":true}`, token)
+	if origin, _ := m["origin"].(map[string]any); code != http.StatusCreated || origin["forced"] != true {
+		t.Fatalf("forced run now: %d %v", code, m)
+	}
+	if _, err := f.queue.Resolve(ctx, m["id"].(string), workitems.Resolution{Action: workitems.ResolveCancel, Actor: "x"}); err != nil {
+		t.Fatal(err)
+	}
 	code, m = f.do(t, "POST", "/api/items/"+id+"/rerun", "", token)
 	if code != http.StatusConflict || !strings.Contains(m["error"].(string), "still open") {
 		t.Fatalf("rerun of a queued item: %d %v, want 409 still open", code, m)
 	}
-	if n, _ := f.store.Count(ctx, workitems.ListOptions{}); n != 1 {
-		t.Fatalf("a refused rerun made an item: %d items", n)
+	if n, _ := f.store.Count(ctx, workitems.ListOptions{}); n != 2 {
+		t.Fatalf("a refused rerun made an item: %d items, want the run and the forced run", n)
 	}
 	if _, err := f.queue.Resolve(ctx, id, workitems.Resolution{Action: workitems.ResolveCancel, Actor: "x"}); err != nil {
 		t.Fatal(err)
@@ -110,13 +124,14 @@ func TestRunNowAndRerunCreateItemsByTheActor(t *testing.T) {
 	re := m["id"].(string)
 	code, m = f.do(t, "GET", "/api/templates/by-hand/items?limit=1", "", "")
 	items, _ := m["items"].([]any)
-	if code != http.StatusOK || m["total"] != 2.0 || len(items) != 1 || items[0].(map[string]any)["id"] != re {
-		t.Fatalf("history: %d %v, want the rerun first of 2", code, m)
+	if code != http.StatusOK || m["total"] != 3.0 || len(items) != 1 || items[0].(map[string]any)["id"] != re {
+		t.Fatalf("history: %d %v, want the rerun first of 3", code, m)
 	}
-	code, m = f.do(t, "GET", "/api/templates/by-hand/items?offset=1", "", "")
+	code, m = f.do(t, "GET", "/api/templates/by-hand/items?offset=2", "", "")
 	items, _ = m["items"].([]any)
-	if code != http.StatusOK || len(items) != 1 || items[0].(map[string]any)["outcome"] != "cancelled by x" {
-		t.Fatalf("history page 2: %d %v, want the cancelled original", code, m)
+	if code != http.StatusOK || len(items) != 1 || items[0].(map[string]any)["id"] != id ||
+		items[0].(map[string]any)["outcome"] != "cancelled by x" {
+		t.Fatalf("history page 3: %d %v, want the cancelled original", code, m)
 	}
 }
 

@@ -116,7 +116,7 @@ func (c *Console) resumeTemplate(w http.ResponseWriter, r *http.Request, v *view
 
 func (c *Console) runTemplate(w http.ResponseWriter, r *http.Request, v *view, actor string) (string, int) {
 	name := r.PathValue("name")
-	it, err := c.o.Queue.RunNow(r.Context(), name, actor, r.PostFormValue("input"))
+	it, err := c.o.Queue.RunNow(r.Context(), name, actor, r.PostFormValue("input"), r.PostFormValue("force") == "1")
 	if err != nil {
 		return c.controlRefused(v, err, "/templates/"+url.PathEscape(name))
 	}

@@ -79,13 +79,14 @@ func (q *Queue) Controls(ctx context.Context, template string, n int) ([]Control
 }
 
 // RunNow creates an item of a template at once, as a manual tick: the same path as a manual
-// enqueue (Submit, so the same limits), with the actor as its origin, logged as a control. A
-// paused template runs too (see pause.go).
-func (q *Queue) RunNow(ctx context.Context, template, actor, input string) (*workitems.Item, error) {
+// enqueue (Submit, so the same limits: max_open refuses it with workitems.ErrMaxOpen unless
+// force, which the item records), with the actor as its origin, logged as a control. A paused
+// template runs too (see pause.go).
+func (q *Queue) RunNow(ctx context.Context, template, actor, input string, force bool) (*workitems.Item, error) {
 	if err := checkControl(actor, ""); err != nil {
 		return nil, err
 	}
-	it, err := q.Submit(ctx, Request{Template: template, Input: input,
+	it, err := q.Submit(ctx, Request{Template: template, Input: input, Force: force,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: actor}})
 	if err != nil {
 		return nil, err

@@ -176,7 +176,7 @@ func TestRunNowCreatesAManualItemEvenWhilePaused(t *testing.T) {
 	if _, err := q.Pause(ctx, "limited", "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	it, err := q.RunNow(ctx, "limited", "bob", "try the fix")
+	it, err := q.RunNow(ctx, "limited", "bob", "try the fix", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +192,20 @@ func TestRunNowCreatesAManualItemEvenWhilePaused(t *testing.T) {
 	if len(recs) != 1 || recs[0].Action != scheduler.ControlRunNow || recs[0].Item != it.ID || recs[0].Actor != "bob" {
 		t.Errorf("control log %+v", recs)
 	}
-	if _, err := q.RunNow(ctx, "nope", "bob", ""); !errors.Is(err, scheduler.ErrUnknownTemplate) {
+	if _, err := q.RunNow(ctx, "nope", "bob", "", false); !errors.Is(err, scheduler.ErrUnknownTemplate) {
 		t.Errorf("run now of an unknown template: %v", err)
+	}
+	// "limited" has max_open 1 and the item above is open: run now is a manual enqueue, so it
+	// is refused unless forced, and the forced item says so.
+	if _, err := q.RunNow(ctx, "limited", "bob", "", false); !errors.Is(err, workitems.ErrMaxOpen) {
+		t.Errorf("run now past max_open: %v, want ErrMaxOpen", err)
+	}
+	if n, _ := f.store.OpenCount(ctx, "limited"); n != 1 {
+		t.Errorf("a refused run now left %d open items, want 1", n)
+	}
+	forced, err := q.RunNow(ctx, "limited", "bob", "", true)
+	if err != nil || !forced.Origin.Forced {
+		t.Errorf("forced run now: %+v %v", forced, err)
 	}
 }
 
@@ -267,14 +279,14 @@ func TestHistoryPagesATemplatesItemsNewestFirst(t *testing.T) {
 	q := f.newQueue(t, c)
 	var ids []string
 	for range 5 {
-		it, err := q.RunNow(ctx, "manual-only", "alice", "")
+		it, err := q.RunNow(ctx, "manual-only", "alice", "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, it.ID)
 		c.Advance(time.Second)
 	}
-	if _, err := q.RunNow(ctx, "limited", "alice", ""); err != nil {
+	if _, err := q.RunNow(ctx, "limited", "alice", "", false); err != nil {
 		t.Fatal(err)
 	}
 	h, err := q.History(ctx, "manual-only", 1, 2)

@@ -65,12 +65,13 @@ func resumeCmd(g *globals) *cobra.Command {
 
 func runNowCmd(g *globals) *cobra.Command {
 	var input, actor string
+	var force bool
 	c := &cobra.Command{
 		Use:   "run NAME [--input TEXT]",
 		Short: "Run a template now, as a manual tick (the same path as enqueue; a paused template runs too)",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
-			it, err := a.Queue.RunNow(ctx, args[0], actorName(actor), input)
+			it, err := a.Queue.RunNow(ctx, args[0], actorName(actor), input, force)
 			if err != nil {
 				return err
 			}
@@ -83,6 +84,7 @@ func runNowCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&input, "input", "", "extra context for the first attempt")
 	c.Flags().StringVar(&actor, "actor", "", "who asks (default $USER)")
+	c.Flags().BoolVar(&force, "force", false, "run even when the template has max_open items open (recorded)")
 	return c
 }
 
