@@ -77,9 +77,18 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// accessYAML is cfgYAML with an agent template: only an agent item can be steered.
+const accessYAML = cfgYAML + `  - name: agent
+    goal: look around
+    loop: {kind: agent, provider: local}
+    done_check: {commands: ["true"]}
+providers:
+  local: {kind: openai-responses, base_url: "http://127.0.0.1:9", api_key_env: OUTERLOOP_TEST_UNUSED_KEY, model: m}
+`
+
 func newAccessFixture(t *testing.T, readLogin bool, limits api.LoginLimits) *accessFixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
+	cfg, err := workitems.ParseConfig([]byte(accessYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +418,7 @@ func TestEveryActionIsAuditedWithoutTokens(t *testing.T) {
 	t.Parallel()
 	f := newAccessFixture(t, false, api.LoginLimits{})
 	alice := &client{bearer: aliceTok}
-	a := f.send(t, alice, "POST", "/api/items", `{"template":"t1","input":"x"}`, nil)
+	a := f.send(t, alice, "POST", "/api/items", `{"template":"agent","input":"x"}`, nil)
 	var it struct{ ID string }
 	_ = json.Unmarshal([]byte(a.body), &it)
 	if a.status != 201 {
