@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -93,17 +94,54 @@ func (r *receiver) none(t *testing.T) {
 }
 
 type counts struct {
-	mu sync.Mutex
-	m  map[string]int
+	mu      sync.Mutex
+	m       map[string]int
+	changed chan struct{} // signalled (without blocking) after every observation
 }
+
+func newCounts() *counts { return &counts{m: map[string]int{}, changed: make(chan struct{}, 1)} }
 
 func (c *counts) Notification(sink string, r notify.Result) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.m[sink+"/"+string(r)]++
+	c.mu.Unlock()
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
 }
 
-func (c *counts) get(k string) int { c.mu.Lock(); defer c.mu.Unlock(); return c.m[k] }
+// snapshot copies the counts under the lock (the dispatcher may still be observing).
+func (c *counts) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.m)
+}
+
+// await waits until every count in want is reached exactly: a delivery's state is written in
+// Redis before the dispatcher reports it, so a test that saw the state must still wait for
+// the report. It fails the test after 10 s with what was observed.
+func (c *counts) await(t *testing.T, want map[string]int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		got, ok := c.snapshot(), true
+		for k, n := range want {
+			if got[k] != n {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-c.changed:
+		case <-timeout:
+			t.Errorf("observed %v, want %v", got, want)
+			return
+		}
+	}
+}
 
 type rig struct {
 	clock  *fakeclock.Clock
@@ -134,7 +172,7 @@ templates:
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	r := &rig{clock: clock, cfg: cfg, obs: &counts{m: map[string]int{}},
+	r := &rig{clock: clock, cfg: cfg, obs: newCounts(),
 		env: func(k string) string {
 			if k == "TEST_SECRET" {
 				return secret
@@ -284,9 +322,7 @@ func TestAnEscalationIsDeliveredSignedAfterTheReceiverFailsTwice(t *testing.T) {
 		!strings.Contains(n.Headline, "the same test failed twice") || n.ID != reqs[0].header.Get(notify.HeaderEventID) {
 		t.Errorf("body: %+v", n)
 	}
-	if r.obs.get("hook/retry") != 2 || r.obs.get("hook/delivered") != 1 {
-		t.Errorf("observed %v", r.obs.m)
-	}
+	r.obs.await(t, map[string]int{"hook/retry": 2, "hook/delivered": 1})
 }
 
 func TestASlackSinkGetsATextMessageLinkingTheItem(t *testing.T) {
@@ -408,9 +444,7 @@ func TestADeliveryFailingEveryAttemptIsADeadLetterUntilRequeued(t *testing.T) {
 		!strings.Contains(ds[0].LastError, "receiver down for maintenance") || strings.Contains(ds[0].LastError, recv.srv.URL) {
 		t.Errorf("dead letter: %+v", ds[0])
 	}
-	if r.obs.get("hook/dead") != 1 || r.obs.get("hook/retry") != 1 {
-		t.Errorf("observed %v", r.obs.m)
-	}
+	r.obs.await(t, map[string]int{"hook/dead": 1, "hook/retry": 1})
 	r.clock.BlockUntil(1, done)
 	recv.none(t) // nothing more is tried
 	if err := r.outbox.Requeue(context.Background(), ds[0].ID); err != nil {
@@ -571,9 +605,7 @@ func TestSeveralDispatchersShareTheOutboxAndSendEachNotificationOnce(t *testing.
 	if len(seen) != items {
 		t.Errorf("%d distinct events of %d: %v", len(seen), items, seen)
 	}
-	if r.obs.get("hook/delivered") != items || r.obs.get("hook/retry") != 0 {
-		t.Errorf("observed %v", r.obs.m)
-	}
+	r.obs.await(t, map[string]int{"hook/delivered": items, "hook/retry": 0})
 }
 
 // TestEveryDeliveryTransitionIsGuarded walks the outbox's state machine through its Lua

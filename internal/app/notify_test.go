@@ -102,24 +102,13 @@ notify:
 		}
 		time.Sleep(10 * time.Millisecond) // the ack follows the receiver's answer; nothing to await across Redis
 	}
-	mfs, err := a.Metrics.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The dispatcher counts a delivery after it recorded it in Redis: wait for the count too.
 	var delivered float64
-	for _, mf := range mfs {
-		if mf.GetName() != "outerloop_notifications_total" {
-			continue
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if delivered = deliveredCount(t, a); delivered == 1 || time.Now().After(deadline) {
+			break
 		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["sink"] == "hook" && labels["result"] == "delivered" {
-				delivered = m.GetCounter().GetValue()
-			}
-		}
+		time.Sleep(10 * time.Millisecond) // a Prometheus counter has nothing to await
 	}
 	if delivered != 1 {
 		t.Errorf("outerloop_notifications_total{sink=hook,result=delivered} = %v", delivered)
@@ -148,4 +137,29 @@ notify:
 	if _, err := a.Dispatcher("w1"); err == nil || !strings.Contains(err.Error(), `sink "hook": secret_env OL_TEST_UNSET_SECRET is not set`) {
 		t.Errorf("error %v", err)
 	}
+}
+
+// deliveredCount reads outerloop_notifications_total{sink="hook",result="delivered"}.
+func deliveredCount(t *testing.T, a *app.App) float64 {
+	t.Helper()
+	mfs, err := a.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delivered float64
+	for _, mf := range mfs {
+		if mf.GetName() != "outerloop_notifications_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["sink"] == "hook" && labels["result"] == "delivered" {
+				delivered = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return delivered
 }
