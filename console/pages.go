@@ -264,7 +264,7 @@ type templateRow struct {
 	DailyBar   bar
 	Open       int64
 	LastClosed string
-	Recent     []*workitems.Item
+	Recent     []workitems.Recent
 	Paused     *scheduler.Pause
 }
 
@@ -285,7 +285,7 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), "/templates")
 	}
 	// Only the page's templates are read: their stats in one pipeline, their last outcomes in
-	// one more and one MGET.
+	// one more (from the state indexes alone, no item read), their pauses in a third.
 	all := c.o.Queue.Config().Templates
 	lo := min((pageNo-1)*templatesPerPage, len(all))
 	page := all[lo:min(lo+templatesPerPage, len(all))]

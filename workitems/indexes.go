@@ -159,10 +159,19 @@ func (s *Store) EscalatedCount(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
+// Recent is an item as the per-template state indexes know it: enough for a list of outcomes
+// without reading the item.
+type Recent struct {
+	ID        string
+	State     State
+	CreatedAt time.Time
+}
+
 // RecentEnded returns, per template, up to n of its newest items that ended or escalated
-// (closed, failed, cancelled, escalated), newest first: one pipeline of 4 small ZRANGEs per
-// template, then one MGET for all of them.
-func (s *Store) RecentEnded(ctx context.Context, templates []string, n int) (map[string][]*Item, error) {
+// (closed, failed, cancelled, escalated), newest first by creation: one pipeline of 4 small
+// ZRANGEs per template and no item read, since the index an item sits in is its state (moved
+// in the same MULTI as the state) and its score the creation time.
+func (s *Store) RecentEnded(ctx context.Context, templates []string, n int) (map[string][]Recent, error) {
 	states := []State{StateClosed, StateFailed, StateCancelled, StateEscalated}
 	cmds := make([][]*redis.ZSliceCmd, len(templates))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -176,25 +185,23 @@ func (s *Store) RecentEnded(ctx context.Context, templates []string, n int) (map
 	if err != nil {
 		return nil, fmt.Errorf("workitems: recent items: %w", err)
 	}
-	var ids []string
-	for i := range templates {
-		var all []redis.Z
-		for _, c := range cmds[i] {
-			all = append(all, c.Val()...)
+	out := map[string][]Recent{}
+	for i, t := range templates {
+		var all []Recent
+		for j, c := range cmds[i] {
+			for _, z := range c.Val() {
+				id, _ := z.Member.(string)
+				all = append(all, Recent{ID: id, State: states[j], CreatedAt: time.UnixMilli(int64(z.Score)).UTC()})
+			}
 		}
-		// Newest first across the four states; the page is n, so a sort of ≤ 4n is bounded.
-		slices.SortFunc(all, func(a, b redis.Z) int { return cmp.Compare(b.Score, a.Score) })
-		for _, z := range all[:min(n, len(all))] {
-			ids = append(ids, z.Member.(string))
+		// Newest first across the four states (ties by id, so the order is stable); the page
+		// is n, so a sort of ≤ 4n is bounded.
+		slices.SortFunc(all, func(a, b Recent) int {
+			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+		})
+		if len(all) > 0 {
+			out[t] = all[:min(n, len(all))]
 		}
-	}
-	items, err := s.getMany(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]*Item{}
-	for _, it := range items {
-		out[it.Template] = append(out[it.Template], it)
 	}
 	return out, nil
 }

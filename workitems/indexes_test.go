@@ -167,3 +167,36 @@ func TestEscalationsArePagedOldestFirst(t *testing.T) {
 		t.Fatalf("count %d", n)
 	}
 }
+
+// RecentEnded reads outcomes from the per-template state indexes alone: newest first by
+// creation across the ended and escalated states, open items left out, at most n, nothing for
+// a template without any.
+func TestRecentEndedReadsTheStateIndexesNewestFirst(t *testing.T) {
+	t.Parallel()
+	s, _, _ := indexFixture(t)
+	ctx := context.Background()
+	show := func(rs []workitems.Recent) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID+":"+string(r.State)+"@"+r.CreatedAt.Format("15:04"))
+		}
+		return strings.Join(out, ",")
+	}
+	got, err := s.RecentEnded(ctx, []string{"a", "b", "none"}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := show(got["a"]); a != "i3:cancelled@00:04,i0:cancelled@00:01" {
+		t.Errorf("template a: %s", a)
+	}
+	if b := show(got["b"]); b != "i4:cancelled@00:05" {
+		t.Errorf("template b: %s", b)
+	}
+	if _, ok := got["none"]; ok || len(got) != 2 {
+		t.Errorf("templates with outcomes: %v", got)
+	}
+	one, err := s.RecentEnded(ctx, []string{"a"}, 1)
+	if err != nil || show(one["a"]) != "i3:cancelled@00:04" {
+		t.Errorf("n=1: %v %v", one, err)
+	}
+}
