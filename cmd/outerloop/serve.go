@@ -104,9 +104,10 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
+	apiSrv := api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
-		NextRun: sched.NextRun, Audit: audit}).Register(mux)
+		NextRun: sched.NextRun, Audit: audit})
+	apiSrv.Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun, audit)
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
@@ -125,7 +126,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	// No WriteTimeout: the console's live event streams stay open.
 	srv := &http.Server{Handler: api.Protect(mux, api.ProtectOptions{Auth: auth, Audit: audit, Logger: a.Logger}),
 		ReadHeaderTimeout: 10 * time.Second}
-	srv.RegisterOnShutdown(con.Close) // open item pages would otherwise hold Shutdown up
+	srv.RegisterOnShutdown(con.Close)    // open item pages would otherwise hold Shutdown up
+	srv.RegisterOnShutdown(apiSrv.Close) // and so would the API's long polls
 	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.CanAct(), "read_login", auth.ReadLogin(),
 		"worker", withWorker, "scheduler", withScheduler)
 	errc := make(chan error, 1)
