@@ -41,6 +41,7 @@ func serveCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// serveOptions are serve's flags.
 type serveOptions struct {
 	addr              string
 	concurrency       int
@@ -64,7 +65,6 @@ func shutdownBudget(total time.Duration) (httpDrain, attemptsYield time.Duration
 // HTTP (live streams and long polls end, the rest drain), asynqmon, the worker (loops checkpoint
 // and yield; their tasks are handed back to the queue), the scheduler, the notifications. The
 // whole stop is bounded by o.shutdownTimeout (see stopper).
-
 func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	addr, concurrency, withWorker, withScheduler := o.addr, o.concurrency, o.worker, o.scheduler
 	st := newStopper(a.Logger)
