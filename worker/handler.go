@@ -106,15 +106,18 @@ type Handler struct {
 	o      HandlerOptions
 	base   context.Context // cancelled at shutdown, before asynq stops
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
 	// abandon is cancelled when a shutdown stops waiting (Abandon): what Yield does not stop —
 	// a done check, a delivery — is cancelled too, and its task handed back.
 	abandon     context.Context
 	stopWaiting context.CancelFunc
 
+	// Not a WaitGroup: a task asynq dequeued just before Stop starts after Wait began, and a
+	// WaitGroup's Add from zero must not race its Wait.
 	mu      sync.Mutex
 	running map[string]int // "item/attempt" → how many of its executions run here (Running)
+	active  int            // tasks in ProcessTask
+	idle    chan struct{}  // closed while active is 0
 }
 
 // NewHandler returns a Handler.
@@ -138,7 +141,8 @@ func NewHandler(o HandlerOptions) *Handler {
 	if o.Workspaces == nil {
 		o.Workspaces = &Workspaces{Root: filepath.Join(os.TempDir(), "outerloop-work")}
 	}
-	h := &Handler{o: o, running: map[string]int{}}
+	h := &Handler{o: o, running: map[string]int{}, idle: make(chan struct{})}
+	close(h.idle)
 	h.base, h.cancel = context.WithCancel(context.Background())
 	h.abandon, h.stopWaiting = context.WithCancel(context.Background())
 	return h
@@ -150,10 +154,11 @@ func (h *Handler) Yield() { h.cancel() }
 
 // Wait waits for running handlers until ctx ends.
 func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
+	h.mu.Lock()
+	idle := h.idle
+	h.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -184,12 +189,16 @@ func (h *Handler) track(key string, d int) {
 	if h.running[key] += d; h.running[key] <= 0 {
 		delete(h.running, key)
 	}
+	if h.active == 0 && d > 0 {
+		h.idle = make(chan struct{})
+	}
+	if h.active += d; h.active == 0 {
+		close(h.idle)
+	}
 }
 
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	h.wg.Add(1)
-	defer h.wg.Done()
 	var p workitems.TaskPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Item == "" || p.Attempt < 1 {
 		return fmt.Errorf("worker: task payload %q is not {item, attempt}: %w", truncate(string(t.Payload()), 200), asynq.SkipRetry)
