@@ -159,6 +159,7 @@ func shutdownHTTP(ctx context.Context, srv *http.Server, a *app.App, drain time.
 
 func schedulerCmd(g *globals) *cobra.Command {
 	var metricsAddr string
+	var shutdownTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the cron scheduler (any number of replicas create each tick's item once)",
@@ -175,11 +176,14 @@ func schedulerCmd(g *globals) *cobra.Command {
 			}
 			a.Logger.Info("scheduler running", "templates", len(a.Config.Templates))
 			<-ctx.Done()
-			s.Shutdown()
+			st := newStopper(a.Logger)
+			st.arm(shutdownTimeout) // left armed, as in serve
+			st.stage("scheduler", s.Shutdown)
 			return nil
 		}),
 	}
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9464)")
+	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
 	return c
 }
 
