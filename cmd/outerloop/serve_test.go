@@ -178,7 +178,7 @@ func TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning(t *testing.T) {
 	cfg, _ := setup(t, tmpl)
 	c := newCLI(t, cfg)
 	addr := freeAddr(t)
-	const timeout = 12 * time.Second
+	const timeout = 20 * time.Second
 	cmd := c.command("serve", "--addr", addr, "--shutdown-timeout", timeout.String())
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logf, _ := os.Create(logPath)
