@@ -119,9 +119,11 @@ func stopServe(t *testing.T, cmd *exec.Cmd, logPath string, shutdownTimeout time
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	t0 := time.Now()
 	bound := shutdownTimeout + 30*time.Second
 	select {
 	case err := <-exited:
+		t.Logf("serve exited %s after SIGTERM", time.Since(t0).Round(time.Millisecond))
 		if err != nil {
 			b, _ := os.ReadFile(logPath)
 			t.Fatalf("serve did not stop cleanly on SIGTERM: %v\n%s", err, b)
