@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -46,9 +47,20 @@ type Options struct {
 
 // Server serves the API.
 type Server struct {
-	o     Options
-	store *workitems.Store
+	o      Options
+	store  *workitems.Store
+	closed chan struct{} // Close: long polls answer now
+	once   sync.Once
 }
+
+// longPollSlice is the longest one blocking read of a long poll waits: between reads the poll
+// notices Close (a blocking Redis read notices neither a cancelled context nor Close).
+const longPollSlice = 2 * time.Second
+
+// Close makes the long polls under way answer with what they have (within longPollSlice), so
+// that http.Server.Shutdown, which waits for running handlers, is not held up by them: register
+// it with srv.RegisterOnShutdown. Everything else keeps working.
+func (s *Server) Close() { s.once.Do(func() { close(s.closed) }) }
 
 // New returns the API server; Register adds its routes to a mux shared with the console.
 func New(o Options) *Server {
@@ -58,7 +70,7 @@ func New(o Options) *Server {
 	if o.Auth == nil {
 		o.Auth = NewAuth("")
 	}
-	return &Server{o: o, store: o.Queue.Store()}
+	return &Server{o: o, store: o.Queue.Store(), closed: make(chan struct{})}
 }
 
 // Register adds the API routes to mux.
@@ -330,7 +342,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
-	evs, err := s.store.Events(r.Context(), id, r.URL.Query().Get("after"), 500, wait)
+	evs, err := s.waitEvents(r.Context(), id, r.URL.Query().Get("after"), wait)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "%v", err)
 		return
@@ -339,6 +351,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		evs = []workitems.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+// waitEvents reads the events after after, waiting up to wait for some in reads of at most
+// longPollSlice, and answers early when the client went or the server is closing.
+func (s *Server) waitEvents(ctx context.Context, id, after string, wait time.Duration) ([]workitems.Event, error) {
+	for {
+		block := min(wait, longPollSlice)
+		select {
+		case <-s.closed:
+			block = 0 // what there is, without waiting
+		default:
+		}
+		evs, err := s.store.Events(ctx, id, after, 500, block)
+		wait -= block
+		if err != nil || len(evs) > 0 || block == 0 || wait <= 0 || ctx.Err() != nil {
+			return evs, err
+		}
+	}
 }
 
 // DiffAttempt says which attempt's patch GET /api/items/{id}/diff serves: ?attempt=N, else the

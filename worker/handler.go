@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,7 +106,18 @@ type Handler struct {
 	o      HandlerOptions
 	base   context.Context // cancelled at shutdown, before asynq stops
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+
+	// abandon is cancelled when a shutdown stops waiting (Abandon): what Yield does not stop —
+	// a done check, a delivery — is cancelled too, and its task handed back.
+	abandon     context.Context
+	stopWaiting context.CancelFunc
+
+	// Not a WaitGroup: a task asynq dequeued just before Stop starts after Wait began, and a
+	// WaitGroup's Add from zero must not race its Wait.
+	mu      sync.Mutex
+	running map[string]int // "item/attempt" → how many of its executions run here (Running)
+	active  int            // tasks in ProcessTask
+	idle    chan struct{}  // closed while active is 0
 }
 
 // NewHandler returns a Handler.
@@ -129,8 +141,10 @@ func NewHandler(o HandlerOptions) *Handler {
 	if o.Workspaces == nil {
 		o.Workspaces = &Workspaces{Root: filepath.Join(os.TempDir(), "outerloop-work")}
 	}
-	h := &Handler{o: o}
+	h := &Handler{o: o, running: map[string]int{}, idle: make(chan struct{})}
+	close(h.idle)
 	h.base, h.cancel = context.WithCancel(context.Background())
+	h.abandon, h.stopWaiting = context.WithCancel(context.Background())
 	return h
 }
 
@@ -140,25 +154,67 @@ func (h *Handler) Yield() { h.cancel() }
 
 // Wait waits for running handlers until ctx ends.
 func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
+	h.mu.Lock()
+	idle := h.idle
+	h.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// Abandon cancels everything the running attempts still do (after Yield, a done check or a
+// delivery under way): a shutdown that waited long enough calls it. Their tasks go back to the
+// queue as yielded and resume where the store says (a verifying item is verified again).
+func (h *Handler) Abandon() { h.stopWaiting() }
+
+// Running names the attempts being processed here ("item/attempt"), sorted: what a shutdown that
+// ran out of time was still waiting for.
+func (h *Handler) Running() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.running))
+	for k := range h.running {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (h *Handler) track(key string, d int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[key] += d; h.running[key] <= 0 {
+		delete(h.running, key)
+	}
+	if h.active == 0 && d > 0 {
+		h.idle = make(chan struct{})
+	}
+	if h.active += d; h.active == 0 {
+		close(h.idle)
+	}
+}
+
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	h.wg.Add(1)
-	defer h.wg.Done()
 	var p workitems.TaskPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Item == "" || p.Attempt < 1 {
 		return fmt.Errorf("worker: task payload %q is not {item, attempt}: %w", truncate(string(t.Payload()), 200), asynq.SkipRetry)
 	}
+	key := fmt.Sprintf("%s/%d", p.Item, p.Attempt)
+	h.track(key, 1)
+	defer h.track(key, -1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.abandon, cancel)()
 	err := h.Process(ctx, p.Item, p.Attempt)
+	if err != nil && h.abandon.Err() != nil {
+		// Cut off by the shutdown, not the attempt's fault: retried soon, never counted.
+		h.o.Logger.Warn("attempt cut off at shutdown; its task goes back to the queue", "item", p.Item, "attempt", p.Attempt, "err", err)
+		return fmt.Errorf("%w: %w", ErrYield, err)
+	}
 	if p.Recover && errors.Is(err, workitems.ErrLeaseHeld) {
 		// The attempt's holder lives after all (its renewal was late): nothing to recover. Should
 		// it die, its lease expires and the next recovery pass enqueues a task of its own.

@@ -15,8 +15,11 @@ import (
 
 // ServerOptions configures a Server.
 type ServerOptions struct {
-	Queue           string // asynq queue (default "outerloop")
-	Concurrency     int    // attempts at once (default 2)
+	Queue       string // asynq queue (default "outerloop")
+	Concurrency int    // attempts at once (default 2)
+	// ShutdownTimeout is how long Shutdown waits for attempts it cancelled after its context
+	// ended, and then asynq for those that ignored it before it pushes their tasks back to the
+	// queue (default 15s).
 	ShutdownTimeout time.Duration
 	ReconcileEvery  time.Duration // default 30s; 0 keeps the default, <0 disables
 	// RecoverEvery is how often the server looks for attempts whose worker is gone (default 5s;
@@ -53,7 +56,7 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 		o.Concurrency = 2
 	}
 	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = 30 * time.Second
+		o.ShutdownTimeout = 15 * time.Second
 	}
 	if o.ReconcileEvery == 0 {
 		o.ReconcileEvery = 30 * time.Second
@@ -169,12 +172,22 @@ func (s *Server) reconcile(ctx context.Context) {
 }
 
 // Shutdown stops the server gracefully: no new tasks, running loops checkpoint and yield (their
-// tasks are retried by asynq and resume from the checkpoint), then asynq stops.
+// tasks are retried by asynq and resume from the checkpoint), then asynq stops. It waits for the
+// attempts until ctx ends; what they still do then (a done check or a delivery finishing) is
+// cancelled and their tasks handed back as yielded, to resume where the store says. It returns
+// within ctx's deadline plus about twice ShutdownTimeout even when a handler ignores that.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.srv.Stop() // no new tasks
 	s.h.Yield()
 	if err := s.h.Wait(ctx); err != nil {
-		s.o.Logger.Warn("attempts still running at shutdown", "err", err)
+		s.o.Logger.Warn("attempts still running at shutdown: cancelling what they do and handing their tasks back to the queue",
+			"err", err, "attempts", s.h.Running())
+		s.h.Abandon()
+		wctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
+		if err := s.h.Wait(wctx); err != nil {
+			s.o.Logger.Error("attempts ignore their cancellation: asynq hands their tasks back", "err", err, "attempts", s.h.Running())
+		}
+		cancel()
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -22,34 +22,55 @@ func serveCmd(g *globals) *cobra.Command {
 	var addr string
 	var concurrency int
 	var noWorker, noScheduler, queuesUI bool
+	var shutdownTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
 		Args:  cobra.NoArgs,
 		RunE: g.withLongApp(true, func(ctx context.Context, a *app.App, _ []string) error {
 			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
-				scheduler: !noScheduler, queuesUI: queuesUI})
+				scheduler: !noScheduler, queuesUI: queuesUI, shutdownTimeout: shutdownTimeout})
 		}),
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once by the built-in worker")
 	c.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process")
 	c.Flags().BoolVar(&noScheduler, "no-scheduler", false, "do not run the cron scheduler in this process")
+	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
 	c.Flags().BoolVar(&queuesUI, "queues-ui", false, "mount asynqmon's queue UI at /queues (reading needs a login when a token is configured, its actions the operator role)")
 	return c
 }
 
-// runServe runs the parts of the system until ctx ends, then stops them in order: HTTP, the
-// scheduler (no new items), the worker (loops checkpoint and yield).
+// serveOptions are serve's flags.
 type serveOptions struct {
 	addr              string
 	concurrency       int
 	worker, scheduler bool
 	queuesUI          bool
+	shutdownTimeout   time.Duration // the whole stop (DefaultShutdownTimeout when 0)
 }
 
+// shutdownBudget splits the whole stop's bound (DefaultShutdownTimeout when ≤ 0) into its parts
+// (shutdown.go): open HTTP requests get a sixth to drain, then their connections are closed;
+// running attempts get a third to checkpoint and yield or finish the done check or delivery
+// under way, then that is cancelled and their tasks handed back (worker.Server.Shutdown).
+func shutdownBudget(total time.Duration) (httpDrain, attemptsYield time.Duration) {
+	if total <= 0 {
+		total = DefaultShutdownTimeout
+	}
+	return total / 6, total / 3
+}
+
+// runServe runs the parts of the system until ctx ends, then stops them in order, each bounded:
+// HTTP (live streams and long polls end, the rest drain), asynqmon, the worker (loops checkpoint
+// and yield; their tasks are handed back to the queue), the scheduler, the notifications. The
+// whole stop is bounded by o.shutdownTimeout (see stopper).
 func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	addr, concurrency, withWorker, withScheduler := o.addr, o.concurrency, o.worker, o.scheduler
+	st := newStopper(a.Logger)
+	// Armed when the signal comes, and left armed: it also bounds what runs after runServe
+	// returns (the config watch, closing Redis), and the process ends right after.
+	defer context.AfterFunc(ctx, func() { st.arm(o.shutdownTimeout) })()
 	sched, err := a.Scheduler(nil)
 	if err != nil {
 		return err
@@ -60,17 +81,22 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 		return err
 	}
 	nd.Start()
-	defer nd.Shutdown()
+	defer st.stage("notify dispatcher", nd.Shutdown)
 	if withScheduler {
 		sched.Start(ctx)
-		defer sched.Shutdown()
+		defer st.stage("scheduler", sched.Shutdown)
 	}
 	if withWorker {
 		w := a.Worker(concurrency, fmt.Sprintf("%s:%d", host, os.Getpid()))
 		if err := w.Start(); err != nil {
 			return err
 		}
-		defer w.Shutdown(context.WithoutCancel(ctx))
+		defer st.stage("worker (attempts checkpoint and yield)", func() {
+			_, yield := shutdownBudget(o.shutdownTimeout)
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), yield)
+			defer cancel()
+			w.Shutdown(wctx)
+		})
 	}
 	mux := http.NewServeMux()
 	token := os.Getenv("OUTERLOOP_API_TOKEN")
@@ -78,9 +104,10 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
+	apiSrv := api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
-		NextRun: sched.NextRun, Audit: audit}).Register(mux)
+		NextRun: sched.NextRun, Audit: audit})
+	apiSrv.Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun, audit)
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
@@ -89,7 +116,7 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	}
 	if o.queuesUI {
 		mon := asynqmon.New(asynqmon.Options{RootPath: "/queues", RedisConnOpt: a.AsynqOpt})
-		defer mon.Close()
+		defer st.stage("asynqmon", func() { _ = mon.Close() })
 		mux.Handle("/queues/", mon)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -99,7 +126,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	// No WriteTimeout: the console's live event streams stay open.
 	srv := &http.Server{Handler: api.Protect(mux, api.ProtectOptions{Auth: auth, Audit: audit, Logger: a.Logger}),
 		ReadHeaderTimeout: 10 * time.Second}
-	srv.RegisterOnShutdown(con.Close) // open item pages would otherwise hold Shutdown up
+	srv.RegisterOnShutdown(con.Close)    // open item pages would otherwise hold Shutdown up
+	srv.RegisterOnShutdown(apiSrv.Close) // and so would the API's long polls
 	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.CanAct(), "read_login", auth.ReadLogin(),
 		"worker", withWorker, "scheduler", withScheduler)
 	errc := make(chan error, 1)
@@ -112,13 +140,26 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 			return err
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	drain, _ := shutdownBudget(o.shutdownTimeout)
+	st.stage("http", func() { shutdownHTTP(ctx, srv, a, drain) })
+	return nil
+}
+
+// shutdownHTTP stops the listener and waits up to drain for the requests under way (the
+// console's live streams end on their own, see Console.Close), then closes the connections
+// still open: a long poll or a slow client must not hold the process.
+func shutdownHTTP(ctx context.Context, srv *http.Server, a *app.App, drain time.Duration) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		a.Logger.Warn("HTTP requests still open after the drain: closing their connections", "drain", drain.String(), "err", err)
+		_ = srv.Close()
+	}
 }
 
 func schedulerCmd(g *globals) *cobra.Command {
 	var metricsAddr string
+	var shutdownTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the cron scheduler (any number of replicas create each tick's item once)",
@@ -135,11 +176,14 @@ func schedulerCmd(g *globals) *cobra.Command {
 			}
 			a.Logger.Info("scheduler running", "templates", len(a.Config.Templates))
 			<-ctx.Done()
-			s.Shutdown()
+			st := newStopper(a.Logger)
+			st.arm(shutdownTimeout) // left armed, as in serve
+			st.stage("scheduler", s.Shutdown)
 			return nil
 		}),
 	}
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9464)")
+	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
 	return c
 }
 
@@ -159,6 +203,7 @@ func serveMetrics(a *app.App, addr string) func() {
 func workerCmd(g *globals) *cobra.Command {
 	var concurrency int
 	var id, metricsAddr string
+	var shutdownTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "worker",
 		Short: "Run attempts from the queue",
@@ -177,7 +222,9 @@ func workerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			nd.Start()
-			defer nd.Shutdown()
+			st := newStopper(a.Logger)
+			defer context.AfterFunc(ctx, func() { st.arm(shutdownTimeout) })() // left armed, as in serve
+			defer st.stage("notify dispatcher", nd.Shutdown)
 			if metricsAddr != "" {
 				stop := serveMetrics(a, metricsAddr)
 				defer stop()
@@ -185,7 +232,12 @@ func workerCmd(g *globals) *cobra.Command {
 			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName())
 			<-ctx.Done()
 			a.Logger.Info("worker shutting down: attempts checkpoint and yield")
-			w.Shutdown(context.WithoutCancel(ctx))
+			st.stage("worker (attempts checkpoint and yield)", func() {
+				_, yield := shutdownBudget(shutdownTimeout)
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), yield)
+				defer cancel()
+				w.Shutdown(wctx)
+			})
 			return nil
 		}),
 	}
@@ -193,5 +245,6 @@ func workerCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&id, "id", "", "worker id in leases and events (default host:pid)")
 	c.Flags().DurationVar(&g.leaseTTL, "lease-ttl", 15*time.Second, "attempt lease, renewed every third of it: a dead worker's attempt is recovered about this long after its last renewal")
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9101)")
+	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
 	return c
 }

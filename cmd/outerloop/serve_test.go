@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -102,12 +105,132 @@ func TestServeRunsTheWholeSystemAndStopsGracefully(t *testing.T) {
 	if code, _ := get("/queues/"); code != 200 {
 		t.Errorf("/queues/ (asynqmon): %d", code)
 	}
+	stopServe(t, cmd, logPath, DefaultShutdownTimeout)
+}
+
+// stopServe sends SIGTERM and waits for the process to exit, at most its shutdown timeout plus a
+// margin for a loaded machine. A process still there then gets SIGQUIT, so that the Go runtime
+// writes every goroutine's stack into its log, and the test fails with that log: a hang is
+// diagnosable from the failure alone instead of ending in the test binary's timeout.
+func stopServe(t *testing.T, cmd *exec.Cmd, logPath string, shutdownTimeout time.Duration) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	t0 := time.Now()
+	bound := shutdownTimeout + 30*time.Second
+	select {
+	case err := <-exited:
+		t.Logf("serve exited %s after SIGTERM", time.Since(t0).Round(time.Millisecond))
+		if err != nil {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("serve did not stop cleanly on SIGTERM: %v\n%s", err, b)
+		}
+	case <-time.After(bound):
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
 		b, _ := os.ReadFile(logPath)
-		t.Fatalf("serve did not stop cleanly on SIGTERM: %v\n%s", err, b)
+		t.Fatalf("serve still running %s after SIGTERM (its shutdown timeout is %s); its log with the goroutines at SIGQUIT:\n%s",
+			bound, shutdownTimeout, b)
+	}
+}
+
+// awaitPath polls for a file a child process creates (there is no event to await).
+func awaitPath(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning sends SIGTERM while a browser
+// follows an item's live events and the item's done check runs (a check is not stopped by the
+// attempts' yield: it would otherwise run to its own timeout while the process refuses to go).
+// serve must exit 0 within its shutdown timeout, the stream must end, and the attempt must be
+// handed back, not lost: a worker started afterwards verifies it again and closes the item
+// without a second attempt.
+func TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning(t *testing.T) {
+	t.Parallel()
+	marks := t.TempDir()
+	tmpl := fmt.Sprintf(`  - name: slowcheck
+    repo: REPO
+    goal: make TestAdd pass
+    sandbox: {mode: off}   # the done check marks files outside the workspace
+    budget: {wall_time: 10m, verify_reserve: 5m}
+    loop: {kind: script, commands: [%[2]q]}
+    done_check:
+      commands:
+        - "if [ ! -f %[1]s/checked ]; then touch %[1]s/checked %[1]s/READY; sleep 300; fi"
+        - "go test -json ./..."
+`, marks, sample.FixCommand)
+	cfg, _ := setup(t, tmpl)
+	c := newCLI(t, cfg)
+	addr := freeAddr(t)
+	const timeout = 20 * time.Second
+	cmd := c.command("serve", "--addr", addr, "--shutdown-timeout", timeout.String())
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	logf, _ := os.Create(logPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + addr
+	waitHTTP(t, base+"/healthz")
+	out, e, code := c.run("enqueue", "slowcheck")
+	if code != 0 {
+		t.Fatalf("enqueue: %s", e)
+	}
+	id := enqueuedID(t, out)
+	awaitPath(t, filepath.Join(marks, "READY"))
+
+	resp, err := http.Get(base + "/items/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, len("retry:"))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "retry:" {
+		t.Fatalf("live stream did not start: %q %v", first, err)
+	}
+	streamEnded := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); streamEnded <- err }()
+
+	stopServe(t, cmd, logPath, timeout)
+	select {
+	case <-streamEnded: // EOF or a reset: either way the server let go of it
+	case <-time.After(10 * time.Second):
+		t.Fatal("the live stream outlived the server")
+	}
+	it, err := c.store().Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.State != workitems.StateVerifying || it.Attempt != 1 {
+		t.Fatalf("after the shutdown the item is %s at attempt %d; want verifying at attempt 1 (handed back)", it.State, it.Attempt)
+	}
+	b, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(b), "its task goes back to the queue") {
+		t.Errorf("serve's log does not say the attempt was handed back:\n%s", b)
+	}
+
+	c.start("worker", "--id", "after")
+	done := awaitState(t, c.store(), id, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	if done.State != workitems.StateClosed || done.Attempt != 1 {
+		t.Fatalf("after the hand-back the item is %s at attempt %d; want closed by attempt 1", done.State, done.Attempt)
 	}
 }
 
@@ -188,5 +311,49 @@ func TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool(t *testing.T
 	}
 	if !sawInterrupted {
 		t.Fatalf("request 2 must carry c1 with an 'interrupted' output: %+v", reqs[1].Input)
+	}
+}
+
+// TestShutdownPastItsDeadlineNamesWhatStillStopsAndExits1 holds a shutdown stage past the hard
+// deadline: the stopper must log the stage, write the goroutines' stacks and exit 1.
+func TestShutdownPastItsDeadlineNamesWhatStillStopsAndExits1(t *testing.T) {
+	t.Parallel()
+	var logs, stacks bytes.Buffer
+	codes := make(chan int, 1)
+	st := &stopper{log: slog.New(slog.NewJSONHandler(&logs, nil)), stack: &stacks, exit: func(c int) { codes <- c }}
+	entered, release := make(chan struct{}), make(chan struct{})
+	go st.stage("stuck component", func() { close(entered); <-release })
+	<-entered
+	st.arm(time.Millisecond)
+	code := <-codes
+	close(release)
+	st.disarm()
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(logs.String(), `"still_stopping":["stuck component"]`) {
+		t.Fatalf("the log does not name the stage still stopping: %s", logs.String())
+	}
+	if !strings.Contains(stacks.String(), "goroutine ") || !strings.Contains(stacks.String(), "TestShutdownPastItsDeadline") {
+		t.Fatalf("no goroutine dump with the stuck stage's stack: %.300s", stacks.String())
+	}
+}
+
+// TestSecondSignalDuringShutdownExitsAtOnce: an operator's second SIGTERM must not wait for the
+// deadline.
+func TestSecondSignalDuringShutdownExitsAtOnce(t *testing.T) {
+	var logs bytes.Buffer
+	codes := make(chan int, 1)
+	st := &stopper{log: slog.New(slog.NewJSONHandler(&logs, nil)), stack: io.Discard, exit: func(c int) { codes <- c }}
+	st.arm(time.Hour)
+	defer st.disarm()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil { // caught by arm's signal.Notify
+		t.Fatal(err)
+	}
+	if code := <-codes; code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(logs.String(), "second signal during shutdown") {
+		t.Fatalf("log: %s", logs.String())
 	}
 }
