@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,14 +48,7 @@ func TestKillForgeResumedWorkerDeliversTheSinglePullRequestOfASingleRun(t *testi
 		return `  - name: ` + name + `
     repo: ` + r.CloneURL + `
     goal: survive a crash
-    sandbox: {mode: off}   # the steps log to files outside the workspace
-    loop:
-      kind: script
-      commands:
-        - "echo c1 >> ` + runs + `; echo one > step1.txt"
-        - "if [ -f ` + logDir + `/MARK ]; then echo c2-again >> ` + runs + `; else touch ` + logDir + `/MARK; echo $$ > ` + logDir + `/pgid; echo c2-start >> ` + runs + `; echo half > partial.txt; touch ` + logDir + `/READY; sleep 120; fi; echo two > step2.txt"
-        - "test -f step1.txt && ` + sample.FixCommand + ` && echo c3 >> ` + runs + `"
-    done_check: {commands: ["go test -json ./..."]}
+` + resumableLoop(logDir) + `    done_check: {commands: ["go test -json ./..."]}
     deliver: {forge: tea, repo: ` + r.Slug + `, mode: pull_request}
 `
 	}
@@ -70,7 +62,7 @@ func TestKillForgeResumedWorkerDeliversTheSinglePullRequestOfASingleRun(t *testi
 	c := newCLI(t, cfg)
 	env := append(os.Environ(), killForgeToken+"="+gs.Token())
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a, logA := c.startEnv(env, "--workdir", dirA, "worker", "--id", "A")
+	a, logA := c.startEnv(env, "--workdir", dirA, "worker", "--id", "A", "--lease-ttl", killLease)
 	out, e, code := c.run("enqueue", "resumable")
 	if code != 0 {
 		t.Fatalf("enqueue: %s", e)
@@ -82,11 +74,7 @@ func TestKillForgeResumedWorkerDeliversTheSinglePullRequestOfASingleRun(t *testi
 		t.Fatal(err)
 	}
 	_ = a.Wait()
-	if b, err := os.ReadFile(filepath.Join(logDir, "pgid")); err == nil {
-		if pg, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			_ = syscall.Kill(-pg, syscall.SIGKILL) // the script's group outlives its worker
-		}
-	}
+	awaitGone(t, readPID(t, filepath.Join(logDir, "pgid"))) // stopped by its guard
 	s := c.store()
 	mid, _ := s.Get(t.Context(), id)
 	if mid.State != workitems.StateRunning || mid.Current().Base == nil {
@@ -95,8 +83,8 @@ func TestKillForgeResumedWorkerDeliversTheSinglePullRequestOfASingleRun(t *testi
 	if prs := forgePulls(t, gs, r); len(prs) != 0 {
 		t.Fatalf("nothing may be delivered before the attempt ends: %+v", prs)
 	}
-	workerB, logB := c.startEnv(env, "--workdir", dirB, "worker", "--id", "B")
-	it := awaitState(t, s, id, 4*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	workerB, logB := c.startEnv(env, "--workdir", dirB, "worker", "--id", "B", "--lease-ttl", killLease)
+	it := awaitState(t, s, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 {
 		t.Fatalf("want closed in one attempt, got %s after %d: %+v", it.State, len(it.Attempts), it.Decisions)
 	}
