@@ -1,13 +1,11 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/internal/testlog"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
@@ -23,14 +22,6 @@ import (
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestAgentTemplateRunsThroughTheWorkerAndNoSecretLeaks runs a `loop: agent` template through
 // the real worker, against a local Responses-API server that needs an API key, then searches
@@ -68,7 +59,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuf{}
+	logs := &testlog.Buffer{}
 	env := redistest.New(t)
 	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(pc, name, srv.Getenv, nil)
