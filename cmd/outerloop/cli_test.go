@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
 	"outerloop/worker/proc"
@@ -46,11 +48,20 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
+// TestMain fails the package when a test leaves a goroutine behind: every process a test starts
+// is waited for (its output copiers end with it) and every Redis client closed, so no ignore is
+// needed.
 func TestMain(m *testing.M) {
 	proc.MaybeGuard() // the runner re-executes this binary as its guard
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
