@@ -15,7 +15,6 @@ import (
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
 	"outerloop/internal/testlog"
-	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"
@@ -71,16 +70,8 @@ templates:
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	w := a.Worker(1, "agent-worker")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
-	it, err := a.Queue.Submit(context.Background(), scheduler.Request{Template: "look"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it = awaitState(t, a.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	startAppWorker(t, a, 1, "agent-worker")
+	it := submitAndAwait(t, a, "look", 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("agent item: %s %+v", it.State, it.Decisions)
 	}

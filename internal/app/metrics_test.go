@@ -202,11 +202,7 @@ templates:
 	t.Cleanup(a.Close)
 	hs = httptest.NewServer(a.Metrics.Handler())
 	t.Cleanup(hs.Close)
-	w := a.Worker(1, "spend")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
+	startAppWorker(t, a, 1, "spend")
 	ctx := context.Background()
 	it, err := a.Queue.Submit(ctx, scheduler.Request{Template: "spender"})
 	if err != nil {

@@ -47,11 +47,7 @@ templates:
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	w := a.Worker(2, "ha-worker")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
+	startAppWorker(t, a, 2, "ha-worker")
 	var ids []string
 	submit := func(n int) {
 		for range n {
