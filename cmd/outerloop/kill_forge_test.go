@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -177,33 +176,6 @@ func TestKillForgeResumedWorkerDeliversTheSinglePullRequestOfASingleRun(t *testi
 	if strings.Contains(printed, tok) {
 		t.Error("enqueue printed the token")
 	}
-}
-
-// startEnv is cli.start with the environment env; it returns the process and its log file
-// (stdout and stderr), which holds everything once the process has exited.
-func (c *cli) startEnv(env []string, a ...string) (*exec.Cmd, string) {
-	c.t.Helper()
-	cmd := c.command(a...)
-	cmd.Env = env
-	logPath := filepath.Join(c.t.TempDir(), "proc.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = logf.Close()
-		if c.t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			c.t.Logf("process log %v:\n%s", a, b)
-		}
-	})
-	return cmd, logPath
 }
 
 // forgePR is the part of Gitea's pull request JSON the test reads.
