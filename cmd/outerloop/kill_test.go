@@ -14,12 +14,13 @@ import (
 )
 
 // TestKilledWorkerIsResumedByAnotherFromItsCheckpoint kills a worker process with SIGKILL in
-// the middle of an attempt. asynq re-delivers the task to a second worker process once the dead
-// one's lease runs out (seconds: the workers' 3 s lease and the recover pass). The second worker has a work dir of
-// its own, as on another host: it has neither the workspace nor the mirror, so it makes the
-// mirror, recreates the recorded base, applies the checkpoint's stored diff and resumes after
-// the last checkpointed step. The item closes with the same tree as an uninterrupted run, and
-// nothing is lost or run twice.
+// the middle of an attempt (the script loop's real-process kill test). A second worker process
+// takes the attempt over once the dead one's lease runs out (seconds: the workers' 3 s lease and
+// the recover pass). The second worker has a work dir of its own, as on another host: it has
+// neither the workspace nor the mirror, so it makes the mirror, recreates the recorded base,
+// applies the checkpoint's stored diff and resumes after the last checkpointed step. The item
+// closes with the same tree as an uninterrupted run, nothing is lost or run twice, and the dead
+// worker's step is stopped by its guard.
 func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	logDir := t.TempDir()
