@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"outerloop/internal/giteatest"
+	"outerloop/internal/testlog"
 	"outerloop/workitems"
 )
 
@@ -26,13 +27,13 @@ type giteaEnv struct {
 	dir  string // local repository
 	base string // main's commit
 	f    Forge
-	logs *syncBuffer
+	logs *testlog.Buffer
 }
 
 func newGiteaEnv(t *testing.T, prefix string) *giteaEnv {
 	t.Helper()
 	srv := giteatest.Shared(t)
-	e := &giteaEnv{srv: srv, repo: srv.NewRepo(t, prefix), logs: &syncBuffer{}}
+	e := &giteaEnv{srv: srv, repo: srv.NewRepo(t, prefix), logs: &testlog.Buffer{}}
 	e.dir, e.base = localRepo(t)
 	srv.PushDir(t, e.dir, e.repo, "main")
 	e.f = e.forge(t, srv.URL, srv.Getenv("GITEA_TOKEN"))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/testlog"
 	"outerloop/workitems"
 )
 
@@ -43,14 +44,14 @@ type ghEnv struct {
 	fake  *fakeGitHub
 	f     Forge
 	clock *recClock
-	logs  *syncBuffer
+	logs  *testlog.Buffer
 	dir   string // local repository
 	base  string // main's commit, pushed
 }
 
 func newGHEnv(t *testing.T, getenv func(string) string) *ghEnv {
 	t.Helper()
-	e := &ghEnv{fake: newFakeGitHub(t, ghToken), clock: &recClock{}, logs: &syncBuffer{}}
+	e := &ghEnv{fake: newFakeGitHub(t, ghToken), clock: &recClock{}, logs: &testlog.Buffer{}}
 	if getenv == nil {
 		getenv = func(k string) string {
 			if k == "GH_BOT_TOKEN" {

@@ -1,7 +1,6 @@
 package forge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,34 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"outerloop/internal/giteatest"
+	"outerloop/internal/testlog"
 	"outerloop/workitems"
 )
 
 func TestMain(m *testing.M) { giteatest.Main(m, func() error { return goleak.Find() }) }
-
-// syncBuffer is a log sink tests search for secrets.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // gitRun runs git in dir (no credentials) and returns its trimmed output.
 func gitRun(t testing.TB, dir string, args ...string) string {
@@ -120,6 +101,6 @@ func noSecret(t testing.TB, where, text string, secrets ...string) {
 
 var bg = context.Background()
 
-func newLogger(buf *syncBuffer) *slog.Logger {
+func newLogger(buf *testlog.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
 	"outerloop/worker/proc"
@@ -46,11 +48,20 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
+// TestMain fails the package when a test leaves a goroutine behind: every process a test starts
+// is waited for (its output copiers end with it) and every Redis client closed, so no ignore is
+// needed.
 func TestMain(m *testing.M) {
 	proc.MaybeGuard() // the runner re-executes this binary as its guard
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
@@ -111,11 +122,15 @@ func (c *cli) run(a ...string) (stdout, stderr string, code int) {
 // command returns the binary with the test's isolation flags, not started.
 func (c *cli) command(a ...string) *exec.Cmd { return exec.Command(c.bin, c.args(a...)...) }
 
-// start starts a long-running command (worker, serve); it is killed at cleanup.
-func (c *cli) start(a ...string) *exec.Cmd {
+// startEnv starts a long-running command with the environment env (nil: the test's); it
+// returns the process and its log file (stdout and stderr), which holds everything once the
+// process has exited. The process is stopped at cleanup, and its log printed if the test failed.
+func (c *cli) startEnv(env []string, a ...string) (*exec.Cmd, string) {
 	c.t.Helper()
-	cmd := exec.Command(c.bin, c.args(a...)...)
-	logf, err := os.Create(filepath.Join(c.t.TempDir(), "proc.log"))
+	cmd := c.command(a...)
+	cmd.Env = env
+	logPath := filepath.Join(c.t.TempDir(), "proc.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -126,11 +141,20 @@ func (c *cli) start(a ...string) *exec.Cmd {
 	c.t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
+		_ = logf.Close()
 		if c.t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
+			b, _ := os.ReadFile(logPath)
 			c.t.Logf("process log %v:\n%s", a, b)
 		}
 	})
+	return cmd, logPath
+}
+
+// start starts a long-running command (worker, serve) in the test's environment; it is
+// stopped at cleanup, and its log printed if the test failed.
+func (c *cli) start(a ...string) *exec.Cmd {
+	c.t.Helper()
+	cmd, _ := c.startEnv(nil, a...)
 	return cmd
 }
 

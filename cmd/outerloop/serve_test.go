@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,8 +15,6 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
-	"outerloop/worker/model"
-	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
 )
 
@@ -231,129 +227,5 @@ func TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning(t *testing.T) {
 	done := awaitState(t, c.store(), id, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if done.State != workitems.StateClosed || done.Attempt != 1 {
 		t.Fatalf("after the hand-back the item is %s at attempt %d; want closed by attempt 1", done.State, done.Attempt)
-	}
-}
-
-// TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool kills a worker process while
-// the agent's shell tool runs. The worker that takes over resumes from the last checkpoint: the
-// tool call that had started but recorded no output gets "interrupted; outcome unknown" and is
-// not run again; the model sees that and finishes.
-func TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool(t *testing.T) {
-	t.Parallel()
-	srv := modeltest.NewResponsesServer(t)
-	marks := t.TempDir()
-	runs := filepath.Join(marks, "runs")
-	srv.Enqueue(
-		modeltest.ToolCalls(model.Item{Kind: model.KindFunctionCall, CallID: "c1", Name: "shell",
-			Arguments: fmt.Sprintf(`{"command":"echo run >> %s; echo $$ > %s/pid; touch %s/READY; sleep 120"}`, runs, marks, marks)}),
-		modeltest.Text("The long command was interrupted; the code is fine as it is."),
-	)
-	tmpl := `  - name: agent
-    repo: REPO
-    goal: look around
-    sandbox: {mode: off}   # the tool call marks files outside the workspace
-    loop: {kind: agent, provider: local}
-    done_check: {commands: ["true"]}
-`
-	cfg, repo := setup(t, tmpl)
-	// The agent loop needs a provider; the done check must pass: fix the repo first.
-	if err := sample.Fix(repo); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(cfg)
-	withProvider := strings.Replace(string(b), "templates:", fmt.Sprintf("providers:\n  local: {kind: openai-responses, base_url: %s, api_key_env: %s, model: %s}\ntemplates:",
-		srv.URL, modeltest.KeyEnv, modeltest.Model), 1)
-	withProvider = strings.Replace(withProvider, `done_check: {commands: ["true"]}`, `done_check: {commands: ["go test -json ./..."]}`, 1)
-	_ = os.WriteFile(cfg, []byte(withProvider), 0o644)
-	c := newCLI(t, cfg)
-	env := append(os.Environ(), modeltest.KeyEnv+"="+modeltest.Key)
-	a := c.command("worker", "--id", "A")
-	a.Env = env
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out, e, code := c.run("enqueue", "agent")
-	if code != 0 {
-		t.Fatalf("enqueue: %s", e)
-	}
-	id := enqueuedID(t, out)
-	waitFile(t, filepath.Join(marks, "READY"))
-	_ = a.Process.Signal(syscall.SIGKILL)
-	_ = a.Wait()
-	if pb, err := os.ReadFile(filepath.Join(marks, "pid")); err == nil {
-		var pid int
-		fmt.Sscan(string(pb), &pid)
-		_ = syscall.Kill(-pid, syscall.SIGKILL) // the tool's process group outlives a SIGKILLed worker
-	}
-	bw := c.command("worker", "--id", "B")
-	bw.Env = env
-	if err := bw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bw.Process.Signal(syscall.SIGTERM); _ = bw.Wait() })
-	it := awaitState(t, c.store(), id, 4*time.Minute, workitems.StateClosed, workitems.StateEscalated)
-	if it.State != workitems.StateClosed || it.Attempts[0].Resumes < 1 {
-		t.Fatalf("want closed after a resume: %s resumes %d", it.State, it.Attempts[0].Resumes)
-	}
-	rb, _ := os.ReadFile(runs)
-	if n := strings.Count(string(rb), "run"); n != 1 {
-		t.Fatalf("the interrupted shell command ran %d times; it must not be re-run", n)
-	}
-	reqs := srv.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("model requests: %d, want 2 (the first is not re-sent after the resume)", len(reqs))
-	}
-	var sawInterrupted bool
-	for _, in := range reqs[1].Input {
-		if in.CallID == "c1" && strings.Contains(strings.ToLower(in.Output), "interrupted") {
-			sawInterrupted = true
-		}
-	}
-	if !sawInterrupted {
-		t.Fatalf("request 2 must carry c1 with an 'interrupted' output: %+v", reqs[1].Input)
-	}
-}
-
-// TestShutdownPastItsDeadlineNamesWhatStillStopsAndExits1 holds a shutdown stage past the hard
-// deadline: the stopper must log the stage, write the goroutines' stacks and exit 1.
-func TestShutdownPastItsDeadlineNamesWhatStillStopsAndExits1(t *testing.T) {
-	t.Parallel()
-	var logs, stacks bytes.Buffer
-	codes := make(chan int, 1)
-	st := &stopper{log: slog.New(slog.NewJSONHandler(&logs, nil)), stack: &stacks, exit: func(c int) { codes <- c }}
-	entered, release := make(chan struct{}), make(chan struct{})
-	go st.stage("stuck component", func() { close(entered); <-release })
-	<-entered
-	st.arm(time.Millisecond)
-	code := <-codes
-	close(release)
-	st.disarm()
-	if code != 1 {
-		t.Fatalf("exit code %d, want 1", code)
-	}
-	if !strings.Contains(logs.String(), `"still_stopping":["stuck component"]`) {
-		t.Fatalf("the log does not name the stage still stopping: %s", logs.String())
-	}
-	if !strings.Contains(stacks.String(), "goroutine ") || !strings.Contains(stacks.String(), "TestShutdownPastItsDeadline") {
-		t.Fatalf("no goroutine dump with the stuck stage's stack: %.300s", stacks.String())
-	}
-}
-
-// TestSecondSignalDuringShutdownExitsAtOnce: an operator's second SIGTERM must not wait for the
-// deadline.
-func TestSecondSignalDuringShutdownExitsAtOnce(t *testing.T) {
-	var logs bytes.Buffer
-	codes := make(chan int, 1)
-	st := &stopper{log: slog.New(slog.NewJSONHandler(&logs, nil)), stack: io.Discard, exit: func(c int) { codes <- c }}
-	st.arm(time.Hour)
-	defer st.disarm()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil { // caught by arm's signal.Notify
-		t.Fatal(err)
-	}
-	if code := <-codes; code != 1 {
-		t.Fatalf("exit code %d, want 1", code)
-	}
-	if !strings.Contains(logs.String(), "second signal during shutdown") {
-		t.Fatalf("log: %s", logs.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
+	"outerloop/internal/testlog"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/scriptloop"
@@ -158,7 +159,7 @@ func TestNoForgeWarningWithoutCI(t *testing.T) {
 	if err := sample.Fix(repo); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s := openWith(t, config(t, repo, ""), func(o *app.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.Getenv = func(string) string { return "" }

@@ -14,7 +14,6 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
-	"outerloop/scheduler"
 	"outerloop/workitems"
 )
 
@@ -55,16 +54,8 @@ templates:
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	w := a.Worker(1, "acl-worker")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
-	it, err := a.Queue.Submit(context.Background(), scheduler.Request{Template: "fix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := awaitState(t, a.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); got.State != workitems.StateClosed {
+	startAppWorker(t, a, 1, "acl-worker")
+	if got := submitAndAwait(t, a, "fix", 3*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); got.State != workitems.StateClosed {
 		t.Fatalf("item %s under the ACL: %+v", got.State, got.Decisions)
 	}
 

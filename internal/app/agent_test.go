@@ -1,13 +1,11 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,21 +14,13 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
-	"outerloop/scheduler"
+	"outerloop/internal/testlog"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestAgentTemplateRunsThroughTheWorkerAndNoSecretLeaks runs a `loop: agent` template through
 // the real worker, against a local Responses-API server that needs an API key, then searches
@@ -68,7 +58,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuf{}
+	logs := &testlog.Buffer{}
 	env := redistest.New(t)
 	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(pc, name, srv.Getenv, nil)
@@ -80,16 +70,8 @@ templates:
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	w := a.Worker(1, "agent-worker")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
-	it, err := a.Queue.Submit(context.Background(), scheduler.Request{Template: "look"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it = awaitState(t, a.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	startAppWorker(t, a, 1, "agent-worker")
+	it := submitAndAwait(t, a, "look", 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("agent item: %s %+v", it.State, it.Decisions)
 	}

@@ -94,12 +94,7 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func (s *sys) startWorker(t *testing.T, id string) *worker.Server {
 	t.Helper()
-	w := s.Worker(2, id)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
-	return w
+	return startAppWorker(t, s.App, 2, id)
 }
 
 // awaitState waits until the item reaches one of states.

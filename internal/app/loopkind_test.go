@@ -11,7 +11,6 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
-	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
@@ -82,16 +81,8 @@ func TestARegisteredLoopKindValidatesAndRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	w := a.Worker(1, "patcher-worker")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
-	it, err := a.Queue.Submit(context.Background(), scheduler.Request{Template: "patch"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it = awaitState(t, a.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	startAppWorker(t, a, 1, "patcher-worker")
+	it := submitAndAwait(t, a, "patch", 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("item of the registered kind: %s %+v", it.State, it.Decisions)
 	}

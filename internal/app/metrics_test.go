@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,24 +19,12 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
+	"outerloop/internal/testlog"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
-
-// syncBuffer is a log sink written by the app's goroutines and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // scrapeValues GETs /metrics over HTTP and returns "name{k="v",...}" (labels sorted by name) →
 // value for gauges and counters.
@@ -92,7 +79,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	clock := fakeclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	ctx := context.Background()
 	a, err := app.Open(ctx, app.Options{Config: cfg, RedisURL: srv.URL(), Clock: clock, Workdir: t.TempDir(),
@@ -215,11 +202,7 @@ templates:
 	t.Cleanup(a.Close)
 	hs = httptest.NewServer(a.Metrics.Handler())
 	t.Cleanup(hs.Close)
-	w := a.Worker(1, "spend")
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Shutdown(context.Background()) })
+	startAppWorker(t, a, 1, "spend")
 	ctx := context.Background()
 	it, err := a.Queue.Submit(ctx, scheduler.Request{Template: "spender"})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
+	"outerloop/internal/testlog"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -71,25 +72,7 @@ templates:
 	return cfg
 }
 
-// logBuffer collects every log line of a system (the token search reads it).
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func openForge(t *testing.T, gs *giteatest.Server, cfg *workitems.Config, logs *logBuffer) *sys {
+func openForge(t *testing.T, gs *giteatest.Server, cfg *workitems.Config, logs *testlog.Buffer) *sys {
 	t.Helper()
 	return openWith(t, cfg, func(o *app.Options) {
 		o.Getenv = gs.Getenv(tokenVar)
@@ -236,7 +219,7 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
       ci: {forge: tea, required: [test], wait: 2m}
     deliver: {forge: tea, repo: %s, labels: [outerloop], automerge: true, merge_method: merge}
 `, r.CloneURL, sample.FixCommand, r.Slug))
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	s := openForge(t, gs, cfg, logs)
 	ci := startCI(t, gs, r, "outerloop/fix", "go test ./...")
 
@@ -291,7 +274,7 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
 
 // assertNoToken searches the logs, the item's events, every Redis key and value of the
 // deployment, the metrics and the remote URLs git recorded in the work dir for the token.
-func assertNoToken(t *testing.T, gs *giteatest.Server, s *sys, logs *logBuffer, ids ...string) {
+func assertNoToken(t *testing.T, gs *giteatest.Server, s *sys, logs *testlog.Buffer, ids ...string) {
 	t.Helper()
 	ctx := context.Background()
 	tok := gs.Token()
@@ -436,7 +419,7 @@ func TestTicksWithTheSameResultShareOnePullRequestAndADeclinedOneIsNotReopened(t
     done_check: {commands: ["go test -json ./..."]}
     deliver: {forge: tea, repo: %s}
 `, r.CloneURL, sample.FixCommand, r.Slug, done.CloneURL, done.Slug))
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	s := openForge(t, gs, cfg, logs)
 	s.startWorker(t, "forge-ticks")
 	ctx := context.Background()

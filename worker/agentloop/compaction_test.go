@@ -1,8 +1,6 @@
 package agentloop
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -34,11 +32,9 @@ func TestCompactionNeverInstallsAnEmptySummary(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t)
-			h.tmpl.Loop.ContextLimitTokens = 500
-			os.WriteFile(filepath.Join(h.dir, "a.txt"), []byte("secret sauce"), 0o644)
+			h, overflowRead := newCompactionHarness(t)
 			p := model.NewScripted("scripted",
-				model.Reply(withUsage(model.CallResponse(model.Call("c1", "read_file", `{"path":"a.txt"}`)), usage(900, 50))),
+				overflowRead,
 				tc.first, summary,
 				model.Reply(withUsage(model.TextResponse("finished"), usage(100, 5))))
 			ex := h.run(t.Context(), p)
@@ -62,11 +58,9 @@ func TestCompactionNeverInstallsAnEmptySummary(t *testing.T) {
 	}
 	t.Run("two summaries without text end the turn with an error and keep history", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t)
-		h.tmpl.Loop.ContextLimitTokens = 500
-		os.WriteFile(filepath.Join(h.dir, "a.txt"), []byte("secret sauce"), 0o644)
+		h, overflowRead := newCompactionHarness(t)
 		p := model.NewScripted("scripted",
-			model.Reply(withUsage(model.CallResponse(model.Call("c1", "read_file", `{"path":"a.txt"}`)), usage(900, 50))),
+			overflowRead,
 			toolOnly(), empty(),
 			model.Reply(model.TextResponse("must not be asked")))
 		ex := h.run(t.Context(), p)
@@ -93,7 +87,7 @@ func TestCompactionNeverInstallsAnEmptySummary(t *testing.T) {
 	t.Run("two failed summary requests end the turn with the request's class", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
-		h.tmpl.Loop.ContextLimitTokens = 500
+		h.tmpl.Loop.ContextLimitTokens = compactionLimit
 		p := model.NewScripted("scripted",
 			model.Reply(withUsage(model.CallResponse(model.Call("c1", "list_dir", `{"path":"."}`)), usage(900, 50))),
 			failed(), failed())

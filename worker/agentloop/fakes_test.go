@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -289,3 +291,20 @@ func jsonString(s string) (string, error) {
 
 // runtimeGosched yields while a test waits for the kernel to finish a kill it cannot be told about.
 func runtimeGosched() { time.Sleep(time.Millisecond) }
+
+// compactionLimit is the context limit of the compaction tests: one reply of overflowRead's
+// usage crosses it.
+const compactionLimit = 500
+
+// newCompactionHarness is a harness whose context limit the first reply overflows, with a.txt
+// ("secret sauce") in its workspace; overflowRead is that first reply: it reads a.txt and
+// reports 900 input tokens.
+func newCompactionHarness(t testing.TB) (h *harness, overflowRead model.ScriptStep) {
+	t.Helper()
+	h = newHarness(t)
+	h.tmpl.Loop.ContextLimitTokens = compactionLimit
+	if err := os.WriteFile(filepath.Join(h.dir, "a.txt"), []byte("secret sauce"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return h, model.Reply(withUsage(model.CallResponse(model.Call("c1", "read_file", `{"path":"a.txt"}`)), usage(900, 50)))
+}

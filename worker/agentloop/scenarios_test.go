@@ -425,11 +425,9 @@ func TestScenario13TwoHooksBlockAtOnce(t *testing.T) {
 
 func TestScenario14CompactionWhenFollowUpIsNeeded(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.tmpl.Loop.ContextLimitTokens = 500
-	os.WriteFile(filepath.Join(h.dir, "a.txt"), []byte("secret sauce"), 0o644)
+	h, overflowRead := newCompactionHarness(t)
 	p := model.NewScripted("scripted",
-		model.Reply(withUsage(model.CallResponse(model.Call("c1", "read_file", `{"path":"a.txt"}`)), usage(900, 50))),
+		overflowRead,
 		model.Reply(withUsage(model.TextResponse("SUMMARY: read a.txt, it says secret sauce"), usage(950, 20))),
 		model.Reply(withUsage(model.TextResponse("finished"), usage(100, 5))))
 	ex := h.run(t.Context(), p)
@@ -454,7 +452,7 @@ func TestScenario14CompactionWhenFollowUpIsNeeded(t *testing.T) {
 func TestScenario15NoCompactionAfterAFinalAnswer(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.tmpl.Loop.ContextLimitTokens = 500
+	h.tmpl.Loop.ContextLimitTokens = compactionLimit
 	p := model.NewScripted("scripted", model.Reply(withUsage(model.TextResponse("done"), usage(5000, 50))))
 	ex := h.run(t.Context(), p)
 	if ex.Reason != workitems.ExitCompleted || len(p.Requests()) != 1 || len(h.ev.of("compaction")) != 0 {
@@ -490,7 +488,7 @@ func TestScenario17SteerAndCompaction(t *testing.T) {
 	t.Run("the model's own chain continues first and the steer comes in the request after", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
-		h.tmpl.Loop.ContextLimitTokens = 500
+		h.tmpl.Loop.ContextLimitTokens = compactionLimit
 		os.WriteFile(filepath.Join(h.dir, "a.txt"), []byte("A"), 0o644)
 		p := model.NewScripted("scripted",
 			model.Do(func(context.Context, model.Request) (*model.Response, error) {
@@ -518,7 +516,7 @@ func TestScenario17SteerAndCompaction(t *testing.T) {
 	t.Run("when only the steer needs follow-up no empty continuation is sent", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
-		h.tmpl.Loop.ContextLimitTokens = 500
+		h.tmpl.Loop.ContextLimitTokens = compactionLimit
 		p := model.NewScripted("scripted",
 			model.Do(func(context.Context, model.Request) (*model.Response, error) {
 				h.steer.Push(steer)

@@ -65,8 +65,8 @@ func TestClaude(t *testing.T) {
 			t.Fatalf("spent = %+v, want the result's 2100 in, 60 out, its cost, 1 tool call, 2 model calls", spent)
 		}
 		var st execloop.State
-		if err := json.Unmarshal(a.cp.state, &st); err != nil || st.Session == "" {
-			t.Fatalf("checkpoint = %s (%v), want the session id", a.cp.state, err)
+		if err := json.Unmarshal(a.cp.State(), &st); err != nil || st.Session == "" {
+			t.Fatalf("checkpoint = %s (%v), want the session id", a.cp.State(), err)
 		}
 		for _, k := range []string{"init", "tool_use", "tool_result", "agent_message", "result", "exited"} {
 			if !strings.Contains(strings.Join(a.ev.kinds(), " "), k) {

@@ -66,8 +66,8 @@ func TestCodex(t *testing.T) {
 			t.Fatalf("cost = %v, want %v (usage × price table)", spent.CostUSD, want)
 		}
 		var st execloop.State
-		if err := json.Unmarshal(a.cp.state, &st); err != nil || st.Session == "" || st.Offset == 0 {
-			t.Fatalf("checkpoint = %s (%v), want the thread id and an offset", a.cp.state, err)
+		if err := json.Unmarshal(a.cp.State(), &st); err != nil || st.Session == "" || st.Offset == 0 {
+			t.Fatalf("checkpoint = %s (%v), want the thread id and an offset", a.cp.State(), err)
 		}
 		for _, k := range []string{"started", "thread_started", "turn_started", "command", "agent_message", "turn_completed", "exited"} {
 			if !strings.Contains(strings.Join(a.ev.kinds(), " "), k) {

@@ -49,8 +49,8 @@ func TestCommand(t *testing.T) {
 		a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
 		a.Template.Loop.Provider = "p"
 		exit := loop.Run(context.Background(), a.Attempt)
-		seen := exit.Message + exit.LastMessage + string(a.cp.state)
-		for _, h := range a.cp.history {
+		seen := exit.Message + exit.LastMessage + string(a.cp.State())
+		for _, h := range a.cp.History() {
 			seen += string(h)
 		}
 		for _, e := range a.ev.all() {
@@ -184,7 +184,7 @@ func TestCommand(t *testing.T) {
 		t.Parallel()
 		marker := sleepMarker(t)
 		a, loop := shell(t, `echo '{"tool_calls":1}' >&3; exec sleep `+marker, workitems.Budget{})
-		a.cp.lost = true
+		a.cp.LoseAt = 1 // fenced out: every save fails
 		exit := loop.Run(context.Background(), a.Attempt)
 		if exit.Reason != workitems.ExitAborted || exit.Class != workitems.ClassConflict {
 			t.Fatalf("exit = %+v, want aborted conflict", exit)

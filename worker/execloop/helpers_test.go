@@ -16,35 +16,9 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/proc"
 	"outerloop/worker/proc/proctest"
+	"outerloop/worker/workertest"
 	"outerloop/workitems"
 )
-
-// memCheckpoints is an in-memory worker.Checkpointer; lost makes Save fail as if fenced out.
-type memCheckpoints struct {
-	mu      sync.Mutex
-	state   []byte
-	history [][]byte
-	saves   int
-	lost    bool
-}
-
-func (m *memCheckpoints) Load(context.Context) ([]byte, [][]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state, append([][]byte(nil), m.history...), nil
-}
-
-func (m *memCheckpoints) Save(_ context.Context, state []byte, h ...[]byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost {
-		return workitems.ErrLeaseLost
-	}
-	m.saves++
-	m.state = append([]byte(nil), state...)
-	m.history = append(m.history, h...)
-	return nil
-}
 
 // events records events and lets a test wait for one.
 type events struct {
@@ -91,7 +65,7 @@ func (e *events) kinds() []string {
 // attempt is a test attempt with its doubles.
 type attempt struct {
 	*worker.Attempt
-	cp  *memCheckpoints
+	cp  *workertest.Checkpoints
 	ev  *events
 	env map[string]string
 }
@@ -104,7 +78,7 @@ func newAttempt(t *testing.T, agent string, budget workitems.Budget) *attempt {
 	if budget.WallTime == 0 {
 		budget.WallTime = workitems.Duration(5 * time.Minute)
 	}
-	cp, ev := &memCheckpoints{}, &events{}
+	cp, ev := &workertest.Checkpoints{}, &events{}
 	tpl := &workitems.Template{Name: "fix-" + agent, Goal: "Make the tests pass.",
 		Loop: workitems.Loop{Kind: "exec", Agent: agent}}
 	a := &worker.Attempt{

@@ -65,8 +65,8 @@ func TestResume(t *testing.T) {
 				t.Fatalf("resumed run: exit = %+v, want completed", exit)
 			}
 			var st execloop.State
-			if err := json.Unmarshal(a.cp.state, &st); err != nil || st.Runs != 2 || st.Restarted {
-				t.Fatalf("checkpoint = %s, want two runs of one session", a.cp.state)
+			if err := json.Unmarshal(a.cp.State(), &st); err != nil || st.Runs != 2 || st.Restarted {
+				t.Fatalf("checkpoint = %s, want two runs of one session", a.cp.State())
 			}
 			reqs := srv.Requests()
 			last := reqs[len(reqs)-1]
@@ -86,7 +86,7 @@ func TestResume(t *testing.T) {
 		a.Template.Loop.Command = "sh"
 		a.Template.Loop.Args = []string{"-c", "echo restarted fine"}
 		state, _ := json.Marshal(execloop.State{Agent: "command", Runs: 1, Offset: 3})
-		a.cp.state = state
+		_ = a.cp.Save(context.Background(), state) // the checkpoint a resumed attempt finds
 		a.Resumed = true
 		exit := execloop.New(execloop.WithLookupEnv(a.lookup)).Run(context.Background(), a.Attempt)
 		if exit.Reason != workitems.ExitCompleted || exit.LastMessage != "restarted fine" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"outerloop/worker"
+	"outerloop/worker/workertest"
 	"outerloop/workitems"
 )
 
@@ -38,7 +39,7 @@ func TestARunningCommandReportsItsElapsedTimeAndOutputTail(t *testing.T) {
 	t.Parallel()
 	token := "ghp_" + strings.Repeat("a1B2", 9)
 	cmd := `for i in $(seq 1 30); do echo "line $i"; done; echo "using ` + token + `"; while [ ! -f GO ]; do sleep 0.05; done; echo finished`
-	a := attempt(t, []string{cmd}, &memCheckpoints{})
+	a := attempt(t, []string{cmd}, &workertest.Checkpoints{})
 	sink := &progressSink{progress: make(chan workitems.Event, 1)}
 	a.Events = sink
 	done := make(chan workitems.Exit, 1)

@@ -7,66 +7,31 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"outerloop/worker"
 	"outerloop/worker/proc"
 	"outerloop/worker/proc/proctest"
+	"outerloop/worker/workertest"
 	"outerloop/workitems"
 )
 
-type memCheckpoints struct {
-	mu     sync.Mutex
-	state  []byte
-	saves  int
-	lostAt int // Save number from which ErrLeaseLost is returned (0: never)
-}
-
-func (m *memCheckpoints) Load(context.Context) ([]byte, [][]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state, nil, nil
-}
-
-func (m *memCheckpoints) Save(_ context.Context, st []byte, _ ...[]byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.saves++
-	if m.lostAt > 0 && m.saves >= m.lostAt {
-		return workitems.ErrLeaseLost
-	}
-	m.state = st
-	return nil
-}
-
-type events struct {
-	mu  sync.Mutex
-	evs []workitems.Event
-}
-
-func (e *events) Emit(_ context.Context, ev workitems.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.evs = append(e.evs, ev)
-}
-
-func attempt(t *testing.T, cmds []string, cp *memCheckpoints) *worker.Attempt {
+func attempt(t *testing.T, cmds []string, cp *workertest.Checkpoints) *worker.Attempt {
 	t.Helper()
 	return &worker.Attempt{
 		Item: &workitems.Item{ID: "it@1"}, N: 2, Workspace: t.TempDir(),
 		Condition:   workitems.Condition{Input: "TestX failed", Env: map[string]string{"EXTRA": "yes"}},
 		Template:    &workitems.Template{Loop: workitems.Loop{Kind: "script", Commands: cmds}},
 		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{}, nil),
-		Checkpoints: cp, Events: &events{},
+		Checkpoints: cp, Events: &workertest.Events{},
 		Runner: proctest.Runner(t, proc.ModeBwrap), // the script runs sandboxed, as in production
 	}
 }
 
 func TestCommandsSeeTheConditionAndRunInTheWorkspace(t *testing.T) {
 	t.Parallel()
-	a := attempt(t, []string{`printf '%s|%s|%s|%s' "$OUTERLOOP_ATTEMPT" "$OUTERLOOP_INPUT" "$EXTRA" "$PWD" > out.txt`}, &memCheckpoints{})
+	a := attempt(t, []string{`printf '%s|%s|%s|%s' "$OUTERLOOP_ATTEMPT" "$OUTERLOOP_INPUT" "$EXTRA" "$PWD" > out.txt`}, &workertest.Checkpoints{})
 	exit := New().Run(context.Background(), a)
 	if exit.Reason != workitems.ExitCompleted {
 		t.Fatalf("exit %+v", exit)
@@ -79,7 +44,7 @@ func TestCommandsSeeTheConditionAndRunInTheWorkspace(t *testing.T) {
 
 func TestAFailingCommandEndsTheAttemptFailedAndNamesIt(t *testing.T) {
 	t.Parallel()
-	cp := &memCheckpoints{}
+	cp := &workertest.Checkpoints{}
 	a := attempt(t, []string{"true", "echo broken >&2; exit 3", "touch never"}, cp)
 	exit := New().Run(context.Background(), a)
 	if exit.Reason != workitems.ExitFailed || !strings.Contains(exit.Message, "command 2") || !strings.Contains(exit.Message, "exited 3") ||
@@ -90,16 +55,16 @@ func TestAFailingCommandEndsTheAttemptFailedAndNamesIt(t *testing.T) {
 		t.Fatal("a command after the failure ran")
 	}
 	var st checkpoint
-	_ = json.Unmarshal(cp.state, &st)
-	if st.Next != 2 || len(st.Outputs) != 2 || cp.saves != 2 {
-		t.Fatalf("a checkpoint after every command: next=%d outputs=%d saves=%d", st.Next, len(st.Outputs), cp.saves)
+	_ = json.Unmarshal(cp.State(), &st)
+	if st.Next != 2 || len(st.Outputs) != 2 || cp.Saves() != 2 {
+		t.Fatalf("a checkpoint after every command: next=%d outputs=%d saves=%d", st.Next, len(st.Outputs), cp.Saves())
 	}
 }
 
 func TestAResumedAttemptContinuesAfterTheLastCheckpointedCommand(t *testing.T) {
 	t.Parallel()
 	done, _ := json.Marshal(checkpoint{Next: 1, Outputs: []Output{{Command: "touch first"}}})
-	cp := &memCheckpoints{state: done}
+	cp := workertest.NewCheckpoints(done)
 	a := attempt(t, []string{"touch first", "touch second"}, cp)
 	a.Resumed = true
 	if exit := New().Run(context.Background(), a); exit.Reason != workitems.ExitCompleted {
@@ -115,12 +80,12 @@ func TestAResumedAttemptContinuesAfterTheLastCheckpointedCommand(t *testing.T) {
 
 func TestCommandTimeoutAndWallBudgetAreDifferentExits(t *testing.T) {
 	t.Parallel()
-	a := attempt(t, []string{"sleep 5"}, &memCheckpoints{})
+	a := attempt(t, []string{"sleep 5"}, &workertest.Checkpoints{})
 	a.Template.Loop.CommandTimeout = workitems.Duration(100 * time.Millisecond)
 	if exit := New().Run(context.Background(), a); exit.Reason != workitems.ExitFailed || !strings.Contains(exit.Message, "timed out") {
 		t.Fatalf("per-command timeout: %+v", exit)
 	}
-	b := attempt(t, []string{"sleep 5"}, &memCheckpoints{})
+	b := attempt(t, []string{"sleep 5"}, &workertest.Checkpoints{})
 	b.Meter = worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(100 * time.Millisecond)}, workitems.Spend{}, nil)
 	if exit := New().Run(context.Background(), b); exit.Reason != workitems.ExitBudgetExhausted || exit.Budget != workitems.BudgetWallTime {
 		t.Fatalf("wall budget: %+v", exit)
@@ -129,7 +94,7 @@ func TestCommandTimeoutAndWallBudgetAreDifferentExits(t *testing.T) {
 
 func TestALostLeaseStopsTheLoop(t *testing.T) {
 	t.Parallel()
-	a := attempt(t, []string{"true", "touch second"}, &memCheckpoints{lostAt: 1})
+	a := attempt(t, []string{"true", "touch second"}, &workertest.Checkpoints{LoseAt: 1})
 	exit := New().Run(context.Background(), a)
 	if exit.Reason != workitems.ExitAborted || exit.Class != workitems.ClassConflict {
 		t.Fatalf("exit %+v", exit)
@@ -141,7 +106,7 @@ func TestALostLeaseStopsTheLoop(t *testing.T) {
 
 func TestCancelAbortsWithoutMarkingTheCommandDone(t *testing.T) {
 	t.Parallel()
-	cp := &memCheckpoints{}
+	cp := &workertest.Checkpoints{}
 	a := attempt(t, []string{"touch started; sleep 30"}, cp)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan workitems.Exit)
@@ -156,7 +121,7 @@ func TestCancelAbortsWithoutMarkingTheCommandDone(t *testing.T) {
 	if exit := <-done; exit.Reason != workitems.ExitAborted {
 		t.Fatalf("exit %+v", exit)
 	}
-	if cp.saves != 0 {
+	if cp.Saves() != 0 {
 		t.Fatal("an interrupted command must not be checkpointed as done")
 	}
 }
@@ -165,7 +130,7 @@ func TestHostileScriptStepFindsNothing(t *testing.T) {
 	// Not parallel: the worker's HOME is set to a home holding ~/.ssh.
 	h := proctest.NewHostile(t, t.TempDir(), proctest.RedisAddr())
 	t.Setenv("HOME", h.Home)
-	a := attempt(t, []string{h.InWorkspace()}, &memCheckpoints{})
+	a := attempt(t, []string{h.InWorkspace()}, &workertest.Checkpoints{})
 	h.Prepare(a.Runner)
 	exit := New().Run(context.Background(), a)
 	if exit.Reason != workitems.ExitCompleted {

@@ -1,49 +1,18 @@
 package demo_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/agentloop/demo"
+	"outerloop/worker/workertest"
 	"outerloop/workitems"
 )
-
-type memCheckpoints struct {
-	mu      sync.Mutex
-	state   []byte
-	history [][]byte
-}
-
-func (m *memCheckpoints) Load(context.Context) ([]byte, [][]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state, m.history, nil
-}
-
-func (m *memCheckpoints) Save(_ context.Context, st []byte, h ...[]byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.state, m.history = st, append(m.history, h...)
-	return nil
-}
-
-type events struct {
-	mu sync.Mutex
-	ev []workitems.Event
-}
-
-func (e *events) Emit(_ context.Context, ev workitems.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ev = append(e.ev, ev)
-}
 
 func TestRecordedModelFixesThePaymentModule(t *testing.T) {
 	t.Parallel()
@@ -63,12 +32,12 @@ func TestRecordedModelFixesThePaymentModule(t *testing.T) {
 	}
 	tmpl := demo.Template()
 	cfg := &workitems.Config{Providers: map[string]workitems.ProviderConfig{demo.ProviderName: demo.ProviderConfig(rec)}}
-	ev := &events{}
+	ev := &workertest.Events{}
 	a := &worker.Attempt{
 		Item: &workitems.Item{ID: tmpl.Name + "@demo", Template: tmpl.Name, Goal: tmpl.Goal}, N: 1,
 		Template: &tmpl, Config: cfg, Workspace: ws,
 		Meter:       worker.NewMeter(tmpl.Budget, workitems.Spend{}, time.Now),
-		Checkpoints: &memCheckpoints{}, Events: ev, DoneCheck: check,
+		Checkpoints: &workertest.Checkpoints{}, Events: ev, DoneCheck: check,
 	}
 	ex := agentloop.New().Run(t.Context(), a)
 	if ex.Reason != workitems.ExitCompleted || !strings.Contains(ex.LastMessage, "Fixed payment.Refund") {
@@ -83,7 +52,7 @@ func TestRecordedModelFixesThePaymentModule(t *testing.T) {
 		t.Fatalf("payment.go lacks the two fixes:\n%s", src)
 	}
 	var checks, fails int
-	for _, e := range ev.ev {
+	for _, e := range ev.All() {
 		if e.Data["kind"] == "tool_output" && e.Data["name"] == "run_done_check" {
 			checks++
 			if e.Data["failed"] == "true" {
