@@ -93,7 +93,6 @@ func TestPausedTickIsCountedOnceAcrossReplicas(t *testing.T) {
 	start := time.Date(2026, 11, 29, 10, 0, 30, 0, time.UTC)
 	log := newTickLog()
 	var qs []*scheduler.Queue
-	var clocks []*fakeclock.Clock
 	for range 2 {
 		c := fakeclock.New(start)
 		q := f.newQueue(t, c)
@@ -101,7 +100,7 @@ func TestPausedTickIsCountedOnceAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs, clocks = append(qs, q), append(clocks, c)
+		qs = append(qs, q)
 		if len(qs) == 1 {
 			if _, err := q.Pause(ctx, "every-minute", "alice", ""); err != nil {
 				t.Fatal(err)

@@ -40,7 +40,8 @@ func newStopper(log *slog.Logger) *stopper {
 }
 
 // arm starts the hard deadline d (≤ 0: DefaultShutdownTimeout) and the watch for a second
-// signal. It is called once the shutdown begins; disarm when the process is about to return.
+// signal. It is called once the shutdown begins and stays armed until the process
+// ends: it also bounds what runs after the stages (the config watch, closing Redis).
 func (s *stopper) arm(d time.Duration) {
 	if d <= 0 {
 		d = DefaultShutdownTimeout
@@ -65,19 +66,6 @@ func (s *stopper) arm(d time.Duration) {
 		case <-done:
 		}
 	}()
-}
-
-// disarm stops the deadline and the signal watch (the shutdown finished in time).
-func (s *stopper) disarm() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timer == nil {
-		return
-	}
-	s.timer.Stop()
-	signal.Stop(s.sigs)
-	close(s.done)
-	s.timer = nil
 }
 
 func (s *stopper) expire(d time.Duration) {
