@@ -32,9 +32,10 @@ templates:
 `
 
 type fixture struct {
-	srv   *httptest.Server
-	store *workitems.Store
-	queue *scheduler.Queue
+	srv    *httptest.Server
+	server *api.Server
+	store  *workitems.Store
+	queue  *scheduler.Queue
 }
 
 func newFixture(t *testing.T, tok string) *fixture {
@@ -56,7 +57,7 @@ func newFixtureYAML(t *testing.T, tok, y string) *fixture {
 	s := api.New(api.Options{Queue: q, Auth: api.NewAuth(tok), Metrics: http.NotFoundHandler()})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, store: store, queue: q}
+	return &fixture{srv: srv, server: s, store: store, queue: q}
 }
 
 func (f *fixture) do(t *testing.T, method, path, body, tok string) (int, map[string]any) {

@@ -4,14 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
-
-	"outerloop/api"
-	"outerloop/internal/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -21,18 +16,8 @@ import (
 // its whole wait. The client's timeout, far under the poll's wait, is what fails without it.
 func TestCloseAnswersALongPollUnderWay(t *testing.T) {
 	t.Parallel()
-	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
-	client := asynq.NewClient(redistest.AsynqOpt(t))
-	t.Cleanup(func() { _ = client.Close() })
-	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
-	s := api.New(api.Options{Queue: q, Auth: api.NewAuth(token), Metrics: http.NotFoundHandler()})
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
+	f := newFixture(t, token)
+	srv, s, store, q := f.srv, f.server, f.store, f.queue
 	it, err := q.Submit(context.Background(), scheduler.Request{Template: "t1"})
 	if err != nil {
 		t.Fatal(err)

@@ -3,15 +3,9 @@ package api_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/hibiken/asynq"
-
-	"outerloop/api"
-	"outerloop/internal/redistest"
-	"outerloop/scheduler"
 	"outerloop/workitems"
 )
 
@@ -33,18 +27,7 @@ templates:
 
 func newControlsFixture(t *testing.T) *fixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(controlsYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
-	client := asynq.NewClient(redistest.AsynqOpt(t))
-	t.Cleanup(func() { _ = client.Close() })
-	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
-	srv := httptest.NewServer(api.New(api.Options{Queue: q, Auth: api.NewAuth(token), Metrics: http.NotFoundHandler()}).Handler())
-	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, store: store, queue: q}
+	return newFixtureYAML(t, token, controlsYAML)
 }
 
 func TestPauseAndResumeRecordTheActor(t *testing.T) {
