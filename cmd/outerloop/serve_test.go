@@ -138,21 +138,6 @@ func stopServe(t *testing.T, cmd *exec.Cmd, logPath string, shutdownTimeout time
 	}
 }
 
-// awaitPath polls for a file a child process creates (there is no event to await).
-func awaitPath(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning sends SIGTERM while a browser
 // follows an item's live events and the item's done check runs (a check is not stopped by the
 // attempts' yield: it would otherwise run to its own timeout while the process refuses to go).
@@ -191,7 +176,7 @@ func TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning(t *testing.T) {
 		t.Fatalf("enqueue: %s", e)
 	}
 	id := enqueuedID(t, out)
-	awaitPath(t, filepath.Join(marks, "READY"))
+	waitFile(t, filepath.Join(marks, "READY"))
 
 	resp, err := http.Get(base + "/items/" + id + "/events")
 	if err != nil {
