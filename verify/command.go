@@ -51,6 +51,11 @@ func runCommand(ctx context.Context, r *proc.Runner, s proc.Spec, tailBytes int)
 	defer f.Close()
 	res.Stdout = f.Name()
 	s.Stdout, s.TailMax = f, tailBytes
+	if pv, ok := progressFrom(ctx); ok {
+		cmd := s.Command
+		s.Progress = func(elapsed time.Duration, tail string) { pv.fn(cmd, elapsed, tail) }
+		s.ProgressEvery = pv.every
+	}
 	pr := r.Run(ctx, s)
 	res.Elapsed = pr.Duration
 	res.Tail = pr.Tail

@@ -261,14 +261,19 @@ func (s *steerSource) taken(n int) {
 }
 
 type doneChecker struct {
-	v    Verifier
-	tmpl *workitems.Template
-	ws   string
+	v      Verifier
+	tmpl   *workitems.Template
+	ws     string
+	events EventSink     // where the check's running commands report progress (nil: nowhere)
+	every  time.Duration // how often (0: the runner's default)
 }
 
 func (d doneChecker) Check(ctx context.Context) (DoneCheckResult, error) {
 	if d.v == nil {
 		return DoneCheckResult{}, fmt.Errorf("worker: no verifier configured")
+	}
+	if d.events != nil {
+		ctx = withCheckProgress(ctx, d.events, d.every)
 	}
 	return d.v.Check(ctx, d.tmpl, d.ws)
 }

@@ -96,6 +96,9 @@ type HandlerOptions struct {
 	// config in force does not know or knows in another version (config_check.go).
 	CurrentConfig func() *workitems.Config
 	ReloadConfig  func(ctx context.Context) *workitems.Config
+	// ProgressEvery is how often a running done-check command reports its elapsed time and
+	// output tail as a progress event (default proc.DefaultProgressEvery).
+	ProgressEvery time.Duration
 }
 
 // Handler is the asynq handler of attempt tasks. It leases the attempt (fencing epoch), runs the
@@ -393,7 +396,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		Item: it, N: a.N, Condition: a.Condition, Template: tmpl, Config: h.config(), Workspace: ws,
 		Resumed: resumed, Meter: meter, Checkpoints: cp, Events: events,
 		Steer:     steer,
-		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws},
+		DoneCheck: doneChecker{v: h.o.Verifier, tmpl: tmpl, ws: ws, events: events, every: h.o.ProgressEvery},
 		Logger:    log,
 		Runner:    h.o.Runner,
 	}
@@ -450,6 +453,8 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	}
 	vctx, cancel := context.WithTimeout(ctx, reserve)
 	defer cancel()
+	// The done check's commands show their progress as the loop's do (fenced, as every event).
+	vctx = withCheckProgress(vctx, &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}, h.o.ProgressEvery)
 	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws, BaseCommit: base})
 	if err != nil {
 		// Broken infrastructure, not a verdict: the item stays verifying and the task is retried.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -51,4 +52,13 @@ func ProgressEvent(what string, data map[string]string, elapsed time.Duration, o
 		msg += ": " + last
 	}
 	return workitems.Event{Type: workitems.EventStep, Message: msg, Data: d}
+}
+
+// withCheckProgress makes the verifier's running done-check commands report to events as
+// progress events ("done check: CMD running for 40s: last line").
+func withCheckProgress(ctx context.Context, events EventSink, every time.Duration) context.Context {
+	return verify.WithCommandProgress(ctx, func(cmd string, elapsed time.Duration, out string) {
+		cmd = verify.Redact(cmd)
+		events.Emit(ctx, ProgressEvent("done check: "+cmd, map[string]string{"check": cmd}, elapsed, out))
+	}, every)
 }

@@ -230,3 +230,54 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 		t.Fatalf("item %s", got.State)
 	}
 }
+
+// A running done check reports like a running step: its elapsed time and output tail reach the
+// item's events while it runs (through the verifier's command runner), and the item closes once
+// it ends.
+func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
+	t.Parallel()
+	repo, marks := sampleRepo(t), t.TempDir()
+	cfg := config(t, repo, fmt.Sprintf(`
+  - name: slowcheck
+    repo: %s
+    goal: g
+    sandbox: {mode: off}   # the check waits on a file outside the workspace
+    loop: {kind: script, commands: [%q]}
+    done_check: {commands: ["echo vetting; echo testing; while [ ! -f %s/GO ]; do sleep 0.05; done", "go test -json ./..."]}
+`, repo, sample.FixCommand, marks))
+	s := openWith(t, cfg, func(o *app.Options) {
+		o.Logger = testLogger(t)
+		o.ProgressEvery = 100 * time.Millisecond
+	})
+	s.startWorker(t, "w")
+	ctx := context.Background()
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "slowcheck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var progress workitems.Event
+	for after := "0"; progress.Message == ""; {
+		evs, err := s.Store.Events(wctx, it.ID, after, 100, 5*time.Second) // blocks until events arrive
+		if err != nil {
+			t.Fatalf("no progress event of the done check: %v", err)
+		}
+		for _, e := range evs {
+			after = e.ID
+			if e.Data["kind"] == worker.EventKindProgress && e.Data["check"] != "" && strings.Contains(e.Data["tail"], "testing") {
+				progress = e
+			}
+		}
+	}
+	if !strings.Contains(progress.Data["tail"], "vetting\ntesting") || !strings.HasPrefix(progress.Message, "done check: echo vetting") ||
+		!strings.Contains(progress.Message, "running for") {
+		t.Errorf("progress event %+v", progress)
+	}
+	if err := os.WriteFile(filepath.Join(marks, "GO"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+		t.Fatalf("item %s", got.State)
+	}
+}

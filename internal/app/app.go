@@ -65,6 +65,10 @@ type Options struct {
 	// recovered.
 	LeaseTTL time.Duration
 
+	// ProgressEvery is how often a running done-check command reports its elapsed time and
+	// output tail (default 5 s; tests shorten it).
+	ProgressEvery time.Duration
+
 	// KeepWorkspaces turns workspace removal off (the demo's --keep): no sweeper, and closed
 	// items keep theirs.
 	KeepWorkspaces bool
@@ -289,6 +293,7 @@ func (a *App) Handler(workerID string) *worker.Handler {
 		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
 		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
+		ProgressEvery: a.opts.ProgressEvery,
 	})
 }
 
