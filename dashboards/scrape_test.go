@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"outerloop/metrics"
+	"outerloop/notify"
 	"outerloop/workitems"
 )
 
@@ -56,6 +57,8 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	m.SchedulerSkip("nightly", metrics.SkipDailyCap)
 	m.SchedulerMisfire("nightly", 1)
 	m.ModelRequest("openai", time.Second, string(workitems.ClassTransient))
+	metrics.NewNotifications(m, &workitems.Config{Notify: workitems.Notify{Sinks: map[string]workitems.NotifySink{
+		"hook": {Kind: workitems.SinkWebhook}}}}).Notification("hook", notify.ResultDead)
 	return m.Handler()
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +45,9 @@ func TestRunningServerExportsEveryMetricTheDashboardsUse(t *testing.T) {
 		}
 	}
 	srv := modeltest.NewResponsesServer(t)
+	// The notifications' receiver: the failed item's notification is delivered to it.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	t.Cleanup(hook.Close)
 	// One transient error (retried), one tool call, one answer: model latency, model errors and
 	// tool-call spend all get series.
 	srv.Enqueue(modeltest.ServerError(),
@@ -59,7 +64,10 @@ templates:
   - {name: hopeless, repo: %[4]s, max_attempts: 1, goal: fail, loop: {kind: script, commands: ["true"]}, done_check: {commands: ["false"]}}
   - {name: agent, repo: %[4]s, goal: look, loop: {kind: agent, provider: local}, done_check: {commands: ["go test -json ./..."]}}
   - {name: ticker, schedule: "* * * * *", max_open: 1, daily_cost_cap_usd: 10, goal: tick, loop: {kind: script, commands: ["true"]}, done_check: {commands: ["true"]}}
-`, srv.URL, modeltest.KeyEnv, modeltest.Model, repo))
+notify:
+  sinks:
+    hook: {kind: webhook, url: %[5]s, secret_env: OUTERLOOP_TEST_SCRAPE_SECRET}
+`, srv.URL, modeltest.KeyEnv, modeltest.Model, repo, hook.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +78,13 @@ templates:
 		return model.Instrument(p, m.ModelRequest), err
 	}))
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
-		Workdir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Loops: map[string]worker.InnerLoop{"agent": agent}})
+		Workdir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Loops: map[string]worker.InnerLoop{"agent": agent},
+		Getenv: func(k string) string {
+			if k == "OUTERLOOP_TEST_SCRAPE_SECRET" {
+				return "scrape-secret"
+			}
+			return os.Getenv(k)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +93,13 @@ templates:
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		t.Fatal(err)
 	}
+	// As serve does: the notification dispatcher runs beside the worker.
+	nd, err := a.Dispatcher("scrape")
+	if err != nil || nd == nil {
+		t.Fatalf("dispatcher: %v %v", nd, err)
+	}
+	nd.Start()
+	t.Cleanup(nd.Shutdown)
 	w := a.Worker(3, "scrape")
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
