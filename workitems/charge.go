@@ -125,3 +125,30 @@ func replyStrings(v any) []string {
 	}
 	return out
 }
+
+// chargeLua defines charge(charged, daily, argv, base, ttl), the one rise-only charge both the
+// checkpoint and ChargeRunning run: each field of the charged hash rises to the spend given in
+// argv[base+1..base+8] (spendFields order), never falls, and what cost_usd rose by is added to
+// the daily cost key (its TTL set to ttl). It returns the fields after and before, as strings.
+const chargeLua = `
+local function charge(charged, daily, argv, base, ttl)
+  local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
+  local old = redis.call('HMGET', charged, unpack(names))
+  local after, before = {}, {}
+  for i, name in ipairs(names) do
+    local o = tonumber(old[i]) or 0
+    before[i] = string.format('%.17g', o)
+    local v = tonumber(argv[base + i]) or 0
+    if v > o then
+      redis.call('HSET', charged, name, argv[base + i])
+      if name == 'cost_usd' then
+        redis.call('INCRBYFLOAT', daily, string.format('%.17g', v - o))
+        redis.call('EXPIRE', daily, ttl)
+      end
+      o = v
+    end
+    after[i] = string.format('%.17g', o)
+  end
+  return after, before
+end
+`

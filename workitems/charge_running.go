@@ -24,25 +24,9 @@ import (
 //	ARGV[1] epoch, ARGV[2..9] the spend so far (spendFields order), ARGV[10] daily cost TTL (s)
 //
 // Returns {1, the charged fields after, before}, or {-1} when the epoch is stale.
-var chargeRunning = redis.NewScript(`
+var chargeRunning = redis.NewScript(chargeLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
-local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
-local old = redis.call('HMGET', KEYS[2], unpack(names))
-local after, before = {}, {}
-for i, name in ipairs(names) do
-  local o = tonumber(old[i]) or 0
-  before[i] = string.format('%.17g', o)
-  local v = tonumber(ARGV[1 + i]) or 0
-  if v > o then
-    redis.call('HSET', KEYS[2], name, ARGV[1 + i])
-    if name == 'cost_usd' then
-      redis.call('INCRBYFLOAT', KEYS[3], string.format('%.17g', v - o))
-      redis.call('EXPIRE', KEYS[3], ARGV[10])
-    end
-    o = v
-  end
-  after[i] = string.format('%.17g', o)
-end
+local after, before = charge(KEYS[2], KEYS[3], ARGV, 1, ARGV[10])
 return {1, after, before}
 `)
 

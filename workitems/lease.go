@@ -79,7 +79,7 @@ return 0
 //
 // Returns {history length, the charged fields after, before} ({n} without a charge), or {-1}
 // when the epoch is stale (then nothing is written or charged).
-var saveCheckpoint = redis.NewScript(`
+var saveCheckpoint = redis.NewScript(chargeLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
 if ARGV[17] == '' or redis.call('GET', KEYS[8]) ~= ARGV[17] then
   redis.call('SET', KEYS[2], ARGV[2])
@@ -96,23 +96,7 @@ if ARGV[17] == '' or redis.call('GET', KEYS[8]) ~= ARGV[17] then
 end
 local n = redis.call('LLEN', KEYS[3])
 if ARGV[6] ~= '1' then return {n} end
-local names = {'wall_time_ns', 'model_calls', 'tool_calls', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_usd', 'steps'}
-local old = redis.call('HMGET', KEYS[5], unpack(names))
-local after, before = {}, {}
-for i, name in ipairs(names) do
-  local o = tonumber(old[i]) or 0
-  before[i] = string.format('%.17g', o)
-  local v = tonumber(ARGV[6 + i]) or 0
-  if v > o then
-    redis.call('HSET', KEYS[5], name, ARGV[6 + i])
-    if name == 'cost_usd' then
-      redis.call('INCRBYFLOAT', KEYS[6], string.format('%.17g', v - o))
-      redis.call('EXPIRE', KEYS[6], ARGV[15])
-    end
-    o = v
-  end
-  after[i] = string.format('%.17g', o)
-end
+local after, before = charge(KEYS[5], KEYS[6], ARGV, 6, ARGV[15])
 return {n, after, before}
 `)
 
