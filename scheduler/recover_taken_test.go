@@ -51,19 +51,7 @@ func TestRecoverEnqueuesAgainWhenItsTaskWasTakenByAWorkerThatHoldsNoLease(t *tes
 	}
 	first := workitems.RecoverTaskID("lost", 1, 1)
 	// The worker that takes it: it holds the task and never the lease (a crash after the dequeue).
-	taken := make(chan string, 4)
-	release := make(chan struct{})
-	srv := asynq.NewServer(redistest.AsynqOpt(t), asynq.Config{Concurrency: 1, Queues: map[string]int{f.env.Queue: 1},
-		LogLevel: asynq.FatalLevel})
-	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		id, _ := asynq.GetTaskID(ctx)
-		taken <- id
-		<-release
-		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(release); srv.Shutdown() })
+	taken := holdingServer(t, f)
 	if id := <-taken; id != first {
 		t.Fatalf("the server took %q, want %q", id, first)
 	}
@@ -111,19 +99,7 @@ func TestReconcileEnqueuesAgainAQueuedItemWhoseTaskWasTakenByAWorkerThatDidNotSt
 	if err := q.EnqueueAttempt(ctx, it); err != nil {
 		t.Fatal(err)
 	}
-	taken := make(chan string, 4)
-	release := make(chan struct{})
-	srv := asynq.NewServer(redistest.AsynqOpt(t), asynq.Config{Concurrency: 1, Queues: map[string]int{f.env.Queue: 1},
-		LogLevel: asynq.FatalLevel})
-	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		id, _ := asynq.GetTaskID(ctx)
-		taken <- id
-		<-release
-		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(release); srv.Shutdown() })
+	taken := holdingServer(t, f)
 	if id := <-taken; id != workitems.TaskID("taken", 1) {
 		t.Fatalf("the server took %q", id)
 	}
@@ -149,4 +125,24 @@ func TestReconcileEnqueuesAgainAQueuedItemWhoseTaskWasTakenByAWorkerThatDidNotSt
 	if n, err := q.Reconcile(ctx, 0); err != nil || n != 0 {
 		t.Fatalf("a pass with the lease held: %d %v, want 0", n, err)
 	}
+}
+
+// holdingServer starts an asynq server on f's queue whose handler takes each task and holds it
+// until the test ends (a worker that dequeued and never leased), and returns the taken ids.
+func holdingServer(t *testing.T, f *fixture) <-chan string {
+	t.Helper()
+	taken := make(chan string, 4)
+	release := make(chan struct{})
+	srv := asynq.NewServer(redistest.AsynqOpt(t), asynq.Config{Concurrency: 1, Queues: map[string]int{f.env.Queue: 1},
+		LogLevel: asynq.FatalLevel})
+	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		id, _ := asynq.GetTaskID(ctx)
+		taken <- id
+		<-release
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release); srv.Shutdown() })
+	return taken
 }
