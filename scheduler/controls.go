@@ -112,17 +112,13 @@ func (q *Queue) Rerun(ctx context.Context, id, actor string) (*workitems.Item, e
 	if orig.State.Open() {
 		return nil, fmt.Errorf("scheduler: rerun %s: it is %s: %w", id, orig.State, workitems.ErrStillOpen)
 	}
-	t, ok := q.cfg.Load().Template(orig.Template)
+	cfg := q.cfg.Load()
+	t, ok := cfg.Template(orig.Template)
 	if !ok {
 		return nil, fmt.Errorf("scheduler: rerun %s: template %q: %w", id, orig.Template, ErrUnknownTemplate)
 	}
-	input := workitems.RerunInput(orig)
-	it := &workitems.Item{
-		ID: manualID(t.Name, q.clock.Now()), Template: t.Name, Goal: t.Goal,
-		Origin: workitems.Origin{Kind: workitems.OriginRerun, Actor: actor},
-		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts,
-		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: input}, State: workitems.AttemptQueued}},
-	}
+	it := newItem(cfg, t, manualID(t.Name, q.clock.Now()), workitems.Origin{Kind: workitems.OriginRerun, Actor: actor},
+		workitems.RerunInput(orig))
 	if err := q.store.CreateRerun(ctx, id, it, workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}); err != nil {
 		return nil, err
 	}

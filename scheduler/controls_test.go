@@ -246,6 +246,10 @@ func TestRerunMakesALinkedNewItemOnlyOfAnEndedItem(t *testing.T) {
 			got.Attempts[0].Condition.Input != "the input" || got.Origin.Kind != workitems.OriginRerun || got.Origin.Actor != "bob" {
 			t.Fatalf("rerun item %+v %v", got, err)
 		}
+		// Made under the config in force, like any new item: a later reload can tell it stale.
+		if got.Pin == nil || got.Pin.Config != q.Config().Version() || got.Pin.LoopKind != "script" {
+			t.Errorf("rerun item pin %+v, want the config in force", got.Pin)
+		}
 		o, _ := f.store.Get(ctx, orig.ID)
 		if !slices.Equal(o.Reruns, []string{re.ID}) || o.State != workitems.StateCancelled {
 			t.Errorf("original: reruns %v state %s, want [%s] and still cancelled", o.Reruns, o.State, re.ID)

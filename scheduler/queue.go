@@ -126,11 +126,7 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	if id == "" {
 		id = manualID(t.Name, q.clock.Now())
 	}
-	it := &workitems.Item{
-		ID: id, Template: t.Name, Goal: t.Goal, Origin: r.Origin,
-		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts, Pin: cfg.PinFor(t),
-		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: r.Input}, State: workitems.AttemptQueued}},
-	}
+	it := newItem(cfg, t, id, r.Origin, r.Input)
 	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
 	forced := q.applyForce(&r, t, it, &lim)
 	if err := q.store.Create(ctx, it, lim); err != nil {
@@ -371,4 +367,14 @@ func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error
 	_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: a.N,
 		Message: fmt.Sprintf("attempt lost its worker (lease of epoch %d expired); recovery enqueued", epoch)})
 	return true, nil
+}
+
+// newItem is a new item of template t (of cfg) with its first attempt queued, pinned to the
+// config it is created under: every way of making an item (Submit, Rerun) builds it here.
+func newItem(cfg *workitems.Config, t *workitems.Template, id string, o workitems.Origin, input string) *workitems.Item {
+	return &workitems.Item{
+		ID: id, Template: t.Name, Goal: t.Goal, Origin: o,
+		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts, Pin: cfg.PinFor(t),
+		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: input}, State: workitems.AttemptQueued}},
+	}
 }
