@@ -254,6 +254,9 @@ func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, er
 						// Taken by a worker that has not started the attempt: it may have died.
 						if ok, err := q.redeliverTaken(ctx, it); err != nil {
 							q.log.Warn("reconcile: enqueue failed; the next pass tries again", "item", it.ID, "attempt", it.Attempt, "err", err)
+							if first == nil {
+								first = err
+							}
 						} else if ok {
 							n++
 						}

@@ -43,8 +43,11 @@ func (q *Queue) recoverTaken(ctx context.Context, it *workitems.Item, a *workite
 	}
 	id := workitems.RecoverTaskID(it.ID, a.N, epoch)
 	info, err := q.inspector.GetTaskInfo(q.queue, id)
-	if err != nil {
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 		return false, nil // gone in between (delivered and done): the next pass looks again
+	}
+	if err != nil {
+		return false, fmt.Errorf("scheduler: recovery task %s: %w", id, err)
 	}
 	switch info.State {
 	case asynq.TaskStateArchived:

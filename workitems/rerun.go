@@ -49,30 +49,8 @@ func (s *Store) CreateRerun(ctx context.Context, origID string, it *Item, lim Cr
 		if orig.Template != it.Template {
 			return nil, fmt.Errorf("workitems: rerun %s: template %q is not the original's %q", origID, it.Template, orig.Template)
 		}
-		n, err := tx.Exists(ctx, s.k.item(it.ID)).Result()
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			return nil, fmt.Errorf("workitems: rerun %s as %s: %w", origID, it.ID, ErrExists)
-		}
-		if lim.MaxOpen > 0 {
-			open, err := tx.SCard(ctx, s.k.open(it.Template)).Result()
-			if err != nil {
-				return nil, err
-			}
-			if open >= int64(lim.MaxOpen) {
-				return nil, fmt.Errorf("workitems: rerun %s: %w (%d open)", origID, ErrMaxOpen, open)
-			}
-		}
-		if lim.DailyCostCap > 0 {
-			spent, err := tx.Get(ctx, costKey).Float64()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return nil, err
-			}
-			if spent >= lim.DailyCostCap {
-				return nil, fmt.Errorf("workitems: rerun %s: %w ($%.2f of $%.2f)", origID, ErrDailyCap, spent, lim.DailyCostCap)
-			}
+		if err := s.checkNew(ctx, tx, it, lim, costKey); err != nil {
+			return nil, fmt.Errorf("workitems: rerun %s as %s: %w", origID, it.ID, err)
 		}
 		it.RerunOf = origID
 		it.State = StateQueued
@@ -84,6 +62,7 @@ func (s *Store) CreateRerun(ctx context.Context, origID string, it *Item, lim Cr
 			it.Attempts = []Attempt{{N: 1, State: AttemptQueued}}
 		}
 		it.Version = 1
+		var err error
 		if body, err = json.Marshal(it); err != nil {
 			return nil, err
 		}
@@ -95,5 +74,8 @@ func (s *Store) CreateRerun(ctx context.Context, origID string, it *Item, lim Cr
 		s.createWrites(ctx, p, it, body, now)
 	}
 	_, err := s.updateWatched(ctx, origID, nil, []string{s.k.item(it.ID), s.k.open(it.Template), costKey}, m, extra)
+	if errors.Is(err, ErrDailyCap) {
+		s.hooks.onLimit(ctx, it.Template, ErrDailyCap) // as Create: a refused re-run is told too
+	}
 	return err
 }

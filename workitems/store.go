@@ -98,30 +98,8 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 	costKey := s.k.dailyCost(it.Template, now.Format("2006-01-02"))
 	watch := []string{s.k.item(it.ID), s.k.open(it.Template), costKey}
 	err = s.retryWatch(ctx, func(tx *redis.Tx) error {
-		n, err := tx.Exists(ctx, s.k.item(it.ID)).Result()
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("workitems: create %s: %w", it.ID, ErrExists)
-		}
-		if lim.MaxOpen > 0 {
-			open, err := tx.SCard(ctx, s.k.open(it.Template)).Result()
-			if err != nil {
-				return err
-			}
-			if open >= int64(lim.MaxOpen) {
-				return fmt.Errorf("workitems: create %s: %w (%d open)", it.ID, ErrMaxOpen, open)
-			}
-		}
-		if lim.DailyCostCap > 0 {
-			spent, err := tx.Get(ctx, costKey).Float64()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return err
-			}
-			if spent >= lim.DailyCostCap {
-				return fmt.Errorf("workitems: create %s: %w ($%.2f of $%.2f)", it.ID, ErrDailyCap, spent, lim.DailyCostCap)
-			}
+		if err := s.checkNew(ctx, tx, it, lim, costKey); err != nil {
+			return fmt.Errorf("workitems: create %s: %w", it.ID, err)
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			s.createWrites(ctx, p, it, body, now)
@@ -133,6 +111,39 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 		s.hooks.onLimit(ctx, it.Template, ErrDailyCap)
 	}
 	return err
+}
+
+// checkNew is the check before a new item is stored (Create, CreateRerun), under WATCH of its
+// record, its template's open set and costKey: the id is free (ErrExists), the template has
+// fewer than lim.MaxOpen open (ErrMaxOpen) and today's cost is under lim.DailyCostCap
+// (ErrDailyCap).
+func (s *Store) checkNew(ctx context.Context, tx *redis.Tx, it *Item, lim CreateLimits, costKey string) error {
+	n, err := tx.Exists(ctx, s.k.item(it.ID)).Result()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return ErrExists
+	}
+	if lim.MaxOpen > 0 {
+		open, err := tx.SCard(ctx, s.k.open(it.Template)).Result()
+		if err != nil {
+			return err
+		}
+		if open >= int64(lim.MaxOpen) {
+			return fmt.Errorf("%w (%d open)", ErrMaxOpen, open)
+		}
+	}
+	if lim.DailyCostCap > 0 {
+		spent, err := tx.Get(ctx, costKey).Float64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if spent >= lim.DailyCostCap {
+			return fmt.Errorf("%w ($%.2f of $%.2f)", ErrDailyCap, spent, lim.DailyCostCap)
+		}
+	}
+	return nil
 }
 
 // createWrites queues the writes that store a new item (record, indexes, created event); Create
