@@ -153,9 +153,6 @@ func (a *Auth) match(token string) *cred {
 	return found
 }
 
-// Check reports whether token is a configured credential's.
-func (a *Auth) Check(token string) bool { return a.match(token) != nil }
-
 // Principal is who a request acts as.
 type Principal struct {
 	// Actor is the name recorded for the request's actions.
@@ -373,12 +370,6 @@ func (a *Auth) authorize(r *http.Request, need Role, csrf bool) (Principal, erro
 		}
 	}
 	return id.p, nil
-}
-
-// Authorized reports whether r may act (the operator role), and the actor to record.
-func (a *Auth) Authorized(r *http.Request) (actor string, ok bool) {
-	p, err := a.Authorize(r, RoleOperator)
-	return p.Actor, err == nil
 }
 
 // Login checks a token typed into the console's login form from r's client. For a shared token

@@ -92,6 +92,13 @@ func TestServeGuardsQueuesAndAuditsEveryAction(t *testing.T) {
 	if _, _, code := c.run("enqueue", "nope", "--actor", "carol"); code == 0 {
 		t.Fatal("enqueue of an unknown template succeeded")
 	}
+	// A resolve is an action (audited, here refused: no such item); notify list only reads.
+	if _, _, code := c.run("resolve", "nope@1", "--close", "--actor", "carol"); code == 0 {
+		t.Fatal("resolve of an unknown item succeeded")
+	}
+	if _, errOut, code := c.run("notify", "list"); code != 0 {
+		t.Fatalf("notify list: %s", errOut)
+	}
 	out, errOut, code := c.run("audit", "--json")
 	if code != 0 {
 		t.Fatalf("audit: %d %s", code, errOut)
@@ -115,7 +122,7 @@ func TestServeGuardsQueuesAndAuditsEveryAction(t *testing.T) {
 			t.Errorf("the CLI entry: target %q, detail %q (flag names only)", e.Target, e.Detail)
 		}
 	}
-	want := "[carol cli enqueue error carol cli enqueue ok alice operator api queues:pause ok bob viewer api queues:pause refused alice operator api enqueue ok]"
+	want := "[carol cli resolve error carol cli enqueue error carol cli enqueue ok alice operator api queues:pause ok bob viewer api queues:pause refused alice operator api enqueue ok]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("audit entries %v, want %s", got, want)
 	}

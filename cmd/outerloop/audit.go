@@ -80,7 +80,8 @@ func auditCmd(g *globals) *cobra.Command {
 // that is not a long-running process (enqueue, resolve, steer, gc, and commands added later)
 // is recorded in the audit list, so a new action is audited without an edit here.
 var cliReads = map[string]bool{"items": true, "escalations": true, "verify": true, "validate": true, "audit": true,
-	"bench": true, "version": true, "templates": true, "history": true, "help": true}
+	"bench": true, "version": true, "templates": true, "history": true, "help": true,
+	"list": true, "controls": true} // notify list, templates controls
 
 // recordCLI records a CLI action in the audit list: the actor is --actor (or $USER), the
 // target the first argument, the detail the flags given (names only, never their values) and

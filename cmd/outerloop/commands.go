@@ -378,17 +378,15 @@ func resolveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := g.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			it, err := a.Queue.Resolve(cmd.Context(), args[0], res)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.out, "%s: %s by %s → %s (attempt %d)\n", it.ID, res.Action, res.Actor, it.State, it.Attempt)
-			return nil
+			// Through withApp as every action, so the resolve is in the audit list.
+			return g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+				it, err := a.Queue.Resolve(ctx, args[0], res)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.out, "%s: %s by %s → %s (attempt %d)\n", it.ID, res.Action, res.Actor, it.State, it.Attempt)
+				return nil
+			})(cmd, args)
 		},
 	}
 	c.Flags().BoolVar(&doClose, "close", false, "close the item as done")

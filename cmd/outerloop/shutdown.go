@@ -29,10 +29,7 @@ type stopper struct {
 
 	mu      sync.Mutex
 	running []string // stages under way, in start order
-	started time.Time
 	timer   *time.Timer
-	sigs    chan os.Signal
-	done    chan struct{}
 }
 
 func newStopper(log *slog.Logger) *stopper {
@@ -51,20 +48,15 @@ func (s *stopper) arm(d time.Duration) {
 	if s.timer != nil {
 		return
 	}
-	s.started = time.Now()
 	// Real time, not the app's clock: this is a watchdog over the process itself, and a test's
 	// fake clock must not be able to hold it off.
 	s.timer = time.AfterFunc(d, func() { s.expire(d) })
-	s.sigs, s.done = make(chan os.Signal, 1), make(chan struct{})
-	signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM)
-	sigs, done := s.sigs, s.done
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		select {
-		case sig := <-sigs:
-			s.log.Error("second signal during shutdown: exiting now", "signal", sig.String(), "still_stopping", s.stages())
-			s.exit(1)
-		case <-done:
-		}
+		sig := <-sigs
+		s.log.Error("second signal during shutdown: exiting now", "signal", sig.String(), "still_stopping", s.stages())
+		s.exit(1)
 	}()
 }
 
