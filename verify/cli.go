@@ -109,11 +109,7 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	if len(files) == 0 && opt.ExitCode == nil && opt.CIFile == "" && len(opt.Missing) == 0 {
 		f.Missing = append(f.Missing, "no report files given")
 	}
-	d := decide(f)
-	d.Evidence = evidenceRefs(f)
-	vd := verdict(f)
-	d.Summary = vd.Summary
-	redactResult(&d, &vd)
+	d, vd := conclude(f)
 	if opt.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -155,11 +155,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	f.Now = v.now()
-	d := decide(f)
-	d.Evidence = evidenceRefs(f)
-	vd := verdict(f)
-	d.Summary = headline(d, vd.Summary)
-	redactResult(&d, &vd)
+	d, vd := conclude(f)
 	var files []EvidenceFile
 	if f.files != nil {
 		var patch []byte
@@ -226,11 +222,7 @@ func (v *Verifier) VerifyPushed(ctx context.Context, req Request, sha string) (R
 		}
 	}
 	f.Now = v.now()
-	d := decide(f)
-	d.Evidence = evidenceRefs(f)
-	vd := verdict(f)
-	d.Summary = headline(d, vd.Summary)
-	redactResult(&d, &vd)
+	d, vd := conclude(f)
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision on the pushed commit",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt), slog.String("sha", sha),
 		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule))
@@ -541,4 +533,16 @@ func verdict(f *Facts) workitems.Verdict {
 	}
 	vd.Summary = clip(strings.Join(parts, "; "), 1000)
 	return vd
+}
+
+// conclude turns the facts into the decision and verdict every path records (Verify,
+// VerifyPushed, the CLI and its replay): the policy's decision with its evidence, the verdict,
+// the headline as the inbox shows it, redacted.
+func conclude(f *Facts) (workitems.Decision, workitems.Verdict) {
+	d := decide(f)
+	d.Evidence = evidenceRefs(f)
+	vd := verdict(f)
+	d.Summary = headline(d, vd.Summary)
+	redactResult(&d, &vd)
+	return d, vd
 }

@@ -25,7 +25,6 @@ import (
 type Loop struct {
 	lookupEnv func(string) (string, bool)
 	bins      map[string]string
-	killWait  time.Duration
 	maxLine   int
 	// progressEvery paces the running agent's progress events (progress.go).
 	progressEvery time.Duration
@@ -41,12 +40,9 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 // WithBinary runs path for agent (codex, claude, aider) when the template names no command.
 func WithBinary(agent, path string) Option { return func(l *Loop) { l.bins[agent] = path } }
 
-// WithKillWait bounds how long a kill waits for the agent's processes to exit (default 10s).
-func WithKillWait(d time.Duration) Option { return func(l *Loop) { l.killWait = d } }
-
 // New returns a Loop.
 func New(opts ...Option) *Loop {
-	l := &Loop{lookupEnv: os.LookupEnv, bins: map[string]string{}, killWait: 10 * time.Second, maxLine: 16 << 20}
+	l := &Loop{lookupEnv: os.LookupEnv, bins: map[string]string{}, maxLine: 16 << 20}
 	for _, o := range opts {
 		o(l)
 	}
