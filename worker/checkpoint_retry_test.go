@@ -112,7 +112,11 @@ func TestACheckpointWriteStopsWithItsAttempt(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cp.Save(ctx, []byte(`{}`)) }()
-	<-sink.hit
+	select {
+	case <-sink.hit:
+	case err := <-done:
+		t.Fatalf("the write ended before retrying: %v", err)
+	}
 	cancel(ErrYield)
 	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrYield) {
 		t.Fatalf("stopped write: %v, want the cancellation and its cause", err)

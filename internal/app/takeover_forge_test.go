@@ -71,7 +71,7 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 	}
 
 	b, _ := s.host(t, "B", delivering)
-	for {
+	for deadline := time.Now().Add(time.Minute); ; {
 		err := b.Process(ctx, it.ID, 1)
 		if err == nil {
 			break
@@ -79,9 +79,15 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 		if !strings.Contains(err.Error(), "lease held") {
 			t.Fatalf("B: %v", err)
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B never took the attempt over: %v", err)
+		}
 		time.Sleep(50 * time.Millisecond) // asynq's retry delay, in small
 	}
-	done, _ := s.Store.Get(ctx, it.ID)
+	done, err := s.Store.Get(ctx, it.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if done.State != workitems.StateClosed || len(done.Attempts) != 1 {
 		t.Fatalf("want closed in one attempt: %s after %d: %+v", done.State, len(done.Attempts), done.Decisions)
 	}
@@ -91,8 +97,13 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 	}
 	// A wakes up: its renewal finds a newer epoch, it stops and writes nothing.
 	frozen.Advance(time.Second)
-	if err := <-aDone; err != nil {
-		t.Fatalf("A should stop quietly, got %v", err)
+	select {
+	case err := <-aDone:
+		if err != nil {
+			t.Fatalf("A should stop quietly, got %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("A did not stop after losing its lease")
 	}
 	if after, _ := s.Store.Get(ctx, it.ID); after.Version != done.Version {
 		t.Fatalf("A changed the item after losing its lease: version %d→%d", done.Version, after.Version)
