@@ -122,8 +122,10 @@ func (o *Outbox) TransitionHook() workitems.TransitionHook {
 		if it.State != workitems.StateEscalated && it.State != workitems.StateFailed {
 			return
 		}
+		// One snapshot of the config for the whole decision (a reload may land in between), and
+		// nothing built for a deployment without sinks: this runs in every such transition.
 		cfg := o.cfg.Load()
-		if cfg == nil {
+		if cfg == nil || len(cfg.Notify.Sinks) == 0 {
 			return
 		}
 		t, _ := cfg.Template(it.Template)
@@ -131,7 +133,10 @@ func (o *Outbox) TransitionHook() workitems.TransitionHook {
 		if !ok {
 			return
 		}
-		_, sinks := o.targets(it.Template, n.Event)
+		sinks := cfg.Notify.Targets(t, n.Event)
+		if len(sinks) == 0 {
+			return
+		}
 		if err := o.queue(ctx, p, n, sinks); err != nil {
 			o.log.Error("notification not queued", "item", it.ID, "event", n.Event, "err", err)
 		}
@@ -237,7 +242,9 @@ func (o *Outbox) Claim(ctx context.Context, now, expires time.Time, batch int, t
 		d.Created = fromMillis(str(4))
 		if err := json.Unmarshal([]byte(str(2)), &d.Notification); err != nil {
 			// Not ours to send; fail it so that it ends dead and visible instead of looping.
-			_, _ = o.Fail(ctx, d, now, now, "corrupt notification: "+err.Error(), 1)
+			if _, ferr := o.Fail(ctx, d, now, now, "corrupt notification: "+err.Error(), 1); ferr != nil {
+				o.log.Warn("corrupt notification not failed; its claim expires and it is tried again", "id", d.ID, "err", ferr)
+			}
 			continue
 		}
 		out = append(out, d)

@@ -443,20 +443,10 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// Steer queues input for an item's running attempt.
+// Steer queues input for an item's running attempt, whatever its state (SteerIf with no
+// condition; Queue.Steer is the guarded one people reach).
 func (s *Store) Steer(ctx context.Context, id, text, actor string) error {
-	if strings.TrimSpace(text) == "" {
-		return fmt.Errorf("workitems: steer %s: empty text", id)
-	}
-	if _, err := s.Get(ctx, id); err != nil {
-		return err
-	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.RPush(ctx, s.k.steer(id), text)
-		s.addEvent(ctx, p, Event{Item: id, Type: EventSteer, Actor: actor, Message: "steer input queued", At: s.now().UTC()})
-		return nil
-	})
-	return err
+	return s.SteerIf(ctx, id, text, actor, func(*Item) error { return nil })
 }
 
 // PeekSteer returns the queued steer input of an item from position from on, oldest first,
