@@ -50,13 +50,11 @@ func (c *Console) items(w http.ResponseWriter, r *http.Request, v *view) (string
 	default:
 		return c.message(v, http.StatusBadRequest, "Unknown sort", fmt.Sprintf("Sort %q: want newest, oldest or spend.", p.Sort), "/")
 	}
-	pageNo, err := strconv.Atoi(q.Get("page"))
-	if q.Get("page") == "" {
-		pageNo, err = 1, nil
+	pageNo, ok := pageNumber(r)
+	if !ok {
+		return c.badPage(v, r, "/")
 	}
-	if err != nil || pageNo < 1 {
-		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", q.Get("page")), "/")
-	}
+	var err error
 	// Only the page shown is read: the count from the filter's index, the page from its
 	// creation or spend index (see workitems.ListOptions).
 	lo := workitems.ListOptions{State: workitems.State(p.State), Template: p.Template, Sort: workitems.ListSort(p.Sort)}
@@ -207,13 +205,11 @@ type escalationRow struct {
 }
 
 func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
-	pageNo, err := strconv.Atoi(r.URL.Query().Get("page"))
-	if r.URL.Query().Get("page") == "" {
-		pageNo, err = 1, nil
+	pageNo, ok := pageNumber(r)
+	if !ok {
+		return c.badPage(v, r, "/escalations")
 	}
-	if err != nil || pageNo < 1 {
-		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), "/escalations")
-	}
+	var err error
 	p := escalationsPage{BudgetKinds: workitems.AllBudgetKinds()}
 	if p.Total, err = c.store.EscalatedCount(r.Context()); err != nil {
 		return c.internal(v, err)
@@ -277,12 +273,9 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		v.Page = templatesPage{}
 		return "templates", http.StatusOK
 	}
-	pageNo, err := strconv.Atoi(r.URL.Query().Get("page"))
-	if r.URL.Query().Get("page") == "" {
-		pageNo, err = 1, nil
-	}
-	if err != nil || pageNo < 1 {
-		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), "/templates")
+	pageNo, ok := pageNumber(r)
+	if !ok {
+		return c.badPage(v, r, "/templates")
 	}
 	// Only the page's templates are read: their stats in one pipeline, their last outcomes in
 	// one more (from the state indexes alone, no item read), their pauses in a third.
@@ -342,4 +335,19 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 func (c *Console) internal(v *view, err error) (string, int) {
 	c.o.Logger.Error("console: store", "err", err)
 	return c.message(v, http.StatusInternalServerError, "Something went wrong", "The store did not answer: "+err.Error(), "/")
+}
+
+// pageNumber reads ?page= (1 when absent); ok is false for anything but a number from 1.
+func pageNumber(r *http.Request) (int, bool) {
+	q := r.URL.Query().Get("page")
+	if q == "" {
+		return 1, true
+	}
+	n, err := strconv.Atoi(q)
+	return n, err == nil && n >= 1
+}
+
+// badPage is the answer to a ?page= that pageNumber refused, with a way back.
+func (c *Console) badPage(v *view, r *http.Request, back string) (string, int) {
+	return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", r.URL.Query().Get("page")), back)
 }

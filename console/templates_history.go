@@ -50,13 +50,9 @@ func (c *Console) templateHistory(w http.ResponseWriter, r *http.Request, v *vie
 	if !ok {
 		return c.message(v, http.StatusNotFound, "No such template", fmt.Sprintf("There is no template %q in the configuration.", name), "/templates")
 	}
-	pageNo := 1
-	if q := r.URL.Query().Get("page"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 1 {
-			return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Page %q: want a number from 1.", q), "/templates/"+url.PathEscape(name))
-		}
-		pageNo = n
+	pageNo, ok := pageNumber(r)
+	if !ok {
+		return c.badPage(v, r, "/templates/"+url.PathEscape(name))
 	}
 	h, err := c.o.Queue.History(r.Context(), name, (pageNo-1)*historyPerPage, historyPerPage)
 	if err != nil {
