@@ -387,3 +387,19 @@ func TestALongTimelineShowsTheNewestEvents(t *testing.T) {
 		t.Fatalf("the live stream must continue after the stream's last event (%s)", want)
 	}
 }
+
+// Every paged view refuses a page that is not a number from 1 with 400, naming it, and a way
+// back to its first page.
+func TestPagedViewsRefuseABadPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	for _, path := range []string{"/?page=0", "/escalations?page=x", "/templates?page=-1", "/templates/fix?page=abc"} {
+		resp, body := f.get(t, path)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "want a number from 1") {
+			t.Errorf("%s: %d, want 400 naming the page:\n%s", path, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := f.get(t, "/templates/fix?page=1"); resp.StatusCode != http.StatusOK {
+		t.Errorf("page 1: %d", resp.StatusCode)
+	}
+}
