@@ -10,10 +10,12 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/outerloop ./cmd/outerloop
 
 # The runtime image keeps the Go toolchain and git on purpose: workers check out template repos
-# into worktrees and run done checks such as `go test -json ./...` inside them.
+# into worktrees and run done checks such as `go test -json ./...` inside them. bubblewrap is the
+# sandbox every command an item runs starts in (docs/containers.md says what the container
+# needs for it; `docker compose run --rm worker validate` says whether it works there).
 FROM golang:1.26-bookworm
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates git tini \
+ && apt-get install -y --no-install-recommends ca-certificates git tini bubblewrap \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 outerloop \
  && mkdir -p /var/lib/outerloop && chown outerloop /var/lib/outerloop

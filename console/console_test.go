@@ -403,3 +403,45 @@ func TestPagedViewsRefuseABadPage(t *testing.T) {
 		t.Errorf("page 1: %d", resp.StatusCode)
 	}
 }
+
+// The bump of issue 21: a step the sandbox cut off from the module proxy. The inbox and the item
+// page say the sandbox did it and which setting allows it, show the step's last lines, and do
+// not show a green "0 passed" for tests that never ran.
+func TestEscalationSaysWhy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	cause := "the sandbox's network refused a connection (\"dial tcp: lookup proxy.golang.org\"): the template's sandbox has network: none; network: registries reaches the package registries"
+	f.item(t, "bump@1", "fix", "bump the modules", func(it *workitems.Item) error {
+		now := time.Now().UTC()
+		a := &it.Attempts[0]
+		a.State, a.StartedAt, a.EndedAt = "done", now.Add(-time.Minute), now
+		a.Exit = &workitems.Exit{Reason: workitems.ExitFailed, Message: "command 1 (go get -u ./... && go mod tidy) exited 1"}
+		a.Verified = &workitems.Verdict{Summary: "exit failed"}
+		d := workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "exit_failed", Summary: cause + "; exit failed",
+			Cause: cause, Output: "go: downloading golang.org/x/text v0.21.0\ndial tcp: lookup proxy.golang.org: network is unreachable",
+			Actor: "verifier", At: now}
+		a.Decision = &d
+		it.Decisions = append(it.Decisions, d)
+		it.Escalation = &workitems.Escalation{Reason: d.Rule, Summary: d.Summary, Cause: d.Cause, Output: d.Output, At: now}
+		return it.SetState(workitems.StateEscalated)
+	})
+	for _, path := range []string{"/escalations", "/items/bump@1"} {
+		res, body := f.get(t, path)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", path, res.StatusCode)
+		}
+		for _, w := range []string{`class="cause"`, "network: registries", "why-output", "go: downloading golang.org/x/text v0.21.0"} {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q", path, w)
+			}
+		}
+		if path == "/escalations" {
+			if !strings.Contains(body, "not run (no test results)") {
+				t.Errorf("%s: tests that never ran are not shown as not run", path)
+			}
+			if strings.Contains(body, `<span class="ok">0 passed</span>`) {
+				t.Errorf("%s shows a green 0 passed", path)
+			}
+		}
+	}
+}

@@ -23,6 +23,8 @@ type Notification struct {
 	Reason string `json:"reason,omitempty"`
 	// Headline is one line for a person.
 	Headline string `json:"headline"`
+	// Output is, for an escalation after a failing command, its last lines (redacted).
+	Output string `json:"output,omitempty"`
 	// URL links the item in the console (when notify.base_url is set).
 	URL string `json:"url,omitempty"`
 	// Escalate is the template's escalate: (who is to act), when it has one.
@@ -50,7 +52,7 @@ func forTransition(it *workitems.Item, from workitems.State, events []workitems.
 		n.Event = workitems.NotifyEscalation
 		summary := ""
 		if e := it.Escalation; e != nil {
-			n.Reason, summary = e.Reason, e.Summary
+			n.Reason, summary, n.Output = e.Reason, e.Summary, e.Output
 		}
 		n.Headline = fmt.Sprintf("%s (%s) escalated after attempt %d: %s", it.ID, it.Template, it.Attempt,
 			firstNonEmpty(summary, n.Reason, "needs a person"))
@@ -118,6 +120,9 @@ func slackBody(n Notification) ([]byte, error) {
 	fmt.Fprintf(&b, " (template %s)\n%s", slackEscape(n.Template), slackEscape(n.Headline))
 	if n.Escalate != "" {
 		fmt.Fprintf(&b, "\nto act: %s", slackEscape(n.Escalate))
+	}
+	if n.Output != "" {
+		fmt.Fprintf(&b, "\n```%s```", slackEscape(strings.ReplaceAll(n.Output, "```", "' ' '")))
 	}
 	return json.Marshal(slackMessage{Text: b.String()})
 }

@@ -447,7 +447,7 @@ func redactResult(d *workitems.Decision, vd *workitems.Verdict) {
 		d.Evidence[i].Ref = redact(clip(d.Evidence[i].Ref, 300))
 		d.Evidence[i].Summary = redact(d.Evidence[i].Summary)
 	}
-	d.Summary = redact(d.Summary)
+	d.Summary, d.Cause, d.Output = redact(d.Summary), redact(d.Cause), redact(d.Output)
 	if d.Next != nil {
 		d.Next.Input = redact(d.Next.Input)
 	}
@@ -543,6 +543,7 @@ func conclude(f *Facts) (workitems.Decision, workitems.Verdict) {
 	d.Evidence = evidenceRefs(f)
 	vd := verdict(f)
 	d.Summary = headline(d, vd.Summary)
+	explain(&d, f)
 	redactResult(&d, &vd)
 	return d, vd
 }

@@ -215,8 +215,12 @@ type Decision struct {
 	Signature string        `json:"signature,omitempty"` // failure signature, for repeat detection
 	Next      *Condition    `json:"next,omitempty"`      // with retry: the condition of the next attempt
 	Summary   string        `json:"summary,omitempty"`   // short evidence summary for people
-	Actor     string        `json:"actor"`               // "verifier" or who resolved
-	At        time.Time     `json:"at"`
+	// Cause says, when a failure is the sandbox's doing, what it refused and the setting that
+	// would allow it; Output is the failing command's last lines (redacted).
+	Cause  string    `json:"cause,omitempty"`
+	Output string    `json:"output,omitempty"`
+	Actor  string    `json:"actor"` // "verifier" or who resolved
+	At     time.Time `json:"at"`
 }
 
 // AttemptState is where one attempt of an item is. An attempt moves forward only:
@@ -291,6 +295,8 @@ type Verdict struct {
 type Escalation struct {
 	Reason  string    `json:"reason"`
 	Summary string    `json:"summary,omitempty"`
+	Cause   string    `json:"cause,omitempty"`  // the sandbox's doing and the setting to change (Decision.Cause)
+	Output  string    `json:"output,omitempty"` // the failing command's last lines, redacted
 	At      time.Time `json:"at"`
 	Actions []string  `json:"actions,omitempty"` // suggested: close, retry, raise budget, cancel
 }

@@ -173,7 +173,7 @@ func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error)
 		return evs, take(OpDecide, it, StateRetryWait)
 	case OutcomeEscalate:
 		it.Escalation = &Escalation{Reason: d.Rule, Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
-			At: d.At, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
+			Cause: d.Cause, Output: d.Output, At: d.At, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
 		evs = append(evs, Event{Type: EventEscalated, Attempt: a.N, Message: it.Escalation.Summary,
 			Data: map[string]string{"reason": d.Rule}})
 		return evs, take(OpDecide, it, StateEscalated)

@@ -315,14 +315,54 @@ func TestCLIVerifyExitsZeroOnlyForClose(t *testing.T) {
 
 func TestDemoRunsOnTheEmbeddedDefault(t *testing.T) {
 	t.Parallel()
+	s := runDemoBinary(t)
+	if !strings.Contains(s, "sandbox: bwrap (") { // scripts/test.sh installs bubblewrap
+		t.Errorf("the demo does not say it runs sandboxed")
+	}
+	checkDemoOutput(t, s)
+}
+
+// The demo on a fresh machine: no bubblewrap at all, or a bubblewrap that cannot create its
+// namespaces (a container without user namespaces). It runs its own sample commands
+// unsandboxed, says so in its first lines with what to do, and ends as it does sandboxed.
+func TestDemoRunsWithoutASandbox(t *testing.T) {
+	t.Parallel()
+	failing := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, bwrap := range map[string]string{"missing": filepath.Join(t.TempDir(), "no-such-bwrap"), "no namespaces": failing} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := runDemoBinary(t, "OUTERLOOP_BWRAP="+bwrap)
+			head := strings.Join(strings.SplitN(s, "\n", 6)[:5], "\n")
+			for _, want := range []string{"sandbox: OFF", "unsandboxed", "install bubblewrap", "sandbox: {mode: off}"} {
+				if !strings.Contains(head, want) {
+					t.Errorf("the demo's first lines lack %q:\n%s", want, head)
+				}
+			}
+			if name == "no namespaces" && !strings.Contains(head, "No permissions to create new namespace") {
+				t.Errorf("the demo's first lines do not say why bubblewrap cannot start:\n%s", head)
+			}
+			checkDemoOutput(t, s)
+		})
+	}
+}
+
+func runDemoBinary(t *testing.T, env ...string) string {
+	t.Helper()
 	cmd := exec.Command(binary(t), "demo")
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "REDIS_URL=") // the demo must need nothing
+	cmd.Env = append(append(os.Environ(), "REDIS_URL="), env...) // the demo must need nothing
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
-	s := string(out)
+	return string(out)
+}
+
+func checkDemoOutput(t *testing.T, s string) {
+	t.Helper()
 	for _, want := range []string{"embedded Redis", "RECORDED model", "decision retry", "decision escalate [exit_budget_exhausted]",
 		"delivery committed", "delivered results", "delivery: patch, mode patch", "| +func Add(a, b int) int { return a + b }",
 		"| +\tif now.After(o.ExpiresAt.Add(RefundWindow)) {", "demo finished"} {

@@ -352,7 +352,11 @@ func escalationsCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, age(e.At), e.Reason, oneLine(e.Summary, 100))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			printWhy(g.out, items)
+			return nil
 		}),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -550,6 +554,26 @@ func followItem(ctx context.Context, s *workitems.Store, id string, w io.Writer)
 		if it.State.Terminal() || it.State == workitems.StateEscalated {
 			fmt.Fprintf(w, "%s is %s\n", it.ID, it.State)
 			return nil
+		}
+	}
+}
+
+// printWhy prints, below the escalations table, each escalation's cause (the sandbox's doing)
+// and the failing command's last output lines.
+func printWhy(w io.Writer, items []*workitems.Item) {
+	for _, it := range items {
+		e := it.Escalation
+		if e == nil || (e.Cause == "" && e.Output == "") {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", it.ID)
+		if e.Cause != "" {
+			fmt.Fprintf(w, "  sandbox: %s\n", e.Cause)
+		}
+		for _, l := range strings.Split(e.Output, "\n") {
+			if l != "" {
+				fmt.Fprintf(w, "  | %s\n", l)
+			}
 		}
 	}
 }

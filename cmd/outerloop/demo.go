@@ -16,6 +16,7 @@ import (
 	"outerloop/internal/sample"
 	"outerloop/scheduler"
 	"outerloop/worker/agentloop/demo"
+	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -62,7 +63,18 @@ func writeFiles(dir string, files map[string]string) error {
 	return nil
 }
 
-func demoConfig(dir string) (*workitems.Config, error) {
+// demoSandbox decides the demo's sandbox: bubblewrap when it starts here, else mode off for
+// the demo's own sample commands (a fresh machine must run the demo; a worker would refuse).
+// It returns the YAML line for the config and what to tell the user ("" when sandboxed).
+func demoSandbox(ctx context.Context) (yaml, notice string) {
+	if _, err := proc.Probe(ctx, os.Getenv("OUTERLOOP_BWRAP")); err != nil {
+		return "sandbox: {mode: off}\n", fmt.Sprintf("sandbox: OFF — %v.\n"+
+			"  The demo runs its own sample commands unsandboxed. A worker would refuse items here: %s\n", err, proc.SandboxHint)
+	}
+	return "", ""
+}
+
+func demoConfig(dir, sandbox string) (*workitems.Config, error) {
 	calc, payment := filepath.Join(dir, "calc"), filepath.Join(dir, "payment")
 	for _, d := range []string{calc, payment} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -82,7 +94,7 @@ func demoConfig(dir string) (*workitems.Config, error) {
 	if err := demo.WriteRecording(rec); err != nil {
 		return nil, err
 	}
-	y := fmt.Sprintf(`
+	y := sandbox + fmt.Sprintf(`
 defaults:
   max_attempts: 3
   budget: {wall_time: 5m, verify_reserve: 2m}
@@ -123,7 +135,8 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 	if !keep {
 		defer os.RemoveAll(dir)
 	}
-	cfg, err := demoConfig(dir)
+	sandboxYAML, notice := demoSandbox(ctx)
+	cfg, err := demoConfig(dir, sandboxYAML)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -143,6 +156,11 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 	defer a.Close()
 	out := g.out
 	fmt.Fprintf(out, "outerloop demo — embedded Redis (in-process miniredis), files in %s\n", dir)
+	if notice != "" {
+		fmt.Fprint(out, notice)
+	} else {
+		fmt.Fprintf(out, "sandbox: %s\n", a.Runner.Describe())
+	}
 	fmt.Fprintln(out, "  fix-calc:      a script loop; its first try does not fix the failing test, the retry (with the failure as input) does")
 	fmt.Fprintln(out, "  slow-bump:     a script that outlasts its 3s wall-time budget → budget_exhausted → escalated to a person")
 	fmt.Fprintln(out, "  payment-agent: the native agent loop driven by a RECORDED model (replay of a real session, no API key)")

@@ -130,6 +130,9 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	srv.RegisterOnShutdown(apiSrv.Close) // and so would the API's long polls
 	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.CanAct(), "read_login", auth.ReadLogin(),
 		"worker", withWorker, "scheduler", withScheduler)
+	if withWorker {
+		logSandbox(a)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -230,6 +233,7 @@ func workerCmd(g *globals) *cobra.Command {
 				defer stop()
 			}
 			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName())
+			logSandbox(a)
 			<-ctx.Done()
 			a.Logger.Info("worker shutting down: attempts checkpoint and yield")
 			st.stage("worker (attempts checkpoint and yield)", func() {
@@ -247,4 +251,13 @@ func workerCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9101)")
 	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
 	return c
+}
+
+// logSandbox says at a worker's start which sandbox is in force and, when it cannot start,
+// which templates' items it will refuse and what to do about it.
+func logSandbox(a *app.App) {
+	a.Logger.Info("sandbox", "mode", a.Runner.Describe())
+	for _, p := range app.SandboxProblems(a.Config, a.Runner) {
+		a.Logger.Warn("sandbox: items will be refused", "problem", p)
+	}
 }

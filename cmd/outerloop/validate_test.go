@@ -144,3 +144,38 @@ func TestVersionPrintsBuildAndConfigVersion(t *testing.T) {
 		t.Fatalf("version without a config: %v\n%s", err, out)
 	}
 }
+
+// validate says whether the sandbox works where it runs (in a container image, on a host): with
+// a bubblewrap that fails as it does in a container without user namespaces it names each
+// template whose items a worker would refuse, why, and what to do; with the real one it says
+// which sandbox is in force.
+func TestValidateSaysWhetherTheSandboxWorksHere(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "outerloop.yaml")
+	if err := os.WriteFile(path, []byte("defaults:\n  budget: {wall_time: 1m}\ntemplates:\n  - name: a\n    goal: g\n    repo: .\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"sh -c true\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(dir, "bwrap")
+	msg := "bwrap: No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces."
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho '"+msg+"' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OUTERLOOP_BWRAP", fake)
+	out, err := runRoot(t, "--config", path, "validate")
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("validate: %v, want exit 1\n%s", err, out)
+	}
+	for _, want := range []string{`problem: template "a": sandbox mode bwrap cannot start here`, msg,
+		"its items are refused: install bubblewrap", "docs/containers.md", "sandbox: {mode: off}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q\n%s", want, out)
+		}
+	}
+
+	t.Setenv("OUTERLOOP_BWRAP", "")
+	out, err = runRoot(t, "--config", path, "validate")
+	if err != nil || !strings.Contains(out, "sandbox: bwrap (") {
+		t.Fatalf("validate where bubblewrap works: %v\n%s", err, out)
+	}
+}

@@ -272,7 +272,7 @@ func SandboxProblems(cfg *workitems.Config, r *proc.Runner) []string {
 	var out []string
 	for _, t := range cfg.Templates {
 		if r.ModeFor(proc.Policy{Mode: proc.Mode(t.Sandbox.Mode)}) == proc.ModeBwrap && r.Unavailable != nil {
-			out = append(out, fmt.Sprintf("template %q: sandbox mode bwrap cannot start here (%v); its items are refused unless it (or the deployment) sets sandbox: {mode: off}", t.Name, r.Unavailable))
+			out = append(out, fmt.Sprintf("template %q: sandbox mode bwrap cannot start here (%v); its items are refused: %s", t.Name, r.Unavailable, proc.SandboxHint))
 		}
 	}
 	return out

@@ -97,12 +97,18 @@ func (r *Runner) modeFor(p Policy) Mode {
 // ModeFor reports the mode a command with p would run under.
 func (r *Runner) ModeFor(p Policy) Mode { return r.modeFor(p) }
 
+// SandboxHint says what to do when the sandbox cannot start: the refusal of every item, the
+// worker's start log, validate and the demo all say it the same way.
+const SandboxHint = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; " +
+	"Alpine: apk add bubblewrap) on a host or container that allows user namespaces (docs/containers.md), " +
+	"or opt out with sandbox: {mode: off} in outerloop.yaml (commands then run unconfined)"
+
 func (r *Runner) available() error {
 	if r.Unavailable != nil {
-		return fmt.Errorf("proc: %w: %v (set sandbox: {mode: off} to run unconfined)", ErrSandboxUnavailable, r.Unavailable)
+		return fmt.Errorf("proc: %w: %v; %s", ErrSandboxUnavailable, r.Unavailable, SandboxHint)
 	}
 	if r.Bwrap == "" {
-		return fmt.Errorf("proc: %w: no bubblewrap binary (install bubblewrap, or set sandbox: {mode: off})", ErrSandboxUnavailable)
+		return fmt.Errorf("proc: %w: no bubblewrap binary; %s", ErrSandboxUnavailable, SandboxHint)
 	}
 	return nil
 }
