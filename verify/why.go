@@ -69,6 +69,8 @@ func why(f *Facts) (cause, output string) {
 	switch {
 	case f.Exit.Reason != workitems.ExitCompleted && f.Exit.Reason != "":
 		text = f.Exit.LastMessage
+	case len(f.Reports) > 0:
+		// The verdict's failed tests and first error say it better than raw report lines.
 	default:
 		for _, c := range f.Commands {
 			if !c.OK() {

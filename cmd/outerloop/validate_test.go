@@ -179,3 +179,20 @@ func TestValidateSaysWhetherTheSandboxWorksHere(t *testing.T) {
 		t.Fatalf("validate where bubblewrap works: %v\n%s", err, out)
 	}
 }
+
+// `outerloop escalations` prints, below its table, each escalation's cause and the failing
+// command's last lines.
+func TestEscalationsPrintWhy(t *testing.T) {
+	t.Parallel()
+	items := []*workitems.Item{
+		{ID: "bump@1", Escalation: &workitems.Escalation{Reason: "exit_failed", Cause: "the sandbox's network refused a connection",
+			Output: "go: downloading x\ndial tcp: lookup proxy.golang.org"}},
+		{ID: "plain@1", Escalation: &workitems.Escalation{Reason: "max_attempts"}},
+	}
+	var b bytes.Buffer
+	printWhy(&b, items)
+	want := "\nbump@1\n  sandbox: the sandbox's network refused a connection\n  | go: downloading x\n  | dial tcp: lookup proxy.golang.org\n"
+	if b.String() != want {
+		t.Fatalf("printWhy:\n%q\nwant\n%q", b.String(), want)
+	}
+}
