@@ -325,7 +325,7 @@ func (p *Proxy) Vet(ctx context.Context, host string, port int) ([]netip.Addr, *
 }
 
 func (p *Proxy) refused(r Refusal) {
-	p.o.Logger.Info("egress: connection refused", "host", r.Host, "port", r.Port, "reason", r.Reason)
+	p.o.Logger.Debug("egress: connection refused", "host", r.Host, "port", r.Port, "reason", r.Reason)
 	if p.o.Refused != nil {
 		p.o.Refused(r)
 	}

@@ -63,6 +63,7 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 	}
 	r.ReadOnly = ToolchainDirs(ctx, env)
 	r.GoCache = goEnv(ctx, env, "GOCACHE")
+	r.GoModCache = goEnv(ctx, env, "GOMODCACHE")
 	// Probe even when the deployment's mode is off: a template may still ask for bwrap.
 	r.Bwrap, r.Unavailable = Probe(ctx, s.Bwrap)
 	return r, nil
