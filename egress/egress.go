@@ -35,6 +35,9 @@ const (
 	ReasonResolveFailed  Reason = "resolve_failed"  // listed, but its name did not resolve
 )
 
+// Reasons lists the reasons a connection is refused.
+func Reasons() []Reason { return []Reason{ReasonNotAllowed, ReasonPrivateAddress, ReasonResolveFailed} }
+
 // Refusal is one refused connection.
 type Refusal struct {
 	Host   string

@@ -61,6 +61,8 @@ type Observer interface {
 	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
 	Delivery(template string, outcome workitems.DeliveryOutcome, itemID string)
 	CheckpointWrite(d time.Duration)
+	// NetworkRefused counts a connection the sandbox's registries proxy refused to a command.
+	NetworkRefused(template, reason string)
 }
 
 // Errors a handler returns to asynq so that it tries the task again soon, without counting it
@@ -261,6 +263,8 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 		return err // ErrLeaseHeld: asynq tries again shortly
 	}
 	defer func() { _ = st.ReleaseLease(context.WithoutCancel(ctx), fence) }()
+	// Refusals of every command of this attempt, its done checks included, go to its log.
+	defer h.o.Runner.WatchRefusals(fmt.Sprintf("%s/%d", id, n), h.networkRefused(it.Template, &storeSink{store: st, fence: fence, item: id, attempt: n, log: log}))()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -537,5 +541,6 @@ func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string
 func (nopObserver) SetRunningCost(string, string, string, float64)                          {}
 func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)                      {}
 func (nopObserver) ClearRunningCost(string)                                                 {}
+func (nopObserver) NetworkRefused(string, string)                                           {}
 func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
 func (nopObserver) CheckpointWrite(time.Duration)                                           {}

@@ -58,32 +58,41 @@ func (e *egressRun) stop() {
 	})
 }
 
+// Refusals routes network refusals by execution key (Spec.Key).
+type Refusals struct {
+	mu       sync.Mutex
+	watchers map[string]*func(NetworkRefusal)
+}
+
 // WatchRefusals sends the network refusals of every command run under key (Spec.Key) to fn
-// until the returned function is called. A refusal nobody watches is logged.
+// until the returned function is called. Without r.Refusals refusals are only logged.
 func (r *Runner) WatchRefusals(key string, fn func(NetworkRefusal)) (stop func()) {
-	if r == nil {
+	if r == nil || r.Refusals == nil {
 		return func() {}
 	}
-	w := &fn
-	r.watchMu.Lock()
-	if r.watchers == nil {
-		r.watchers = map[string]*func(NetworkRefusal){}
+	rs, w := r.Refusals, &fn
+	rs.mu.Lock()
+	if rs.watchers == nil {
+		rs.watchers = map[string]*func(NetworkRefusal){}
 	}
-	r.watchers[key] = w
-	r.watchMu.Unlock()
+	rs.watchers[key] = w
+	rs.mu.Unlock()
 	return func() {
-		r.watchMu.Lock()
-		if r.watchers[key] == w {
-			delete(r.watchers, key)
+		rs.mu.Lock()
+		if rs.watchers[key] == w {
+			delete(rs.watchers, key)
 		}
-		r.watchMu.Unlock()
+		rs.mu.Unlock()
 	}
 }
 
 func (r *Runner) refused(key string, nr NetworkRefusal) {
-	r.watchMu.Lock()
-	w := r.watchers[key]
-	r.watchMu.Unlock()
+	var w *func(NetworkRefusal)
+	if rs := r.Refusals; rs != nil {
+		rs.mu.Lock()
+		w = rs.watchers[key]
+		rs.mu.Unlock()
+	}
 	if w == nil {
 		slog.Warn("sandbox network refused a connection", "key", key, "host", nr.Host, "port", nr.Port,
 			"reason", nr.Reason, "command", nr.Command)

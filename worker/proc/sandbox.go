@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"outerloop/egress"
 )
@@ -91,9 +90,9 @@ type Runner struct {
 	GoModCache string
 	// Resolver resolves names for the egress proxy (nil: the system's); tests inject one.
 	Resolver egress.Resolver
-
-	watchMu  sync.Mutex
-	watchers map[string]*func(NetworkRefusal) // Spec.Key → who gets its refusals
+	// Refusals routes the proxy's refusals to whoever watches a command's Spec.Key
+	// (WatchRefusals); nil: they are only logged. A pointer, so a copied Runner shares it.
+	Refusals *Refusals
 }
 
 func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }

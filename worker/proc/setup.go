@@ -26,7 +26,7 @@ type Setup struct {
 // not an error here: the Runner then refuses every command whose mode is not off, and
 // Unavailable says why.
 func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
-	r := &Runner{Mode: s.Mode}
+	r := &Runner{Mode: s.Mode, Refusals: &Refusals{}}
 	if r.Mode == "" {
 		r.Mode = ModeBwrap
 	}
