@@ -15,10 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +65,9 @@ type Options struct {
 	Dialer   Dialer        // nil: a net.Dialer with DialTimeout
 	Refused  func(Refusal) // called for each refused connection (may be nil)
 	Logger   *slog.Logger  // nil: slog.Default()
+	// Files are read-only trees the proxy serves itself over plain HTTP under a host name,
+	// never dialing out (the worker's Go module cache: ModuleCacheFS).
+	Files map[string]fs.FS
 	// DialTimeout bounds resolving and connecting (default 15s); HeaderTimeout bounds reading
 	// a client's request head (default 30s).
 	DialTimeout   time.Duration
@@ -236,6 +242,9 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 		writeStatus(c, http.StatusBadRequest, "egress: bad host "+strconv.Quote(req.URL.Host))
 		return false
 	}
+	if fsys, ok := p.o.Files[normalHost(host)]; ok {
+		return serveFile(c, req, fsys)
+	}
 	up, status, msg := p.connect(req.Context(), host, port)
 	if up == nil {
 		writeStatus(c, status, msg)
@@ -332,6 +341,62 @@ func (p *Proxy) refused(r Refusal) {
 	if p.o.Refused != nil {
 		p.o.Refused(r)
 	}
+}
+
+// serveFile answers a GET or HEAD from fsys (404 for anything it does not hold); it reports
+// whether the client connection may carry another request.
+func serveFile(c net.Conn, req *http.Request, fsys fs.FS) bool {
+	name := strings.TrimPrefix(path.Clean("/"+req.URL.Path), "/")
+	keep := !req.Close
+	notFound := func() bool {
+		msg := "not found\n"
+		_, err := fmt.Fprintf(c, "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s", len(msg), connHeader(keep), msg)
+		return keep && err == nil
+	}
+	if (req.Method != http.MethodGet && req.Method != http.MethodHead) || !fs.ValidPath(name) {
+		return notFound()
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return notFound()
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return notFound()
+	}
+	if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n%s\r\n", st.Size(), connHeader(keep)); err != nil {
+		return false
+	}
+	if req.Method == http.MethodGet {
+		if n, err := io.Copy(c, f); err != nil || n != st.Size() {
+			return false
+		}
+	}
+	return keep
+}
+
+func connHeader(keep bool) string {
+	if keep {
+		return ""
+	}
+	return "Connection: close\r\n"
+}
+
+// ModuleCacheFS is a Go module cache's download directory (GOMODCACHE/cache/download) as a
+// GOPROXY serves it, immutable files only: a version's .info, .mod and .zip. Version lists,
+// @latest and the checksum database are not served, so a client asks its next GOPROXY entry
+// for them and sees every published version, not only the cached ones.
+func ModuleCacheFS(dir string) fs.FS { return moduleCache{os.DirFS(dir)} }
+
+type moduleCache struct{ fsys fs.FS }
+
+func (m moduleCache) Open(name string) (fs.File, error) {
+	ext := path.Ext(name)
+	if !strings.Contains(name, "/@v/") || strings.HasPrefix(name, "sumdb/") || (ext != ".info" && ext != ".mod" && ext != ".zip") {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return m.fsys.Open(name)
 }
 
 // splitHostPort splits an authority with def as the port when it names none.

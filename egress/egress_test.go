@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -334,5 +337,48 @@ func TestDefaultAllowListsTheRegistries(t *testing.T) {
 	}
 	if _, r := p.Vet(context.Background(), "github.com", 443); r == nil || r.Reason != egress.ReasonNotAllowed {
 		t.Errorf("github.com: %+v, want not_allowed by default", r)
+	}
+}
+
+func TestTheModuleCacheIsServedWithoutVersionLists(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	v := filepath.Join(dir, "rsc.io", "quote", "@v")
+	if err := os.MkdirAll(v, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"list", "v1.5.2.info", "v1.5.2.mod", "v1.5.2.zip", "v1.5.2.lock"} {
+		if err := os.WriteFile(filepath.Join(v, n), []byte("content of "+n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := &fakeNet{}
+	rs := &refusals{}
+	p := egress.New(egress.Options{Resolver: fn, Dialer: fn, Refused: rs.add, Files: map[string]fs.FS{"cache.invalid": egress.ModuleCacheFS(dir)}})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.Serve(l) }()
+	defer p.Close()
+	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Addr().String()})}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	for path, want := range map[string]int{"/rsc.io/quote/@v/v1.5.2.zip": 200, "/rsc.io/quote/@v/v1.5.2.mod": 200, "/rsc.io/quote/@v/v1.5.2.info": 200,
+		"/rsc.io/quote/@v/list": 404, "/rsc.io/quote/@v/v1.5.2.lock": 404, "/rsc.io/quote/@latest": 404, "/../../etc/passwd": 404, "/sumdb/sum.golang.org/supported": 404} {
+		resp, err := c.Get("http://cache.invalid" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d %q, want %d", path, resp.StatusCode, body, want)
+		} else if want == 200 && string(body) != "content of "+filepath.Base(path) {
+			t.Errorf("%s: body %q", path, body)
+		}
+	}
+	if lookups, dials := fn.seen(); len(lookups)+len(dials) != 0 || len(rs.list()) != 0 {
+		t.Fatalf("serving the cache looked up %q, dialed %q, refused %+v", lookups, dials, rs.list())
 	}
 }

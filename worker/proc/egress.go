@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -131,8 +132,12 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 		}
 	}
 	res := r.Resolver
+	var files map[string]fs.FS
+	if mc := r.moduleCache(); mc != "" {
+		files = map[string]fs.FS{moduleCacheHost: egress.ModuleCacheFS(mc)}
+	}
 	p := egress.New(egress.Options{Allow: append(egress.DefaultAllow(), s.Policy.Allow...), Resolver: res, Refused: report,
-		Logger: slog.Default().With("key", s.Key)})
+		Files: files, Logger: slog.Default().With("key", s.Key)})
 	go func() { _ = p.Serve(l) }()
 	return &egressRun{dir: dir, proxy: p, bridge: r.Guard[0]}, nil
 }
@@ -162,21 +167,34 @@ func (r *Runner) egressArgs(s Spec, a, argv, env []string) ([]string, []string, 
 	return a, append(bridge, argv...), env, nil
 }
 
-// goProxy is GOPROXY for network registries: the worker's own module cache (read-only in the
-// sandbox) first, so modules the worker holds are copied, not downloaded, then the proxy the
-// worker's environment names (Go's default when none).
+// goProxy is GOPROXY for network registries: the worker's own module cache first (served
+// by the proxy itself: moduleCacheHost), so a module version the worker holds is copied, not
+// downloaded, then the proxy the worker's environment names (Go's default when none). The
+// cache serves no version lists, so `go get -u` still sees every published version.
 func (r *Runner) goProxy(worker string) string {
 	if worker == "" {
 		worker = "https://proxy.golang.org,direct"
 	}
-	if r.GoModCache == "" {
+	if r.moduleCache() == "" {
 		return worker
+	}
+	return "http://" + moduleCacheHost + "," + worker
+}
+
+// moduleCacheHost is the name the proxy serves the worker's module cache under; .invalid can
+// never be a real host.
+const moduleCacheHost = "worker-modcache.invalid"
+
+// moduleCache is the worker's module download cache, "" when there is none.
+func (r *Runner) moduleCache() string {
+	if r.GoModCache == "" {
+		return ""
 	}
 	dl := filepath.Join(r.GoModCache, "cache", "download")
-	if _, err := os.Stat(dl); err != nil {
-		return worker
+	if fi, err := os.Stat(dl); err != nil || !fi.IsDir() {
+		return ""
 	}
-	return "file://" + dl + "," + worker
+	return dl
 }
 
 // workspacePrivate is a directory for ws's own use that is never part of its diff: inside its

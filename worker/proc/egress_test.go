@@ -115,9 +115,18 @@ func TestRegistriesOffersTheWorkersModuleCacheFirst(t *testing.T) {
 	r.GoModCache = cache
 	r.ReadOnly = append(r.ReadOnly, cache)
 	ws := gitWorkspace(t)
-	res := registriesRun(t, r, ws, `set -e; echo "GOPROXY=$GOPROXY"; GOFLAGS=-mod=mod GONOSUMDB=example.com go mod download -json example.com/local@v1.0.0 | grep '"GoMod"'`)
-	if res.ExitCode != 0 || !strings.Contains(res.Tail, "GOPROXY=file://"+filepath.Join(cache, "cache", "download")+",") {
+	res := registriesRun(t, r, ws, `set -e; echo "GOPROXY=$GOPROXY"
+GONOSUMDB=example.com GOFLAGS=-modcacherw go mod download -json example.com/local@v1.0.0 | grep '"GoMod"'
+go list -m -versions golang.org/x/text`)
+	if res.ExitCode != 0 || !strings.Contains(res.Tail, "GOPROXY=http://worker-modcache.invalid,https://proxy.golang.org") {
 		t.Fatalf("exit %d:\n%s", res.ExitCode, res.Tail)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git", "outerloop", "downloads", "gomod", "cache", "download", "example.com", "local", "@v", "v1.0.0.mod")); err != nil {
+		t.Fatalf("the module from the worker's cache is not in the workspace's: %v\n%s", err, res.Tail)
+	}
+	// Version lists come from the real proxy: the cache does not hide newer versions from go get -u.
+	if !strings.Contains(res.Tail, "v0.3.0 ") {
+		t.Fatalf("go list -m -versions did not list the proxy's versions:\n%s", res.Tail)
 	}
 }
 
