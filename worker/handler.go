@@ -471,7 +471,8 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	var patch []byte
 	if h.o.Deliverer != nil {
 		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
-			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}})
+			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log},
+			NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed
 			// delivery reuses the commit it made.

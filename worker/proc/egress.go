@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"outerloop/egress"
 )
 
@@ -46,15 +48,20 @@ type NetworkRefusal struct {
 
 // egressRun is one command's proxy.
 type egressRun struct {
-	dir    string // holds proxy.sock
-	proxy  *egress.Proxy
-	bridge string // the binary run as the bridge
+	dir   string // holds proxy.sock
+	proxy *egress.Proxy
+	// bin is the bridge binary (the worker's) opened O_PATH, passed to bubblewrap as the fd
+	// after the caller's nextra files and bound by descriptor: its path would otherwise show
+	// in bubblewrap's command line, which is pid 1's inside the sandbox.
+	bin    *os.File
+	nextra int
 	once   sync.Once
 }
 
 func (e *egressRun) stop() {
 	e.once.Do(func() {
 		_ = e.proxy.Close()
+		_ = e.bin.Close()
 		_ = os.RemoveAll(e.dir)
 	})
 }
@@ -107,12 +114,19 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 	if !r.guarded() {
 		return nil, fmt.Errorf("proc: %w: network registries needs the worker binary as its bridge (a guarded runner)", ErrSandboxUnavailable)
 	}
+	fd, err := unix.Open(r.Guard[0], unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("proc: egress bridge binary: %w", err)
+	}
+	bin := os.NewFile(uintptr(fd), "bridge")
 	dir, err := os.MkdirTemp("", "outerloop-egress-")
 	if err != nil {
+		_ = bin.Close()
 		return nil, fmt.Errorf("proc: egress socket directory: %w", err)
 	}
 	l, err := net.Listen("unix", filepath.Join(dir, "proxy.sock"))
 	if err != nil {
+		_ = bin.Close()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("proc: egress socket: %w", err)
 	}
@@ -139,7 +153,7 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 	p := egress.New(egress.Options{Allow: append(egress.DefaultAllow(), s.Policy.Allow...), Resolver: res, Refused: report,
 		Files: files, Logger: slog.Default().With("key", s.Key)})
 	go func() { _ = p.Serve(l) }()
-	return &egressRun{dir: dir, proxy: p, bridge: r.Guard[0]}, nil
+	return &egressRun{dir: dir, proxy: p, bin: bin, nextra: len(s.ExtraFiles)}, nil
 }
 
 // egressArgs adds to bubblewrap's arguments the socket directory and the bridge, puts the
@@ -147,7 +161,7 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 // downloads directory.
 func (r *Runner) egressArgs(s Spec, a, argv, env []string) ([]string, []string, []string, error) {
 	e := s.egress
-	a = append(a, "--bind", e.dir, sandboxEgressDir, "--ro-bind", e.bridge, sandboxBridge)
+	a = append(a, "--bind", e.dir, sandboxEgressDir, "--ro-bind-fd", strconv.Itoa(3+e.nextra), sandboxBridge)
 	if d := s.Policy.Downloads; d != "" {
 		for _, sub := range []string{"gomod", "npm"} {
 			if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
@@ -163,7 +177,7 @@ func (r *Runner) egressArgs(s Spec, a, argv, env []string) ([]string, []string, 
 		}
 		env = setEnv(env, "GOPROXY", r.goProxy(getEnv(env, "GOPROXY")))
 	}
-	bridge := []string{sandboxBridge, BridgeArg, sandboxEgressDir + "/proxy.sock", strconv.Itoa(len(s.ExtraFiles)), "--"}
+	bridge := []string{sandboxBridge, BridgeArg, sandboxEgressDir + "/proxy.sock", strconv.Itoa(e.nextra), "--"}
 	return a, append(bridge, argv...), env, nil
 }
 
@@ -222,6 +236,15 @@ func bridgeMain(args []string) int {
 	if err != nil || nextra < 0 {
 		fmt.Fprintln(os.Stderr, "outerloop egress bridge: bad extra file count", args[1])
 		return 125
+	}
+	// Whatever descriptor came in beyond the command's own (the binary's, should bubblewrap
+	// keep it open) is not the command's.
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range ents {
+			if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= 3+nextra {
+				unix.CloseOnExec(fd)
+			}
+		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -251,3 +251,13 @@ func TestNoneAndHostSetNoProxy(t *testing.T) {
 		}
 	}
 }
+
+func TestRegistriesStopsEveryHostileAttack(t *testing.T) {
+	if !proctest.LookBash() {
+		t.Skip("no bash")
+	}
+	r := proctest.Runner(t, proc.ModeBwrap)
+	h, res := hostileRun(t, r, proc.NetworkRegistries)
+	t.Logf("output:\n%s", res.Tail)
+	h.Check(t, res.Tail)
+}

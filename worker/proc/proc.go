@@ -166,6 +166,8 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 				return nil, err
 			}
 			s.egress, p.egress = eg, eg
+			// The bridge binary goes in by descriptor (egress.go), after the caller's files.
+			s.ExtraFiles = append(s.ExtraFiles[:len(s.ExtraFiles):len(s.ExtraFiles)], eg.bin)
 			defer func() {
 				if p.cmd == nil { // not started: nothing will Wait
 					eg.stop()
