@@ -261,3 +261,15 @@ func TestRegistriesStopsEveryHostileAttack(t *testing.T) {
 	t.Logf("output:\n%s", res.Tail)
 	h.Check(t, res.Tail)
 }
+
+// The default network under a deployment's mode off: commands run unconfined (the host's
+// network), with no proxy in front of them.
+func TestRegistriesUnderModeOffRunsUnconfined(t *testing.T) {
+	r := proctest.Runner(t, proc.ModeOff)
+	ws := t.TempDir()
+	res := r.Run(context.Background(), proc.Spec{Command: "env | grep -i _proxy= || echo no-proxy", Dir: ws, Env: proc.BaseEnv(),
+		Policy: proc.Policy{Workspace: ws, Network: proc.NetworkRegistries}, Key: "item/1"})
+	if res.Err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Tail) != "no-proxy" {
+		t.Fatalf("exit %d %v %q", res.ExitCode, res.Err, res.Tail)
+	}
+}
