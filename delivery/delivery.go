@@ -49,6 +49,8 @@ type Publication struct {
 	// Decision is the verifier's close of the local evidence.
 	Decision workitems.Decision
 	Events   EventSink
+	// NetworkRefused: see Request.
+	NetworkRefused []string
 }
 
 // Published is what the publisher did.
@@ -130,6 +132,9 @@ type Request struct {
 	Decision  workitems.Decision
 	Verdict   *workitems.Verdict
 	Events    EventSink
+	// NetworkRefused lists the connections the sandbox refused to the attempt's commands
+	// ("host:port (reason)"); the pull request's body names them.
+	NetworkRefused []string
 }
 
 // Result is the decision to record, with the delivery record and the patch to store with it.
@@ -217,7 +222,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	}
 	d.emit(ctx, r, workitems.StepPublish, "handing the commit to the forge ("+string(mode)+")", map[string]string{"mode": string(mode)})
 	pub, err := d.o.Publisher.Publish(ctx, Publication{Template: r.Template, Item: r.Item, Attempt: r.Attempt, Workspace: r.Workspace,
-		Delivery: *del, Decision: r.Decision, Events: r.Events})
+		Delivery: *del, Decision: r.Decision, Events: r.Events, NetworkRefused: r.NetworkRefused})
 	if err != nil {
 		return d.failOrRetry(ctx, r, res, err)
 	}

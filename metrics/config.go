@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"outerloop/egress"
 	"outerloop/workitems"
 )
 
@@ -48,6 +49,7 @@ const defaultModel = "default"
 //   - decisions by each outcome an actor can decide (verifier: close, retry, escalate; person:
 //     close, retry, cancel);
 //   - deliveries by outcome (workitems.AllDeliveryOutcomes);
+//   - the sandbox's refused connections by reason (egress.Reasons);
 //   - for a scheduled template, ticks, misfires and skips by reason (max_open, daily_cap);
 //   - the attempt duration and steps histograms under the template's loop, and the model
 //     request latency histogram and model errors by error class for every configured provider
@@ -146,6 +148,9 @@ func (m *Metrics) createTemplateSeries(t *workitems.Template, view *configView) 
 	}
 	for _, o := range workitems.AllDeliveryOutcomes() {
 		m.deliveries.WithLabelValues(name, string(o))
+	}
+	for _, r := range egress.Reasons() {
+		m.sandboxRefused.WithLabelValues(name, string(r))
 	}
 	if t.Schedule != "" {
 		m.schedulerTicks.WithLabelValues(name)

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/robfig/cron/v3"
 
+	"outerloop/egress"
 	"outerloop/metrics"
 	"outerloop/workitems"
 )
@@ -41,6 +42,9 @@ func TestSetConfigCreatesEveryCounterSeriesAtZero(t *testing.T) {
 	}
 	for _, o := range workitems.AllDeliveryOutcomes() {
 		want = append(want, `outerloop_deliveries_total{template="manual",outcome="`+string(o)+`"}`)
+	}
+	for _, r := range egress.Reasons() {
+		want = append(want, `outerloop_sandbox_network_refused_total{template="manual",reason="`+string(r)+`"}`)
 	}
 	want = append(want,
 		`outerloop_model_cost_usd_total{template="nightly",provider="openai",model="gpt-5-codex"}`,

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"outerloop/egress"
 	"outerloop/workitems"
 )
 
@@ -116,6 +117,8 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	decisionRules *prometheus.CounterVec
 	deliveries    *prometheus.CounterVec
+	// sandboxRefused counts the egress proxy's refused connections (SandboxNetworkRefused).
+	sandboxRefused *prometheus.CounterVec
 
 	checkpointWrite prometheus.Histogram
 
@@ -169,6 +172,7 @@ func New(opts ...Option) *Metrics {
 	m.decisions = counterVec("decisions_total", "Decisions on items by outcome and who decided (actor_kind: verifier, person).", "template", "outcome", "actor_kind")
 	m.decisionRules = counterVec("decision_rules_total", "Decisions on items by outcome and the policy rule that fired (person for a person's).", "template", "outcome", "rule")
 	m.deliveries = counterVec("deliveries_total", "What became of closed items' changes, by outcome (pr_opened, pr_updated, merged, declined, unchanged, patch, pushed, failed).", "template", "outcome")
+	m.sandboxRefused = counterVec("sandbox_network_refused_total", "Connections the sandbox's registries proxy refused to a command, by template and reason (not_allowed, private_address, resolve_failed).", "template", "reason")
 	m.checkpointWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "checkpoint_write_duration_seconds",
 		Help:    "Latency of checkpoint writes to the store.",
@@ -204,7 +208,7 @@ func New(opts ...Option) *Metrics {
 		m.attemptsStarted, m.attempts, m.attemptDuration, m.attemptSteps,
 		m.spendTokens, m.spendModelCalls, m.spendToolCalls, m.spendCost, m.spendWall,
 		m.modelCost, m.modelTokens,
-		m.decisions, m.decisionRules, m.deliveries, m.checkpointWrite,
+		m.decisions, m.decisionRules, m.deliveries, m.checkpointWrite, m.sandboxRefused,
 		m.schedulerTicks, m.schedulerSkips, m.schedulerMisfires,
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
@@ -348,6 +352,18 @@ func ruleLabel(rule string) string {
 		return other
 	}
 	return r
+}
+
+// NetworkRefused counts a connection the registries proxy refused to one of the template's
+// commands; a reason outside egress.Reasons is folded into other.
+func (m *Metrics) NetworkRefused(template, reason string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(egress.Reasons(), egress.Reason(reason)) {
+		reason = other
+	}
+	m.sandboxRefused.WithLabelValues(template, reason).Inc()
 }
 
 // CheckpointWrite observes the latency of one checkpoint write.

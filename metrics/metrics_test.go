@@ -87,6 +87,8 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	m.AddModelSpend("nightly", "somebody-else", "x", workitems.Spend{CostUSD: 1}, "")
 	m.ModelRequest("unconfigured", time.Second, "")
 	m.Delivery("nightly", workitems.DeliveryOutcome("the forge said 502"), "")
+	m.NetworkRefused("nightly", "private_address")
+	m.NetworkRefused("nightly", "the resolver exploded")
 
 	tests := []struct {
 		name   string
@@ -119,6 +121,8 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 		{"an unconfigured provider's requests are observed as other", "outerloop_model_request_duration_seconds_count", `provider="other"`, 1},
 		{"a delivery is counted by outcome", "outerloop_deliveries_total", `template="nightly",outcome="pr_opened"`, 1},
 		{"a delivery outcome outside the vocabulary is folded into other", "outerloop_deliveries_total", `template="nightly",outcome="other"`, 1},
+		{"a refused connection is counted by reason", "outerloop_sandbox_network_refused_total", `template="nightly",reason="private_address"`, 1},
+		{"a refusal reason outside the vocabulary is folded into other", "outerloop_sandbox_network_refused_total", `template="nightly",reason="other"`, 1},
 		{"the running attempt's cost is exported", "outerloop_running_attempts_cost_usd", `template="nightly",loop="agent"`, 0.5},
 		{"and the attempt is counted as running", "outerloop_running_attempts", `template="nightly",loop="agent"`, 1},
 		{"a tick is counted", "outerloop_scheduler_ticks_total", `template="nightly"`, 1},

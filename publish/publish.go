@@ -326,6 +326,11 @@ func prBody(pub delivery.Publication, commit string) string {
 		b.WriteString("Local evidence: " + s + "\n\n")
 	}
 	fmt.Fprintf(&b, "%d files changed, +%d −%d.\n\n", pub.Delivery.FileCount, pub.Delivery.Added, pub.Delivery.Deleted)
+	if len(pub.NetworkRefused) > 0 {
+		// A change made without a host it wanted may be incomplete: say which (docs/sandbox-network.md).
+		fmt.Fprintf(&b, "The sandbox refused %d connection(s) of this attempt's commands: %s.\n\n",
+			len(pub.NetworkRefused), strings.Join(pub.NetworkRefused, ", "))
+	}
 	b.WriteString(marker(pub.Item.ID, pub.Delivery.Tree))
 	return b.String()
 }

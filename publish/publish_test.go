@@ -40,3 +40,19 @@ func TestARetryDecisionChangesTheInputAndKeepsTheCondition(t *testing.T) {
 		t.Fatal("the verifier's decision must not be changed in place")
 	}
 }
+
+func TestThePullRequestBodyNamesTheConnectionsTheSandboxRefused(t *testing.T) {
+	pub := delivery.Publication{Item: &workitems.Item{ID: "bump@1"}, Template: &workitems.Template{Name: "bump"}, Attempt: 1,
+		Delivery: workitems.Delivery{FileCount: 2, Tree: strings.Repeat("ab", 20)}}
+	if body := prBody(pub, "abc"); strings.Contains(body, "refused") {
+		t.Fatalf("body without refusals mentions them:\n%s", body)
+	}
+	pub.NetworkRefused = []string{"github.com:443 (not_allowed)", "internal.example:443 (private_address)"}
+	body := prBody(pub, "abc")
+	if !strings.Contains(body, "The sandbox refused 2 connection(s) of this attempt's commands: github.com:443 (not_allowed), internal.example:443 (private_address).") {
+		t.Fatalf("body:\n%s", body)
+	}
+	if item, tree := markedTree(body); item != "bump@1" || tree != pub.Delivery.Tree {
+		t.Fatalf("the marker no longer closes the body: %q %q", item, tree)
+	}
+}

@@ -25,7 +25,7 @@ type CommandResult struct {
 func (c CommandResult) OK() bool { return c.Infra == "" && !c.TimedOut && c.ExitCode == 0 }
 
 // commandSpec is the spec of one done-check command of f's attempt: the workspace, the
-// scrubbed environment, the template's sandbox (network none unless it says host).
+// scrubbed environment, the template's sandbox (network registries unless it says otherwise).
 func commandSpec(f *Facts, workspace, cmd string, timeout time.Duration) proc.Spec {
 	var sb workitems.Sandbox
 	if f.Template != nil {

@@ -27,6 +27,9 @@ type DeliverInput struct {
 	Decision   workitems.Decision
 	Verdict    *workitems.Verdict
 	Events     EventSink // the attempt's event log
+	// NetworkRefused lists the connections the sandbox refused to the attempt's commands
+	// ("host:port (reason)", each once), for the pull request's body.
+	NetworkRefused []string
 }
 
 // DeliverResult is what to record.

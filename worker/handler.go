@@ -61,6 +61,8 @@ type Observer interface {
 	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
 	Delivery(template string, outcome workitems.DeliveryOutcome, itemID string)
 	CheckpointWrite(d time.Duration)
+	// NetworkRefused counts a connection the sandbox's registries proxy refused to a command.
+	NetworkRefused(template, reason string)
 }
 
 // Errors a handler returns to asynq so that it tries the task again soon, without counting it
@@ -261,6 +263,8 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 		return err // ErrLeaseHeld: asynq tries again shortly
 	}
 	defer func() { _ = st.ReleaseLease(context.WithoutCancel(ctx), fence) }()
+	// Refusals of every command of this attempt, its done checks included, go to its log.
+	defer h.o.Runner.WatchRefusals(fmt.Sprintf("%s/%d", id, n), h.networkRefused(it.Template, &storeSink{store: st, fence: fence, item: id, attempt: n, log: log}))()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -467,7 +471,8 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	var patch []byte
 	if h.o.Deliverer != nil {
 		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
-			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}})
+			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log},
+			NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed
 			// delivery reuses the commit it made.
@@ -537,5 +542,6 @@ func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string
 func (nopObserver) SetRunningCost(string, string, string, float64)                          {}
 func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)                      {}
 func (nopObserver) ClearRunningCost(string)                                                 {}
+func (nopObserver) NetworkRefused(string, string)                                           {}
 func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
 func (nopObserver) CheckpointWrite(time.Duration)                                           {}

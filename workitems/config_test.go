@@ -3,6 +3,7 @@ package workitems
 import (
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,12 @@ func TestParseConfigRejectsBadInputNamingTemplateAndField(t *testing.T) {
 		{"unknown sandbox key", "sandbox: {mode: off, seccomp: true}\n" + validTemplate, []string{"sandbox.seccomp", "unknown key"}},
 		{"bad deployment sandbox", "sandbox: {mode: none}\n" + validTemplate, []string{"sandbox", `mode "none"`}},
 		{"network none without the sandbox", "sandbox: {mode: off, network: none}\n" + validTemplate, []string{"sandbox", "network none needs"}},
+		{"network registries without the sandbox", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {mode: off, network: registries}", 1),
+			[]string{`template "t1"`, "network registries needs"}},
+		{"allow entry with a path", "sandbox: {allow: [goproxy.example.com/x]}\n" + validTemplate, []string{"sandbox", `allow entry "goproxy.example.com/x"`, `'/'`}},
+		{"allow entry with a bad port", strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {allow: [\"npm.example.com:99999\"]}", 1),
+			[]string{`template "t1"`, `allow entry "npm.example.com:99999"`, "port"}},
+		{"allow entry is an address", "sandbox: {allow: [\"10.0.0.5\"]}\n" + validTemplate, []string{"sandbox", `allow entry "10.0.0.5"`, "IP address"}},
 		{"bad retention duration", "retention: {workspaces: 3d}\n" + validTemplate, []string{"not a duration"}},
 	}
 	for _, tc := range cases {
@@ -137,15 +144,23 @@ func TestSandboxMergesTheDeploymentsIntoEachTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Templates[0].Sandbox; got != (Sandbox{Mode: "off", Network: "host"}) {
+	if got := cfg.Templates[0].Sandbox; !reflect.DeepEqual(got, Sandbox{Mode: "off", Network: "host"}) {
 		t.Fatalf("template sandbox %+v", got)
 	}
 	cfg, err = ParseConfig([]byte(validTemplate))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Templates[0].Sandbox; got != (Sandbox{}) {
+	if got := cfg.Templates[0].Sandbox; !reflect.DeepEqual(got, Sandbox{}) {
 		t.Fatalf("default sandbox %+v, want empty (the runner's defaults apply)", got)
+	}
+	cfg, err = ParseConfig([]byte("sandbox: {allow: [Goproxy.Example.com, npm.example.com:8443]}\n" +
+		strings.Replace(validTemplate, "goal: do it", "goal: do it\n    sandbox: {network: registries, allow: [pypi.example.com, goproxy.example.com]}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Templates[0].Sandbox.Allow, []string{"goproxy.example.com", "npm.example.com:8443", "pypi.example.com"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("template allow %q, want the deployment's extended by the template's: %q", got, want)
 	}
 }
 

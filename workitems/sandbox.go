@@ -8,12 +8,16 @@ import (
 )
 
 // Sandbox says how the commands of a template (or, at the top level, of the whole deployment)
-// are confined: `sandbox: {mode: bwrap|off, network: none|host}`. Empty fields inherit: a
-// template's from the deployment's, the deployment's from the defaults (mode bwrap; network
-// none for the agent's tools, script steps and done checks, host for exec agents).
+// are confined: `sandbox: {mode: bwrap|off, network: none|registries|host, allow: [host, …]}`.
+// Empty fields inherit: a template's from the deployment's, the deployment's from the defaults
+// (mode bwrap; network registries for the agent's tools, script steps, done checks and stop
+// hooks, host for exec agents).
 type Sandbox struct {
 	Mode    string `yaml:"mode" json:"mode,omitempty"`       // bwrap | off
-	Network string `yaml:"network" json:"network,omitempty"` // none | host
+	Network string `yaml:"network" json:"network,omitempty"` // none | registries | host
+	// Allow names more hosts (host or host:port) the registries network reaches besides the
+	// default registries; a template's list extends the deployment's (sandbox_allow.go).
+	Allow []string `yaml:"allow" json:"allow,omitempty"`
 	// BuildCache is whose Go build cache commands write: shared (the worker's, default: warm,
 	// but one item could plant entries another build reuses) or workspace (each workspace its
 	// own: no poisoning, a cold cache per attempt).
@@ -27,7 +31,7 @@ func SandboxBuildCaches() []string { return []string{"shared", "workspace"} }
 func SandboxModes() []string { return []string{"bwrap", "off"} }
 
 // SandboxNetworks lists the sandbox network settings.
-func SandboxNetworks() []string { return []string{"none", "host"} }
+func SandboxNetworks() []string { return []string{"none", "registries", "host"} }
 
 // Merge returns s with its empty fields taken from base.
 func (s Sandbox) Merge(base Sandbox) Sandbox {
@@ -40,6 +44,7 @@ func (s Sandbox) Merge(base Sandbox) Sandbox {
 	if s.BuildCache == "" {
 		s.BuildCache = base.BuildCache
 	}
+	s.Allow = mergeAllow(base.Allow, s.Allow)
 	return s
 }
 
@@ -55,6 +60,9 @@ func (s Sandbox) validate() error {
 	}
 	if s.Mode == "off" && s.Network == "none" {
 		return errors.New("network none needs the sandbox (mode off has the host's network)")
+	}
+	if err := s.validateAllow(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 
 func benchCmd(g *globals) *cobra.Command {
 	var rounds, sandboxRounds int
-	var skipWorkspaces, skipSandbox, coldCache bool
+	var skipWorkspaces, skipSandbox, skipModDownload, coldCache bool
 	var scale, cliTemplates int
 	c := &cobra.Command{
 		Use:   "bench",
@@ -63,7 +63,7 @@ func benchCmd(g *globals) *cobra.Command {
 					r.Baseline, time.Duration(r.BaselineNsPerOp), r.Ratio())
 			}
 			if !skipSandbox {
-				if err := benchSandbox(ctx, g, sandboxRounds, coldCache); err != nil {
+				if err := benchSandbox(ctx, g, sandboxRounds, coldCache, !skipModDownload); err != nil {
 					return err
 				}
 			}
@@ -79,13 +79,14 @@ func benchCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&skipWorkspaces, "skip-workspaces", false, "do not measure workspaces")
 	c.Flags().BoolVar(&skipSandbox, "skip-sandbox", false, "do not measure the sandbox")
 	c.Flags().IntVar(&sandboxRounds, "sandbox-rounds", 5, "runs of each sandbox command each way (the median is reported)")
+	c.Flags().BoolVar(&skipModDownload, "skip-mod-download", false, "do not measure go mod download through the registries proxy (needs proxy.golang.org)")
 	c.Flags().BoolVar(&coldCache, "sandbox-cold-cache", false, "also time one sandboxed go test with a cold per-workspace build cache (slow)")
 	return c
 }
 
 // benchSandbox measures the runner: `true` and `go test ./...` on the sample module, bare
 // against guarded and sandboxed, in the same run.
-func benchSandbox(ctx context.Context, g *globals, rounds int, cold bool) error {
+func benchSandbox(ctx context.Context, g *globals, rounds int, cold, modDownload bool) error {
 	dir, err := os.MkdirTemp("", "olbench-sandbox-")
 	if err != nil {
 		return err
@@ -114,6 +115,20 @@ func benchSandbox(ctx context.Context, g *globals, rounds int, cold bool) error 
 	fmt.Fprintf(g.out, "%-44s %12s   %s\n", "go test ./... (sample), sandboxed", f.GoTestSandbox.Round(time.Millisecond), ratio(f.GoTestSandbox, f.GoTestBare))
 	if f.GoTestSandboxColdCache > 0 {
 		fmt.Fprintf(g.out, "%-44s %12s   %s\n", "go test, sandboxed, cold workspace cache", f.GoTestSandboxColdCache.Round(time.Millisecond), ratio(f.GoTestSandboxColdCache, f.GoTestBare))
+	}
+	if r.Unavailable != nil || !modDownload {
+		return nil
+	}
+	// network registries: the same module download through the egress proxy and without it.
+	m, err := benchmark.ModDownload(ctx, r, dir, max(rounds/2, 1), g.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "go mod download of %s, fresh GOMODCACHE each (median of %d)\n", m.Requires, m.Rounds)
+	fmt.Fprintf(g.out, "%-44s %12s\n", "unsandboxed, straight to the proxy", m.Bare.Round(time.Millisecond))
+	fmt.Fprintf(g.out, "%-44s %12s   %s\n", "sandboxed, network registries", m.Sandboxed.Round(time.Millisecond), ratio(m.Sandboxed, m.Bare))
+	if m.SandboxedWorkerCache > 0 {
+		fmt.Fprintf(g.out, "%-44s %12s   %s\n", "sandboxed, worker's module cache offered", m.SandboxedWorkerCache.Round(time.Millisecond), ratio(m.SandboxedWorkerCache, m.Bare))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +53,10 @@ func checkSandbox(ctx context.Context, v *validation) {
 		mode := r.ModeFor(proc.Policy{Mode: proc.Mode(t.Sandbox.Mode)})
 		net := t.Sandbox.Network
 		if net == "" {
-			net = "default (none for tools, script steps and done checks; host for exec agents)"
+			net = "default (registries for tools, script steps, done checks and stop hooks; host for exec agents)"
+		}
+		if len(t.Sandbox.Allow) > 0 {
+			net += "; registries also allow " + strings.Join(t.Sandbox.Allow, ", ")
 		}
 		v.info = append(v.info, fmt.Sprintf("template %q: sandbox %s, network %s", t.Name, mode, net))
 	}

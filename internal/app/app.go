@@ -395,7 +395,7 @@ type DelivererAdapter struct{ D *delivery.Deliverer }
 // Deliver runs the delivery flow.
 func (d DelivererAdapter) Deliver(ctx context.Context, in worker.DeliverInput) (worker.DeliverResult, error) {
 	r, err := d.D.Deliver(ctx, delivery.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Workspace: in.Workspace,
-		Base: in.BaseCommit, Decision: in.Decision, Verdict: in.Verdict, Events: in.Events})
+		Base: in.BaseCommit, Decision: in.Decision, Verdict: in.Verdict, Events: in.Events, NetworkRefused: in.NetworkRefused})
 	if err != nil {
 		return worker.DeliverResult{}, err
 	}

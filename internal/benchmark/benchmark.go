@@ -178,6 +178,7 @@ func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, str
 	}
 }
 func (countClose) CheckpointWrite(time.Duration) {}
+func (countClose) NetworkRefused(string, string) {}
 
 // Result is one measured pair.
 type Result struct {

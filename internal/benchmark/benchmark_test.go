@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 
 	"outerloop/internal/redistest"
 	"outerloop/worker/proc"
+	"outerloop/worker/proc/proctest"
 )
 
 func env(b *testing.B) Env {
@@ -111,4 +114,27 @@ func TestWorkspaceBenchmarkReportsEveryWay(t *testing.T) {
 			t.Fatalf("%s did not run", name)
 		}
 	}
+}
+
+// TestModDownloadBenchmarkRunsBothWays runs the go mod download comparison once (it needs the
+// real module proxy and bubblewrap), so that a broken benchmark fails here.
+func TestModDownloadBenchmarkRunsBothWays(t *testing.T) {
+	r := proctest.Runner(t, proc.ModeBwrap)
+	r.GoModCache = goEnvOf(t, "GOMODCACHE")
+	f, err := ModDownload(t.Context(), r, t.TempDir(), 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("go mod download of %s: bare %s, sandboxed %s, sandboxed with the worker's cache %s", f.Requires, f.Bare, f.Sandboxed, f.SandboxedWorkerCache)
+	if f.Bare <= 0 || f.Sandboxed <= 0 || f.SandboxedWorkerCache <= 0 {
+		t.Fatalf("figures %+v", f)
+	}
+}
+
+func goEnvOf(t *testing.T, k string) string {
+	b, err := exec.Command("go", "env", k).Output()
+	if err != nil {
+		t.Skipf("go env %s: %v", k, err)
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -25,6 +25,9 @@ func MaybeGuard() {
 	if len(os.Args) > 1 && os.Args[1] == GuardArg {
 		os.Exit(guardMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == BridgeArg { // the same binary, inside the sandbox (egress.go)
+		os.Exit(bridgeMain(os.Args[2:]))
+	}
 }
 
 // GuardArgv returns the argv prefix that starts this binary as a guard.

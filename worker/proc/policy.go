@@ -8,9 +8,10 @@ import (
 )
 
 // Default networks per kind of child: the agent's tools, script steps, stop hooks and done
-// checks get none; exec agents must reach their model.
+// checks reach the package registries through the worker's proxy; exec agents must reach
+// their model.
 const (
-	DefaultToolNetwork  = NetworkNone
+	DefaultToolNetwork  = NetworkRegistries
 	DefaultAgentNetwork = NetworkHost
 )
 
@@ -22,6 +23,9 @@ func PolicyFor(s workitems.Sandbox, ws string, def Network) Policy {
 	p := Policy{Mode: Mode(s.Mode), Network: Network(s.Network), Workspace: ws}
 	if p.Network == "" {
 		p.Network = def
+	}
+	if p.Network == NetworkRegistries {
+		p.Allow, p.Downloads = s.Allow, workspacePrivate(ws, "downloads")
 	}
 	if s.BuildCache == "workspace" {
 		if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {

@@ -56,6 +56,8 @@ type Spec struct {
 	// Run waits, with the elapsed time and the output's tail so far (progress.go).
 	Progress      Progress
 	ProgressEvery time.Duration
+
+	egress *egressRun // the command's proxy (network registries), set by Start
 }
 
 // Result is how a command ended.
@@ -126,6 +128,7 @@ type Process struct {
 	tail      *Tail
 	killWait  time.Duration
 	sandboxed bool
+	egress    *egressRun
 	exited    chan struct{}
 	mu        sync.Mutex // held while killing or reaping, so a kill never meets a reused pid
 	reaped    bool
@@ -156,6 +159,20 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 	if mode == ModeBwrap {
 		if err := r.available(); err != nil {
 			return nil, err
+		}
+		if s.Policy.Network == NetworkRegistries {
+			eg, err := r.startEgress(s)
+			if err != nil {
+				return nil, err
+			}
+			s.egress, p.egress = eg, eg
+			// The bridge binary goes in by descriptor (egress.go), after the caller's files.
+			s.ExtraFiles = append(s.ExtraFiles[:len(s.ExtraFiles):len(s.ExtraFiles)], eg.bin)
+			defer func() {
+				if p.cmd == nil { // not started: nothing will Wait
+					eg.stop()
+				}
+			}()
 		}
 		var err error
 		argv, env, err = r.bwrapArgv(s, argv, env)
@@ -259,6 +276,9 @@ func (p *Process) Wait() error {
 	p.mu.Unlock()
 	p.closeCtl()
 	removeRecord(p.record)
+	if p.egress != nil {
+		p.egress.stop()
+	}
 	return err
 }
 

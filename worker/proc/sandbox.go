@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"outerloop/egress"
 )
 
 // Mode says whether commands run in the sandbox.
@@ -26,14 +28,17 @@ type Network string
 // Networks.
 const (
 	NetworkNone Network = "none" // own empty network namespace: no Redis, no loopback services
-	NetworkHost Network = "host" // the host's network (exec agents must reach their model)
+	// NetworkRegistries: no network of its own either, only the worker's allowlisting proxy
+	// (package egress) through a bridge (egress.go): the package registries and Policy.Allow.
+	NetworkRegistries Network = "registries"
+	NetworkHost       Network = "host" // the host's network (exec agents must reach their model)
 )
 
 // Modes lists the sandbox modes; Networks the networks.
 func Modes() []Mode { return []Mode{ModeBwrap, ModeOff} }
 
 // Networks lists the network settings.
-func Networks() []Network { return []Network{NetworkNone, NetworkHost} }
+func Networks() []Network { return []Network{NetworkNone, NetworkRegistries, NetworkHost} }
 
 // ErrSandboxUnavailable is returned when the sandbox is required but cannot start.
 var ErrSandboxUnavailable = errors.New("sandbox unavailable")
@@ -46,6 +51,10 @@ type Policy struct {
 	ReadOnly  []string // more directories bound read-only (a git mirror's objects)
 	Writable  []string // more directories bound read-write
 	GoCache   string   // a writable build cache for this workspace (GOCACHE); "" → under the private /tmp
+	// Allow and Downloads are for network registries: hosts reached besides egress.DefaultAllow,
+	// and this workspace's writable directory for package downloads (Go modules, npm's cache).
+	Allow     []string
+	Downloads string
 	// Home is a directory kept across commands and bound read-write as $HOME (SandboxHome)
 	// inside (an exec agent's sessions must outlive its process to be resumed); "" → an empty
 	// tmpfs.
@@ -76,6 +85,14 @@ type Runner struct {
 	// GoCache is the worker's own build cache, bound read-write as GOCACHE for commands whose
 	// policy names no cache of their own (build_cache: shared); "" → a private one under /tmp.
 	GoCache string
+	// GoModCache is the worker's module cache, offered read-only to network registries
+	// commands as their first GOPROXY (egress.go); "" → none.
+	GoModCache string
+	// Resolver resolves names for the egress proxy (nil: the system's); tests inject one.
+	Resolver egress.Resolver
+	// Refusals routes the proxy's refusals to whoever watches a command's Spec.Key
+	// (WatchRefusals); nil: they are only logged. A pointer, so a copied Runner shares it.
+	Refusals *Refusals
 }
 
 func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }
@@ -182,6 +199,14 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 		env = setEnv(env, "GOCACHE", c)
 	} else {
 		env = setEnv(env, "GOCACHE", "/tmp/go-build")
+	}
+	// network registries: the proxy's socket, the bridge before the command, the registry
+	// caches (egress.go).
+	if s.egress != nil {
+		var err error
+		if a, argv, env, err = r.egressArgs(s, a, argv, env); err != nil {
+			return nil, nil, err
+		}
 	}
 	a = append(a, "--chdir", dir, "--")
 	return append(a, argv...), env, nil

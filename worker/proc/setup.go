@@ -26,7 +26,7 @@ type Setup struct {
 // not an error here: the Runner then refuses every command whose mode is not off, and
 // Unavailable says why.
 func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
-	r := &Runner{Mode: s.Mode}
+	r := &Runner{Mode: s.Mode, Refusals: &Refusals{}}
 	if r.Mode == "" {
 		r.Mode = ModeBwrap
 	}
@@ -63,6 +63,7 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 	}
 	r.ReadOnly = ToolchainDirs(ctx, env)
 	r.GoCache = goEnv(ctx, env, "GOCACHE")
+	r.GoModCache = goEnv(ctx, env, "GOMODCACHE")
 	// Probe even when the deployment's mode is off: a template may still ask for bwrap.
 	r.Bwrap, r.Unavailable = Probe(ctx, s.Bwrap)
 	return r, nil

@@ -28,7 +28,7 @@ func Runner(t testing.TB, mode proc.Mode) *proc.Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &proc.Runner{Mode: mode, Guard: guard, Records: filepath.Join(t.TempDir(), ".proc"),
+	r := &proc.Runner{Mode: mode, Guard: guard, Records: filepath.Join(t.TempDir(), ".proc"), Refusals: &proc.Refusals{},
 		ReadOnly: proc.ToolchainDirs(context.Background(), os.Environ())}
 	if mode == proc.ModeBwrap {
 		path, err := proc.Probe(context.Background(), os.Getenv("OUTERLOOP_BWRAP"))
