@@ -25,7 +25,8 @@ type sandboxCause struct {
 var sandboxCauses = []sandboxCause{
 	{
 		what: "the sandbox's network refused a connection",
-		pattern: regexp.MustCompile(`(?i)outerloop egress: refused|dial tcp: lookup [^ ]+|could not resolve host|` +
+		pattern: regexp.MustCompile(`(?i)the sandbox refused connections to [^;]+|egress: [^ ]+ (is not in the sandbox's allow list|resolves only to addresses)|` +
+			`dial tcp: lookup [^ ]+|could not resolve host|` +
 			`temporary failure in name resolution|getaddrinfo (ENOTFOUND|EAI_AGAIN)|network is unreachable|` +
 			`name or service not known|proxyconnect tcp`),
 		advise: func(s workitems.Sandbox) string {

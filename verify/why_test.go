@@ -31,9 +31,11 @@ func TestWhyExplainsAFailureForAPerson(t *testing.T) {
 		{"network none: the module proxy", failed(bumpTail), workitems.Sandbox{Network: "none"},
 			[]string{"network refused", "dial tcp: lookup proxy.golang.org", "network: none", "network: registries", "allow: [host]"},
 			[]string{"go: downloading golang.org/x/text", "network is unreachable"}, nil},
-		{"registries: a host the proxy refused", failed("npm error 403 Forbidden - outerloop egress: refused registry.example.com:443 (not_allowed)\n"),
-			workitems.Sandbox{Network: "registries"},
-			[]string{"outerloop egress: refused", "allow: [host]"}, []string{"403 Forbidden"}, nil},
+		{"registries: a host the proxy refused", func(f *Facts) {
+			failed("npm error 403 Forbidden - GET https://registry.example.com/left-pad\n")(f)
+			f.Exit.Message += "; the sandbox refused connections to registry.example.com:443 (not_allowed)"
+		}, workitems.Sandbox{Network: "registries"},
+			[]string{"the sandbox refused connections to registry.example.com:443 (not_allowed)", "allow: [host]"}, []string{"403 Forbidden"}, nil},
 		{"host network: not the sandbox's advice", failed("curl: (6) Could not resolve host: example.invalid\n"), workitems.Sandbox{Network: "host"},
 			[]string{"network: host, so the host itself"}, nil, nil},
 		{"mode off: never blames the sandbox", failed(bumpTail), workitems.Sandbox{Mode: "off", Network: "host"},

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,41 @@ func TestAnEscalationSaysTheSandboxDidIt(t *testing.T) {
 	}
 	if !strings.Contains(e.Output, "golang.org/x/text") {
 		t.Errorf("escalation output %q lacks the command's own lines", e.Output)
+	}
+}
+
+// Under the default registries network a step that needs an unlisted host fails; the
+// escalation names the refused connection and the allow setting, from the proxy's own record
+// (curl only says the tunnel failed).
+func TestAnEscalationNamesTheRefusedConnection(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	extra := `  - name: fetch
+    repo: ` + sampleRepo(t) + `
+    goal: fetch something
+    max_attempts: 1
+    loop: {kind: script, commands: ["curl -fsS -m 20 -o /dev/null https://example.com/"]}
+    done_check: {commands: ["go test -json ./..."]}
+`
+	s := open(t, config(t, sampleRepo(t), extra), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "fetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed)
+	e := it.Escalation
+	if it.State != workitems.StateEscalated || e == nil {
+		t.Fatalf("want escalated, got %s", it.State)
+	}
+	for _, w := range []string{"the sandbox refused connections to example.com:443 (not_allowed)", "allow: [host]"} {
+		if !strings.Contains(e.Cause, w) {
+			t.Errorf("cause %q lacks %q", e.Cause, w)
+		}
+	}
+	if !strings.Contains(e.Output, "curl") {
+		t.Errorf("output %q lacks curl's own message", e.Output)
 	}
 }
