@@ -25,6 +25,9 @@ func MaybeGuard() {
 	if len(os.Args) > 1 && os.Args[1] == GuardArg {
 		os.Exit(guardMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == LimitsArg {
+		os.Exit(limitsMain(os.Args[2:])) // returns only when the command could not start
+	}
 }
 
 // GuardArgv returns the argv prefix that starts this binary as a guard.

@@ -23,6 +23,12 @@ func PolicyFor(s workitems.Sandbox, ws string, def Network) Policy {
 	if p.Network == "" {
 		p.Network = def
 	}
+	// The config was validated at load: a limit that does not parse here keeps its default.
+	if l, err := s.Limits.Resolve(); err == nil {
+		p.Limits = l
+	} else {
+		p.Limits, _ = workitems.SandboxLimits{}.Resolve()
+	}
 	if s.BuildCache == "workspace" {
 		if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {
 			p.GoCache = filepath.Join(ws, ".git", "outerloop", "gocache")

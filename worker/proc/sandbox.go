@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"outerloop/workitems"
 )
 
 // Mode says whether commands run in the sandbox.
@@ -50,6 +52,8 @@ type Policy struct {
 	// inside (an exec agent's sessions must outlive its process to be resumed); "" → an empty
 	// tmpfs.
 	Home string
+	// Limits bound the command and what it starts (limits.go); zero: none.
+	Limits workitems.ResourceLimits
 }
 
 // SandboxHome is $HOME inside the sandbox when a Policy names a Home: outside any temporary
@@ -76,6 +80,10 @@ type Runner struct {
 	// GoCache is the worker's own build cache, bound read-write as GOCACHE for commands whose
 	// policy names no cache of their own (build_cache: shared); "" → a private one under /tmp.
 	GoCache string
+	// Cgroups is where commands get a cgroup for their memory and processes limits (cgroup.go);
+	// nil → rlimits. CgroupsUnavailable says why there is none.
+	Cgroups            *Cgroups
+	CgroupsUnavailable error
 }
 
 func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }
@@ -129,6 +137,9 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 	}
 	a := []string{r.Bwrap, "--die-with-parent", "--new-session",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "outerloop"}
+	// limits: the command runs as an unprivileged uid in a user namespace of its own (limits.go).
+	a = append(a, sandboxUserArgs()...)
+	// end limits
 	if s.Policy.Network != NetworkHost {
 		a = append(a, "--unshare-net")
 	}

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,8 @@ type Setup struct {
 	// NoGuard runs commands without the guard process (only for processes that cannot
 	// re-execute themselves as one: their main does not call MaybeGuard).
 	NoGuard bool
+	// NoCgroups enforces the limits with rlimits only, even where cgroups could be made.
+	NoCgroups bool
 }
 
 // NewRunner builds the Runner of a worker process: it probes bubblewrap (unless the mode is
@@ -65,6 +68,11 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 	r.GoCache = goEnv(ctx, env, "GOCACHE")
 	// Probe even when the deployment's mode is off: a template may still ask for bwrap.
 	r.Bwrap, r.Unavailable = Probe(ctx, s.Bwrap)
+	if s.NoCgroups {
+		r.CgroupsUnavailable = errors.New("not used (setup)")
+	} else {
+		r.Cgroups, r.CgroupsUnavailable = ProbeCgroups()
+	}
 	return r, nil
 }
 
@@ -74,11 +82,11 @@ func (r *Runner) Describe() string {
 	case r == nil:
 		return "off (no runner: commands run unconfined)"
 	case r.Mode == ModeOff:
-		return "off (set by the deployment: commands run unconfined, guarded and with a scrubbed environment)"
+		return "off (set by the deployment: commands run unconfined, guarded and with a scrubbed environment); limits: " + r.DescribeLimits()
 	case r.Unavailable != nil:
-		return "bwrap, unavailable: " + r.Unavailable.Error() + " — items whose sandbox is not mode off are refused"
+		return "bwrap, unavailable: " + r.Unavailable.Error() + " — items whose sandbox is not mode off are refused; limits: " + r.DescribeLimits()
 	}
-	return "bwrap (" + r.Bwrap + ")"
+	return fmt.Sprintf("bwrap (%s, commands as uid %d); limits: %s", r.Bwrap, SandboxUID, r.DescribeLimits())
 }
 
 // goEnv returns `go env k` under env ("" when go is missing).
