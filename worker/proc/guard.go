@@ -104,6 +104,11 @@ func guardMain(args []string) int {
 	reapAll()
 	if ee, ok := err.(*exec.ExitError); ok {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGXFSZ {
+				// The Go runtime ignores these (the rlimits' signals, limits.go): say it as a
+				// shell would.
+				return 128 + int(ws.Signal())
+			}
 			// Die the same way, so the worker sees the signal.
 			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 			signalSelf(ws.Signal())
