@@ -229,7 +229,8 @@ func workerCmd(g *globals) *cobra.Command {
 				stop := serveMetrics(a, metricsAddr)
 				defer stop()
 			}
-			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName())
+			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName(),
+				"sandbox", a.Runner.Describe(), "limits", a.Runner.DescribeLimits())
 			<-ctx.Done()
 			a.Logger.Info("worker shutting down: attempts checkpoint and yield")
 			st.stage("worker (attempts checkpoint and yield)", func() {
