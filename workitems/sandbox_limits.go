@@ -67,6 +67,13 @@ func (l SandboxLimits) Get(k Limit) string {
 	return ""
 }
 
+// LimitExceededMessage says that what (a command) was stopped by the sandbox's limit l, set to
+// value, and names the setting that would allow more.
+func LimitExceededMessage(what string, l Limit, value string) string {
+	return fmt.Sprintf("%s exceeded the sandbox's %s limit (%s); raise sandbox: {limits: {%s: …}} to allow more",
+		what, l, value, l)
+}
+
 // Merge returns l with its empty fields taken from base.
 func (l SandboxLimits) Merge(base SandboxLimits) SandboxLimits {
 	if l.Memory == "" {
