@@ -2,13 +2,13 @@ package proc
 
 import (
 	"bufio"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,7 +24,6 @@ type Cgroups struct {
 	V2     bool
 	Memory string // parent directory of the commands' memory groups ("" → RLIMIT_DATA)
 	Pids   string // parent directory of the commands' pids groups ("" → RLIMIT_NPROC)
-	seq    atomic.Int64
 }
 
 // Version names the cgroup version.
@@ -253,7 +252,8 @@ func (c *Cgroups) newGroup(l workitems.ResourceLimits) (*cmdGroup, error) {
 	if c == nil || (l.Memory == 0 || c.Memory == "") && (l.Processes == 0 || c.Pids == "") {
 		return nil, nil
 	}
-	name := fmt.Sprintf("%s%d-%d", groupPrefix, os.Getpid(), c.seq.Add(1))
+	// Random, not a counter: more than one Runner (tests) may share the process.
+	name := fmt.Sprintf("%s%d-%s", groupPrefix, os.Getpid(), rand.Text()[:12])
 	g := &cmdGroup{v2: c.V2}
 	mk := func(parent string) (string, error) {
 		d := filepath.Join(parent, name)
