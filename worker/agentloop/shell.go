@@ -117,6 +117,9 @@ func (tb *toolbox) shell(ctx context.Context, raw string) toolResult {
 	case r.TimedOut:
 		return toolResult{out: out.String() + fmt.Sprintf("\n[killed: timed out after %s]", timeout), failed: true}
 	case r.Limit != "":
+		if tb.limited != nil {
+			tb.limited(args.Command, r, tb.policy)
+		}
 		return toolResult{out: out.String() + "\n[stopped: " +
 			workitems.LimitExceededMessage("the command", r.Limit, tb.policy.Limits.Written.Get(r.Limit)) + "]", failed: true}
 	case r.ExitCode == 0:
