@@ -137,15 +137,15 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 	}
 	a := []string{r.Bwrap, "--die-with-parent", "--new-session",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "outerloop"}
-	// limits: the command runs as an unprivileged uid in a user namespace of its own (limits.go).
-	a = append(a, sandboxUserArgs()...)
-	// end limits
 	if s.Policy.Network != NetworkHost {
 		a = append(a, "--unshare-net")
 	}
 	for _, d := range systemDirs() {
 		a = append(a, "--ro-bind-try", d, d)
 	}
+	// limits: the command runs as an unprivileged uid in a user namespace of its own (limits.go).
+	a = append(a, sandboxUserArgs()...)
+	// end limits
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
 	home := getEnv(env, "HOME")
 	if home == "" || home == "/" || !filepath.IsAbs(home) || s.Policy.Home != "" {
