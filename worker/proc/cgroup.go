@@ -65,13 +65,12 @@ func ProbeCgroups() (*Cgroups, error) {
 	}
 	var why []string
 	if m, ok := mounts[""]; ok {
-		if dir, err := delegateV2(m.dir(own[""])); err == nil {
-			c := &Cgroups{V2: true, Memory: dir, Pids: dir}
+		dir, err := delegateV2(m.dir(own[""]))
+		if err == nil {
 			sweepGroups(dir)
-			return c, nil
-		} else {
-			why = append(why, "v2: "+err.Error())
+			return &Cgroups{V2: true, Memory: dir, Pids: dir}, nil
 		}
+		why = append(why, "v2: "+err.Error())
 	} else {
 		why = append(why, "v2: not mounted")
 	}

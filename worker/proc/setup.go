@@ -2,7 +2,6 @@ package proc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,8 +19,6 @@ type Setup struct {
 	// NoGuard runs commands without the guard process (only for processes that cannot
 	// re-execute themselves as one: their main does not call MaybeGuard).
 	NoGuard bool
-	// NoCgroups enforces the limits with rlimits only, even where cgroups could be made.
-	NoCgroups bool
 }
 
 // NewRunner builds the Runner of a worker process: it probes bubblewrap (unless the mode is
@@ -68,11 +65,7 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 	r.GoCache = goEnv(ctx, env, "GOCACHE")
 	// Probe even when the deployment's mode is off: a template may still ask for bwrap.
 	r.Bwrap, r.Unavailable = Probe(ctx, s.Bwrap)
-	if s.NoCgroups {
-		r.CgroupsUnavailable = errors.New("not used (setup)")
-	} else {
-		r.Cgroups, r.CgroupsUnavailable = ProbeCgroups()
-	}
+	r.Cgroups, r.CgroupsUnavailable = ProbeCgroups()
 	return r, nil
 }
 
