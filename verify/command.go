@@ -18,7 +18,10 @@ type CommandResult struct {
 	Infra    string        `json:"infra,omitempty"` // why the command could not run at all
 	Elapsed  time.Duration `json:"elapsed"`
 	Tail     string        `json:"tail,omitempty"` // bounded tail of stdout+stderr
-	Stdout   string        `json:"-"`              // file holding the full stdout (removed by the caller)
+	// Limit says which sandbox limit stopped the command ("" when none), as a sentence naming
+	// the limit, its value and the setting.
+	Limit  string `json:"limit,omitempty"`
+	Stdout string `json:"-"` // file holding the full stdout (removed by the caller)
 }
 
 // OK reports whether the command ran and exited 0.
@@ -66,6 +69,10 @@ func runCommand(ctx context.Context, r *proc.Runner, s proc.Spec, tailBytes int)
 		res.TimedOut = true
 	case pr.Err != nil:
 		res.Infra = pr.Err.Error()
+	case pr.Limit != "":
+		// The command's own doing under the template's limits, not the infrastructure's.
+		res.ExitCode = pr.ExitCode
+		res.Limit = workitems.LimitExceededMessage("the done check", pr.Limit, s.Policy.Limits.Written.Get(pr.Limit))
 	case pr.Signal != 0:
 		// Killed by a signal we did not send (OOM killer, runner shutdown): infrastructure.
 		res.Infra = "killed by signal " + pr.Signal.String()

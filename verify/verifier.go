@@ -463,6 +463,8 @@ func evidenceRefs(f *Facts) []workitems.EvidenceRef {
 			s = "timed out after " + c.Elapsed.Round(time.Millisecond).String()
 		case c.Infra != "":
 			s = "could not run: " + c.Infra
+		case c.Limit != "":
+			s = c.Limit
 		}
 		refs = append(refs, workitems.EvidenceRef{Kind: "command", Ref: c.Command, Summary: s})
 	}

@@ -22,6 +22,8 @@ type Sandbox struct {
 	// but one item could plant entries another build reuses) or workspace (each workspace its
 	// own: no poisoning, a cold cache per attempt).
 	BuildCache string `yaml:"build_cache" json:"build_cache,omitempty"`
+	// Limits bound each command's memory, processes, CPU time and file size (sandbox_limits.go).
+	Limits SandboxLimits `yaml:"limits" json:"limits,omitzero"`
 }
 
 // SandboxBuildCaches lists the build_cache settings.
@@ -45,6 +47,7 @@ func (s Sandbox) Merge(base Sandbox) Sandbox {
 		s.BuildCache = base.BuildCache
 	}
 	s.Allow = mergeAllow(base.Allow, s.Allow)
+	s.Limits = s.Limits.Merge(base.Limits)
 	return s
 }
 
@@ -57,6 +60,9 @@ func (s Sandbox) validate() error {
 	}
 	if s.BuildCache != "" && !slices.Contains(SandboxBuildCaches(), s.BuildCache) {
 		return fmt.Errorf("build_cache %q is not one of %s", s.BuildCache, strings.Join(SandboxBuildCaches(), ", "))
+	}
+	if err := s.Limits.validate(); err != nil {
+		return err
 	}
 	if s.Mode == "off" && s.Network == "none" {
 		return errors.New("network none needs the sandbox (mode off has the host's network)")

@@ -256,7 +256,7 @@ func workerCmd(g *globals) *cobra.Command {
 // logSandbox says at a worker's start which sandbox is in force and, when it cannot start,
 // which templates' items it will refuse and what to do about it.
 func logSandbox(a *app.App) {
-	a.Logger.Info("sandbox", "mode", a.Runner.Describe())
+	a.Logger.Info("sandbox", "mode", a.Runner.Describe(), "limits", a.Runner.DescribeLimits())
 	for _, p := range app.SandboxProblems(a.Config, a.Runner) {
 		a.Logger.Warn("sandbox: items will be refused", "problem", p)
 	}

@@ -58,7 +58,10 @@ func checkSandbox(ctx context.Context, v *validation) {
 		if len(t.Sandbox.Allow) > 0 {
 			net += "; registries also allow " + strings.Join(t.Sandbox.Allow, ", ")
 		}
-		v.info = append(v.info, fmt.Sprintf("template %q: sandbox %s, network %s", t.Name, mode, net))
+		lim, _ := t.Sandbox.Limits.Resolve() // validated at load
+		w := lim.Written
+		v.info = append(v.info, fmt.Sprintf("template %q: sandbox %s, network %s, limits memory %s, processes %s, cpu_time %s, file_size %s",
+			t.Name, mode, net, w.Memory, w.Processes, w.CPUTime, w.FileSize))
 	}
 	v.problems = append(v.problems, app.SandboxProblems(v.cfg, r)...)
 }

@@ -119,6 +119,13 @@ func TestValidateCleanConfig(t *testing.T) {
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "ok") {
 		t.Fatalf("validate of a clean config: %v\n%s", err, out)
 	}
+	// How the limits are enforced here, and each template's limits with the defaults.
+	for _, want := range []string{"; limits: ", "file_size as RLIMIT_FSIZE", `template "a": sandbox off`,
+		"limits memory 4GiB, processes 1024, cpu_time 1h, file_size 4GiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q\n%s", want, out)
+		}
+	}
 }
 
 // version prints the module and, with a config, its version (the hash items pin).

@@ -98,6 +98,7 @@ func (l *Loop) newRuntime(ctx context.Context, a *worker.Attempt) (*runtime, err
 	tb.runner, tb.policy, tb.key = a.Runner, a.Policy(proc.DefaultToolNetwork), a.ProcKey()
 	tb.doneCheck = rt.runDoneCheck
 	tb.progress, tb.progressEvery = rt.shellProgress(ctx), l.progressEvery
+	tb.limited = rt.limitEvent(ctx)
 	if err := rt.load(ctx); err != nil {
 		tb.root.Close()
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"outerloop/worker/proc"
+	"outerloop/workitems"
 )
 
 // maxShellOutput bounds what a shell call keeps of its output (head and tail).
@@ -115,6 +116,12 @@ func (tb *toolbox) shell(ctx context.Context, raw string) toolResult {
 		return toolResult{out: out.String(), failed: true}
 	case r.TimedOut:
 		return toolResult{out: out.String() + fmt.Sprintf("\n[killed: timed out after %s]", timeout), failed: true}
+	case r.Limit != "":
+		if tb.limited != nil {
+			tb.limited(args.Command, r, tb.policy)
+		}
+		return toolResult{out: out.String() + "\n[stopped: " +
+			workitems.LimitExceededMessage("the command", r.Limit, tb.policy.Limits.Written.Get(r.Limit)) + "]", failed: true}
 	case r.ExitCode == 0:
 		return toolResult{out: out.String() + "\n[exit code 0]"}
 	}

@@ -53,6 +53,8 @@ type toolbox struct {
 	// progressEvery (0: proc's default).
 	progress      func(time.Duration, string)
 	progressEvery time.Duration
+	// limited, when set, records a shell call that a sandbox limit stopped.
+	limited func(command string, r proc.Result, p proc.Policy)
 }
 
 func newToolbox(workspace string, withDoneCheck bool, passEnv []string, extra map[string]string, lookup func(string) (string, bool)) (*toolbox, error) {

@@ -445,6 +445,11 @@ func (r *run) supervise(ctx context.Context, p *proc.Process, stdout io.Reader, 
 		return workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled", LastMessage: r.st.LastMessage}
 	}
 	exit := r.p.Exit(exitCode(werr), p.Tail())
+	if ev, ok := worker.LimitExceeded(r.drv.name, proc.Result{Limit: p.Limit()}, r.policy); ok {
+		a.Events.Emit(ctx, ev)
+		exit = workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission, Message: ev.Message,
+			LastMessage: exit.LastMessage}
+	}
 	if err := a.Meter.Check(); err != nil && exit.Reason == workitems.ExitCompleted {
 		return budgetExit(err, exit.LastMessage)
 	}

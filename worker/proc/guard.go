@@ -28,6 +28,9 @@ func MaybeGuard() {
 	if len(os.Args) > 1 && os.Args[1] == BridgeArg { // the same binary, inside the sandbox (egress.go)
 		os.Exit(bridgeMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == LimitsArg {
+		os.Exit(limitsMain(os.Args[2:])) // returns only when the command could not start
+	}
 }
 
 // GuardArgv returns the argv prefix that starts this binary as a guard.
@@ -104,6 +107,11 @@ func guardMain(args []string) int {
 	reapAll()
 	if ee, ok := err.(*exec.ExitError); ok {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGXFSZ {
+				// The Go runtime ignores these (the rlimits' signals, limits.go): say it as a
+				// shell would.
+				return 128 + int(ws.Signal())
+			}
 			// Die the same way, so the worker sees the signal.
 			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 			signalSelf(ws.Signal())

@@ -27,6 +27,12 @@ func PolicyFor(s workitems.Sandbox, ws string, def Network) Policy {
 	if p.Network == NetworkRegistries {
 		p.Allow, p.Downloads = s.Allow, workspacePrivate(ws, "downloads")
 	}
+	// The config was validated at load: a limit that does not parse here keeps its default.
+	if l, err := s.Limits.Resolve(); err == nil {
+		p.Limits = l
+	} else {
+		p.Limits, _ = workitems.SandboxLimits{}.Resolve()
+	}
 	if s.BuildCache == "workspace" {
 		if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {
 			p.GoCache = filepath.Join(ws, ".git", "outerloop", "gocache")

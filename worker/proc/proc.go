@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"outerloop/workitems"
 )
 
 // Spec is one command to run.
@@ -69,6 +71,8 @@ type Result struct {
 	Duration time.Duration
 	Tail     string // last TailMax bytes of stdout+stderr
 	Err      error  // start failure (errors.Is ErrSandboxUnavailable when refused)
+	// Limit names the resource limit (Policy.Limits) that stopped the command, "" when none.
+	Limit workitems.Limit
 }
 
 // Run runs s unconfined and unguarded (the zero Runner) and waits for it and its process group.
@@ -116,6 +120,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	default:
 		res.Err = werr
 	}
+	if res.Limit = p.Limit(); res.Limit == "" && !res.TimedOut && !res.Canceled {
+		res.Limit = rlimitHit(s.Policy.Limits, res)
+	}
 	return res
 }
 
@@ -132,6 +139,9 @@ type Process struct {
 	exited    chan struct{}
 	mu        sync.Mutex // held while killing or reaping, so a kill never meets a reused pid
 	reaped    bool
+	group     *cmdGroup // the command's cgroup (limits.go), removed by Wait
+	limitMu   sync.Mutex
+	limit     workitems.Limit
 	// Stdout is the command's stdout when Spec.PipeStdout is set; the caller reads it to EOF
 	// (it comes once the command and everything it started are gone) and closes it.
 	Stdout io.ReadCloser
@@ -181,10 +191,16 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 		}
 		p.sandboxed = true
 	}
+	argv, group, err := r.limitsArgv(s.Policy.Limits, argv)
+	if err != nil {
+		return nil, err
+	}
+	p.group = group
 	var ctlPeer *os.File
 	if r.guarded() {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
+			group.remove(time.Second)
 			return nil, fmt.Errorf("proc: guard pipe: %w", err)
 		}
 		p.ctl, ctlPeer = os.NewFile(uintptr(fds[0]), "guard-ctl"), os.NewFile(uintptr(fds[1]), "guard-peer")
@@ -212,11 +228,12 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 		rd, wr, err := os.Pipe()
 		if err != nil {
 			p.closeCtl()
+			group.remove(time.Second)
 			return nil, fmt.Errorf("proc: stdout pipe: %w", err)
 		}
 		cmd.Stdout, p.Stdout, stdoutW = wr, rd, wr
 	}
-	err := cmd.Start()
+	err = cmd.Start()
 	if stdoutW != nil {
 		stdoutW.Close() // the child has its copy; EOF comes when everything holding it is gone
 	}
@@ -225,6 +242,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 		if p.Stdout != nil {
 			p.Stdout.Close()
 		}
+		group.remove(time.Second)
 		return nil, fmt.Errorf("proc: start %s: %w", argv[0], err)
 	}
 	p.cmd, p.pgid = cmd, cmd.Process.Pid
@@ -244,6 +262,9 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 			_ = p.Wait()
 			return nil, fmt.Errorf("proc: guard did not take the command: %w", err)
 		}
+	}
+	if group != nil {
+		go p.watchLimits()
 	}
 	return p, nil
 }
@@ -275,6 +296,12 @@ func (p *Process) Wait() error {
 	p.reaped = true
 	p.mu.Unlock()
 	p.closeCtl()
+	if p.group != nil {
+		if l := p.group.hit(); l != "" {
+			p.setLimit(l)
+		}
+		p.group.remove(5 * time.Second)
+	}
 	removeRecord(p.record)
 	if p.egress != nil {
 		p.egress.stop()

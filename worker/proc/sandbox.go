@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"outerloop/egress"
+	"outerloop/workitems"
 )
 
 // Mode says whether commands run in the sandbox.
@@ -59,6 +60,8 @@ type Policy struct {
 	// inside (an exec agent's sessions must outlive its process to be resumed); "" → an empty
 	// tmpfs.
 	Home string
+	// Limits bound the command and what it starts (limits.go); zero: none.
+	Limits workitems.ResourceLimits
 }
 
 // SandboxHome is $HOME inside the sandbox when a Policy names a Home: outside any temporary
@@ -93,6 +96,10 @@ type Runner struct {
 	// Refusals routes the proxy's refusals to whoever watches a command's Spec.Key
 	// (WatchRefusals); nil: they are only logged. A pointer, so a copied Runner shares it.
 	Refusals *Refusals
+	// Cgroups is where commands get a cgroup for their memory and processes limits (cgroup.go);
+	// nil → rlimits. CgroupsUnavailable says why there is none.
+	Cgroups            *Cgroups
+	CgroupsUnavailable error
 }
 
 func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }
@@ -158,6 +165,9 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 	for _, d := range systemDirs() {
 		a = append(a, "--ro-bind-try", d, d)
 	}
+	// limits: the command runs as an unprivileged uid in a user namespace of its own (limits.go).
+	a = append(a, sandboxUserArgs()...)
+	// end limits
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
 	home := getEnv(env, "HOME")
 	if home == "" || home == "/" || !filepath.IsAbs(home) || s.Policy.Home != "" {

@@ -66,6 +66,7 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 	r.GoModCache = goEnv(ctx, env, "GOMODCACHE")
 	// Probe even when the deployment's mode is off: a template may still ask for bwrap.
 	r.Bwrap, r.Unavailable = Probe(ctx, s.Bwrap)
+	r.Cgroups, r.CgroupsUnavailable = ProbeCgroups()
 	return r, nil
 }
 
@@ -75,11 +76,11 @@ func (r *Runner) Describe() string {
 	case r == nil:
 		return "off (no runner: commands run unconfined)"
 	case r.Mode == ModeOff:
-		return "off (set by the deployment: commands run unconfined, guarded and with a scrubbed environment)"
+		return "off (set by the deployment: commands run unconfined, guarded and with a scrubbed environment); limits: " + r.DescribeLimits()
 	case r.Unavailable != nil:
-		return "bwrap, unavailable: " + r.Unavailable.Error() + " — items whose sandbox is not mode off are refused"
+		return "bwrap, unavailable: " + r.Unavailable.Error() + " — items whose sandbox is not mode off are refused; limits: " + r.DescribeLimits()
 	}
-	return "bwrap (" + r.Bwrap + ")"
+	return fmt.Sprintf("bwrap (%s, commands as uid %d); limits: %s", r.Bwrap, SandboxUID, r.DescribeLimits())
 }
 
 // goEnv returns `go env k` under env ("" when go is missing).

@@ -78,13 +78,19 @@ func (l Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		a.Events.Emit(ctx, workitems.Event{Type: workitems.EventStep, Message: cmds[i],
 			Data: map[string]string{"kind": "command_started", "index": fmt.Sprint(i + 1), "of": fmt.Sprint(len(cmds))}})
 		timeout, byBudget := commandTimeout(a)
+		policy := a.Policy(proc.DefaultToolNetwork)
 		r := a.Runner.Run(ctx, proc.Spec{Command: cmds[i], Dir: a.Workspace, Env: env, Timeout: timeout, TailMax: 4 << 10,
-			Policy: a.Policy(proc.DefaultToolNetwork), Key: a.ProcKey(),
+			Policy: policy, Key: a.ProcKey(),
 			Progress: l.progress(ctx, a, i, len(cmds)), ProgressEvery: l.ProgressEvery})
 		_ = a.Meter.Add(workitems.Spend{Steps: 1})
 		if r.Canceled {
 			// Not checkpointed as done: a resumed attempt runs this command again.
 			return workitems.Exit{Reason: workitems.ExitAborted, Message: fmt.Sprintf("cancelled during command %d", i+1)}
+		}
+		what := fmt.Sprintf("command %d (%s)", i+1, cmds[i])
+		limitEv, limited := worker.LimitExceeded(what, r, policy)
+		if limited {
+			a.Events.Emit(ctx, limitEv)
 		}
 		out := Output{Command: cmds[i], ExitCode: r.ExitCode, Duration: workitems.Duration(r.Duration), Tail: r.Tail}
 		st.Outputs = append(st.Outputs, out)
@@ -105,6 +111,9 @@ func (l Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 			Data: map[string]string{"kind": "command_finished", "index": fmt.Sprint(i + 1), "exit_code": fmt.Sprint(r.ExitCode),
 				"duration": r.Duration.Round(time.Millisecond).String()}})
 		switch {
+		case limited && r.ExitCode != 0:
+			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission,
+				Message: limitEv.Message, LastMessage: r.Tail}
 		case r.TimedOut && byBudget:
 			return workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetWallTime,
 				Message: fmt.Sprintf("wall-time budget ran out during command %d (%s)", i+1, cmds[i]), LastMessage: r.Tail}

@@ -21,7 +21,8 @@ import (
 
 // Runner returns a Runner for tests: bubblewrap when it starts here (else the test is
 // skipped, or failed under CI), the test binary as guard (its TestMain must call
-// proc.MaybeGuard), records in a temporary directory.
+// proc.MaybeGuard), records in a temporary directory, cgroups for the limits where this
+// process can make them.
 func Runner(t testing.TB, mode proc.Mode) *proc.Runner {
 	t.Helper()
 	guard, err := proc.GuardArgv()
@@ -30,6 +31,7 @@ func Runner(t testing.TB, mode proc.Mode) *proc.Runner {
 	}
 	r := &proc.Runner{Mode: mode, Guard: guard, Records: filepath.Join(t.TempDir(), ".proc"), Refusals: &proc.Refusals{},
 		ReadOnly: proc.ToolchainDirs(context.Background(), os.Environ())}
+	r.Cgroups, r.CgroupsUnavailable = proc.ProbeCgroups()
 	if mode == proc.ModeBwrap {
 		path, err := proc.Probe(context.Background(), os.Getenv("OUTERLOOP_BWRAP"))
 		if err != nil {
