@@ -85,3 +85,28 @@ func TestOperatorFilesAndProblems(t *testing.T) {
 		t.Errorf("remote repo: %d problems, want 4:\n%s", len(probs), strings.Join(probs, "\n"))
 	}
 }
+
+// LoadConfig finds each template's operator files once the config's directory is known.
+func TestLoadConfigFindsOperatorFiles(t *testing.T) {
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "hooks", "check.sh")
+	if err := os.MkdirAll(filepath.Dir(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	y := "defaults:\n  budget: {wall_time: 1m}\nproviders:\n  p: {kind: replay, file: x.jsonl}\ntemplates:\n  - name: a\n    goal: g\n    repo: .\n" +
+		"    loop: {kind: agent, provider: p, stop_hooks: [\"sh " + hook + "\"]}\n    done_check: {commands: [\"go test ./...\"]}\n"
+	path := filepath.Join(dir, "outerloop.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Templates[0].OperatorFiles; !slices.Equal(got, []string{hook}) {
+		t.Fatalf("operator files %q, want [%s]", got, hook)
+	}
+}

@@ -96,3 +96,25 @@ func TestRepeatedStopHookBlockEndsWithNoProgress(t *testing.T) {
 		t.Fatalf("exit message %q does not quote the repeated continuation", ex.Message)
 	}
 }
+
+func TestCannotRunIsTheInterpretersComplaintOnly(t *testing.T) {
+	for _, tc := range []struct {
+		cmd    string
+		code   int
+		stderr string
+		want   bool
+	}{
+		{"sh /etc/h.sh", 2, "sh: 0: cannot open /etc/h.sh: No such file\n", true},
+		{"sh /etc/h.sh", 2, "sh: 0: Can't open /etc/h.sh\n", true},
+		{"bash /etc/h.sh", 127, "bash: /etc/h.sh: No such file or directory", true},
+		{"python3 /srv/h.py", 2, "python3: can't open file '/srv/h.py': [Errno 2] No such file or directory", true},
+		{"/etc/h.sh", 126, "sh: 1: /etc/h.sh: Permission denied", true},
+		{"sh /etc/h.sh", 2, "the report file: No such file (run the tests first)", false},
+		{"sh /etc/h.sh", 2, "run the tests first", false},
+		{"sh /etc/h.sh", 1, "sh: 0: cannot open /etc/h.sh", false},
+	} {
+		if got := cannotRun(tc.cmd, tc.code, tc.stderr); got != tc.want {
+			t.Errorf("%q exit %d %q: %v, want %v", tc.cmd, tc.code, tc.stderr, got, tc.want)
+		}
+	}
+}
