@@ -53,10 +53,11 @@ type Attempt struct {
 // network when the template names none.
 func (a *Attempt) Policy(def proc.Network) proc.Policy {
 	var s workitems.Sandbox
+	var files []string
 	if a.Template != nil {
-		s = a.Template.Sandbox
+		s, files = a.Template.Sandbox, a.Template.OperatorFiles
 	}
-	return proc.PolicyFor(s, a.Workspace, def)
+	return proc.PolicyFor(s, a.Workspace, def).WithFiles(files)
 }
 
 // ProcKey names the attempt in the runner's records.

@@ -147,14 +147,15 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirror
 		return m, err
 	}
 	defer unlock()
-	m, err = w.pinBaseLocked(ctx, src, want, m)
+	m, err = w.pinBaseLocked(ctx, w.remote(src), want, m)
 	return m, redactErr(err, src)
 }
 
-func (w *Workspaces) pinBaseLocked(ctx context.Context, src, want string, m mirrorBase) (mirrorBase, error) {
+func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want string, m mirrorBase) (mirrorBase, error) {
 	var err error
+	src := rm.src
 	if _, err := os.Stat(filepath.Join(m.dir, "HEAD")); err != nil {
-		if err := w.createMirror(ctx, src, m.dir); err != nil {
+		if err := w.createMirror(ctx, rm, m.dir); err != nil {
 			return m, err
 		}
 		m.created = true
@@ -162,7 +163,7 @@ func (w *Workspaces) pinBaseLocked(ctx context.Context, src, want string, m mirr
 	switch {
 	case want == "":
 		if !m.created {
-			if err := fetchMirror(ctx, m.dir, src); err != nil {
+			if err := fetchMirror(ctx, m.dir, rm); err != nil {
 				return m, err
 			}
 			m.fetched = true
@@ -175,14 +176,14 @@ func (w *Workspaces) pinBaseLocked(ctx context.Context, src, want string, m mirr
 		m.commit = c
 	default:
 		if !hasCommit(ctx, m.dir, want) && !m.created {
-			if err := fetchMirror(ctx, m.dir, src); err != nil {
+			if err := fetchMirror(ctx, m.dir, rm); err != nil {
 				return m, err
 			}
 			m.fetched = true
 		}
 		if !hasCommit(ctx, m.dir, want) {
 			// A server may still serve a commit no branch reaches (GitHub does); ask for it by id.
-			_, _ = git(ctx, m.dir, "fetch", "--quiet", src, want)
+			_, _ = rm.git(ctx, m.dir, "fetch", "--quiet", src, want)
 		}
 		if !hasCommit(ctx, m.dir, want) {
 			return m, fmt.Errorf("worker: base %.12s is not in %s any more: %w", want, RedactSource(src), ErrBaseUnavailable)
@@ -212,7 +213,8 @@ func hasCommit(ctx context.Context, dir, sha string) bool {
 
 // createMirror makes the bare mirror in a temporary sibling and renames it into place, so a
 // crash never leaves half a mirror under the final name.
-func (w *Workspaces) createMirror(ctx context.Context, src, dir string) error {
+func (w *Workspaces) createMirror(ctx context.Context, rm remote, dir string) error {
+	src := rm.src
 	tmp, err := os.MkdirTemp(w.mirrorsDir(), ".tmp-"+filepath.Base(dir)+"-")
 	if err != nil {
 		return fmt.Errorf("worker: mirror: %w", err)
@@ -242,7 +244,7 @@ func (w *Workspaces) createMirror(ctx context.Context, src, dir string) error {
 			return err
 		}
 	}
-	if err := fetchMirror(ctx, tmp, src); err != nil {
+	if err := fetchMirror(ctx, tmp, rm); err != nil {
 		return fmt.Errorf("worker: mirror of %s: %w", RedactSource(src), redactErr(err, src))
 	}
 	if err := os.Rename(tmp, dir); err != nil {
@@ -256,14 +258,14 @@ func (w *Workspaces) createMirror(ctx context.Context, src, dir string) error {
 var mirrorRefspecs = []string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
 
 // fetchMirror fetches branches and tags (pruning those the source deleted) and points the
-// mirror's HEAD at the source's default branch.
-func fetchMirror(ctx context.Context, dir, src string) error {
-	if _, err := git(ctx, dir, append([]string{"fetch", "--prune", "--quiet", src}, mirrorRefspecs...)...); err != nil {
-		return err
+// mirror's HEAD at the source's default branch, with the source's credential.
+func fetchMirror(ctx context.Context, dir string, rm remote) error {
+	if _, err := rm.git(ctx, dir, append([]string{"fetch", "--prune", "--quiet", rm.src}, mirrorRefspecs...)...); err != nil {
+		return rm.wrap(err)
 	}
-	out, err := git(ctx, dir, "ls-remote", "--symref", src, "HEAD")
+	out, err := rm.git(ctx, dir, "ls-remote", "--symref", rm.src, "HEAD")
 	if err != nil {
-		return err
+		return rm.wrap(err)
 	}
 	for line := range strings.SplitSeq(out, "\n") {
 		if target, ok := strings.CutPrefix(line, "ref: "); ok {

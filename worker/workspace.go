@@ -45,6 +45,9 @@ type Workspaces struct {
 	SnapshotLimit int
 	// Host is recorded on bases (default: the host name).
 	Host string
+	// Credentials gives the mirror's fetches of a remote repo its forge's credential (nil:
+	// every repo is read anonymously).
+	Credentials RepoCredentials
 
 	locks sync.Map // mirror name → semaphore
 }

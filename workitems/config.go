@@ -148,6 +148,10 @@ type Template struct {
 	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
 	// Sandbox confines the template's commands (merged with the deployment's at load).
 	Sandbox Sandbox `yaml:"sandbox"`
+	// OperatorFiles are the files outside the workspace the template's commands name, shown
+	// read-only in its sandbox at their own paths (operator_files.go; found by LoadConfig,
+	// not configured).
+	OperatorFiles []string `yaml:"-" json:"-"`
 	// Notify overrides which notifications the template sends (config_notify.go).
 	Notify TemplateNotify `yaml:"notify"`
 }
@@ -185,6 +189,7 @@ func LoadConfigWith(path string, loops LoopRegistry) (*Config, error) {
 	if cfg.Dir, err = filepath.Abs(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
+	cfg.ResolveOperatorFiles()
 	return cfg, nil
 }
 

@@ -34,7 +34,7 @@ type validateCheck struct {
 func validateChecks() []validateCheck {
 	return []validateCheck{
 		{"sandbox", checkSandbox},
-		{"repos", checkRepos}, {"binaries", checkBinaries}, {"tokens", checkTokens}, {"schedules", checkSchedules},
+		{"repos", checkRepos}, {"binaries", checkBinaries}, {"operator files", checkOperatorFiles}, {"tokens", checkTokens}, {"schedules", checkSchedules},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"outerloop/forge"
 	"outerloop/workitems"
 )
 
@@ -35,17 +36,18 @@ func resolveRepo(cfg *workitems.Config, repo string) string {
 	return filepath.Join(cfg.Dir, repo)
 }
 
-// checkRepos: every local repo path exists, and every remote answers `git ls-remote` in time.
-// Each repo is checked once however many templates name it. git runs directly (not through
-// the sandboxed runner): validate runs on the operator's host with the operator's credentials,
-// which is what the worker's own clones use too.
+// checkRepos: every local repo path exists, and every remote answers `git ls-remote` in time:
+// a repo on a configured forge with that forge's token (checkForgeRepo), as the worker's mirror
+// reads it; any other remote with the host's own git setup. Each repo is checked once however
+// many templates name it. git runs directly (not through the sandboxed runner).
 func checkRepos(ctx context.Context, v *validation) {
 	if v.cfg == nil {
 		return
 	}
 	users := map[string][]string{}
+	forges := map[string][]string{} // the forges the repo's templates name, for checkForgeRepo
 	var order []string
-	for _, t := range v.cfg.Templates {
+	for i, t := range v.cfg.Templates {
 		if t.Repo == "" {
 			continue
 		}
@@ -53,9 +55,13 @@ func checkRepos(ctx context.Context, v *validation) {
 			order = append(order, t.Repo)
 		}
 		users[t.Repo] = append(users[t.Repo], t.Name)
+		forges[t.Repo] = append(forges[t.Repo], forge.TemplateForges(&v.cfg.Templates[i])...)
 	}
 	for _, repo := range order {
 		who := templatesList(users[repo])
+		if isRemote(repo) && checkForgeRepo(ctx, v, repo, who, forges[repo]) {
+			continue
+		}
 		if isRemote(repo) {
 			cctx, cancel := context.WithTimeout(ctx, lsRemoteTimeout)
 			cmd := exec.CommandContext(cctx, "git", "ls-remote", "--heads", "--", repo)

@@ -215,6 +215,8 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}
+	// The mirror reads a private repo with its forge's token, by the push's path (a header).
+	a.Workspaces.Credentials = a.repoCredentials
 	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
 	a.EvidenceFiles = verify.NewRedisEvidenceStore(a.Redis, o.Prefix, 30*24*time.Hour)
 	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI("webhook", a.CIStore),

@@ -32,7 +32,10 @@
 //     model's chain and queued steer input waits for the request after it (the drain gate).
 //  4. StopGate: a hook blocks only with a non-empty prompt, recorded as a user message and
 //     sampled next with stop_hook_active=true; prompts of several blocking hooks are merged,
-//     in hook order, into one message. An empty block is ignored with a warning.
+//     in hook order, into one message. An empty block is ignored with a warning. The same
+//     continuation twice in a row (stop_hook_active set) exits no_progress; a command hook
+//     that cannot run (exit 126/127, or its interpreter cannot open the script) exits failed,
+//     class not_found: a configuration error.
 //  5. Every sampling request is built from recorded history, and the tools it offers are the
 //     tools calls are routed to (a call to anything else gets an error observation).
 //  6. Exactly one terminal event per run; an aborted turn appends an interruption marker to

@@ -42,7 +42,8 @@ type state struct {
 	Input      []string        `json:"pending_input,omitempty"` // steer input not yet in history
 	HoldInput  bool            `json:"hold_input,omitempty"`    // drain gate after compaction
 	HookActive bool            `json:"stop_hook_active,omitempty"`
-	Tools      []string        `json:"tools,omitempty"` // tools offered by the last request
+	LastBlock  string          `json:"last_block,omitempty"` // the last continuation the stop hooks gave
+	Tools      []string        `json:"tools,omitempty"`      // tools offered by the last request
 	StartPrint string          `json:"start_print,omitempty"`
 	CheckPrint string          `json:"check_print,omitempty"` // workspace at the last done check
 	Checked    bool            `json:"checked,omitempty"`

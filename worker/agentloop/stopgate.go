@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -155,10 +156,52 @@ func (h CommandHook) Stop(ctx context.Context, in HookInput) (HookResult, error)
 			return HookResult{Block: true, Reason: out.Reason}, nil
 		}
 		return HookResult{}, nil
+	case cannotRun(h.Command, r.ExitCode, stderr.String()):
+		return HookResult{}, &HookCannotRunError{Command: h.Command, ExitCode: r.ExitCode, Stderr: clipLine(stderr.String(), 300)}
 	case r.ExitCode == 2:
 		return HookResult{Block: true, Reason: strings.TrimSpace(stderr.String())}, nil
 	}
 	return HookResult{}, fmt.Errorf("stop hook %q: exit code %d: %s", h.Command, r.ExitCode, strings.TrimSpace(stderr.String()))
+}
+
+// HookCannotRunError is a stop hook that could not run at all: the shell could not find or
+// execute it (exit 127, 126), or its interpreter could not open the script (`sh x.sh` exits 2
+// saying "cannot open", which would otherwise read as a block). It is a configuration error:
+// every attempt under this configuration would meet it.
+type HookCannotRunError struct {
+	Command  string
+	ExitCode int
+	Stderr   string
+}
+
+func (e *HookCannotRunError) Error() string {
+	return fmt.Sprintf("stop hook %q cannot run (exit %d): %s", e.Command, e.ExitCode, e.Stderr)
+}
+
+// cannotRun tells a hook that never ran from one that decided: exit 126/127 from the shell,
+// or exit 2 with the interpreter's own complaint (its name first) that it cannot open the
+// script — a hook's own exit-2 reason is not prefixed so.
+func cannotRun(command string, code int, stderr string) bool {
+	if code == 126 || code == 127 {
+		return true
+	}
+	f := strings.Fields(command)
+	if code != 2 || len(f) == 0 {
+		return false
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
+	low := strings.ToLower(line)
+	return strings.HasPrefix(line, filepath.Base(f[0])+":") &&
+		(strings.Contains(low, "cannot open") || strings.Contains(low, "can't open") || strings.Contains(low, "no such file"))
+}
+
+// clipLine is s on one line, at most n bytes.
+func clipLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
 }
 
 func (rt *runtime) hooks() []StopHook {
@@ -192,7 +235,8 @@ func (rt *runtime) builtinBlocks() bool {
 func (rt *runtime) stopGate(ctx context.Context) error {
 	in := HookInput{TurnID: rt.st.Turn, LastMessage: rt.st.LastText, StopHookActive: rt.st.HookActive}
 	var prompts []string
-	if rt.builtinBlocks() {
+	builtin := rt.builtinBlocks()
+	if builtin {
 		prompts = append(prompts, builtinHookPrompt)
 		rt.emit(ctx, EventStopHook, builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
 	}
@@ -201,7 +245,12 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		var unrunnable *HookCannotRunError
 		switch {
+		case errors.As(err, &unrunnable):
+			rt.emit(ctx, EventWarning, err.Error(), map[string]string{"hook": h.Name()})
+			return &endError{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
+				Message: err.Error() + " (a configuration error: a hook script outside the workspace must be named by its absolute path; `outerloop validate` checks it)"}}
 		case err != nil:
 			rt.emit(ctx, EventWarning, fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
 		case res.Block && strings.TrimSpace(res.Reason) == "":
@@ -212,7 +261,16 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		}
 	}
 	if len(prompts) > 0 {
-		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: strings.Join(prompts, "\n\n")})
+		text := strings.Join(prompts, "\n\n")
+		// A continuation must carry something new: the same text again, after the model was
+		// already sampled with stop_hook_active, only repeats the loop until the budget is
+		// spent. The built-in hook blocks only on a workspace it has not seen, which is new.
+		if rt.st.HookActive && !builtin && text == rt.st.LastBlock {
+			return &endError{exit: workitems.Exit{Reason: workitems.ExitNoProgress,
+				Message: "the stop hooks blocked twice in a row with the same continuation: " + clipLine(text, 300)}}
+		}
+		rt.st.LastBlock = text
+		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: text})
 		rt.st.HookActive = true
 		return rt.enter(ctx, Preparing)
 	}
