@@ -48,11 +48,13 @@ func (r remote) git(ctx context.Context, dir string, args ...string) (string, er
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := r.cred.Redact(truncate(strings.TrimSpace(string(out)), 500))
-		// git asks for a user name when the server answers 401 to the header: say what it means.
+		// git asks for a user name when the server answers 401 to the header: say what it
+		// means first (an escalation's headline is clipped), and name only git's subcommand
+		// (the error already names the repo).
 		if strings.Contains(msg, "could not read Username") || strings.Contains(msg, "Authentication failed") {
-			msg = "the forge refused the token (HTTP 401): " + msg
+			return "", fmt.Errorf("the forge refused the token (HTTP 401): worker: git %s: %w: %s", args[0], err, msg)
 		}
-		return "", fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), err, msg)
+		return "", fmt.Errorf("worker: git %s: %w: %s", args[0], err, msg)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
