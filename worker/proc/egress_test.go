@@ -89,9 +89,12 @@ go list -m all`)
 	// Downloaded into the workspace's own cache, whose directories stay writable (-modcacherw),
 	// so the workspace can be removed.
 	mod := filepath.Join(ws, ".git", "outerloop", "downloads", "gomod", "rsc.io", "quote@v1.5.2")
-	if fi, err := os.Stat(filepath.Join(mod, "quote.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(mod, "quote.go")); err != nil {
 		t.Fatalf("module not in the workspace's cache: %v", err)
-	} else if fi, err = os.Stat(mod); err != nil || fi.Mode().Perm()&0o200 == 0 {
+	}
+	if fi, err := os.Stat(mod); err != nil {
+		t.Fatalf("module directory %s: %v", mod, err)
+	} else if fi.Mode().Perm()&0o200 == 0 {
 		t.Fatalf("module directory %s not writable: %v", mod, fi.Mode())
 	}
 	if got := w.list(); len(got) != 0 {
