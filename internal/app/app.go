@@ -151,6 +151,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
+	runner.Logger = o.Logger
 	a.Runner = runner
 	if o.RedisURL == "" {
 		m := miniredis.NewMiniRedis()

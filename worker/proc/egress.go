@@ -102,7 +102,7 @@ func (r *Runner) refused(key string, nr NetworkRefusal) {
 		rs.mu.Unlock()
 	}
 	if w == nil {
-		slog.Warn("sandbox network refused a connection", "key", key, "host", nr.Host, "port", nr.Port,
+		r.logger().Warn("sandbox network refused a connection", "key", key, "host", nr.Host, "port", nr.Port,
 			"reason", nr.Reason, "command", nr.Command)
 		return
 	}
@@ -151,7 +151,7 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 		files = map[string]fs.FS{moduleCacheHost: egress.ModuleCacheFS(mc)}
 	}
 	p := egress.New(egress.Options{Allow: append(egress.DefaultAllow(), s.Policy.Allow...), Resolver: res, Refused: report,
-		Files: files, Logger: slog.Default().With("key", s.Key)})
+		Files: files, Logger: r.logger().With("key", s.Key)})
 	go func() { _ = p.Serve(l) }()
 	return &egressRun{dir: dir, proxy: p, bin: bin, nextra: len(s.ExtraFiles)}, nil
 }
@@ -312,4 +312,11 @@ func bridgeConn(c net.Conn, sock string) {
 	go cp(c, u)
 	<-done
 	<-done
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,8 @@ type Runner struct {
 	// nil → rlimits. CgroupsUnavailable says why there is none.
 	Cgroups            *Cgroups
 	CgroupsUnavailable error
+	// Logger logs what no watcher takes (a refusal outside an execution); nil → slog.Default().
+	Logger *slog.Logger
 }
 
 func (r *Runner) guarded() bool { return r != nil && len(r.Guard) > 0 }
