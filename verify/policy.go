@@ -29,6 +29,9 @@ type Facts struct {
 	CI             *CIEvidence
 	InfraReruns    int    // how often the check was re-run for infrastructure failures
 	InfraProblem   string // infrastructure failure still present after the re-runs
+	// NetworkRefused are the connections the sandbox's proxy refused to the attempt's commands
+	// ("host:port (reason)"), from the item's events.
+	NetworkRefused []string
 
 	files *evidenceSet // the files read, kept for an offline replay (nil: not kept)
 }

@@ -29,6 +29,9 @@ type Request struct {
 	// BaseCommit is the git commit the attempt started from, for diff evidence; "" when the
 	// workspace is not a git repository.
 	BaseCommit string
+	// NetworkRefused are the connections the sandbox refused to the attempt's commands
+	// ("host:port (reason)"): evidence of why a failed attempt failed.
+	NetworkRefused []string
 	// DeferCI leaves done_check.ci out of this verification: the change is delivered through a
 	// forge first and CI is read on exactly the pushed commit (VerifyPushed).
 	DeferCI bool
@@ -136,11 +139,12 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 		return Result{}, ErrNoTemplate
 	}
 	f := &Facts{
-		Exit:     req.Exit,
-		Attempt:  req.Attempt,
-		Item:     req.Item,
-		Template: req.Template,
-		Now:      v.now(),
+		Exit:           req.Exit,
+		Attempt:        req.Attempt,
+		Item:           req.Item,
+		Template:       req.Template,
+		Now:            v.now(),
+		NetworkRefused: req.NetworkRefused,
 	}
 	if req.Item != nil {
 		for _, a := range req.Item.Attempts {

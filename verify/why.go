@@ -25,19 +25,11 @@ type sandboxCause struct {
 var sandboxCauses = []sandboxCause{
 	{
 		what: "the sandbox's network refused a connection",
-		pattern: regexp.MustCompile(`(?i)the sandbox refused connections to [^;]+|egress: [^ ]+ (is not in the sandbox's allow list|resolves only to addresses)|` +
+		pattern: regexp.MustCompile(`(?i)egress: [^ ]+ (is not in the sandbox's allow list|resolves only to addresses)|` +
 			`dial tcp: lookup [^ ]+|could not resolve host|` +
 			`temporary failure in name resolution|getaddrinfo (ENOTFOUND|EAI_AGAIN)|network is unreachable|` +
 			`name or service not known|proxyconnect tcp`),
-		advise: func(s workitems.Sandbox) string {
-			switch s.Network {
-			case "none":
-				return "the template's sandbox has network: none; network: registries reaches the package registries through the worker's proxy (allow: [host] adds hosts), network: host reaches everything"
-			case "host":
-				return "the template's sandbox has network: host, so the host itself could not reach it"
-			}
-			return "add the host to the template's sandbox: {allow: [host]} (registries mode reaches only the listed hosts), or set network: host"
-		},
+		advise: networkAdvice,
 	},
 	{
 		what:    "a resource limit of the sandbox stopped the command",
@@ -60,6 +52,17 @@ var sandboxCauses = []sandboxCause{
 			return "install bubblewrap on the worker (docs/containers.md) or set sandbox: {mode: off}"
 		},
 	},
+}
+
+// networkAdvice names the setting that would let a command reach what it could not.
+func networkAdvice(s workitems.Sandbox) string {
+	switch s.Network {
+	case "none":
+		return "the template's sandbox has network: none; network: registries reaches the package registries through the worker's proxy (allow: [host] adds hosts), network: host reaches everything"
+	case "host":
+		return "the template's sandbox has network: host, so the host itself could not reach it"
+	}
+	return "add the host to the template's sandbox: {allow: [host]} (registries mode reaches only the listed hosts), or set network: host"
 }
 
 // why explains a failure for a person: the failing command's last output lines and, when the
@@ -90,6 +93,10 @@ func why(f *Facts) (cause, output string) {
 	}
 	if sb.Mode == "off" {
 		return "", output
+	}
+	if len(f.NetworkRefused) > 0 {
+		// The proxy's own record: the tools' messages ("Forbidden", "tunnel failed") name no host.
+		return fmt.Sprintf("the sandbox refused connections to %s: %s", strings.Join(f.NetworkRefused, ", "), networkAdvice(sb)), output
 	}
 	for _, c := range sandboxCauses {
 		m := c.pattern.FindString(msg + "\n" + text)

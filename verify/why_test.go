@@ -33,7 +33,7 @@ func TestWhyExplainsAFailureForAPerson(t *testing.T) {
 			[]string{"go: downloading golang.org/x/text", "network is unreachable"}, nil},
 		{"registries: a host the proxy refused", func(f *Facts) {
 			failed("npm error 403 Forbidden - GET https://registry.example.com/left-pad\n")(f)
-			f.Exit.Message += "; the sandbox refused connections to registry.example.com:443 (not_allowed)"
+			f.NetworkRefused = []string{"registry.example.com:443 (not_allowed)"}
 		}, workitems.Sandbox{Network: "registries"},
 			[]string{"the sandbox refused connections to registry.example.com:443 (not_allowed)", "allow: [host]"}, []string{"403 Forbidden"}, nil},
 		{"host network: not the sandbox's advice", failed("curl: (6) Could not resolve host: example.invalid\n"), workitems.Sandbox{Network: "host"},

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +35,8 @@ type VerifyInput struct {
 	Exit       workitems.Exit
 	Workspace  string
 	BaseCommit string
+	// NetworkRefused are the connections the sandbox refused to the attempt's commands.
+	NetworkRefused []string
 }
 
 // Enqueuer puts an item's current attempt on the queue (scheduler.Queue).
@@ -460,14 +461,14 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	defer cancel()
 	// The done check's commands show their progress as the loop's do (fenced, as every event).
 	vctx = withCheckProgress(vctx, &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}, h.o.ProgressEvery)
+	var refused []string
 	if exit.Reason != workitems.ExitCompleted {
 		// A failure after refused connections is most likely theirs: the verifier's why names
 		// them and the setting that allows them.
-		if refused := h.refusedOf(ctx, it.ID, a.N, log); len(refused) > 0 {
-			exit.Message += "; the sandbox refused connections to " + strings.Join(refused, ", ")
-		}
+		refused = h.refusedOf(ctx, it.ID, a.N, log)
 	}
-	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws, BaseCommit: base})
+	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws,
+		BaseCommit: base, NetworkRefused: refused})
 	if err != nil {
 		// Broken infrastructure, not a verdict: the item stays verifying and the task is retried.
 		return fmt.Errorf("worker: verify %s attempt %d: %w", it.ID, a.N, err)

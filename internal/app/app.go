@@ -379,7 +379,7 @@ func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (wor
 	// not on the local one, which no CI has seen.
 	deferCI := in.Template.Deliver.Mode.NeedsForge() && in.Template.DoneCheck.CI != nil
 	r, err := v.V.Verify(ctx, verify.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Exit: in.Exit,
-		Workspace: in.Workspace, BaseCommit: in.BaseCommit, DeferCI: deferCI})
+		Workspace: in.Workspace, BaseCommit: in.BaseCommit, NetworkRefused: in.NetworkRefused, DeferCI: deferCI})
 	if err != nil {
 		return workitems.Decision{}, nil, err
 	}
