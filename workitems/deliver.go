@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ForgeKind is the API a code forge speaks.
@@ -91,7 +92,46 @@ type Deliver struct {
 	MergeMethod MergeMethod `yaml:"merge_method" json:"merge_method"`     // default squash
 	// Author is "Name <email>" for the delivery commit (default DefaultAuthor).
 	Author string `yaml:"author" json:"author,omitempty"`
+	// Review makes the pull request's review evidence: the item waits for it after green CI
+	// (nil: no review is waited for, the item closes on its evidence).
+	Review *Review `yaml:"review" json:"review,omitempty"`
 }
+
+// OnChangesRequested is what a review that requests changes leads to.
+type OnChangesRequested string
+
+// The reactions to a review that requests changes.
+const (
+	// ChangesRetry starts the item's next attempt with the review's body and inline comments
+	// as its input; it pushes a new commit to the same pull request.
+	ChangesRetry OnChangesRequested = "retry"
+	// ChangesEscalate hands the item to a person.
+	ChangesEscalate OnChangesRequested = "escalate"
+)
+
+// AllOnChangesRequested lists every reaction to a review that requests changes.
+func AllOnChangesRequested() []OnChangesRequested {
+	return []OnChangesRequested{ChangesRetry, ChangesEscalate}
+}
+
+// Review is deliver.review: the pull request's review as evidence.
+type Review struct {
+	// RequiredApprovals is how many approvals (by accounts other than outerloop's, of the
+	// pushed commit) close the item (default 1).
+	RequiredApprovals int `yaml:"required_approvals" json:"required_approvals"`
+	// OnChangesRequested: retry (default) or escalate.
+	OnChangesRequested OnChangesRequested `yaml:"on_changes_requested" json:"on_changes_requested"`
+	// MaxRounds bounds the retries a review may start (default 3); past it the item escalates.
+	MaxRounds int `yaml:"max_rounds" json:"max_rounds"`
+	// Wait is how long the item waits for a review before it escalates (default 72h).
+	Wait Duration `yaml:"wait" json:"wait"`
+}
+
+// The review defaults.
+const (
+	DefaultReviewRounds = 3
+	DefaultReviewWait   = Duration(72 * time.Hour)
+)
 
 // NeedsForge reports whether the mode delivers through a forge.
 func (m DeliveryMode) NeedsForge() bool { return m == DeliverBranch || m == DeliverPullRequest }
@@ -431,6 +471,35 @@ func (c *Config) validateDeliver(t *Template, bad func(field, format string, arg
 	if d.Author != "" {
 		if _, err := ParseAuthor(d.Author); err != nil {
 			return bad("deliver.author", "%v", err)
+		}
+	}
+	if r := d.Review; r != nil {
+		if d.Mode != DeliverPullRequest {
+			return bad("deliver.review", "needs mode pull_request (mode is %s): only a pull request is reviewed", d.Mode)
+		}
+		if r.RequiredApprovals < 0 || r.RequiredApprovals > 20 {
+			return bad("deliver.review.required_approvals", "%d is not between 0 and 20", r.RequiredApprovals)
+		}
+		if r.RequiredApprovals == 0 {
+			r.RequiredApprovals = 1
+		}
+		if r.OnChangesRequested == "" {
+			r.OnChangesRequested = ChangesRetry
+		}
+		if !slices.Contains(AllOnChangesRequested(), r.OnChangesRequested) {
+			return bad("deliver.review.on_changes_requested", "%q is not one of %s", r.OnChangesRequested, joinKinds(AllOnChangesRequested()))
+		}
+		if r.MaxRounds < 0 || r.MaxRounds > 50 {
+			return bad("deliver.review.max_rounds", "%d is not between 0 and 50", r.MaxRounds)
+		}
+		if r.MaxRounds == 0 {
+			r.MaxRounds = DefaultReviewRounds
+		}
+		if r.Wait < 0 {
+			return bad("deliver.review.wait", "must not be negative")
+		}
+		if r.Wait == 0 {
+			r.Wait = DefaultReviewWait
 		}
 	}
 	return nil

@@ -91,7 +91,7 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 			}
 			evs = append(evs, Event{Type: EventDelivery, Attempt: a.N, Message: msg, Data: data})
 		}
-		more, err := s.applyDecision(it, a, dec)
+		more, err := s.applyDecision(OpDecide, it, a, dec)
 		return append(evs, more...), err
 	}, func(it *Item, p pipeliner) {
 		if len(patch) > 0 {

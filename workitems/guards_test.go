@@ -54,6 +54,11 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 				_, err := s.RecordDelivery(ctx, f, Decision{Outcome: OutcomeEscalate, Rule: "r", Actor: "verifier"}, nil, nil, nil)
 				return err
 			}},
+		{"Wake", OpWake, map[State]State{StateWaiting: StateClosed}, false,
+			func(s *Store, id string, f *Fence) error {
+				_, err := s.Wake(ctx, id, 1, WakePoll, Decision{Outcome: OutcomeClose, Rule: "checks_passed", Actor: "verifier"}, nil)
+				return err
+			}},
 		{"MarkQueued", OpMarkQueued, map[State]State{StateRetryWait: StateQueued}, true,
 			func(s *Store, id string, f *Fence) error { _, err := s.MarkQueued(ctx, id, 1); return err }},
 		{"ResolveClose", OpResolveClose, map[State]State{StateEscalated: StateClosed}, false,
@@ -61,18 +66,18 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveClose, Actor: "p"})
 				return err
 			}},
-		{"ResolveRetry", OpResolveRetry, map[State]State{StateEscalated: StateQueued}, false,
+		{"ResolveRetry", OpResolveRetry, map[State]State{StateWaiting: StateQueued, StateEscalated: StateQueued}, false,
 			func(s *Store, id string, f *Fence) error {
 				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveRetry, Actor: "p", Input: "try the other fix"})
 				return err
 			}},
 		{"ResolveCancel", OpCancel, map[State]State{StateQueued: StateCancelled, StateRunning: StateCancelled, StateVerifying: StateCancelled,
-			StateRetryWait: StateCancelled, StateEscalated: StateCancelled}, false,
+			StateWaiting: StateCancelled, StateRetryWait: StateCancelled, StateEscalated: StateCancelled}, false,
 			func(s *Store, id string, f *Fence) error {
 				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveCancel, Actor: "p"})
 				return err
 			}},
-		{"Fail", OpFail, map[State]State{StateQueued: StateFailed, StateRunning: StateFailed, StateVerifying: StateFailed}, false,
+		{"Fail", OpFail, map[State]State{StateQueued: StateFailed, StateRunning: StateFailed, StateVerifying: StateFailed, StateWaiting: StateFailed}, false,
 			func(s *Store, id string, f *Fence) error { _, err := s.Fail(ctx, id, nil, "template gone"); return err }},
 	}
 	for _, o := range ops {
@@ -106,7 +111,13 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Seed the state directly: the operation under test is the only edge taken.
-				if _, err := s.Update(ctx, id, nil, func(it *Item) ([]Event, error) { it.State = from; return nil, nil }); err != nil {
+				if _, err := s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
+					it.State = from
+					if from == StateWaiting {
+						it.Wait = &Wait{Kind: WaitCI, Seq: 1, Attempt: 1, SHA: "5ha", Forge: "f", Repo: "o/r", PR: 7}
+					}
+					return nil, nil
+				}); err != nil {
 					t.Fatal(err)
 				}
 				f, err := s.AcquireLease(ctx, id, 1, "w", time.Minute)

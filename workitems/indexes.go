@@ -275,6 +275,12 @@ func (s *Store) unindex(ctx context.Context, p redis.Pipeliner, it *Item) {
 	p.SRem(ctx, s.k.open(it.Template), it.ID)
 	p.ZRem(ctx, s.k.escalated(), it.ID)
 	p.HIncrBy(ctx, s.k.counts(), it.Template+"|"+string(it.State), -1)
+	if it.Wait != nil {
+		saved := it.Wait
+		it.Wait = nil
+		s.indexWait(ctx, p, it, saved)
+		it.Wait = saved
+	}
 }
 
 // migrateScript adds one item to its version-2 indexes if its record still says the state

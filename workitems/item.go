@@ -167,11 +167,14 @@ const (
 	OutcomeRetry    Outcome = "retry"
 	OutcomeEscalate Outcome = "escalate"
 	OutcomeCancel   Outcome = "cancel" // only by a person
+	// OutcomeWait parks the item until evidence that is not there yet arrives (CI on the pushed
+	// commit, a review): Decision.Wait says what and until when.
+	OutcomeWait Outcome = "wait"
 )
 
 // AllOutcomes lists every outcome.
 func AllOutcomes() []Outcome {
-	return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate, OutcomeCancel}
+	return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate, OutcomeCancel, OutcomeWait}
 }
 
 // ActorKind says who decided: the verifier after an attempt, or a person resolving an item
@@ -188,11 +191,11 @@ const (
 func AllActorKinds() []ActorKind { return []ActorKind{ActorVerifier, ActorPerson} }
 
 // Outcomes returns the outcomes an actor of kind k can decide: the verifier closes, retries or
-// escalates; a person closes, retries or cancels.
+// escalates, or waits for evidence still to come; a person closes, retries or cancels.
 func (k ActorKind) Outcomes() []Outcome {
 	switch k {
 	case ActorVerifier:
-		return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate}
+		return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate, OutcomeWait}
 	case ActorPerson:
 		return []Outcome{OutcomeClose, OutcomeRetry, OutcomeCancel}
 	}
@@ -214,6 +217,7 @@ type Decision struct {
 	Evidence  []EvidenceRef `json:"evidence,omitempty"`
 	Signature string        `json:"signature,omitempty"` // failure signature, for repeat detection
 	Next      *Condition    `json:"next,omitempty"`      // with retry: the condition of the next attempt
+	Wait      *WaitPlan     `json:"wait,omitempty"`      // with wait: what for and until when
 	Summary   string        `json:"summary,omitempty"`   // short evidence summary for people
 	// Cause says, when a failure is the sandbox's doing, what it refused and the setting that
 	// would allow it; Output is the failing command's last lines (redacted).
@@ -321,6 +325,8 @@ type Item struct {
 	UpdatedAt   time.Time    `json:"updated_at"`
 	Version     int64        `json:"version"`
 	Resolution  []Resolution `json:"resolutions,omitempty"`
+	// Wait is what a waiting item waits for (nil in every other state).
+	Wait *Wait `json:"wait,omitempty"`
 	// Delivery is the latest attempt's delivery record (its branch and pull request are where
 	// later attempts deliver to).
 	Delivery *Delivery `json:"delivery,omitempty"`
@@ -359,6 +365,9 @@ func (it *Item) SetState(to State) error {
 		return fmt.Errorf("item %s: %w", it.ID, err)
 	}
 	it.State = s
+	if s != StateWaiting {
+		it.Wait = nil // a wait lives only as long as the waiting state
+	}
 	return nil
 }
 

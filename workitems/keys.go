@@ -56,6 +56,18 @@ func (k keys) patch(id string, n int) string { return fmt.Sprintf("%spatch:%s:%d
 // "nothing new" across ticks.
 func (k keys) delivered(template string) string { return k.p + "delivered:" + template }
 
+// waits holds the waiting items by when the poller looks next: a zset id → unix ms.
+func (k keys) waits() string { return k.p + "waits" }
+
+// waitSHA holds the items waiting on one pushed commit (a set), so a forge's event about that
+// commit finds them in O(1).
+func (k keys) waitSHA(sha string) string { return k.p + "waitsha:" + sha }
+
+// waitPR holds the items waiting on one pull request (a set): forge, repository and number.
+func (k keys) waitPR(forge, repo string, n int) string {
+	return fmt.Sprintf("%swaitpr:%s:%s#%d", k.p, forge, repo, n)
+}
+
 // ofItem lists every key that belongs to one item with attempts 1..attempts alone (not the
 // indexes it is a member of): Store.Delete removes them. A new per-item key goes here too.
 func (k keys) ofItem(id string, attempts int) []string {

@@ -14,6 +14,7 @@ const (
 	OpRecordWorkspace Op = "record_workspace" // RecordWorkspace
 	OpExit            Op = "exit"             // RecordExit, RecordExitWith
 	OpDecide          Op = "decide"           // RecordDecision, RecordDelivery
+	OpWake            Op = "wake"             // Wake: the decision on a waiting item's evidence
 	OpMarkQueued      Op = "mark_queued"      // MarkQueued
 	OpResolveClose    Op = "resolve_close"    // Resolve with ResolveClose
 	OpResolveRetry    Op = "resolve_retry"    // Resolve with ResolveRetry
@@ -27,7 +28,7 @@ const (
 
 // AllOps lists every Op.
 func AllOps() []Op {
-	return []Op{OpStart, OpResume, OpRecordWorkspace, OpExit, OpDecide, OpMarkQueued,
+	return []Op{OpStart, OpResume, OpRecordWorkspace, OpExit, OpDecide, OpWake, OpMarkQueued,
 		OpResolveClose, OpResolveRetry, OpCancel, OpFail, OpEscalate}
 }
 
@@ -49,17 +50,25 @@ var machine = []Edge{
 	{OpDecide, StateVerifying, StateClosed},
 	{OpDecide, StateVerifying, StateRetryWait},
 	{OpDecide, StateVerifying, StateEscalated},
+	{OpDecide, StateVerifying, StateWaiting},
+	{OpWake, StateWaiting, StateClosed},
+	{OpWake, StateWaiting, StateRetryWait},
+	{OpWake, StateWaiting, StateEscalated},
+	{OpWake, StateWaiting, StateWaiting},
 	{OpMarkQueued, StateRetryWait, StateQueued},
 	{OpResolveClose, StateEscalated, StateClosed},
 	{OpResolveRetry, StateEscalated, StateQueued},
+	{OpResolveRetry, StateWaiting, StateQueued}, // /outerloop retry on a waiting pull request
 	{OpCancel, StateQueued, StateCancelled},
 	{OpCancel, StateRunning, StateCancelled},
 	{OpCancel, StateVerifying, StateCancelled},
+	{OpCancel, StateWaiting, StateCancelled},
 	{OpCancel, StateRetryWait, StateCancelled},
 	{OpCancel, StateEscalated, StateCancelled},
 	{OpFail, StateQueued, StateFailed},
 	{OpFail, StateRunning, StateFailed},
 	{OpFail, StateVerifying, StateFailed},
+	{OpFail, StateWaiting, StateFailed},
 	{OpEscalate, StateQueued, StateEscalated},
 	{OpEscalate, StateRunning, StateEscalated},
 	{OpEscalate, StateRetryWait, StateEscalated},
@@ -144,7 +153,7 @@ func (e *RefusedError) Is(target error) bool {
 		return true
 	case ErrStale:
 		switch e.Op {
-		case OpStart, OpResume, OpRecordWorkspace, OpExit, OpDecide:
+		case OpStart, OpResume, OpRecordWorkspace, OpExit, OpDecide, OpWake:
 			return true
 		}
 	}

@@ -13,6 +13,9 @@ const (
 	StateQueued    State = "queued"
 	StateRunning   State = "running"
 	StateVerifying State = "verifying"
+	// StateWaiting: the change is pushed and the item waits for evidence (CI, a review) without
+	// a worker, a lease or a goroutine (Item.Wait says what for).
+	StateWaiting   State = "waiting"
 	StateRetryWait State = "retry_wait"
 	StateEscalated State = "escalated"
 	StateClosed    State = "closed"
@@ -22,7 +25,7 @@ const (
 
 // AllStates lists every item state, in lifecycle order.
 func AllStates() []State {
-	return []State{StateQueued, StateRunning, StateVerifying, StateRetryWait,
+	return []State{StateQueued, StateRunning, StateVerifying, StateWaiting, StateRetryWait,
 		StateEscalated, StateClosed, StateFailed, StateCancelled}
 }
 

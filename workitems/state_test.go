@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestTransitionEveryEdge checks all 64 (from, to) pairs against the allowed list below, so that
+// TestTransitionEveryEdge checks all 81 (from, to) pairs against the allowed list below, so that
 // an edge added or removed by accident fails here.
 func TestTransitionEveryEdge(t *testing.T) {
 	t.Parallel()
@@ -17,7 +17,10 @@ func TestTransitionEveryEdge(t *testing.T) {
 		{StateRunning, StateFailed}: true, {StateRunning, StateCancelled}: true,
 		{StateVerifying, StateClosed}: true, {StateVerifying, StateRetryWait}: true,
 		{StateVerifying, StateEscalated}: true, {StateVerifying, StateFailed}: true,
-		{StateVerifying, StateCancelled}: true,
+		{StateVerifying, StateCancelled}: true, {StateVerifying, StateWaiting}: true,
+		{StateWaiting, StateClosed}: true, {StateWaiting, StateRetryWait}: true,
+		{StateWaiting, StateEscalated}: true, {StateWaiting, StateQueued}: true,
+		{StateWaiting, StateFailed}: true, {StateWaiting, StateCancelled}: true,
 		{StateRetryWait, StateQueued}:    true, {StateRetryWait, StateEscalated}: true,
 		{StateRetryWait, StateCancelled}: true,
 		{StateEscalated, StateQueued}:    true, {StateEscalated, StateClosed}: true,

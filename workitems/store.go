@@ -223,7 +223,7 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 		if err := json.Unmarshal(b, &it); err != nil {
 			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 		}
-		from, spentBefore := it.State, it.Spend
+		from, spentBefore, waitBefore := it.State, it.Spend, it.Wait
 		events, err := m(tx, &it)
 		if err != nil {
 			return err
@@ -245,6 +245,7 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 				s.addEvent(ctx, p, Event{Item: id, Type: EventState, Attempt: it.Attempt, From: from, To: it.State, At: now})
 				s.hooks.onTransition(ctx, p, &it, from, events)
 			}
+			s.indexWait(ctx, p, &it, waitBefore)
 			if extra != nil {
 				extra(&it, p)
 			}

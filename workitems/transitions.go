@@ -143,11 +143,16 @@ func (s *Store) RecordDecision(ctx context.Context, f *Fence, d Decision, v *Ver
 			d.At = s.now().UTC()
 		}
 		a.Verified = v
-		return s.applyDecision(it, a, d)
+		return s.applyDecision(OpDecide, it, a, d)
 	})
 }
 
-func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error) {
+// applyDecision records d on the item and its attempt and takes op's edge to the state the
+// outcome leads to.
+func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
+	if d.Outcome == OutcomeWait {
+		return s.park(op, it, a, d)
+	}
 	if d.Outcome == OutcomeRetry {
 		switch {
 		case d.Next == nil || len(d.Next.Changes(a.Condition)) == 0:
@@ -163,22 +168,22 @@ func (s *Store) applyDecision(it *Item, a *Attempt, d Decision) ([]Event, error)
 		Data: map[string]string{"outcome": string(d.Outcome), "rule": d.Rule, "reasons": strings.Join(d.Reasons, "; ")}}}
 	switch d.Outcome {
 	case OutcomeClose:
-		return evs, take(OpDecide, it, StateClosed)
+		return evs, take(op, it, StateClosed)
 	case OutcomeRetry:
 		next := Attempt{N: a.N + 1, Condition: *d.Next, Changed: d.Next.Changes(a.Condition), State: AttemptQueued}
 		it.Attempts = append(it.Attempts, next)
 		it.Attempt = next.N
 		evs = append(evs, Event{Type: EventStep, Attempt: next.N, Message: "retry with a changed condition",
 			Data: map[string]string{"kind": "retry_planned", "changed": strings.Join(next.Changed, ",")}})
-		return evs, take(OpDecide, it, StateRetryWait)
+		return evs, take(op, it, StateRetryWait)
 	case OutcomeEscalate:
 		it.Escalation = &Escalation{Reason: d.Rule, Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
 			Cause: d.Cause, Output: d.Output, At: d.At, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
 		evs = append(evs, Event{Type: EventEscalated, Attempt: a.N, Message: it.Escalation.Summary,
 			Data: map[string]string{"reason": d.Rule}})
-		return evs, take(OpDecide, it, StateEscalated)
+		return evs, take(op, it, StateEscalated)
 	}
-	return nil, fmt.Errorf("workitems: item %s: decision outcome %q is not close, retry or escalate", it.ID, d.Outcome)
+	return nil, fmt.Errorf("workitems: item %s: decision outcome %q is not close, retry, escalate or wait", it.ID, d.Outcome)
 }
 
 func maxAttempts(it *Item) int {
@@ -276,6 +281,9 @@ func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, er
 			}
 			if r.Input == "" && r.Budget.IsZero() && r.ItemBudget.IsZero() {
 				return nil, fmt.Errorf("workitems: resolve %s: %w: give input or a budget", id, ErrNoChange)
+			}
+			if prev != nil && prev.State != AttemptDone {
+				prev.State = AttemptDone // a waiting attempt a person retried from its pull request
 			}
 			it.Attempts = append(it.Attempts, next)
 			it.Attempt = next.N
