@@ -33,6 +33,17 @@ type Facts struct {
 	// ("host:port (reason)"), from the item's events.
 	NetworkRefused []string
 
+	// After the push (afterpush.go): the local evidence's close, the delivery's facts, until
+	// when CI is waited for, the review, a refused automerge, the wait being woken.
+	Local        *workitems.Decision
+	Delivery     *workitems.Delivery
+	CIDeadline   time.Time
+	Review       *ReviewEvidence
+	MergeRefused string
+	Wait         *workitems.Wait
+	// Precondition is a problem found before any evidence (a lost workspace, a removed template).
+	Precondition *Precondition
+
 	files *evidenceSet // the files read, kept for an offline replay (nil: not kept)
 }
 
@@ -52,6 +63,8 @@ type Rule struct {
 	Reason  func(f *Facts) string
 	// Next builds the next attempt's condition from the current one (retry rules only).
 	Next func(f *Facts, cur workitems.Condition) workitems.Condition
+	// Wait says what to wait for and until when (wait rules only).
+	Wait func(f *Facts) workitems.WaitPlan
 }
 
 // Guard is a check applied to every retry; when it holds the retry becomes an escalation.
@@ -78,8 +91,9 @@ func Rules() []Rule {
 				return s
 			}}
 	}
-	return []Rule{
-		configErrorRule(),
+	rules := []Rule{configErrorRule()}
+	rules = append(rules, preconditionRules()...)
+	rules = append(rules, []Rule{
 		esc("exit_budget_exhausted", "the attempt exited budget_exhausted", workitems.ExitBudgetExhausted),
 		esc("exit_needs_input", "the attempt exited needs_input", workitems.ExitNeedsInput),
 		esc("exit_needs_approval", "the attempt exited needs_approval", workitems.ExitNeedsApproval),
@@ -98,6 +112,9 @@ func Rules() []Rule {
 		{Name: "exit_unknown", When: "the attempt exited with a reason other than completed", Outcome: workitems.OutcomeEscalate,
 			Match:  func(f *Facts) bool { return f.Exit.Reason != workitems.ExitCompleted },
 			Reason: func(f *Facts) string { return fmt.Sprintf("unknown exit reason %q", f.Exit.Reason) }},
+	}...)
+	rules = append(rules, deliveryRules()...)
+	rules = append(rules, []Rule{
 		{Name: "infra_error", When: "the check kept failing for infrastructure reasons after Retry.InfraRetries re-runs",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return f.InfraProblem != "" },
@@ -116,6 +133,7 @@ func Rules() []Rule {
 			Reason: func(f *Facts) string {
 				return "CI needs action: " + strings.Join(f.CI.withState(CIActionRequired), ", ")
 			}},
+		ciPendingRule(),
 		{Name: "ci_missing", When: "required CI checks are missing, pending or stale when the wait deadline passes",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return f.CI != nil && len(f.CI.Missing) > 0 },
@@ -187,6 +205,9 @@ func Rules() []Rule {
 					"make them deterministic: " + listClip(flakyTouched(f), 10)
 				return c
 			}},
+	}...)
+	rules = append(rules, reviewRules()...)
+	rules = append(rules, []Rule{
 		{Name: workitems.RuleNoChange, When: "the evidence would close the item (one of the three close rules below) and the diff against the base commit is empty",
 			Outcome: workitems.OutcomeClose,
 			Match:   func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Files) == 0 && wouldClose(f) },
@@ -216,9 +237,12 @@ func Rules() []Rule {
 		{Name: "checks_passed", When: "no test report was asked for, every done-check command exited 0 (and CI, if any, is green)",
 			Outcome: workitems.OutcomeClose,
 			Match: func(f *Facts) bool {
-				return !f.ReportExpected && len(f.Reports) == 0 && (len(f.Commands) > 0 || f.CI != nil) && allGreen(f)
+				return !f.ReportExpected && len(f.Reports) == 0 && (len(f.Commands) > 0 || f.CI != nil || f.Local != nil) && allGreen(f)
 			},
 			Reason: func(f *Facts) string {
+				if f.Local != nil {
+					return deliveredGreen(f)
+				}
 				if len(f.Commands) == 0 {
 					return "all required CI checks green"
 				}
@@ -227,7 +251,8 @@ func Rules() []Rule {
 		{Name: "no_evidence", When: "nothing above matched: no evidence that the goal is met", Outcome: workitems.OutcomeEscalate,
 			Match:  func(f *Facts) bool { return true },
 			Reason: func(f *Facts) string { return "no evidence either way" }},
-	}
+	}...)
+	return rules
 }
 
 // Guards returns the checks every retry passes; the first that holds escalates instead.
@@ -270,12 +295,18 @@ func Guards() []Guard {
 // PolicyMarkdown renders the rule table and the retry guards as markdown (POLICY.md).
 func PolicyMarkdown() string {
 	var b strings.Builder
-	b.WriteString("# Verifier decision policy\n\n")
-	b.WriteString("Generated from `verify/policy.go` (`go test ./verify -run TestPolicyDoc -update-policy` rewrites it).\n")
-	b.WriteString("The verifier gathers evidence (done-check commands, test reports, diff, CI), then the first\n")
-	b.WriteString("rule whose condition holds decides. Rules that only look at the exit reason run without the\n")
-	b.WriteString("done check. An infrastructure failure re-runs the check (not an item attempt) up to\n")
-	b.WriteString("`retry.infra_retries` times before `infra_error` can fire.\n\n")
+	b.WriteString("# The decision policy\n\n")
+	b.WriteString("Generated from `verify/policy.go` and `verify/afterpush.go` (`go test ./verify -run TestPolicyDoc -update-policy` rewrites it).\n")
+	b.WriteString("One table decides everything that follows an attempt, in one order: the first rule whose\n")
+	b.WriteString("condition holds decides close, retry (with a changed condition), escalate or wait. The worker\n")
+	b.WriteString("drives one pipeline after the inner loop: the local done check (evidence gathered by the\n")
+	b.WriteString("verifier), then, for a change that closes locally, delivery (commit, push, pull request: facts\n")
+	b.WriteString("only), then this table again on the delivery's facts; a `wait` parks the item in the `waiting`\n")
+	b.WriteString("state, which holds no worker, and a forge event, the poller or the deadline wakes it: the\n")
+	b.WriteString("evidence read then (CI on the pushed commit, the pull request's state and reviews) goes through\n")
+	b.WriteString("the same table. Rules that only look at the exit reason run without the done check. An\n")
+	b.WriteString("infrastructure failure re-runs the check (not an item attempt) up to `retry.infra_retries`\n")
+	b.WriteString("times before `infra_error` can fire.\n\n")
 	b.WriteString("| # | rule | when | outcome |\n|---|---|---|---|\n")
 	for i, r := range Rules() {
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s |\n", i+1, r.Name, r.When, r.Outcome)
@@ -367,6 +398,11 @@ func decide(f *Facts) workitems.Decision {
 	}
 	d.Outcome, d.Rule = r.Outcome, r.Name
 	d.Reasons = append(d.Reasons, r.Reason(f))
+	if r.Outcome == workitems.OutcomeWait {
+		plan := r.Wait(f)
+		d.Wait = &plan
+		return d
+	}
 	d.Signature = signature(f, r.Name)
 	if r.Outcome != workitems.OutcomeRetry {
 		return d

@@ -36,6 +36,32 @@ func flakyReport(suite string) *Report {
 
 func with(r *Report, f func(*Report)) *Report { f(r); return r }
 
+// pushed makes f the facts after a delivery: the local check closed, no local reports.
+func pushed(f *Facts, del *workitems.Delivery) {
+	f.Commands, f.Reports = nil, nil
+	f.Local = &workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "all_green", Reasons: []string{"all green: 3 tests passed"}}
+	f.Delivery = del
+	f.CIDeadline = testNow.Add(30 * time.Minute)
+}
+
+func openPR() *workitems.Delivery {
+	return &workitems.Delivery{Outcome: workitems.DeliveryPROpened, PushedSHA: "5ha", PR: &workitems.PullRequest{Number: 7, State: workitems.PROpen}}
+}
+
+func pendingCI() *CIEvidence {
+	return &CIEvidence{Required: []string{"ci/test"}, Missing: []string{"ci/test"}, SHA: "5ha"}
+}
+
+func greenCI() *CIEvidence {
+	return &CIEvidence{Required: []string{"ci/test"}, SHA: "5ha", Checks: []CICheck{{Name: "ci/test", State: CISuccess, SHA: "5ha"}}}
+}
+
+func changesRequested(on workitems.OnChangesRequested, rounds int) *ReviewEvidence {
+	return &ReviewEvidence{Required: 1, PR: 7, OnChanges: on, Rounds: rounds, MaxRounds: 3, Deadline: testNow.Add(time.Hour),
+		ChangesRequested: []ReviewNote{{User: "bo", Body: "Please handle overflow.", Comments: []ReviewComment{
+			{Path: "calc.go", Line: 12, Body: "this overflows"}, {Path: "calc_test.go", Line: 3, Body: "add a case"}}}}}
+}
+
 func okCmd() CommandResult { return CommandResult{Command: "go test -json ./...", ExitCode: 0} }
 
 func baseFacts() *Facts {
@@ -212,6 +238,115 @@ func TestPolicyRules(t *testing.T) {
 				t.Errorf("input %q", d.Next.Input)
 			}
 		}},
+		// After the push: the facts the pipeline and a wake hand over (no local reports).
+		{"a removed template escalates", func(f *Facts) {
+			f.Precondition = &Precondition{Rule: RuleTemplateRemoved, Summary: "template t is no longer in the config"}
+		}, RuleTemplateRemoved, workitems.OutcomeEscalate, nil},
+		{"an incompatible template escalates", func(f *Facts) {
+			f.Precondition = &Precondition{Rule: RuleTemplateIncompatible, Summary: "loop kind changed"}
+		}, RuleTemplateIncompatible, workitems.OutcomeEscalate, nil},
+		{"a lost workspace retries from a clean checkout", func(f *Facts) {
+			f.Precondition = &Precondition{Rule: RuleWorkspaceLost, Summary: "the workspace could not be restored"}
+		}, RuleWorkspaceLost, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if !d.Next.CleanCheckout {
+				t.Errorf("next %+v", d.Next)
+			}
+		}},
+		{"a base that moved under a conflicting change retries from it", func(f *Facts) {
+			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryFailed, ErrorClass: workitems.ClassConflict, Error: "calc.go conflicts"})
+		}, workitems.RuleBaseMoved, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Next.Input, "calc.go conflicts") {
+				t.Errorf("input %q", d.Next.Input)
+			}
+		}},
+		{"a delivery that failed escalates", func(f *Facts) {
+			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryFailed, ErrorClass: workitems.ClassPermission, Error: "protected branch"})
+		}, workitems.RuleDeliveryFailed, workitems.OutcomeEscalate, nil},
+		{"a tree a person declined before closes as declined", func(f *Facts) {
+			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryDeclined, PR: &workitems.PullRequest{Number: 4, State: workitems.PRClosed}})
+		}, workitems.RuleDeclined, workitems.OutcomeClose, nil},
+		{"a tree the open pull request holds closes as already delivered", func(f *Facts) {
+			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryUnchanged, SameAs: &workitems.DeliveryRef{Item: "t@0", PR: &workitems.PullRequest{Number: 3}}})
+		}, workitems.RuleAlreadyDelivered, workitems.OutcomeClose, nil},
+		{"a pull request a person merged closes", func(f *Facts) {
+			pushed(f, openPR())
+			f.Delivery.PR.State = workitems.PRMerged
+			f.CI = pendingCI()
+		}, RulePRMerged, workitems.OutcomeClose, nil},
+		{"a pull request a person closed ends as declined", func(f *Facts) {
+			pushed(f, openPR())
+			f.Delivery.PR.State = workitems.PRClosed
+			f.Review = &ReviewEvidence{Required: 1, Deadline: testNow.Add(time.Hour)}
+		}, RulePRClosed, workitems.OutcomeClose, nil},
+		{"a refused automerge escalates", func(f *Facts) {
+			pushed(f, openPR())
+			f.MergeRefused = "the head moved"
+		}, RuleAutomergeRefused, workitems.OutcomeEscalate, nil},
+		{"CI without a result before its deadline waits", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = pendingCI()
+		}, RuleCIPending, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
+			if d.Wait == nil || d.Wait.Kind != workitems.WaitCI || !d.Wait.Deadline.Equal(testNow.Add(30*time.Minute)) || d.Next != nil {
+				t.Errorf("wait %+v", d.Wait)
+			}
+		}},
+		{"CI without a result after its deadline escalates as missing", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = pendingCI()
+			f.CIDeadline = testNow
+		}, "ci_missing", workitems.OutcomeEscalate, nil},
+		{"green CI on the pushed commit closes", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = greenCI()
+		}, "checks_passed", workitems.OutcomeClose, nil},
+		{"green CI and a review still to come waits for the review", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = greenCI()
+			f.Review = &ReviewEvidence{Required: 1, Deadline: testNow.Add(72 * time.Hour), PR: 7}
+		}, RuleReviewPending, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
+			if d.Wait == nil || d.Wait.Kind != workitems.WaitReview {
+				t.Errorf("wait %+v", d.Wait)
+			}
+		}},
+		{"red CI is not waited on for a review", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = &CIEvidence{Required: []string{"ci/test"}, SHA: "5ha", Checks: []CICheck{{Name: "ci/test", State: CIFailure, SHA: "5ha"}}}
+			f.Review = &ReviewEvidence{Required: 1, Deadline: testNow.Add(72 * time.Hour), PR: 7}
+		}, "ci_failed", workitems.OutcomeRetry, nil},
+		{"an approval closes", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = greenCI()
+			f.Review = &ReviewEvidence{Required: 1, Approvals: []string{"ana"}, Deadline: testNow.Add(time.Hour), PR: 7}
+		}, "checks_passed", workitems.OutcomeClose, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Reasons[0], "approved by ana") {
+				t.Errorf("reasons %q", d.Reasons)
+			}
+		}},
+		{"no review by the deadline escalates", func(f *Facts) {
+			pushed(f, openPR())
+			f.Review = &ReviewEvidence{Required: 2, Approvals: []string{"ana"}, Deadline: testNow, PR: 7}
+		}, RuleReviewMissing, workitems.OutcomeEscalate, nil},
+		{"changes requested retry with the review's text and inline comments", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = greenCI()
+			f.Condition = workitems.Condition{Input: "Keep the API stable."}
+			f.Review = changesRequested(workitems.ChangesRetry, 0)
+		}, RuleChangesRequested, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			in := d.Next.Input
+			for _, want := range []string{"Keep the API stable.", reviewInputMarker + " #7", "Review by bo:", "Please handle overflow.", "- calc.go:12: this overflows", "- calc_test.go:3: add a case"} {
+				if !strings.Contains(in, want) {
+					t.Errorf("input lacks %q:\n%s", want, in)
+				}
+			}
+		}},
+		{"changes requested escalate when the template says so", func(f *Facts) {
+			pushed(f, openPR())
+			f.Review = changesRequested(workitems.ChangesEscalate, 0)
+		}, RuleChangesRequestedEscal, workitems.OutcomeEscalate, nil},
+		{"changes requested past max_rounds escalate", func(f *Facts) {
+			pushed(f, openPR())
+			f.Review = changesRequested(workitems.ChangesRetry, 3)
+		}, RuleReviewRoundsExhausted, workitems.OutcomeEscalate, nil},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

@@ -1,0 +1,347 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// The facts after the push: the worker's pipeline (and the wake of a waiting item) fills them
+// in; the same table decides on them as on the local evidence. Nothing here calls a forge:
+// the evidence is read by the caller (CI through the verifier's CI sources, reviews through a
+// ReviewSource) and handed over.
+
+// ReviewEvidence is what a pull request's reviews say about the pushed commit.
+type ReviewEvidence struct {
+	Required  int      // approvals that close (deliver.review.required_approvals)
+	Approvals []string // accounts whose latest review approves the pushed commit (never outerloop's own)
+	// ChangesRequested are the latest reviews that request changes, submitted after the push.
+	ChangesRequested []ReviewNote
+	Rounds           int // retries reviews have started so far
+	MaxRounds        int
+	OnChanges        workitems.OnChangesRequested
+	Deadline         time.Time // until when a review is waited for
+	PR               int
+	URL              string
+}
+
+// ReviewNote is one review that requests changes, with its inline comments.
+type ReviewNote struct {
+	User     string
+	Body     string
+	URL      string
+	Comments []ReviewComment
+}
+
+// ReviewComment is one inline comment of a review.
+type ReviewComment struct {
+	Path string
+	Line int
+	Body string
+}
+
+// The rules after the push, by name (the rows are in Rules; workitems holds the delivery ones).
+const (
+	RulePRMerged                = "pr_merged"
+	RulePRClosed                = "pr_closed"
+	RuleAutomergeRefused        = "automerge_refused"
+	RuleCIPending               = "ci_pending"
+	RuleChangesRequested        = "changes_requested"
+	RuleChangesRequestedEscal   = "changes_requested_escalate"
+	RuleReviewRoundsExhausted   = "review_rounds_exhausted"
+	RuleReviewPending           = "review_pending"
+	RuleReviewMissing           = "review_missing"
+	RuleWorkspaceLost           = "workspace_lost"
+	RuleTemplateRemoved         = "template_removed"
+	RuleTemplateIncompatible    = "template_incompatible"
+	precondition                = "precondition"
+	reviewInputMarker           = "A reviewer requested changes on the pull request"
+	maxReviewInput              = 8 << 10
+	maxReviewCommentsInInput    = 40
+	maxReviewBodyInInput        = 2 << 10
+	maxReviewCommentBodyInInput = 600
+)
+
+// Precondition is a problem found before any evidence could be read (the worker's resume, a
+// config reload): the table's first rows decide on it.
+type Precondition struct {
+	Rule    string // RuleWorkspaceLost, RuleTemplateRemoved, RuleTemplateIncompatible
+	Summary string
+}
+
+// preconditionRules are the rows for problems found before any evidence.
+func preconditionRules() []Rule {
+	row := func(name, when string, out workitems.Outcome) Rule {
+		r := Rule{Name: name, When: when, Outcome: out,
+			Match:  func(f *Facts) bool { return f.Precondition != nil && f.Precondition.Rule == name },
+			Reason: func(f *Facts) string { return f.Precondition.Summary }}
+		if out == workitems.OutcomeRetry {
+			r.Next = func(f *Facts, c workitems.Condition) workitems.Condition {
+				c.CleanCheckout = true
+				c.Input = strings.TrimSpace(c.Input + "\n\n" + f.Precondition.Summary)
+				return c
+			}
+		}
+		return r
+	}
+	return []Rule{
+		row(RuleTemplateRemoved, "the item's template was removed from the config (found at a resume or reload)", workitems.OutcomeEscalate),
+		row(RuleTemplateIncompatible, "the item's template changed incompatibly with its pinned version (found at a resume or reload)", workitems.OutcomeEscalate),
+		row(RuleWorkspaceLost, "a resumed attempt's workspace could not be restored for verification: the next attempt starts from a clean checkout", workitems.OutcomeRetry),
+	}
+}
+
+// deliveryRules are the rows on the delivery's facts and the pull request's state, before any
+// CI or review: they come right after the exit rules.
+func deliveryRules() []Rule {
+	del := func(f *Facts) *workitems.Delivery { return f.Delivery }
+	failed := func(f *Facts) bool { return del(f) != nil && del(f).Outcome == workitems.DeliveryFailed }
+	prState := func(f *Facts, s workitems.PRState) bool {
+		return del(f) != nil && del(f).PR != nil && del(f).PR.State == s && f.Local != nil
+	}
+	return []Rule{
+		{Name: workitems.RuleBaseMoved, When: "the base branch moved since the attempt started and the change conflicts with it",
+			Outcome: workitems.OutcomeRetry,
+			Match:   func(f *Facts) bool { return failed(f) && del(f).ErrorClass == workitems.ClassConflict },
+			Reason: func(f *Facts) string {
+				return "base_moved: " + del(f).Error + ": the next attempt starts from the new base"
+			},
+			Next: func(f *Facts, c workitems.Condition) workitems.Condition {
+				c.Input = strings.TrimSpace(c.Input + "\n\nThe base branch moved and the previous change conflicts with it (" +
+					clip(del(f).Error, 300) + "); make the change again on the new base.")
+				return c
+			}},
+		{Name: workitems.RuleDeliveryFailed, When: "the change could not be delivered (not transient: a protected branch, a missing token, a forge that refuses)",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   failed,
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("delivery failed (%s): %s", del(f).ErrorClass, del(f).Error)
+			}},
+		{Name: workitems.RuleDeclined, When: "a person closed a pull request with this same tree unmerged before: nothing is pushed",
+			Outcome: workitems.OutcomeClose,
+			Match: func(f *Facts) bool {
+				return del(f) != nil && del(f).Outcome == workitems.DeliveryDeclined && f.Wait == nil
+			},
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("declined: a person closed pull request #%d with this same tree unmerged; no new pull request", del(f).PR.Number)
+			}},
+		{Name: workitems.RuleAlreadyDelivered, When: "the open pull request (or the template's last delivered patch) already holds this tree, made by another item: nothing is pushed",
+			Outcome: workitems.OutcomeClose,
+			Match: func(f *Facts) bool {
+				return del(f) != nil && del(f).Outcome == workitems.DeliveryUnchanged && del(f).SameAs != nil
+			},
+			Reason: func(f *Facts) string {
+				if pr := del(f).SameAs.PR; pr != nil {
+					return fmt.Sprintf("the open pull request #%d (%s) already holds this tree: nothing pushed", pr.Number, pr.URL)
+				}
+				return "the result equals the patch item " + del(f).SameAs.Item + " delivered: nothing new"
+			}},
+		{Name: RulePRMerged, When: "a person merged the pull request while the item waited", Outcome: workitems.OutcomeClose,
+			Match:  func(f *Facts) bool { return prState(f, workitems.PRMerged) },
+			Reason: func(f *Facts) string { return fmt.Sprintf("pull request #%d was merged by a person", del(f).PR.Number) }},
+		{Name: RulePRClosed, When: "a person closed the pull request unmerged while the item waited: the item ends as declined", Outcome: workitems.OutcomeClose,
+			Match: func(f *Facts) bool { return prState(f, workitems.PRClosed) },
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("declined: pull request #%d was closed unmerged by a person", del(f).PR.Number)
+			}},
+		{Name: RuleAutomergeRefused, When: "automerge was refused (the head moved, conflicts, a required check or approval the forge wants)",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return f.MergeRefused != "" },
+			Reason:  func(f *Facts) string { return "automerge refused: " + f.MergeRefused }},
+	}
+}
+
+// ciPendingRule waits for CI that has not answered before its deadline (ci_missing decides
+// after it).
+func ciPendingRule() Rule {
+	return Rule{Name: RuleCIPending, When: "required CI checks on the pushed commit have no result yet and the wait (done_check.ci.wait) has not run out",
+		Outcome: workitems.OutcomeWait,
+		Match: func(f *Facts) bool {
+			return f.CI != nil && len(f.CI.Missing) > 0 && f.Now.Before(f.CIDeadline) && len(f.CI.failed()) == 0 &&
+				len(f.CI.withState(CIActionRequired)) == 0
+		},
+		Reason: func(f *Facts) string {
+			return fmt.Sprintf("waiting for CI on %s: %s (until %s)", shortSHA(f.CI.SHA), strings.Join(f.CI.Missing, ", "), f.CIDeadline.UTC().Format(time.RFC3339))
+		},
+		Wait: func(f *Facts) workitems.WaitPlan {
+			return workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: f.CIDeadline}
+		}}
+}
+
+// reviewRules decide on the pull request's review once everything else is green.
+func reviewRules() []Rule {
+	rv := func(f *Facts) *ReviewEvidence { return f.Review }
+	changes := func(f *Facts) bool { return rv(f) != nil && len(rv(f).ChangesRequested) > 0 }
+	return []Rule{
+		{Name: RuleChangesRequestedEscal, When: "a review requests changes and deliver.review.on_changes_requested is escalate",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return changes(f) && rv(f).OnChanges == workitems.ChangesEscalate },
+			Reason:  func(f *Facts) string { return "a reviewer requested changes: " + reviewHeadline(rv(f)) }},
+		{Name: RuleReviewRoundsExhausted, When: "a review requests changes and deliver.review.max_rounds review retries were spent",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return changes(f) && rv(f).Rounds >= rv(f).MaxRounds },
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("a reviewer requested changes again after %d review rounds (max_rounds %d): %s", rv(f).Rounds, rv(f).MaxRounds, reviewHeadline(rv(f)))
+			}},
+		{Name: RuleChangesRequested, When: "a review of the pushed commit requests changes: the next attempt gets the review's body and inline comments and pushes to the same pull request",
+			Outcome: workitems.OutcomeRetry,
+			Match:   changes,
+			Reason:  func(f *Facts) string { return "a reviewer requested changes: " + reviewHeadline(rv(f)) },
+			Next:    withReviewInput},
+		{Name: RuleReviewPending, When: "CI is green (or not asked for) and the pull request has fewer approvals than deliver.review.required_approvals, before the review wait runs out",
+			Outcome: workitems.OutcomeWait,
+			Match: func(f *Facts) bool {
+				return rv(f) != nil && len(rv(f).Approvals) < rv(f).Required && f.Now.Before(rv(f).Deadline) && allGreen(f)
+			},
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("waiting for a review of #%d: %d of %d approvals", rv(f).PR, len(rv(f).Approvals), rv(f).Required)
+			},
+			Wait: func(f *Facts) workitems.WaitPlan {
+				return workitems.WaitPlan{Kind: workitems.WaitReview, Deadline: rv(f).Deadline, PollIn: time.Minute}
+			}},
+		{Name: RuleReviewMissing, When: "the review wait (deliver.review.wait) ran out without the approvals required",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   func(f *Facts) bool { return rv(f) != nil && len(rv(f).Approvals) < rv(f).Required && allGreen(f) },
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("no review after waiting: %d of %d approvals on #%d", len(rv(f).Approvals), rv(f).Required, rv(f).PR)
+			}},
+	}
+}
+
+func reviewHeadline(r *ReviewEvidence) string {
+	var users []string
+	n := 0
+	for _, c := range r.ChangesRequested {
+		users = append(users, c.User)
+		n += len(c.Comments)
+	}
+	first := ""
+	if len(r.ChangesRequested) > 0 {
+		first = clip(r.ChangesRequested[0].Body, 160)
+	}
+	return fmt.Sprintf("%s on #%d (%d inline comments): %s", strings.Join(users, ", "), r.PR, n, first)
+}
+
+// withReviewInput is the next attempt's condition after a review that requests changes: the
+// review's body and every inline comment with its file and line, after whatever a person said.
+func withReviewInput(f *Facts, c workitems.Condition) workitems.Condition {
+	human := c.Input
+	if i := strings.Index(human, reviewInputMarker); i >= 0 {
+		human = strings.TrimSpace(human[:i])
+	}
+	if i := strings.Index(human, failureMarker); i >= 0 {
+		human = strings.TrimSpace(human[:i])
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s #%d; address every point, keep the rest of the change, and do not reply to the reviewer:\n", reviewInputMarker, f.Review.PR)
+	comments := 0
+	for _, r := range f.Review.ChangesRequested {
+		fmt.Fprintf(&b, "\nReview by %s:\n%s\n", r.User, clipKeep(strings.TrimSpace(r.Body), maxReviewBodyInInput))
+		for _, cm := range r.Comments {
+			if comments == maxReviewCommentsInInput {
+				fmt.Fprintf(&b, "(more inline comments on the pull request)\n")
+				break
+			}
+			comments++
+			loc := cm.Path
+			if cm.Line > 0 {
+				loc = fmt.Sprintf("%s:%d", cm.Path, cm.Line)
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", loc, clipKeep(strings.TrimSpace(cm.Body), maxReviewCommentBodyInInput))
+		}
+	}
+	in := clipKeep(b.String(), maxReviewInput)
+	if human != "" {
+		in = human + "\n\n" + in
+	}
+	c.Input = Redact(in)
+	return c
+}
+
+// clipKeep cuts s to n bytes, keeping lines intact where it can, and says so.
+func clipKeep(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := s[:n]
+	if i := strings.LastIndexByte(cut, '\n'); i > n/2 {
+		cut = cut[:i]
+	}
+	return cut + "\n(cut)"
+}
+
+// Judgement is what the pipeline hands the policy after the push, or at a wake.
+type Judgement struct {
+	Template *workitems.Template
+	Item     *workitems.Item
+	Attempt  int
+	// Local is the local evidence's close that let the change be delivered (nil: there was
+	// none, e.g. a precondition).
+	Local        *workitems.Decision
+	Delivery     *workitems.Delivery
+	CI           *CIEvidence // nil: the template asks for no CI
+	CIDeadline   time.Time
+	Review       *ReviewEvidence // nil: the template asks for no review, or CI has not passed
+	MergeRefused string
+	Wait         *workitems.Wait // the wait being woken (nil at push time)
+	Precondition *Precondition
+}
+
+// Judge decides on the facts after the push with the one table (no evidence is read here).
+func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
+	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: j.Attempt, Item: j.Item, Template: j.Template,
+		Now: v.now(), Local: j.Local, Delivery: j.Delivery, CI: j.CI, CIDeadline: j.CIDeadline, Review: j.Review,
+		MergeRefused: j.MergeRefused, Wait: j.Wait, Precondition: j.Precondition}
+	if j.Item != nil {
+		for _, a := range j.Item.Attempts {
+			if a.N == j.Attempt {
+				f.Condition = a.Condition
+			}
+		}
+	}
+	d, _ := conclude(f)
+	if j.Local != nil && d.Outcome == workitems.OutcomeClose && j.Local.Rule != "" {
+		d.Reasons = append(d.Reasons, "the local check had passed ("+j.Local.Rule+"): "+strings.Join(j.Local.Reasons, "; "))
+	}
+	v.logger.LogAttrs(ctx, slog.LevelInfo, "decision after the push",
+		slog.String("template", templateName(j.Template)), slog.Int("attempt", j.Attempt),
+		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule))
+	return d
+}
+
+func templateName(t *workitems.Template) string {
+	if t == nil {
+		return ""
+	}
+	return t.Name
+}
+
+// ReviewRounds counts the retries reviews have started on an item.
+func ReviewRounds(it *workitems.Item) int {
+	if it == nil {
+		return 0
+	}
+	return len(slices.DeleteFunc(slices.Clone(it.Decisions), func(d workitems.Decision) bool {
+		return d.Rule != RuleChangesRequested || d.Outcome != workitems.OutcomeRetry
+	}))
+}
+
+// deliveredGreen says why a delivered change closes: its CI and review, as far as asked for.
+func deliveredGreen(f *Facts) string {
+	var parts []string
+	if f.CI != nil {
+		parts = append(parts, fmt.Sprintf("all %d required CI checks green on %s", len(f.CI.Required), shortSHA(f.CI.SHA)))
+	}
+	if f.Review != nil {
+		parts = append(parts, fmt.Sprintf("approved by %s", strings.Join(f.Review.Approvals, ", ")))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "delivered")
+	}
+	return strings.Join(parts, "; ")
+}
