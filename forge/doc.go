@@ -85,6 +85,5 @@
 // httptest server answering GitHub's documented REST shapes (pulls, reviews and review comments
 // with Link paging, collaborator permissions, the authenticated user, issues labels and
 // comments, check runs, commit statuses, repos, rate-limit headers, 403/429 secondary limits);
-// its pushes
-// go to a real git remote.
+// its pushes go to a real git remote.
 package forge
