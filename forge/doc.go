@@ -66,8 +66,10 @@
 //     original_line. Role names fold into permissions: maintain is write, triage is read.
 //   - Gitea: reviews are read from the first page on (no last page is given; past 100 pages the
 //     call fails rather than miss the newest); a dismissed review is dismissed whatever its
-//     verdict; inline comments are read per review (comments_count > 0). The owner's permission
-//     "owner" is admin.
+//     verdict, and Gitea itself dismisses a reviewer's earlier approval or change request when
+//     they give a new one (on GitHub the earlier one keeps its state: take each reviewer's
+//     latest); inline comments are read per review (comments_count > 0). The owner's
+//     permission "owner" is admin.
 //   - GitHub: check runs and commit statuses are both read (latest per name; a check run wins
 //     over a status of the same name); failed check runs can be re-requested (RerunChecks).
 //     Labels missing on the repository are created by GitHub itself.

@@ -46,8 +46,10 @@ func TestGiteaReviewsArePullRequestEvidence(t *testing.T) {
 	})
 
 	t.Run("ReviewsAreTheSubmittedOnesOldestFirstWithTheirInlineComments", func(t *testing.T) {
-		// A review request and a pending review are entries of Gitea's list, not reviews.
-		e.srv.API(t, http.MethodPost, pulls+"/requested_reviewers", map[string]any{"reviewers": []string{reviewer.Name}},
+		// A review request and a pending review are entries of Gitea's list, not reviews (Gitea
+		// drops a request once its reviewer reviews: the idle one's stays).
+		idle := e.srv.NewCollaborator(t, e.repo, "idle")
+		e.srv.API(t, http.MethodPost, pulls+"/requested_reviewers", map[string]any{"reviewers": []string{reviewer.Name, idle.Name}},
 			http.StatusCreated, nil)
 		var changes, approval struct{ ID int64 }
 		reviewer.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "REQUEST_CHANGES", "body": "Two problems.",
@@ -55,23 +57,17 @@ func TestGiteaReviewsArePullRequestEvidence(t *testing.T) {
 				{"path": "calc.go", "body": "Name it Sum.", "new_position": 3},
 				{"path": "calc.go", "body": "What about overflow?", "new_position": 4},
 			}}, http.StatusOK, &changes)
-		reviewer.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "APPROVED", "body": "Fine now.", "commit_id": sha},
-			http.StatusOK, &approval)
-		// The author cannot approve, but can comment.
-		e.srv.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "COMMENT", "body": "Thanks."}, http.StatusOK, nil)
-		reviewer.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "PENDING", "body": "draft"}, http.StatusOK, nil)
-
 		reviews, err := e.f.Reviews(bg, e.repo.Slug, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(reviews) != 3 {
-			t.Fatalf("%d reviews, want the three submitted: %+v", len(reviews), reviews)
+		if len(reviews) != 1 {
+			t.Fatalf("%d reviews, want the one submitted: %+v", len(reviews), reviews)
 		}
-		rc, ap, cm := reviews[0], reviews[1], reviews[2]
+		rc := reviews[0]
 		if rc.ID != changes.ID || rc.State != ReviewChangesRequested || rc.User != reviewer.Name || rc.Body != "Two problems." ||
 			rc.CommitSHA != sha || rc.SubmittedAt.IsZero() || rc.URL == "" {
-			t.Fatalf("first review %+v", rc)
+			t.Fatalf("the change request %+v", rc)
 		}
 		if len(rc.Comments) != 2 {
 			t.Fatalf("comments %+v, want two", rc.Comments)
@@ -87,19 +83,42 @@ func TestGiteaReviewsArePullRequestEvidence(t *testing.T) {
 				t.Fatalf("comment %d\n got %+v\nwant %+v", i, got, want)
 			}
 		}
+
+		reviewer.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "APPROVED", "body": "Fine now.", "commit_id": sha},
+			http.StatusOK, &approval)
+		// The author cannot approve, but can comment.
+		e.srv.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "COMMENT", "body": "Thanks."}, http.StatusOK, nil)
+		reviewer.API(t, http.MethodPost, pulls+"/reviews", map[string]any{"event": "PENDING", "body": "draft"}, http.StatusOK, nil)
+		reviews, err = e.f.Reviews(bg, e.repo.Slug, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reviews) != 3 {
+			t.Fatalf("%d reviews, want the three submitted: %+v", len(reviews), reviews)
+		}
+		var raw []struct{ State string }
+		e.srv.API(t, http.MethodGet, pulls+"/reviews", nil, http.StatusOK, &raw)
+		if states := fmt.Sprint(raw); !strings.Contains(states, "REQUEST_REVIEW") || !strings.Contains(states, "PENDING") {
+			t.Fatalf("Gitea's list %s: want the request and the pending review in it, to be left out", states)
+		}
+		old, ap, cm := reviews[0], reviews[1], reviews[2]
+		// Gitea itself dismisses a reviewer's earlier verdict when they give a new one.
+		if old.ID != changes.ID || old.State != ReviewDismissed || len(old.Comments) != 2 {
+			t.Fatalf("the superseded change request %+v", old)
+		}
 		if ap.ID != approval.ID || ap.State != ReviewApproved || ap.User != reviewer.Name || ap.Body != "Fine now." || len(ap.Comments) != 0 ||
-			ap.SubmittedAt.Before(rc.SubmittedAt) {
-			t.Fatalf("second review %+v", ap)
+			ap.SubmittedAt.Before(old.SubmittedAt) || ap.CommitSHA != sha {
+			t.Fatalf("the approval %+v", ap)
 		}
 		if cm.State != ReviewCommented || cm.User != e.srv.Admin || cm.Body != "Thanks." {
-			t.Fatalf("third review %+v", cm)
+			t.Fatalf("the comment %+v", cm)
 		}
 
-		// A dismissed review counts neither way.
-		e.srv.API(t, http.MethodPost, fmt.Sprintf("%s/reviews/%d/dismissals", pulls, changes.ID),
-			map[string]string{"message": "addressed"}, http.StatusOK, nil)
+		// A maintainer's dismissal: the approval counts no more.
+		e.srv.API(t, http.MethodPost, fmt.Sprintf("%s/reviews/%d/dismissals", pulls, approval.ID),
+			map[string]string{"message": "stale"}, http.StatusOK, nil)
 		reviews, err = e.f.Reviews(bg, e.repo.Slug, n)
-		if err != nil || len(reviews) != 3 || reviews[0].State != ReviewDismissed || reviews[1].State != ReviewApproved {
+		if err != nil || len(reviews) != 3 || reviews[1].ID != approval.ID || reviews[1].State != ReviewDismissed {
 			t.Fatalf("after the dismissal: %+v, %v", reviews, err)
 		}
 		_, err = e.f.Reviews(bg, e.repo.Slug, n+100)

@@ -38,7 +38,7 @@ func (u *User) Getenv(name string) func(string) string {
 func (s *Server) NewUser(t testing.TB, prefix string) *User {
 	t.Helper()
 	name, password := prefix+"-"+randomHex(4), randomHex(16)+"Aa1!"
-	s.API(t, http.MethodPost, "/admin/users", map[string]any{"username": name, "email": name + "@localhost",
+	s.API(t, http.MethodPost, "/admin/users", map[string]any{"username": name, "email": name + "@example.com",
 		"password": password, "must_change_password": false}, http.StatusCreated, nil)
 	code, b, err := doAs(context.Background(), s.URL, func(r *http.Request) { r.SetBasicAuth(name, password) },
 		http.MethodPost, "/users/"+name+"/tokens", map[string]any{"name": "test-" + randomHex(4),
