@@ -68,8 +68,8 @@
 //     call fails rather than miss the newest); a dismissed review is dismissed whatever its
 //     verdict, and Gitea itself dismisses a reviewer's earlier approval or change request when
 //     they give a new one (on GitHub the earlier one keeps its state: take each reviewer's
-//     latest); inline comments are read per review (comments_count > 0). The owner's
-//     permission "owner" is admin.
+//     latest); inline comments are read per review (comments_count > 0), newest review first,
+//     in one response each (Gitea does not page them). The owner's permission "owner" is admin.
 //   - GitHub: check runs and commit statuses are both read (latest per name; a check run wins
 //     over a status of the same name); failed check runs can be re-requested (RerunChecks).
 //     Labels missing on the repository are created by GitHub itself.
