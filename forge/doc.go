@@ -28,6 +28,22 @@
 //	checks, _ := f.Checks(ctx, tmpl.Deliver.Repo, commit)
 //	sha, _ := f.Merge(ctx, tmpl.Deliver.Repo, pr.Number, forge.MergeRequest{Method: …, ExpectedHeadSHA: commit})
 //
+// The verifier reads a pull request's review as evidence:
+//
+//	pr, _ := f.PullRequest(ctx, repo, number)      // state, head SHA, merge commit, labels, body
+//	reviews, _ := f.Reviews(ctx, repo, number)     // submitted reviews, oldest first, with inline comments
+//	me, _ := f.Self(ctx)                           // outerloop's own login: its approvals never count
+//	perm, _ := f.Permission(ctx, repo, r.User)     // perm.CanWrite(): an approval that can count
+//
+// Review states are normalised to ReviewState (approved, changes_requested, commented,
+// dismissed); pending reviews and review requests are not reviews and are left out. A review is
+// about its CommitSHA: one for another commit than the head is stale. What Reviews keeps is
+// bounded, so a huge pull request cannot exhaust memory: the newest MaxReviews (100) reviews,
+// MaxReviewComments (200) inline comments in all (the newest reviews' first), and bodies cut at
+// MaxReviewBody (4 KiB) followed by a marker saying how many bytes were dropped. Permission is
+// none, read, write or admin (the repository's owner is admin; a user the forge does not know is
+// none). Self is cached per token (a hash of it), so a rotated token is asked about again.
+//
 // Every failure is an *Error with a workitems.ErrorClass (workitems.ClassOf finds it) and, where
 // the caller must act differently, a sentinel found with errors.Is:
 //
@@ -44,6 +60,16 @@
 // for the caller to schedule.
 //
 // Kind-specific behaviour, documented here once:
+//   - GitHub: reviews are read from the first page and then the last pages (Link rel="last"),
+//     which hold the newest; inline comments are read newest first (sort=created,
+//     direction=desc) and grouped by pull_request_review_id; an outdated comment's line is its
+//     original_line. Role names fold into permissions: maintain is write, triage is read.
+//   - Gitea: reviews are read from the first page on (no last page is given; past 100 pages the
+//     call fails rather than miss the newest); a dismissed review is dismissed whatever its
+//     verdict, and Gitea itself dismisses a reviewer's earlier approval or change request when
+//     they give a new one (on GitHub the earlier one keeps its state: take each reviewer's
+//     latest); inline comments are read per review (comments_count > 0), newest review first,
+//     in one response each (Gitea does not page them). The owner's permission "owner" is admin.
 //   - GitHub: check runs and commit statuses are both read (latest per name; a check run wins
 //     over a status of the same name); failed check runs can be re-requested (RerunChecks).
 //     Labels missing on the repository are created by GitHub itself.
@@ -58,7 +84,8 @@
 //
 // Tests: the Gitea client runs against a real Gitea server (internal/giteatest). GitHub itself
 // is out of reach from the test environment, so the GitHub client is tested against an
-// httptest server answering GitHub's documented REST shapes (pulls, issues labels and comments,
-// check runs, commit statuses, repos, rate-limit headers, 403/429 secondary limits); its pushes
-// go to a real git remote.
+// httptest server answering GitHub's documented REST shapes (pulls, reviews and review comments
+// with Link paging, collaborator permissions, the authenticated user, issues labels and
+// comments, check runs, commit statuses, repos, rate-limit headers, 403/429 secondary limits);
+// its pushes go to a real git remote.
 package forge

@@ -40,6 +40,19 @@ type Forge interface {
 	// forge refuses (conflicts, failing required checks, a draft, a disallowed method).
 	Merge(ctx context.Context, repo string, number int, m MergeRequest) (string, error)
 
+	// PullRequest returns one pull request by number; a missing one is ErrNotFound.
+	PullRequest(ctx context.Context, repo string, number int) (*PullRequest, error)
+	// Reviews returns the pull request's submitted reviews, oldest first, each with its inline
+	// comments; pending reviews and review requests are left out. What is kept is bounded
+	// (MaxReviews, MaxReviewComments, MaxReviewBody): the newest are kept.
+	Reviews(ctx context.Context, repo string, number int) ([]Review, error)
+	// Permission returns what user may do in repo. The repository's owner is PermAdmin; a user
+	// the forge does not know is PermNone, not an error.
+	Permission(ctx context.Context, repo, user string) (Permission, error)
+	// Self returns the login of the account whose token the forge uses, cached per token (a
+	// rotated token is asked about again). Without a token it is ErrMissingToken.
+	Self(ctx context.Context) (string, error)
+
 	// Checks returns the CI results for a commit: the latest per name, each for sha.
 	Checks(ctx context.Context, repo, sha string) ([]Check, error)
 	// RerunChecks asks the forge to re-run the named checks of sha and returns those it could

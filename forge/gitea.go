@@ -18,6 +18,7 @@ type gitea struct {
 	cfg  Config
 	base string
 	http *http.Client
+	self selfCache
 }
 
 func newGitea(cfg Config) (*gitea, error) {

@@ -20,6 +20,7 @@ import (
 type gitHub struct {
 	cfg    Config
 	client *github.Client
+	self   selfCache
 }
 
 func newGitHub(cfg Config) (*gitHub, error) {

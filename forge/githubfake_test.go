@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,11 @@ type fakeGitHub struct {
 	faults      []string
 	unmergeable bool
 	now         time.Time
+	// Reviews and review comments per pull request number, in GitHub's shapes, oldest first.
+	reviews        map[int][]map[string]any
+	reviewComments map[int][]map[string]any
+	perms          map[string]string // collaborator permission by login; others are 404
+	logins         map[string]string // GET /user: the login of each token
 }
 
 const ghRepo = "acme/payments"
@@ -50,7 +56,8 @@ const ghRepo = "acme/payments"
 func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
 	t.Helper()
 	f := &fakeGitHub{t: t, token: token, labels: map[int][]string{}, comments: map[int][]string{},
-		now: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
+		now: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), reviews: map[int][]map[string]any{},
+		reviewComments: map[int][]map[string]any{}, perms: map[string]string{}, logins: map[string]string{token: "outerloop-bot"}}
 	f.bare = filepath.Join(t.TempDir(), "acme", "payments.git")
 	gitRun(t, filepath.Dir(filepath.Dir(f.bare)), "init", "-q", "--bare", f.bare)
 	gitRun(t, f.bare, "config", "http.receivepack", "true")
@@ -191,7 +198,7 @@ func (f *fakeGitHub) handler() http.Handler {
 			if f.fault(w) {
 				return
 			}
-			if r.PathValue("owner")+"/"+r.PathValue("repo") != ghRepo {
+			if strings.Contains(r.Pattern, "{owner}") && r.PathValue("owner")+"/"+r.PathValue("repo") != ghRepo {
 				f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
 				return
 			}
@@ -328,7 +335,114 @@ func (f *fakeGitHub) handler() http.Handler {
 		f.reruns = append(f.reruns, r.PathValue("id"))
 		f.write(w, http.StatusCreated, map[string]any{})
 	}))
+	mux.HandleFunc("GET "+pre+"/pulls/{n}", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if p := f.pull(num(r)); p != nil {
+			f.write(w, http.StatusOK, p)
+			return
+		}
+		f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found",
+			"documentation_url": "https://docs.github.com/rest/pulls/pulls#get-a-pull-request"})
+	}))
+	// Reviews in chronological order, paged (per_page default 30, at most 100).
+	mux.HandleFunc("GET "+pre+"/pulls/{n}/reviews", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		f.writePage(w, r, f.reviews[num(r)])
+	}))
+	// Review comments: ascending by id unless sort=created and direction=desc.
+	mux.HandleFunc("GET "+pre+"/pulls/{n}/comments", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		list := f.reviewComments[num(r)]
+		if q := r.URL.Query(); q.Get("sort") == "created" && q.Get("direction") == "desc" {
+			list = slices.Clone(list)
+			slices.Reverse(list)
+		}
+		f.writePage(w, r, list)
+	}))
+	mux.HandleFunc("GET "+pre+"/collaborators/{user}/permission", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		user := r.PathValue("user")
+		p, ok := f.perms[user]
+		if !ok {
+			f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found",
+				"documentation_url": "https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user"})
+			return
+		}
+		legacy := map[string]string{"maintain": "write", "triage": "read"}[p]
+		f.write(w, http.StatusOK, map[string]any{"permission": cmpOr(legacy, p), "role_name": p,
+			"user": map[string]any{"login": user, "id": 7, "type": "User"}})
+	}))
+	mux.HandleFunc("GET /user", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		login, ok := f.logins[tok]
+		if !ok {
+			f.write(w, http.StatusUnauthorized, map[string]string{"message": "Requires authentication",
+				"documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user"})
+			return
+		}
+		f.write(w, http.StatusOK, map[string]any{"login": login, "id": 1, "type": "User"})
+	}))
 	return mux
+}
+
+// writePage answers one page of list the way GitHub pages (page, per_page; a Link header with
+// next, last, first and prev).
+func (f *fakeGitHub) writePage(w http.ResponseWriter, r *http.Request, list []map[string]any) {
+	q := r.URL.Query()
+	per, _ := strconv.Atoi(q.Get("per_page"))
+	if per <= 0 {
+		per = 30
+	}
+	per = min(per, 100)
+	page, _ := strconv.Atoi(q.Get("page"))
+	page = max(page, 1)
+	last := max((len(list)+per-1)/per, 1)
+	link := func(p int, rel string) string {
+		u := *r.URL
+		v := u.Query()
+		v.Set("page", strconv.Itoa(p))
+		v.Set("per_page", strconv.Itoa(per))
+		u.RawQuery = v.Encode()
+		return "<" + f.api.URL + u.String() + `>; rel="` + rel + `"`
+	}
+	var links []string
+	if page < last {
+		links = append(links, link(page+1, "next"), link(last, "last"))
+	}
+	if page > 1 {
+		links = append(links, link(1, "first"), link(page-1, "prev"))
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
+	lo, hi := min((page-1)*per, len(list)), min(page*per, len(list))
+	f.write(w, http.StatusOK, append([]map[string]any{}, list[lo:hi]...))
+}
+
+// ghReview is a review in GitHub's shape; a PENDING one has no submitted_at.
+func ghReview(id int64, user, state, body, commit string, at time.Time) map[string]any {
+	m := map[string]any{"id": id, "node_id": fmt.Sprintf("PRR_%d", id), "user": map[string]any{"login": user, "id": 7, "type": "User"},
+		"body": body, "state": state, "commit_id": commit, "author_association": "COLLABORATOR",
+		"html_url":         fmt.Sprintf("https://github.com/%s/pull/1#pullrequestreview-%d", ghRepo, id),
+		"pull_request_url": "https://api.github.com/repos/" + ghRepo + "/pulls/1"}
+	if state != "PENDING" {
+		m["submitted_at"] = at.Format(time.RFC3339)
+	}
+	return m
+}
+
+// ghReviewComment is a review comment in GitHub's shape; line 0 is an outdated comment (line
+// null, original_line kept).
+func ghReviewComment(id, review int64, user, path string, line, originalLine int, body string, at time.Time) map[string]any {
+	m := map[string]any{"id": id, "node_id": fmt.Sprintf("PRRC_%d", id), "pull_request_review_id": review,
+		"diff_hunk": "@@ -1,3 +1,4 @@", "path": path, "commit_id": strings.Repeat("c", 40),
+		"original_commit_id": strings.Repeat("c", 40), "user": map[string]any{"login": user, "id": 7, "type": "User"},
+		"body": body, "created_at": at.Format(time.RFC3339), "updated_at": at.Format(time.RFC3339),
+		"html_url":         fmt.Sprintf("https://github.com/%s/pull/1#discussion_r%d", ghRepo, id),
+		"pull_request_url": "https://api.github.com/repos/" + ghRepo + "/pulls/1", "author_association": "COLLABORATOR",
+		"original_line": originalLine, "side": "RIGHT", "subject_type": "line"}
+	if line != 0 {
+		m["line"] = line
+	} else {
+		m["line"] = nil
+	}
+	return m
 }
 
 func readAll(r *http.Request) ([]byte, error) {
