@@ -245,3 +245,6 @@ func fixture(t *testing.T, path string) []byte {
 }
 
 var errSinkDown = errors.New("sink down")
+
+// isCI reports whether the tests run in CI, where a missing service fails instead of skipping.
+func isCI() bool { return os.Getenv("CI") != "" }
