@@ -97,6 +97,10 @@ func parseGitea(event string, body []byte) (*Event, error) {
 		if p.Pull == nil {
 			return nil, nil
 		}
+		if p.Action == "label_updated" {
+			// A Gitea without X-Gitea-Event-Type sends pull_request_label as pull_request.
+			return giteaLabeled(e, &p), nil
+		}
 		a := giteaPRAction(p.Action, p.Pull.Merged)
 		if a == "" {
 			return nil, nil

@@ -36,6 +36,10 @@ func TestGiteaPayloadsBecomeEvents(t *testing.T) {
 			Kind: hooks.KindLabeled, Sender: "maintainer", Number: 4, IsPR: true, SHA: sha, Branch: "outerloop/deps-bump",
 			Labeled: &hooks.Labeled{Labels: []string{"outerloop", "automerge"}, Current: true, User: "maintainer",
 				Title: "Bump the dependencies", Body: "Bumps them."}}},
+		{"ALabelUpdateUnderTheCoarseEventNameIsLabeled", "pull_request", "pull_request_label.json", nil, hooks.Event{
+			Kind: hooks.KindLabeled, Sender: "maintainer", Number: 4, IsPR: true, SHA: sha, Branch: "outerloop/deps-bump",
+			Labeled: &hooks.Labeled{Labels: []string{"outerloop", "automerge"}, Current: true, User: "maintainer",
+				Title: "Bump the dependencies", Body: "Bumps them."}}},
 		{"AnIssueLabelUpdateCarriesTheCurrentLabels", "issue_label", "issue_label.json", nil, hooks.Event{Kind: hooks.KindLabeled,
 			Sender: "maintainer", Number: 8, Labeled: &hooks.Labeled{Labels: []string{"outerloop"}, Current: true, User: "maintainer",
 				Title: "Flaky test in payments", Body: "It fails one run in ten."}}},

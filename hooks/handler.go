@@ -119,7 +119,8 @@ const unmarkTimeout = 5 * time.Second
 
 // Handler serves POST /hooks/{forge}: it checks the delivery's signature with the forge's
 // secret, normalises the payload into an Event, drops a delivery id seen before and hands the
-// event to the sink. Other methods answer 405, other paths 404.
+// event to the sink. Other methods answer 405, other paths 404. Mount it at "/hooks/" of the
+// server's mux, outside any authentication middleware: the signature is the authentication.
 func Handler(o Options) http.Handler {
 	o.withDefaults()
 	if o.Sink == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"outerloop/hooks"
+	"outerloop/workitems"
 )
 
 func TestRefusals(t *testing.T) {
@@ -272,5 +273,24 @@ func TestEventsNotUsedAreIgnoredNeverRefused(t *testing.T) {
 				t.Fatalf("observer %v", hs.obs.n)
 			}
 		})
+	}
+}
+
+func TestFromConfigReadsTheSecretFromTheEnvironmentAtEachDelivery(t *testing.T) {
+	// Not parallel: it sets an environment variable.
+	t.Setenv("OUTERLOOP_TEST_HOOK_SECRET", "first")
+	forges := hooks.FromConfig(map[string]workitems.ForgeConfig{
+		"gh":   {Kind: workitems.ForgeGitHub, WebhookSecretEnv: "OUTERLOOP_TEST_HOOK_SECRET"},
+		"bare": {Kind: workitems.ForgeGitHub},
+	}, nil)
+	if forges["bare"].Secret != nil {
+		t.Fatal("a forge without webhook_secret_env has a secret getter")
+	}
+	if got := forges["gh"].Secret(); got != "first" {
+		t.Fatalf("secret %q", got)
+	}
+	t.Setenv("OUTERLOOP_TEST_HOOK_SECRET", "second")
+	if got := forges["gh"].Secret(); got != "second" {
+		t.Fatalf("after rotation: secret %q", got)
 	}
 }
