@@ -48,7 +48,9 @@
 //	                                 label_updated (Labeled.Current: Gitea
 //	                                 does not say which labels were added)
 //
-// Check states are mapped as forge maps the same results read from the APIs.
+// Check states are mapped as forge maps the same results read from the APIs (forge's mappings
+// are unexported, so hooks keeps a copy; tests compare the two on every state, through
+// forge.Checks against a real Gitea and against GitHub's documented API shapes).
 //
 // Metrics: an Observer is told every outcome (package metrics counts
 // outerloop_webhook_deliveries_total{forge, event, result}).

@@ -420,3 +420,31 @@ func sudo(t *testing.T, srv *giteatest.Server, user, method, path string, body a
 		t.Fatalf("%s %s as %s: HTTP %d, want %d: %s", method, path, user, resp.StatusCode, want, out)
 	}
 }
+
+func TestGiteaCheckStatesAreForgesStates(t *testing.T) {
+	t.Parallel()
+	g := newGiteaHooks(t)
+	sha := g.srv.Git(t, g.dir, "rev-parse", "HEAD")
+	states := []string{"pending", "success", "error", "failure", "warning", "skipped"}
+	for _, s := range states {
+		g.srv.PostStatus(t, g.repo, sha, "status-"+s, s, "", "")
+	}
+	var events []hooks.Event
+	for range states {
+		events = append(events, g.next(t, "check", func(e hooks.Event) bool { return e.Kind == hooks.KindCheck }))
+	}
+	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitea,
+		BaseURL: g.srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: g.srv.Getenv("GITEA_TOKEN")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := f.Checks(context.Background(), g.repo.Slug, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := map[string]forge.CheckState{}
+	for _, c := range checks {
+		polled[c.Name] = c.State
+	}
+	compareStates(t, events, polled, len(states))
+}
