@@ -223,7 +223,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		marked = true
 	}
-	if err := h.o.Sink.Handle(r.Context(), *e); err != nil {
+	if err := callSink(r.Context(), h.o.Sink, *e); err != nil {
 		if marked {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), unmarkTimeout)
 			if uerr := h.o.Seen.Unmark(ctx, name, d.id); uerr != nil {
@@ -259,4 +259,14 @@ func writeReply(w http.ResponseWriter, code int, rep reply) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(rep)
+}
+
+// callSink calls the sink; a panic is its error (the delivery id must still be forgotten).
+func callSink(ctx context.Context, s Sink, e Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("hooks: the sink panicked: %v", p)
+		}
+	}()
+	return s.Handle(ctx, e)
 }

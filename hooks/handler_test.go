@@ -2,6 +2,7 @@ package hooks_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -292,5 +293,20 @@ func TestFromConfigReadsTheSecretFromTheEnvironmentAtEachDelivery(t *testing.T) 
 	t.Setenv("OUTERLOOP_TEST_HOOK_SECRET", "second")
 	if got := forges["gh"].Secret(); got != "second" {
 		t.Fatalf("after rotation: secret %q", got)
+	}
+}
+
+func TestASinkThatPanicsIsASinkError(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, func(o *hooks.Options) {
+		o.Sink = hooks.SinkFunc(func(context.Context, hooks.Event) error { panic("boom") })
+	})
+	body := fixture(t, "github/status.json")
+	a := hs.do(t, http.MethodPost, "/hooks/gh", githubHeaders("status", "d-panic", ghSecret, body), body)
+	if a.Code != http.StatusServiceUnavailable || a.Result != hooks.ResultSinkError {
+		t.Fatalf("answered %+v", a)
+	}
+	if hs.seen.has("gh", "d-panic") {
+		t.Fatal("the delivery is still marked seen after the sink panicked")
 	}
 }
