@@ -37,6 +37,10 @@ type ForgeConfig struct {
 	// TokenEnv names the environment variable holding the token (default GITHUB_TOKEN for
 	// github, GITEA_TOKEN for gitea).
 	TokenEnv string `yaml:"token_env" json:"token_env"`
+	// WebhookSecretEnv names the environment variable holding the secret the forge signs its
+	// webhooks with (read at each delivery, so it rotates without a restart). Without it the
+	// forge's webhooks (POST /hooks/{forge}) are refused.
+	WebhookSecretEnv string `yaml:"webhook_secret_env" json:"webhook_secret_env,omitempty"`
 }
 
 // DeliveryMode is what a closed item's change becomes.
@@ -394,6 +398,9 @@ func (c *Config) validateForges() error {
 		if !envNameRE.MatchString(f.TokenEnv) {
 			// Only the name is checked here: the variable is read when the forge is used.
 			return bad(".token_env", fmt.Errorf("%q is not an environment variable name", f.TokenEnv))
+		}
+		if f.WebhookSecretEnv != "" && !envNameRE.MatchString(f.WebhookSecretEnv) {
+			return bad(".webhook_secret_env", fmt.Errorf("%q is not an environment variable name", f.WebhookSecretEnv))
 		}
 	}
 	return nil

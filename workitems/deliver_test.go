@@ -200,6 +200,8 @@ func TestDeliverAndForgeConfigRejectsBadInput(t *testing.T) {
 			"", "forges.tea.base_url", "credentials"},
 		{"base_url not http", `base_url: "http://127.0.0.1:3000/"`, `base_url: "ftp://x"`, "", "forges.tea.base_url", "not an http(s) URL"},
 		{"bad token_env name", "token_env: GITEA_TOKEN", "token_env: GITEA-TOKEN", "", "forges.tea.token_env", "not an environment variable name"},
+		{"bad webhook_secret_env name", "token_env: GITEA_TOKEN}", "token_env: GITEA_TOKEN, webhook_secret_env: 'HOOK SECRET'}", "",
+			"forges.tea.webhook_secret_env", "not an environment variable name"},
 		{"reserved forge name", "  tea: {kind: gitea", "  webhook: {kind: gitea", "", "forges.webhook", "reserved"},
 		{"bad forge name", "  tea: {kind: gitea", "  Tea Pot: {kind: gitea", "", "forges.Tea Pot", "lower-case"},
 		{"deliver to an unknown forge", "      forge: gh\n", "      forge: gitlab\n", "deps-bump", "deliver.forge",
@@ -259,6 +261,20 @@ func TestATokenVariableNeedNotBeSetToValidate(t *testing.T) {
 	t.Setenv("GH_BOT_TOKEN", "")
 	if _, err := parseEdited(t, "", ""); err != nil {
 		t.Fatalf("token variables are checked when used, not at validation: %v", err)
+	}
+}
+
+func TestAWebhookSecretVariableIsReadFromConfigAndOptional(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseEdited(t, "token_env: GITEA_TOKEN}", "token_env: GITEA_TOKEN, webhook_secret_env: GITEA_WEBHOOK_SECRET}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Forges["tea"].WebhookSecretEnv; got != "GITEA_WEBHOOK_SECRET" {
+		t.Fatalf("webhook_secret_env = %q", got)
+	}
+	if got := cfg.Forges["gh"].WebhookSecretEnv; got != "" {
+		t.Fatalf("a forge without webhook_secret_env has %q (no default: it accepts no webhooks)", got)
 	}
 }
 

@@ -199,6 +199,12 @@ DEFAULT_BRANCH = main
 
 [security]
 INSTALL_LOCK = true
+; webhooks may go to the tests' httptest servers on 127.0.0.1 (Gitea 1.27 reads this here;
+; [webhook] ALLOWED_HOST_LIST is its deprecated spelling)
+ALLOWED_HOST_LIST = loopback
+
+[webhook]
+DELIVER_TIMEOUT = 10
 
 [log]
 MODE = file
