@@ -28,6 +28,8 @@ type Config struct {
 	Sandbox Sandbox `yaml:"sandbox"`
 	// Notify says who is told about escalations, failures and daily caps (config_notify.go).
 	Notify Notify `yaml:"notify"`
+	// Waits tunes how waiting items are polled and when they reach the inbox (wait.go).
+	Waits Waits `yaml:"waits"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 
@@ -321,6 +323,7 @@ func (c *Config) applyDefaults() {
 	c.applyForgeDefaults()
 	c.Retention = c.Retention.WithDefaults()
 	c.Notify = c.Notify.WithDefaults()
+	c.Waits = c.Waits.WithDefaults()
 	for i := range c.Templates {
 		t := &c.Templates[i]
 		t.Budget = c.Defaults.Budget.Merge(t.Budget)
@@ -393,6 +396,9 @@ func (c *Config) ValidateWith(loops LoopRegistry) error {
 		return err
 	}
 	if err := c.Notify.validate(); err != nil {
+		return err
+	}
+	if err := c.Waits.validate(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}

@@ -59,6 +59,9 @@ func (k keys) delivered(template string) string { return k.p + "delivered:" + te
 // waits holds the waiting items by when the poller looks next: a zset id → unix ms.
 func (k keys) waits() string { return k.p + "waits" }
 
+// waitKinds counts the waiting items by wait kind (a hash kind → n).
+func (k keys) waitKinds() string { return k.p + "waitkinds" }
+
 // waitSHA holds the items waiting on one pushed commit (a set), so a forge's event about that
 // commit finds them in O(1).
 func (k keys) waitSHA(sha string) string { return k.p + "waitsha:" + sha }

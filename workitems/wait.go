@@ -64,6 +64,8 @@ type Wait struct {
 	// Local is the local evidence's close (its rule and summary) that let the change be pushed.
 	LocalRule    string `json:"local_rule,omitempty"`
 	LocalSummary string `json:"local_summary,omitempty"`
+	// InfraReruns counts the re-runs of CI checks that failed for infrastructure reasons.
+	InfraReruns int `json:"infra_reruns,omitempty"`
 }
 
 // Due reports whether the wait's deadline has passed at now.
@@ -94,6 +96,8 @@ type WaitPlan struct {
 	// first wait of an attempt; later waits keep them).
 	LocalRule    string `json:"local_rule,omitempty"`
 	LocalSummary string `json:"local_summary,omitempty"`
+	// InfraReruns is how many times CI checks were re-run for infrastructure failures so far.
+	InfraReruns int `json:"infra_reruns,omitempty"`
 }
 
 // DefaultFirstPoll is how long after parking the poller first looks, unless the plan says.
@@ -105,3 +109,42 @@ const (
 	EventWaiting EventType = "waiting"
 	EventWoken   EventType = "woken"
 )
+
+// Waits is the config's waits: section: the deployment's poller of waiting items.
+type Waits struct {
+	// PollEvery is how often the poller looks for waiting items whose next poll is due
+	// (default 2s); each item is polled at most every 15 s at first, less often as it ages.
+	PollEvery Duration `yaml:"poll_every" json:"poll_every"`
+	// PollRate bounds the poller's calls to each forge per second (default 2), across replicas
+	// sharing the work; a forge's rate limit and Retry-After postpone its items further.
+	PollRate float64 `yaml:"poll_rate" json:"poll_rate"`
+	// InboxAfter: a pull request waiting for a person's review longer than this is listed in the
+	// inbox (default 24h).
+	InboxAfter Duration `yaml:"inbox_after" json:"inbox_after"`
+}
+
+// WithDefaults fills in what w leaves empty.
+func (w Waits) WithDefaults() Waits {
+	if w.PollEvery == 0 {
+		w.PollEvery = Duration(2 * time.Second)
+	}
+	if w.PollRate == 0 {
+		w.PollRate = 2
+	}
+	if w.InboxAfter == 0 {
+		w.InboxAfter = Duration(24 * time.Hour)
+	}
+	return w
+}
+
+func (w Waits) validate() error {
+	switch {
+	case w.PollEvery < Duration(100*time.Millisecond) || w.PollEvery > Duration(time.Hour):
+		return fmt.Errorf("config: waits.poll_every: %s is not between 100ms and 1h", w.PollEvery)
+	case w.PollRate <= 0 || w.PollRate > 1000:
+		return fmt.Errorf("config: waits.poll_rate: %g is not between 0 and 1000 calls per second", w.PollRate)
+	case w.InboxAfter < 0:
+		return fmt.Errorf("config: waits.inbox_after: must not be negative")
+	}
+	return nil
+}

@@ -29,7 +29,7 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 	var prevSeq int64
 	if it.Wait != nil {
 		prevSeq = it.Wait.Seq
-		w.PushedAt, w.LocalRule, w.LocalSummary = it.Wait.PushedAt, it.Wait.LocalRule, it.Wait.LocalSummary
+		w.PushedAt, w.LocalRule, w.LocalSummary, w.InfraReruns = it.Wait.PushedAt, it.Wait.LocalRule, it.Wait.LocalSummary, it.Wait.InfraReruns
 	}
 	w.Seq = max(prevSeq, it.waitSeqs()) + 1
 	if del := it.Delivery; del != nil && del.Attempt == a.N {
@@ -42,6 +42,7 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 		}
 	}
 	w.Forge, w.Repo = d.Wait.Forge, d.Wait.Repo
+	w.InfraReruns = max(w.InfraReruns, d.Wait.InfraReruns)
 	if d.Wait.LocalRule != "" {
 		w.LocalRule, w.LocalSummary = d.Wait.LocalRule, d.Wait.LocalSummary
 	}
@@ -118,6 +119,7 @@ func (s *Store) indexWait(ctx context.Context, p pipeliner, it *Item, before *Wa
 	after := it.Wait
 	if before != nil && (after == nil || after.Seq != before.Seq) {
 		p.ZRem(ctx, s.k.waits(), it.ID)
+		p.HIncrBy(ctx, s.k.waitKinds(), string(before.Kind), -1)
 		if before.SHA != "" {
 			p.SRem(ctx, s.k.waitSHA(before.SHA), it.ID)
 		}
@@ -127,6 +129,7 @@ func (s *Store) indexWait(ctx context.Context, p pipeliner, it *Item, before *Wa
 	}
 	if after != nil && (before == nil || after.Seq != before.Seq) {
 		p.ZAdd(ctx, s.k.waits(), redis.Z{Score: float64(after.NextPoll.UnixMilli()), Member: it.ID})
+		p.HIncrBy(ctx, s.k.waitKinds(), string(after.Kind), 1)
 		if after.SHA != "" {
 			p.SAdd(ctx, s.k.waitSHA(after.SHA), it.ID)
 		}
@@ -191,6 +194,41 @@ func (s *Store) WaitingOnPR(ctx context.Context, forge, repo string, number int)
 // WaitingCount is the number of waiting items (one ZCARD).
 func (s *Store) WaitingCount(ctx context.Context) (int64, error) {
 	return s.rdb.ZCard(ctx, s.k.waits()).Result()
+}
+
+// WaitingByKind counts the waiting items by what they wait for (one HGETALL).
+func (s *Store) WaitingByKind(ctx context.Context) (map[WaitKind]int64, error) {
+	m, err := s.rdb.HGetAll(ctx, s.k.waitKinds()).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[WaitKind]int64{}
+	for _, k := range AllWaitKinds() {
+		n, _ := strconv.ParseInt(m[string(k)], 10, 64)
+		out[k] = max(n, 0)
+	}
+	return out, nil
+}
+
+// PollLag is how far the earliest due poll is behind now (0: none due): a poller that stopped
+// shows as a lag that grows.
+func (s *Store) PollLag(ctx context.Context, now time.Time) (time.Duration, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.k.waits(), 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return 0, err
+	}
+	lag := now.Sub(time.UnixMilli(int64(zs[0].Score)))
+	return max(lag, 0), nil
+}
+
+// Waiting lists waiting items whose wait began before since (oldest first is not kept: the
+// page is by next poll), at most limit: the inbox's "waiting for a person" reads it.
+func (s *Store) Waiting(ctx context.Context, offset, limit int) ([]*Item, error) {
+	ids, err := s.rdb.ZRange(ctx, s.k.state(StateWaiting), int64(offset), int64(offset+limit-1)).Result()
+	if err != nil {
+		return nil, err
+	}
+	return s.getMany(ctx, ids)
 }
 
 func slicesContains[T comparable](xs []T, x T) bool {
