@@ -29,12 +29,31 @@ type EventSink interface {
 // once with the error as the cause.
 type Publisher interface {
 	Publish(ctx context.Context, p Publication) (Published, error)
+	// Merge merges the delivery's pull request (deliver.automerge) if its head is still the
+	// pushed commit. A refusal by the forge is a *MergeRefusedError.
+	Merge(ctx context.Context, m Merge) (workitems.Delivery, error)
 	// Followup is told the decision on an attempt that did not close an item which already has
 	// a branch or pull request from an earlier attempt (Followup.Delivery): a retry's next
 	// attempt will push to the same branch, so its pull request updates; an escalation should
 	// label the pull request `outerloop:needs-human` and comment the reason.
 	Followup(ctx context.Context, f Followup) error
 }
+
+// Merge is a decided close whose pull request is to be merged.
+type Merge struct {
+	Template *workitems.Template
+	Item     *workitems.Item
+	Attempt  int
+	Delivery workitems.Delivery // the pushed commit and its pull request
+	Events   EventSink
+}
+
+// MergeRefusedError is a merge the forge refused (the head moved, conflicts, a required check or
+// approval it wants): a fact for the policy (automerge_refused), not transient trouble.
+type MergeRefusedError struct{ Err error }
+
+func (e *MergeRefusedError) Error() string { return "merge refused: " + e.Err.Error() }
+func (e *MergeRefusedError) Unwrap() error { return e.Err }
 
 // Publication is a committed change to publish.
 type Publication struct {
@@ -53,16 +72,12 @@ type Publication struct {
 	NetworkRefused []string
 }
 
-// Published is what the publisher did.
+// Published is what the publisher did: facts, never a decision. Delivery is the publication's
+// record with branch, pushed SHA, pull request and the outcome (pushed, pr_opened, pr_updated;
+// declined or unchanged with SameAs when a pull request already holds the tree; failed with
+// class conflict when the base moved under a conflicting change).
 type Published struct {
-	// Delivery is the publication's record with branch, pushed SHA, pull request, CI checks,
-	// merge commit and the outcome (pushed, pr_opened, pr_updated, merged, declined, unchanged).
 	Delivery workitems.Delivery
-	// Decision, when set, replaces the verifier's close: CI on the pushed commit failed (retry
-	// with the failing checks in the next input), the checks never came (escalate), a person
-	// declined the same tree before (close, rule declined), the open pull request already holds
-	// this tree (close as unchanged).
-	Decision *workitems.Decision
 }
 
 // Followup is a decision to tell the forge about.
@@ -82,6 +97,11 @@ var ErrForgeNotConfigured = errors.New("forge delivery not configured")
 // ErrForgeNotConfigured (class invalid_input: a person must configure it) and has nothing to
 // follow up.
 type NotConfigured struct{}
+
+// Merge refuses: nothing was ever published.
+func (NotConfigured) Merge(_ context.Context, m Merge) (workitems.Delivery, error) {
+	return m.Delivery, workitems.Classify(workitems.ClassInvalidInput, fmt.Errorf("delivery: merge: %w", ErrForgeNotConfigured))
+}
 
 // Publish refuses.
 func (NotConfigured) Publish(_ context.Context, p Publication) (Published, error) {
@@ -137,15 +157,17 @@ type Request struct {
 	NetworkRefused []string
 }
 
-// Result is the decision to record, with the delivery record and the patch to store with it.
+// Result is what the delivery did: its record (facts for the policy, never a decision) and the
+// patch to store with the decision.
 type Result struct {
-	Decision workitems.Decision
-	Delivery *workitems.Delivery // nil: nothing to record (no close, no delivery)
+	Delivery *workitems.Delivery // nil: nothing delivered (the attempt did not close locally)
 	Patch    []byte              // at most MaxPatchBytes plus the truncation marker
 }
 
-// Deliver acts on a decided attempt (see the package doc). The error is only for transient
-// trouble; the attempt's item then stays as it is and the caller tries again later.
+// Deliver delivers an attempt the local evidence closed (see the package doc): the commit, its
+// patch, and through a forge the push and the pull request. A failure a person must look at
+// is a record with outcome failed; the error is only for transient trouble, and the caller
+// tries again later.
 func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	if r.Template == nil || r.Item == nil {
 		return Result{}, workitems.Classify(workitems.ClassInvariantViolation, errors.New("delivery: request without template or item"))
@@ -153,9 +175,8 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	if r.Events == nil {
 		r.Events = discard{}
 	}
-	res := Result{Decision: r.Decision}
+	var res Result
 	if r.Decision.Outcome != workitems.OutcomeClose {
-		d.followup(ctx, r)
 		return res, nil
 	}
 	mode := r.Template.Deliver.Mode
@@ -185,9 +206,6 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	}
 	if c.commit == "" {
 		del.Outcome = workitems.DeliveryUnchanged
-		res.Decision.Rule = workitems.RuleNoChange
-		res.Decision.Reasons = append([]string{"unchanged: apart from the done check's reports the attempt changed nothing; nothing committed"},
-			res.Decision.Reasons...)
 		d.emit(ctx, r, workitems.StepUnchanged, "nothing but the done check's reports changed: nothing committed", nil)
 		return res, nil
 	}
@@ -231,10 +249,15 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	}
 	*del = pub.Delivery
 	del.Attempt, del.Mode = r.Attempt, mode
-	if pub.Decision != nil {
-		res.Decision = *pub.Decision
-	}
 	return res, nil
+}
+
+// Merge merges a decided close's pull request through the publisher (deliver.automerge).
+func (d *Deliverer) Merge(ctx context.Context, m Merge) (workitems.Delivery, error) {
+	if m.Events == nil {
+		m.Events = discard{}
+	}
+	return d.o.Publisher.Merge(ctx, m)
 }
 
 // failOrRetry returns a transient error for the caller to retry, and makes anything else an
@@ -250,33 +273,30 @@ func (d *Deliverer) failOrRetry(ctx context.Context, r Request, res Result, err 
 	return d.fail(ctx, r, res, class, err)
 }
 
-// fail turns the close into an escalation naming the cause, and records it on the delivery.
+// fail records why the delivery failed on its record (the policy escalates it: delivery_failed).
 func (d *Deliverer) fail(ctx context.Context, r Request, res Result, class workitems.ErrorClass, err error) (Result, error) {
 	del := res.Delivery
 	del.Outcome, del.Error, del.ErrorClass = workitems.DeliveryFailed, err.Error(), class
-	verdict := r.Decision
-	res.Decision = workitems.Decision{
-		Outcome:  workitems.OutcomeEscalate,
-		Rule:     workitems.RuleDeliveryFailed,
-		Reasons:  append([]string{fmt.Sprintf("delivery failed (%s): %v", class, err)}, prefixed("the check had passed: ", verdict.Reasons)...),
-		Evidence: verdict.Evidence,
-		Summary:  "delivery failed: " + err.Error(),
-		Actor:    verdict.Actor,
-		At:       verdict.At,
-	}
 	d.emit(ctx, r, workitems.StepFailed, "delivery failed: "+err.Error(), map[string]string{"class": string(class)})
-	d.o.Logger.WarnContext(ctx, "delivery failed; the item is escalated", "item", r.Item.ID, "attempt", r.Attempt, "class", class, "err", err)
+	d.o.Logger.WarnContext(ctx, "delivery failed", "item", r.Item.ID, "attempt", r.Attempt, "class", class, "err", err)
 	return res, nil
 }
 
-// followup tells the publisher about a retry or an escalation of an item it delivered before.
-func (d *Deliverer) followup(ctx context.Context, r Request) {
-	prev := r.Item.Delivery
-	if prev == nil || (prev.PR == nil && prev.Branch == "") {
+// Followup tells the publisher about a retry or an escalation of an item whose change it
+// delivered (f.Delivery: the latest record, with its branch or pull request). A failure is an
+// event, not an error: the decision stands.
+func (d *Deliverer) Followup(ctx context.Context, f Followup) {
+	if f.Events == nil {
+		f.Events = discard{}
+	}
+	if f.Decision.Outcome != workitems.OutcomeEscalate && f.Decision.Outcome != workitems.OutcomeRetry {
 		return
 	}
-	err := d.o.Publisher.Followup(ctx, Followup{Template: r.Template, Item: r.Item, Attempt: r.Attempt, Decision: r.Decision,
-		Delivery: *prev, Events: r.Events})
+	if f.Delivery.PR == nil && f.Delivery.Branch == "" {
+		return
+	}
+	r := Request{Attempt: f.Attempt, Events: f.Events, Decision: f.Decision}
+	err := d.o.Publisher.Followup(ctx, f)
 	data := map[string]string{"outcome": string(r.Decision.Outcome)}
 	if err != nil {
 		data["class"] = string(workitems.ClassOf(err))
@@ -335,13 +355,6 @@ func firstLine(s string) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-func prefixed(p string, ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = p + s
-	}
-	return out
-}
 
 func short(sha string) string {
 	if len(sha) > 12 {

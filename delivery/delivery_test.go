@@ -125,8 +125,8 @@ func TestAChangeBecomesOneCommitOnTheBaseWithTrailersAndItsPatchIsKept(t *testin
 		t.Fatal(err)
 	}
 	d := res.Delivery
-	if res.Decision.Outcome != workitems.OutcomeClose || res.Decision.Rule != "all_green" || d.Outcome != workitems.DeliveryPatched {
-		t.Fatalf("decision %+v delivery %+v", res.Decision, d)
+	if d.Outcome != workitems.DeliveryPatched {
+		t.Fatalf("delivery %+v", d)
 	}
 	if r.commitsOnBase() != 1 || r.git("rev-parse", "HEAD") != d.Commit || r.git("rev-parse", "HEAD^") != r.base || d.Base != r.base {
 		t.Fatalf("want one commit on the base at HEAD: %+v", d)
@@ -242,9 +242,9 @@ func TestNothingIsCommittedWhenNothingChanged(t *testing.T) {
 		r := newRepo(t, map[string]string{"calc.go": calc})
 		r.write(map[string]string{"report.xml": "<testsuites/>", "out/a.json": "{}"})
 		res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, tmpl, green, &events{}))
-		if err != nil || res.Delivery.Outcome != workitems.DeliveryUnchanged || res.Decision.Rule != workitems.RuleNoChange ||
-			res.Decision.Outcome != workitems.OutcomeClose || r.git("rev-parse", "HEAD") != r.base {
-			t.Fatalf("%v %+v %+v", err, res.Decision, res.Delivery)
+		// A fact (unchanged, no same-as): the policy closes it as no_change.
+		if err != nil || res.Delivery.Outcome != workitems.DeliveryUnchanged || res.Delivery.SameAs != nil || r.git("rev-parse", "HEAD") != r.base {
+			t.Fatalf("%v %+v", err, res.Delivery)
 		}
 	})
 	t.Run("reports stay out of a real change", func(t *testing.T) {
@@ -268,7 +268,7 @@ func TestNotGreenCommitsNothing(t *testing.T) {
 	} {
 		ev := &events{}
 		res, err := delivery.New(delivery.Options{}).Deliver(context.Background(), request(r, template(workitems.DeliverPatch), d, ev))
-		if err != nil || res.Delivery != nil || res.Patch != nil || res.Decision.Rule != d.Rule || len(ev.steps()) != 0 {
+		if err != nil || res.Delivery != nil || res.Patch != nil || len(ev.steps()) != 0 {
 			t.Fatalf("%s: %v %+v %v", d.Rule, err, res, ev.steps())
 		}
 	}
@@ -277,7 +277,7 @@ func TestNotGreenCommitsNothing(t *testing.T) {
 	}
 }
 
-func TestForgeModesWithoutAForgeEscalateWithTheCause(t *testing.T) {
+func TestForgeModesWithoutAForgeRecordTheCause(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []workitems.DeliveryMode{workitems.DeliverBranch, workitems.DeliverPullRequest} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -289,14 +289,10 @@ func TestForgeModesWithoutAForgeEscalateWithTheCause(t *testing.T) {
 			if err != nil {
 				t.Fatalf("a configuration error is a decision, not an error: %v", err)
 			}
-			dec, del := res.Decision, res.Delivery
-			if dec.Outcome != workitems.OutcomeEscalate || dec.Rule != workitems.RuleDeliveryFailed ||
-				!strings.Contains(dec.Summary, "forge delivery not configured") || !strings.Contains(dec.Summary, string(mode)) {
-				t.Fatalf("decision %+v", dec)
-			}
-			if !strings.Contains(dec.Reasons[0], "invalid_input") || dec.Reasons[1] != "the check had passed: all green: 1 tests passed" ||
-				len(dec.Evidence) != 1 {
-				t.Fatalf("reasons %q evidence %v", dec.Reasons, dec.Evidence)
+			// A fact for the policy (delivery_failed escalates it), with the cause.
+			del := res.Delivery
+			if !strings.Contains(del.Error, "forge delivery not configured") || !strings.Contains(del.Error, string(mode)) {
+				t.Fatalf("delivery %+v", del)
 			}
 			if del.Outcome != workitems.DeliveryFailed || del.ErrorClass != workitems.ClassInvalidInput || del.Commit == "" || len(res.Patch) == 0 {
 				t.Fatalf("the commit and its patch are kept for the person: %+v", del)
@@ -328,6 +324,10 @@ func (p *publisher) Publish(_ context.Context, pub delivery.Publication) (delive
 		return delivery.Published{}, err
 	}
 	return p.result(pub), nil
+}
+
+func (p *publisher) Merge(_ context.Context, m delivery.Merge) (workitems.Delivery, error) {
+	return m.Delivery, errors.New("test: no merge")
 }
 
 func (p *publisher) Followup(_ context.Context, f delivery.Followup) error {
@@ -368,29 +368,20 @@ func TestAPublisherGetsTheCommitAndTransientErrorsAreRetried(t *testing.T) {
 		t.Fatalf("publication %+v", p.Delivery)
 	}
 	del := res.Delivery
-	if del.Outcome != workitems.DeliveryPROpened || del.PR.Number != 7 || del.Attempt != 2 || len(res.Patch) == 0 || res.Decision.Rule != "all_green" {
+	if del.Outcome != workitems.DeliveryPROpened || del.PR.Number != 7 || del.Attempt != 2 || len(res.Patch) == 0 {
 		t.Fatalf("result %+v", del)
 	}
 	if fmt.Sprint(ev.steps()) != "[committed publish retrying reused publish]" {
 		t.Fatalf("events %v", ev.steps())
 	}
 
-	// A publisher's decision replaces the close: CI on the pushed commit failed.
-	r2 := newRepo(t, map[string]string{"calc.go": calc})
-	r2.write(map[string]string{"calc.go": "fixed\n"})
-	retry := workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "ci_failed", Next: &workitems.Condition{Input: "CI test failed"}}
-	pub2 := &publisher{result: func(p delivery.Publication) delivery.Published { out := opened(p); out.Decision = &retry; return out }}
-	res, err = delivery.New(delivery.Options{Publisher: pub2}).Deliver(context.Background(), request(r2, template(workitems.DeliverPullRequest), green, &events{}))
-	if err != nil || res.Decision.Rule != "ci_failed" || res.Delivery.PR == nil {
-		t.Fatalf("%v %+v", err, res)
-	}
-	// A permission error is not transient: escalate at once.
+	// A permission error is not transient: a failed delivery with its class (the policy escalates).
 	r3 := newRepo(t, map[string]string{"calc.go": calc})
 	r3.write(map[string]string{"calc.go": "fixed\n"})
 	pub3 := &publisher{errs: []error{workitems.Classify(workitems.ClassPermission, errors.New("forge: 403 push to a protected branch"))}}
 	res, err = delivery.New(delivery.Options{Publisher: pub3}).Deliver(context.Background(), request(r3, template(workitems.DeliverBranch), green, &events{}))
-	if err != nil || res.Decision.Outcome != workitems.OutcomeEscalate || res.Delivery.ErrorClass != workitems.ClassPermission ||
-		!strings.Contains(res.Decision.Summary, "protected branch") {
+	if err != nil || res.Delivery.Outcome != workitems.DeliveryFailed || res.Delivery.ErrorClass != workitems.ClassPermission ||
+		!strings.Contains(res.Delivery.Error, "protected branch") {
 		t.Fatalf("%v %+v", err, res)
 	}
 }
@@ -403,13 +394,15 @@ func TestARetryOrEscalationOfAnItemWithAPullRequestIsFollowedUp(t *testing.T) {
 	esc := workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "ci_missing", Summary: "no CI"}
 	ev := &events{}
 	req := request(r, template(workitems.DeliverPullRequest), esc, ev)
-	if _, err := d.Deliver(context.Background(), req); err != nil || len(pub.followups) != 0 {
-		t.Fatalf("nothing published before: no followup (%v, %d)", err, len(pub.followups))
+	f := delivery.Followup{Template: req.Template, Item: req.Item, Attempt: 2, Decision: esc, Events: ev}
+	d.Followup(context.Background(), f)
+	if len(pub.followups) != 0 {
+		t.Fatalf("nothing published before: no followup (%d)", len(pub.followups))
 	}
-	req.Item.Delivery = &workitems.Delivery{Attempt: 1, Branch: "outerloop/fix-calc", PR: &workitems.PullRequest{Number: 3, State: workitems.PROpen}}
-	res, err := d.Deliver(context.Background(), req)
-	if err != nil || res.Decision.Rule != "ci_missing" || res.Delivery != nil {
-		t.Fatalf("a failing followup never changes the decision: %v %+v", err, res)
+	f.Delivery = workitems.Delivery{Attempt: 1, Branch: "outerloop/fix-calc", PR: &workitems.PullRequest{Number: 3, State: workitems.PROpen}}
+	d.Followup(context.Background(), f)
+	if res, err := d.Deliver(context.Background(), req); err != nil || res.Delivery != nil {
+		t.Fatalf("a decision that is not a close delivers nothing: %v %+v", err, res)
 	}
 	if len(pub.followups) != 1 || pub.followups[0].Delivery.PR.Number != 3 || pub.followups[0].Decision.Rule != "ci_missing" {
 		t.Fatalf("followups %+v", pub.followups)

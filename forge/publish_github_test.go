@@ -17,6 +17,7 @@ import (
 	"outerloop/forge"
 	"outerloop/publish"
 	"outerloop/verify"
+	"outerloop/waits"
 	"outerloop/workitems"
 )
 
@@ -39,34 +40,6 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// ciOnPush is the CI: when the publisher asks for the pushed commit's checks, a check run
-// "build" with the next conclusion is posted for exactly that SHA, then the real verifier reads
-// them through the forge.
-type ciOnPush struct {
-	fake        *forge.FakeGitHub
-	v           *verify.Verifier
-	mu          sync.Mutex
-	conclusions []string
-	shas        []string
-}
-
-func (c *ciOnPush) VerifyPushed(ctx context.Context, p delivery.Publication, sha string) (workitems.Decision, []workitems.CheckResult, error) {
-	c.mu.Lock()
-	c.fake.AddCheckRun("build", sha, c.conclusions[len(c.shas)])
-	c.shas = append(c.shas, sha)
-	c.mu.Unlock()
-	r, err := c.v.VerifyPushed(ctx, verify.Request{Template: p.Template, Item: p.Item, Attempt: p.Attempt,
-		Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Workspace: p.Workspace}, sha)
-	if err != nil {
-		return workitems.Decision{}, nil, err
-	}
-	var checks []workitems.CheckResult
-	for _, ch := range r.Facts.CI.Checks {
-		checks = append(checks, workitems.CheckResult{Name: ch.Name, State: workitems.CheckState(ch.State), URL: ch.URL, Summary: ch.Details})
-	}
-	return r.Decision, checks, nil
-}
-
 type events struct {
 	mu    sync.Mutex
 	steps []string
@@ -78,7 +51,7 @@ func (e *events) Emit(_ context.Context, ev workitems.Event) {
 	e.steps = append(e.steps, ev.Data["step"])
 }
 
-func TestThePublisherOnGitHubRetriesOnRedCIThenMergesTheSamePullRequest(t *testing.T) {
+func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *testing.T) {
 	t.Parallel()
 	fake := forge.NewFakeGitHub(t, pubToken)
 	var logs bytes.Buffer
@@ -95,9 +68,9 @@ func TestThePublisherOnGitHubRetriesOnRedCIThenMergesTheSamePullRequest(t *testi
 		t.Fatal(err)
 	}
 	set := forge.Set{"github": f}
-	ci := &ciOnPush{fake: fake, conclusions: []string{"failure", "success"},
-		v: verify.New(verify.WithCI("github", verify.NewForgeCI(f)), verify.WithLogger(logger))}
-	p := publish.New(publish.Options{Forges: set, CI: ci, Logger: logger})
+	v := verify.New(verify.WithCI("github", verify.NewForgeCI(f)), verify.WithLogger(logger))
+	judge := &waits.Judge{Verifier: v, Forges: set, Logger: logger}
+	p := publish.New(publish.Options{Forges: set, Logger: logger})
 
 	// The remote's main, and a workspace cloned from it.
 	seed := t.TempDir()
@@ -131,27 +104,49 @@ func TestThePublisherOnGitHubRetriesOnRedCIThenMergesTheSamePullRequest(t *testi
 	closeDec := workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "checks_passed", Reasons: []string{"local check green"}, Actor: "verifier"}
 	ctx := context.Background()
 
+	// waitOn is the item as the store has it after the push decided to wait for CI.
+	waitOn := func(del workitems.Delivery) {
+		it.Delivery = &del
+		it.Wait = &workitems.Wait{Kind: workitems.WaitCI, Seq: 1, Attempt: it.Attempt, Forge: "github", Repo: "acme/payments",
+			SHA: del.PushedSHA, PR: del.PR.Number, Since: time.Now(), Deadline: time.Now().Add(time.Hour), LocalRule: "checks_passed"}
+	}
+
 	ev1 := &events{}
 	d1 := commit("example.com/lib v1.2.0 h1:x\n")
 	res, err := p.Publish(ctx, delivery.Publication{Template: tmpl, Item: it, Attempt: 1, Workspace: ws, Delivery: d1, Decision: closeDec, Events: ev1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Decision == nil || res.Decision.Outcome != workitems.OutcomeRetry || res.Decision.Rule != "ci_failed" ||
-		!strings.Contains(res.Decision.Next.Input, "Failing CI checks: build") {
-		t.Fatalf("red CI must retry with the failing check in the input: %+v", res.Decision)
-	}
 	first := res.Delivery
-	if first.Outcome != workitems.DeliveryPROpened || first.PR == nil || first.PushedSHA != d1.Commit || fake.BranchSHA("outerloop/deps-bump") != d1.Commit ||
-		len(first.Checks) != 1 || first.Checks[0].State != workitems.CheckFailure {
+	if first.Outcome != workitems.DeliveryPROpened || first.PR == nil || first.PushedSHA != d1.Commit || fake.BranchSHA("outerloop/deps-bump") != d1.Commit {
 		t.Fatalf("attempt 1 delivery %+v", first)
 	}
-	if fmt.Sprint(ev1.steps) != "[pushed pr_opened ci]" {
+	if fmt.Sprint(ev1.steps) != "[pushed pr_opened]" {
 		t.Fatalf("attempt 1 steps %v", ev1.steps)
+	}
+	// The push decides nothing; the policy after it waits for CI.
+	if d := judge.AfterPush(ctx, tmpl, it, 1, closeDec, &first, ""); d.Outcome != workitems.OutcomeWait || d.Rule != verify.RuleCIPending ||
+		d.Wait.Forge != "github" || d.Wait.Repo != "acme/payments" {
+		t.Fatalf("after the push: %+v %+v", d, d.Wait)
+	}
+	waitOn(first)
+	if d, err := judge.Peek(ctx, tmpl, it); err != nil || d.Outcome != workitems.OutcomeWait {
+		t.Fatalf("no check run yet: %+v %v", d, err)
+	}
+	fake.AddCheckRun("build", d1.Commit, "failure")
+	dec, judged, err := judge.Wake(ctx, tmpl, it, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Outcome != workitems.OutcomeRetry || dec.Rule != "ci_failed" || !strings.Contains(dec.Next.Input, "Failing CI checks: build") {
+		t.Fatalf("red CI must retry with the failing check in the input: %+v", dec)
+	}
+	if len(judged.Checks) != 1 || judged.Checks[0].State != workitems.CheckFailure {
+		t.Fatalf("the checks read go on the delivery record: %+v", judged.Checks)
 	}
 
 	// Attempt 2: a new commit on the same branch updates the same pull request; CI is green.
-	it.Attempt, it.Attempts, it.Delivery = 2, append(it.Attempts, workitems.Attempt{N: 2}), &first
+	it.Attempt, it.Attempts, it.Wait = 2, append(it.Attempts, workitems.Attempt{N: 2}), nil
 	ev2 := &events{}
 	d2 := commit("example.com/lib v1.2.1 h1:y\n")
 	res, err = p.Publish(ctx, delivery.Publication{Template: tmpl, Item: it, Attempt: 2, Workspace: ws, Delivery: d2, Decision: closeDec, Events: ev2})
@@ -159,18 +154,28 @@ func TestThePublisherOnGitHubRetriesOnRedCIThenMergesTheSamePullRequest(t *testi
 		t.Fatal(err)
 	}
 	second := res.Delivery
-	if res.Decision.Outcome != workitems.OutcomeClose || second.Outcome != workitems.DeliveryMerged || second.PR.Number != first.PR.Number ||
-		second.PushedSHA != d2.Commit || second.MergeCommit == "" || second.PR.State != workitems.PRMerged {
-		t.Fatalf("attempt 2: %+v %+v", res.Decision, second)
+	if second.Outcome != workitems.DeliveryPRUpdated || second.PR.Number != first.PR.Number || second.PushedSHA != d2.Commit {
+		t.Fatalf("attempt 2: %+v", second)
 	}
-	if fmt.Sprint(ev2.steps) != "[pushed pr_updated ci merged]" {
+	waitOn(second)
+	fake.AddCheckRun("build", d2.Commit, "success")
+	dec, judged, err = judge.Wake(ctx, tmpl, it, "")
+	if err != nil || dec.Outcome != workitems.OutcomeClose || dec.Rule != "checks_passed" {
+		t.Fatalf("green CI closes: %+v %v", dec, err)
+	}
+	merged, err := p.Merge(ctx, delivery.Merge{Template: tmpl, Item: it, Attempt: 2, Delivery: *judged, Events: ev2})
+	if err != nil || merged.Outcome != workitems.DeliveryMerged || merged.MergeCommit == "" || merged.PR.State != workitems.PRMerged {
+		t.Fatalf("merge: %+v %v", merged, err)
+	}
+	if fmt.Sprint(ev2.steps) != "[pushed pr_updated merged]" {
 		t.Fatalf("attempt 2 steps %v", ev2.steps)
 	}
 	if pulls := fake.Pulls(); len(pulls) != 1 || pulls[0]["merged"] != true || fmt.Sprint(fake.Labels(first.PR.Number)) != "[outerloop]" {
 		t.Fatalf("pull requests %v", pulls)
 	}
-	if ci.shas[0] != d1.Commit || ci.shas[1] != d2.Commit {
-		t.Fatalf("CI asked for %v", ci.shas)
+	// A second merge of the same head is refused by the forge: a fact, not transient trouble.
+	if _, err := p.Merge(ctx, delivery.Merge{Template: tmpl, Item: it, Attempt: 2, Delivery: *judged, Events: ev2}); err == nil {
+		t.Fatal("merging a merged pull request again must be refused")
 	}
 	if len(fake.GitAuthSeen()) == 0 {
 		t.Fatal("the pushes must have gone to the git remote with credentials")

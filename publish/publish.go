@@ -17,16 +17,9 @@ import (
 	"outerloop/workitems"
 )
 
-// CIVerifier decides on the required CI checks of exactly the pushed commit (the verifier's
-// VerifyPushed, through an adapter in internal/app). It waits up to done_check.ci.wait.
-type CIVerifier interface {
-	VerifyPushed(ctx context.Context, p delivery.Publication, sha string) (workitems.Decision, []workitems.CheckResult, error)
-}
-
 // Options configures a Publisher.
 type Options struct {
 	Forges forge.Set
-	CI     CIVerifier // required when a template has done_check.ci
 	Logger *slog.Logger
 }
 
@@ -137,11 +130,10 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 		if conflict != "" {
 			ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s and the change conflicts with it: retried from the new base", tg.base, short(baseHead)),
 				map[string]string{"base": baseHead, "conflict": conflict})
-			dec := retryDecision(pub, workitems.RuleBaseMoved,
-				fmt.Sprintf("base_moved: %s moved from %s to %s and the change conflicts (%s): the next attempt starts from the new base", tg.base, short(del.Base), short(baseHead), conflict))
 			del.Outcome = workitems.DeliveryFailed
-			del.Error, del.ErrorClass = "base branch moved; the change conflicts: "+conflict, workitems.ClassConflict
-			return delivery.Published{Delivery: del, Decision: &dec}, nil
+			del.Error = fmt.Sprintf("the base %s moved from %s to %s and the change conflicts: %s", tg.base, short(del.Base), short(baseHead), conflict)
+			del.ErrorClass = workitems.ClassConflict
+			return delivery.Published{Delivery: del}, nil
 		}
 		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s: the change is re-made on it as %s", tg.base, short(baseHead), short(remade)),
 			map[string]string{"base": baseHead, "commit": remade})
@@ -165,50 +157,41 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 	ev.emit(ctx, workitems.StepPushed, "pushed "+short(commit)+" to "+tg.branch, map[string]string{"sha": commit, "branch": tg.branch})
 	del.Outcome = workitems.DeliveryPushed
 
-	var pr *forge.PullRequest
 	if t.Deliver.Mode == workitems.DeliverPullRequest {
-		if pr, err = p.openOrUpdate(ctx, pub, tg, prs, commit, &del, ev); err != nil {
+		if _, err = p.openOrUpdate(ctx, pub, tg, prs, commit, &del, ev); err != nil {
 			return delivery.Published{}, err
 		}
 	}
+	return delivery.Published{Delivery: del}, nil
+}
 
-	dec := pub.Decision
-	if t.DoneCheck.CI != nil {
-		if p.o.CI == nil {
-			return delivery.Published{}, workitems.Classify(workitems.ClassInvariantViolation, errors.New("publish: no CI verifier wired"))
-		}
-		d, checks, err := p.o.CI.VerifyPushed(ctx, pub, commit)
-		if err != nil {
-			return delivery.Published{}, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: CI on %s: %w", short(commit), err))
-		}
-		del.Checks = checks
-		ev.emit(ctx, workitems.StepCI, fmt.Sprintf("CI on %s: %s (%s)", short(commit), d.Outcome, d.Rule),
-			map[string]string{"sha": commit, "outcome": string(d.Outcome), "rule": d.Rule})
-		dec = d
+// Merge merges the delivery's pull request (deliver.automerge), refused unless its head is still
+// the pushed commit, and returns the record with the merge commit. A refusal by the forge is a
+// *delivery.MergeRefusedError (the policy escalates it); transient trouble is an error of class
+// transient.
+func (p *Publisher) Merge(ctx context.Context, m delivery.Merge) (workitems.Delivery, error) {
+	del := m.Delivery
+	if del.PR == nil || del.PushedSHA == "" {
+		return del, workitems.Classify(workitems.ClassInvariantViolation, errors.New("publish: merge of a delivery without a pull request"))
 	}
-
-	switch {
-	case dec.Outcome == workitems.OutcomeClose && t.Deliver.Automerge && pr != nil:
-		sha, err := tg.f.Merge(ctx, tg.slug, pr.Number, forge.MergeRequest{Method: t.Deliver.MergeMethod, ExpectedHeadSHA: commit})
-		if err != nil {
-			if workitems.ClassOf(err) == workitems.ClassTransient {
-				return delivery.Published{}, err
-			}
-			dec = escalation(pub, dec, "automerge refused: "+err.Error())
-			p.needsHuman(ctx, tg, pr.Number, dec, ev)
-			del.PR.State = workitems.PROpen
-			return delivery.Published{Delivery: del, Decision: &dec}, nil
-		}
-		del.MergeCommit, del.Outcome, del.PR.State = sha, workitems.DeliveryMerged, workitems.PRMerged
-		ev.emit(ctx, workitems.StepMerged, fmt.Sprintf("merged #%d (%s) as %s", pr.Number, t.Deliver.MergeMethod, short(sha)),
-			map[string]string{"merge_commit": sha, "pr": pr.URL})
-	case dec.Outcome == workitems.OutcomeEscalate && pr != nil:
-		p.needsHuman(ctx, tg, pr.Number, dec, ev)
-	case dec.Outcome == workitems.OutcomeRetry && pr != nil && it.MaxAttempts > 0 && pub.Attempt >= it.MaxAttempts:
-		// The store turns this retry into an escalation (no attempts left): say so on the PR.
-		p.needsHuman(ctx, tg, pr.Number, escalation(pub, dec, fmt.Sprintf("no attempts left (%d of %d): %s", pub.Attempt, it.MaxAttempts, strings.Join(dec.Reasons, "; "))), ev)
+	tg, err := p.target(ctx, m.Template, m.Item.ID)
+	if err != nil {
+		return del, err
 	}
-	return delivery.Published{Delivery: del, Decision: &dec}, nil
+	sha, err := tg.f.Merge(ctx, tg.slug, del.PR.Number, forge.MergeRequest{Method: m.Template.Deliver.MergeMethod, ExpectedHeadSHA: del.PushedSHA})
+	if err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient {
+			return del, err
+		}
+		return del, &delivery.MergeRefusedError{Err: err}
+	}
+	pr := *del.PR
+	pr.State = workitems.PRMerged
+	del.MergeCommit, del.Outcome, del.PR = sha, workitems.DeliveryMerged, &pr
+	emitter{pub: delivery.Publication{Events: m.Events, Attempt: m.Attempt}}.emit(ctx, workitems.StepMerged,
+		fmt.Sprintf("merged #%d (%s) as %s", pr.Number, m.Template.Deliver.MergeMethod, short(sha)),
+		map[string]string{"merge_commit": sha, "pr": pr.URL})
+	return del, nil
 }
 
 // dedupe reports whether the open or the last declined pull request already holds this tree.
@@ -219,12 +202,9 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		if tree == del.Tree && item != pub.Item.ID {
 			del.Outcome, del.PR = workitems.DeliveryUnchanged, prRef(open)
 			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(open)}
-			dec := pub.Decision
-			dec.Rule = workitems.RuleAlreadyDelivered
-			dec.Reasons = append([]string{fmt.Sprintf("the open pull request #%d (%s) already holds this tree: nothing pushed", open.Number, open.URL)}, dec.Reasons...)
 			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("the open pull request #%d already holds tree %s: nothing pushed", open.Number, short(del.Tree)),
 				map[string]string{"pr": open.URL, "tree": del.Tree, "same_as": item})
-			return delivery.Published{Delivery: del, Decision: &dec}, true
+			return delivery.Published{Delivery: del}, true
 		}
 		return delivery.Published{}, false
 	}
@@ -233,12 +213,9 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		if tree == del.Tree {
 			del.Outcome, del.PR = workitems.DeliveryDeclined, prRef(last)
 			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(last)}
-			dec := pub.Decision
-			dec.Rule = workitems.RuleDeclined
-			dec.Reasons = append([]string{fmt.Sprintf("declined: a person closed pull request #%d (%s) with this same tree unmerged; no new pull request", last.Number, last.URL)}, dec.Reasons...)
 			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("pull request #%d with tree %s was closed unmerged: declined, nothing pushed", last.Number, short(del.Tree)),
 				map[string]string{"pr": last.URL, "tree": del.Tree, "rule": workitems.RuleDeclined})
-			return delivery.Published{Delivery: del, Decision: &dec}, true
+			return delivery.Published{Delivery: del}, true
 		}
 	}
 	return delivery.Published{}, false
@@ -337,26 +314,6 @@ func prBody(pub delivery.Publication, commit string) string {
 
 func prRef(pr *forge.PullRequest) *workitems.PullRequest {
 	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: workitems.PRState(pr.State)}
-}
-
-// retryDecision is a retry with the reason in the next attempt's input.
-func retryDecision(pub delivery.Publication, rule, reason string) workitems.Decision {
-	var next workitems.Condition
-	if a := pub.Item.Current(); a != nil {
-		next = a.Condition
-	}
-	next.Input = strings.TrimSpace(next.Input + "\n\n" + reason)
-	d := pub.Decision
-	d.Outcome, d.Rule, d.Next = workitems.OutcomeRetry, rule, &next
-	d.Reasons = append([]string{reason}, d.Reasons...)
-	return d
-}
-
-func escalation(pub delivery.Publication, d workitems.Decision, reason string) workitems.Decision {
-	d.Outcome, d.Rule, d.Next = workitems.OutcomeEscalate, workitems.RuleDeliveryFailed, nil
-	d.Reasons = append([]string{reason}, d.Reasons...)
-	d.Summary = reason
-	return d
 }
 
 // remake makes commit (a child of oldBase) a commit on newBase with a three-way merge; it

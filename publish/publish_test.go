@@ -25,22 +25,6 @@ func TestTheMarkerRoundTripsAndRefusesLookalikes(t *testing.T) {
 	}
 }
 
-func TestARetryDecisionChangesTheInputAndKeepsTheCondition(t *testing.T) {
-	it := &workitems.Item{ID: "i", Attempt: 1, Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: "earlier"}}}}
-	pub := delivery.Publication{Item: it, Decision: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "all_green", Reasons: []string{"green"}}}
-	d := retryDecision(pub, workitems.RuleBaseMoved, "base_moved: main moved")
-	if d.Outcome != workitems.OutcomeRetry || d.Rule != workitems.RuleBaseMoved || d.Next == nil ||
-		d.Next.Input != "earlier\n\nbase_moved: main moved" || d.Reasons[0] != "base_moved: main moved" || d.Reasons[1] != "green" {
-		t.Fatalf("%+v %+v", d, d.Next)
-	}
-	if len(d.Next.Changes(it.Attempts[0].Condition)) == 0 {
-		t.Fatal("a retry must change its condition (the store refuses one that does not)")
-	}
-	if pub.Decision.Outcome != workitems.OutcomeClose {
-		t.Fatal("the verifier's decision must not be changed in place")
-	}
-}
-
 func TestThePullRequestBodyNamesTheConnectionsTheSandboxRefused(t *testing.T) {
 	pub := delivery.Publication{Item: &workitems.Item{ID: "bump@1"}, Template: &workitems.Template{Name: "bump"}, Attempt: 1,
 		Delivery: workitems.Delivery{FileCount: 2, Tree: strings.Repeat("ab", 20)}}

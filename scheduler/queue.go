@@ -190,6 +190,26 @@ func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
 	return nil
 }
 
+// WakeTimeout bounds a wake task: a few forge reads, a merge, a record.
+const WakeTimeout = 2 * time.Minute
+
+// EnqueueWake puts the wake of a waiting item on the queue: one per wait (the task id names
+// the wait), so a webhook and a poll that both see the evidence make one wake.
+func (q *Queue) EnqueueWake(ctx context.Context, item string, seq int64, by workitems.WakeReason) error {
+	body, _ := json.Marshal(workitems.WakePayload{Item: item, Seq: seq, By: by})
+	id := workitems.WakeTaskID(item, seq)
+	task := asynq.NewTask(workitems.TaskTypeWake, body, asynq.TaskID(id), asynq.Queue(q.queue),
+		asynq.Timeout(WakeTimeout), asynq.MaxRetry(max(q.maxRetry, 10)), asynq.Retention(time.Hour))
+	_, err := q.client.EnqueueContext(ctx, task)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		err = q.unblockArchived(ctx, task, id)
+	}
+	if err != nil {
+		return fmt.Errorf("scheduler: enqueue %s: %w", id, err)
+	}
+	return nil
+}
+
 // unblockArchived handles a task id conflict: a live task is fine (already enqueued); an
 // archived one would block the id forever, so it is deleted and the task enqueued anew.
 func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, taskID string) error {

@@ -305,7 +305,11 @@ func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 		}
 	}
 	d, _ := conclude(f)
-	if j.Local != nil && d.Outcome == workitems.OutcomeClose && j.Local.Rule != "" {
+	if j.Local != nil && d.Outcome == workitems.OutcomeClose && d.Rule == "checks_passed" && j.CI == nil && j.Review == nil {
+		// Nothing after the push added evidence: the local close stands as it was.
+		return *j.Local
+	}
+	if j.Local != nil && d.Outcome != workitems.OutcomeWait && j.Local.Rule != "" && d.Rule != j.Local.Rule {
 		d.Reasons = append(d.Reasons, "the local check had passed ("+j.Local.Rule+"): "+strings.Join(j.Local.Reasons, "; "))
 	}
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "decision after the push",

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"time"
 
 	"outerloop/forge"
 	"outerloop/workitems"
@@ -200,3 +201,37 @@ func headSHA(ctx context.Context, dir string) (string, error) {
 	}
 	return strings.TrimSpace(string(out)), nil
 }
+
+// ReadCI reads the required checks of cfg on sha once, without waiting: what the checks say now,
+// with those that have no final state yet listed as missing. An error is the CI source's (the
+// caller tries again later); a deployment without the source reads every check as missing.
+func (v *Verifier) ReadCI(ctx context.Context, cfg *workitems.CICheck, sha string) (*CIEvidence, error) {
+	ev := &CIEvidence{Required: cfg.Required, SHA: sha}
+	src := v.ci[ciSource(cfg)]
+	if src == nil {
+		ev.Missing = slices.Clone(cfg.Required)
+		return ev, nil
+	}
+	checks, err := src.Checks(ctx, cfg.Repo, sha)
+	if err != nil {
+		return nil, fmt.Errorf("verify: CI checks of %s on %s: %w", cfg.Repo, shortSHA(sha), err)
+	}
+	ev.Checks, ev.Missing = pickRequired(checks, cfg.Required, sha)
+	return ev, nil
+}
+
+// RerunInfraFailures asks the CI source to re-run the checks of ev that failed for
+// infrastructure reasons (infra_error, cancelled) and reports whether it asked for any.
+func (v *Verifier) RerunInfraFailures(ctx context.Context, cfg *workitems.CICheck, ev *CIEvidence) bool {
+	f := &Facts{CI: ev}
+	if _, ok := v.ci[ciSource(cfg)].(CIRerunner); !ok || infraProblem(f) == "" {
+		return false
+	}
+	return v.rerunCI(ctx, cfg, f) == nil
+}
+
+// InfraProblem says which required checks failed for infrastructure reasons ("": none).
+func InfraProblem(ev *CIEvidence) string { return infraProblem(&Facts{CI: ev}) }
+
+// Now is the verifier's clock.
+func (v *Verifier) Now() time.Time { return v.now() }

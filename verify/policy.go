@@ -210,7 +210,12 @@ func Rules() []Rule {
 	rules = append(rules, []Rule{
 		{Name: workitems.RuleNoChange, When: "the evidence would close the item (one of the three close rules below) and the diff against the base commit is empty",
 			Outcome: workitems.OutcomeClose,
-			Match:   func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Files) == 0 && wouldClose(f) },
+			Match: func(f *Facts) bool {
+				if f.Local != nil && f.Delivery != nil { // delivery found nothing but reports changed
+					return f.Delivery.Outcome == workitems.DeliveryUnchanged && f.Delivery.SameAs == nil
+				}
+				return f.Diff != nil && len(f.Diff.Files) == 0 && wouldClose(f)
+			},
 			Reason: func(f *Facts) string {
 				return "unchanged: the check passes and the attempt changed nothing, so nothing is committed or delivered"
 			}},

@@ -25,6 +25,8 @@ type Verifier interface {
 	Verify(ctx context.Context, in VerifyInput) (workitems.Decision, *workitems.Verdict, error)
 	// Check runs the done check for a loop that wants to see where it stands.
 	Check(ctx context.Context, tmpl *workitems.Template, workspace string) (DoneCheckResult, error)
+	// AfterPush decides with the same policy on a delivery's facts (pipeline.go).
+	AfterPush(ctx context.Context, in AfterPushInput) workitems.Decision
 }
 
 // VerifyInput is what the verifier gets after an attempt.
@@ -83,6 +85,7 @@ type HandlerOptions struct {
 	Enqueuer   Enqueuer
 	Workspaces *Workspaces // default: under $TMPDIR/outerloop-work
 	Deliverer  Deliverer   // nil: decisions are recorded as the verifier made them, nothing is committed
+	Evidence   Evidence    // reads and judges a waiting item's evidence (wake tasks)
 	Observer   Observer
 	Clock      workitems.Clock
 	Logger     *slog.Logger
@@ -478,16 +481,25 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	}
 	var del *workitems.Delivery
 	var patch []byte
-	if h.o.Deliverer != nil {
+	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
+	if h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose {
 		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
-			Decision: d, Verdict: verdict, Events: &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log},
-			NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
+			Decision: d, Verdict: verdict, Events: events, NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed
 			// delivery reuses the commit it made.
 			return fmt.Errorf("worker: deliver %s attempt %d: %w", it.ID, a.N, err)
 		}
-		d, del, patch = res.Decision, res.Delivery, res.Patch
+		del, patch = res.Delivery, res.Patch
+		d = h.afterPush(ctx, tmpl, it, a.N, d, del)
+	}
+	local := d
+	d, del, err = h.act(ctx, tmpl, it, a.N, d, del, events, func(refused string) (workitems.Decision, error) {
+		j := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: tmpl, Item: it, Attempt: a.N, Local: local, Delivery: del, MergeRefused: refused})
+		return j, nil
+	})
+	if err != nil {
+		return fmt.Errorf("worker: act on %s attempt %d: %w", it.ID, a.N, err)
 	}
 	it, err = h.o.Store.RecordDelivery(ctx, fence, d, verdict, del, patch)
 	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
@@ -497,20 +509,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	if err != nil {
 		return err
 	}
-	last := it.Decisions[len(it.Decisions)-1]
-	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
-	if it.Delivery != nil && it.Delivery.Attempt == a.N {
-		h.o.Observer.Delivery(it.Template, it.Delivery.Outcome, it.ID)
-		log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State,
-			"delivery", it.Delivery.Outcome, "commit", it.Delivery.Commit)
-	} else {
-		log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State)
-	}
-	if it.State == workitems.StateRetryWait && h.o.Enqueuer != nil {
-		if err := h.o.Enqueuer.EnqueueAttempt(ctx, it); err != nil {
-			log.Warn("enqueue of the retry failed; reconcile will repair it", "err", err)
-		}
-	}
+	h.recorded(ctx, it, a.N, del != nil, log)
 	return nil
 }
 

@@ -84,6 +84,7 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 func (s *Server) Start() error {
 	mux := asynq.NewServeMux()
 	mux.Handle(workitems.TaskTypeAttempt, s.h)
+	mux.HandleFunc(workitems.TaskTypeWake, s.h.ProcessWake)
 	if err := s.srv.Start(mux); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}

@@ -148,3 +148,17 @@ func (w Waits) validate() error {
 	}
 	return nil
 }
+
+// TaskTypeWake is the asynq task type that wakes a waiting item: a worker judges its evidence
+// as it is now and records the decision (worker.Handler.ProcessWake).
+const TaskTypeWake = "outerloop:wake"
+
+// WakePayload is a wake task's body: the item, the wait it ends and what woke it.
+type WakePayload struct {
+	Item string     `json:"item"`
+	Seq  int64      `json:"seq"`
+	By   WakeReason `json:"by"`
+}
+
+// WakeTaskID is the wake task's id: one wake per wait, whatever woke it first.
+func WakeTaskID(item string, seq int64) string { return fmt.Sprintf("%s/wake-%d", item, seq) }

@@ -27,6 +27,9 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 		w.Deadline = now
 	}
 	var prevSeq int64
+	if it.Wait != nil && it.Wait.Kind == w.Kind {
+		w.Since = it.Wait.Since // the same wait goes on (one of several checks answered)
+	}
 	if it.Wait != nil {
 		prevSeq = it.Wait.Seq
 		w.PushedAt, w.LocalRule, w.LocalSummary, w.InfraReruns = it.Wait.PushedAt, it.Wait.LocalRule, it.Wait.LocalSummary, it.Wait.InfraReruns

@@ -6,11 +6,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +27,7 @@ import (
 	"outerloop/publish"
 	"outerloop/scheduler"
 	"outerloop/verify"
+	"outerloop/waits"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/execloop"
@@ -95,6 +96,8 @@ type App struct {
 	Queue    *scheduler.Queue
 	Metrics  *metrics.Metrics
 	Verifier *verify.Verifier
+	// Judge decides after the push and reads a waiting item's evidence (package waits).
+	Judge *waits.Judge
 	// Deliverer turns closed attempts into commits and patches (and, with a forge's publisher,
 	// pull requests).
 	Deliverer *delivery.Deliverer
@@ -227,10 +230,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Verifier = verify.New(append(vopts, verify.WithRunner(a.Runner))...)
 	if o.Publisher == nil && len(a.Forges) > 0 {
-		// Branch and pull_request modes publish through the deployment's forges; CI is read on
-		// the pushed commit by the same verifier.
-		o.Publisher = publish.New(publish.Options{Forges: a.Forges, CI: PushedCIAdapter{a.Verifier}, Logger: o.Logger})
+		// Branch and pull_request modes publish through the deployment's forges; what follows
+		// the push (CI, review) is waited for without a worker (package waits).
+		o.Publisher = publish.New(publish.Options{Forges: a.Forges, Logger: o.Logger})
 	}
+	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits")}
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
@@ -293,8 +297,9 @@ func (a *App) QueueName() string { return a.opts.Queue }
 // Handler returns an attempt handler wired to this system.
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
-		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{a.Verifier},
+		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{V: a.Verifier, J: a.Judge},
 		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
+		Evidence: EvidenceAdapter{a.Judge},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
 		ProgressEvery: a.opts.ProgressEvery,
 	})
@@ -370,13 +375,17 @@ func (a *App) Close() {
 	}
 }
 
-// VerifierAdapter lets the worker call verify.Verifier through its own small interface.
-type VerifierAdapter struct{ V *verify.Verifier }
+// VerifierAdapter lets the worker call verify.Verifier through its own small interface; J
+// decides after the push (nil: a Judge over the same verifier without forges).
+type VerifierAdapter struct {
+	V *verify.Verifier
+	J *waits.Judge
+}
 
 // Verify runs the verifier.
 func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	// A change delivered through a forge has its CI read on the pushed commit (PushedCIAdapter),
-	// not on the local one, which no CI has seen.
+	// A change delivered through a forge has its CI read on the pushed commit (a wait), not on
+	// the local one, which no CI has seen.
 	deferCI := in.Template.Deliver.Mode.NeedsForge() && in.Template.DoneCheck.CI != nil
 	r, err := v.V.Verify(ctx, verify.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Exit: in.Exit,
 		Workspace: in.Workspace, BaseCommit: in.BaseCommit, NetworkRefused: in.NetworkRefused, DeferCI: deferCI})
@@ -386,10 +395,28 @@ func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (wor
 	return r.Decision, &r.Verdict, nil
 }
 
+// AfterPush decides on a delivery's facts with the same policy.
+func (v VerifierAdapter) AfterPush(ctx context.Context, in worker.AfterPushInput) workitems.Decision {
+	j := v.J
+	if j == nil {
+		j = &waits.Judge{Verifier: v.V}
+	}
+	return j.AfterPush(ctx, in.Template, in.Item, in.Attempt, in.Local, in.Delivery, in.MergeRefused)
+}
+
 // Check runs the done check.
 func (v VerifierAdapter) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (worker.DoneCheckResult, error) {
 	passed, summary, err := v.V.Check(ctx, tmpl, workspace)
 	return worker.DoneCheckResult{Passed: passed, Summary: summary}, err
+}
+
+// EvidenceAdapter lets the worker's wake judge a waiting item through waits.Judge.
+type EvidenceAdapter struct{ J *waits.Judge }
+
+// Judge reads the evidence and decides.
+func (e EvidenceAdapter) Judge(ctx context.Context, in worker.JudgeInput) (worker.JudgeResult, error) {
+	d, del, err := e.J.Wake(ctx, in.Template, in.Item, in.MergeRefused)
+	return worker.JudgeResult{Decision: d, Delivery: del}, err
 }
 
 // DelivererAdapter lets the worker call delivery.Deliverer through its own small interface.
@@ -402,29 +429,21 @@ func (d DelivererAdapter) Deliver(ctx context.Context, in worker.DeliverInput) (
 	if err != nil {
 		return worker.DeliverResult{}, err
 	}
-	return worker.DeliverResult{Decision: r.Decision, Delivery: r.Delivery, Patch: r.Patch}, nil
+	return worker.DeliverResult{Delivery: r.Delivery, Patch: r.Patch}, nil
 }
 
-// PushedCIAdapter lets the forge publisher have the verifier decide on CI of the pushed commit.
-type PushedCIAdapter struct{ V *verify.Verifier }
+// Merge merges a close's pull request; a forge's refusal becomes the worker's MergeRefusedError.
+func (d DelivererAdapter) Merge(ctx context.Context, in worker.MergeInput) (workitems.Delivery, error) {
+	del, err := d.D.Merge(ctx, delivery.Merge{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Delivery: in.Delivery, Events: in.Events})
+	var refused *delivery.MergeRefusedError
+	if errors.As(err, &refused) {
+		return del, &worker.MergeRefusedError{Reason: refused.Err.Error()}
+	}
+	return del, err
+}
 
-// VerifyPushed waits for the required checks on sha and decides.
-func (v PushedCIAdapter) VerifyPushed(ctx context.Context, p delivery.Publication, sha string) (workitems.Decision, []workitems.CheckResult, error) {
-	r, err := v.V.VerifyPushed(ctx, verify.Request{Template: p.Template, Item: p.Item, Attempt: p.Attempt,
-		Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Workspace: p.Workspace, BaseCommit: p.Delivery.Base}, sha)
-	if err != nil {
-		return workitems.Decision{}, nil, err
-	}
-	var checks []workitems.CheckResult
-	if ci := r.Facts.CI; ci != nil {
-		for _, c := range ci.Checks {
-			checks = append(checks, workitems.CheckResult{Name: c.Name, State: workitems.CheckState(c.State), URL: c.URL, Summary: c.Details})
-		}
-		for _, m := range ci.Missing {
-			if !slices.ContainsFunc(checks, func(c workitems.CheckResult) bool { return c.Name == m }) {
-				checks = append(checks, workitems.CheckResult{Name: m, State: workitems.CheckPending, Summary: "no result after the wait"})
-			}
-		}
-	}
-	return r.Decision, checks, nil
+// Followup tells the forge about an escalation or a retry.
+func (d DelivererAdapter) Followup(ctx context.Context, in worker.FollowupInput) {
+	d.D.Followup(ctx, delivery.Followup{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Decision: in.Decision,
+		Delivery: in.Delivery, Events: in.Events})
 }

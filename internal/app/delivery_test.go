@@ -67,6 +67,12 @@ func (w *watchingDeliverer) Deliver(ctx context.Context, in worker.DeliverInput)
 	return res, err
 }
 
+func (w *watchingDeliverer) Merge(ctx context.Context, in worker.MergeInput) (workitems.Delivery, error) {
+	return w.inner.Merge(ctx, in)
+}
+
+func (w *watchingDeliverer) Followup(ctx context.Context, in worker.FollowupInput) { w.inner.Followup(ctx, in) }
+
 func (w *watchingDeliverer) get(id string, n int) seen {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -281,6 +287,10 @@ func (p *publisherOnce) Publish(_ context.Context, pub delivery.Publication) (de
 }
 
 func (p *publisherOnce) Followup(context.Context, delivery.Followup) error { return nil }
+
+func (p *publisherOnce) Merge(_ context.Context, m delivery.Merge) (workitems.Delivery, error) {
+	return m.Delivery, errors.New("test: no merges here")
+}
 
 func TestForgeDelivery(t *testing.T) {
 	t.Parallel()

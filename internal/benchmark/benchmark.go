@@ -112,6 +112,10 @@ func (closeVerifier) Check(context.Context, *workitems.Template, string) (worker
 	return worker.DoneCheckResult{Passed: true}, nil
 }
 
+func (closeVerifier) AfterPush(_ context.Context, in worker.AfterPushInput) workitems.Decision {
+	return in.Local
+}
+
 // noopLoop does one step and completes, with a checkpoint like every real loop.
 var noopLoop = worker.InnerLoopFunc(func(ctx context.Context, a *worker.Attempt) workitems.Exit {
 	_ = a.Meter.Add(workitems.Spend{Steps: 1})

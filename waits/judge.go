@@ -1,0 +1,257 @@
+package waits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"outerloop/forge"
+	"outerloop/verify"
+	"outerloop/workitems"
+)
+
+// Judge builds the facts a waiting item is decided on and has the one policy (verify) decide.
+// It reads evidence once and never waits: CI on the pushed commit through the verifier's CI
+// sources, the pull request's state and reviews through the forge.
+type Judge struct {
+	Verifier *verify.Verifier
+	Forges   forge.Set
+	Logger   *slog.Logger
+}
+
+// AfterPush decides right after a delivery: nothing has been read yet, so CI the template asks
+// for is pending until its deadline, and a review it asks for is still to come.
+func (j *Judge) AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int,
+	local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision {
+	now := j.Verifier.Now()
+	jd := verify.Judgement{Template: tmpl, Item: it, Attempt: n, Local: &local, Delivery: del, MergeRefused: mergeRefused}
+	if pushedForReview(del) {
+		if ci := tmpl.DoneCheck.CI; ci != nil {
+			jd.CI = &verify.CIEvidence{Required: ci.Required, Missing: slices.Clone(ci.Required), SHA: del.PushedSHA}
+			jd.CIDeadline = ciDeadline(del.At, now, ci)
+		}
+		if rv := tmpl.Deliver.Review; rv != nil && del.PR != nil {
+			jd.Review = &verify.ReviewEvidence{Required: rv.RequiredApprovals, PR: del.PR.Number, URL: del.PR.URL,
+				Rounds: verify.ReviewRounds(it), MaxRounds: rv.MaxRounds, OnChanges: rv.OnChangesRequested, Deadline: now.Add(rv.Wait.D())}
+		}
+	}
+	d := j.Verifier.Judge(ctx, jd)
+	return withWhere(d, tmpl, &local)
+}
+
+// pushedForReview: the delivery put a new commit on the forge (CI and review follow it).
+func pushedForReview(del *workitems.Delivery) bool {
+	if del == nil || del.PushedSHA == "" {
+		return false
+	}
+	switch del.Outcome {
+	case workitems.DeliveryPushed, workitems.DeliveryPROpened, workitems.DeliveryPRUpdated:
+		return true
+	}
+	return false
+}
+
+// ciDeadline is until when CI on a commit pushed at pushed is waited for: done_check.ci.wait,
+// and at least one poll, so a wait of 0 still reads CI once.
+func ciDeadline(pushed, now time.Time, ci *workitems.CICheck) time.Time {
+	if pushed.IsZero() {
+		pushed = now
+	}
+	return pushed.Add(max(ci.Wait.D(), workitems.DefaultFirstPoll))
+}
+
+// withWhere adds to a wait decision where the evidence is: the forge and repository of the
+// delivery, and the local close that got the change pushed.
+func withWhere(d workitems.Decision, tmpl *workitems.Template, local *workitems.Decision) workitems.Decision {
+	if d.Wait == nil {
+		return d
+	}
+	plan := *d.Wait
+	plan.Forge, plan.Repo = tmpl.Deliver.Forge, tmpl.Deliver.Repo
+	if local != nil {
+		plan.LocalRule, plan.LocalSummary = local.Rule, firstOf(local.Reasons)
+	}
+	d.Wait = &plan
+	return d
+}
+
+// Evidence is what a waiting item's evidence says now.
+type Evidence struct {
+	PR       *forge.PullRequest // nil: no pull request
+	CI       *verify.CIEvidence // nil: no CI asked for
+	Review   *verify.ReviewEvidence
+	Reruns   int // infrastructure re-runs asked for so far (with this read)
+	Delivery *workitems.Delivery
+}
+
+// Read reads a waiting item's evidence once. With rerun, CI checks that failed for
+// infrastructure reasons are asked to run again (up to retry.infra_retries): only the wake that
+// records does that, never the poller's look.
+func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, rerun bool) (Evidence, error) {
+	w := it.Wait
+	var ev Evidence
+	if it.Delivery != nil {
+		rec := *it.Delivery
+		ev.Delivery = &rec
+	}
+	ev.Reruns = w.InfraReruns
+	f, err := j.Forges.Get(w.Forge)
+	if w.PR != 0 {
+		if err != nil {
+			return ev, err
+		}
+		if ev.PR, err = f.PullRequest(ctx, w.Repo, w.PR); err != nil {
+			return ev, err
+		}
+		if ev.Delivery != nil && ev.Delivery.PR != nil {
+			pr := *ev.Delivery.PR
+			pr.State = workitems.PRState(ev.PR.State)
+			ev.Delivery.PR = &pr
+			if ev.PR.State == forge.PRMerged {
+				ev.Delivery.MergeCommit = ev.PR.MergeCommitSHA
+				ev.Delivery.Outcome = workitems.DeliveryMerged
+			}
+			if ev.PR.State == forge.PRClosed {
+				ev.Delivery.Outcome = workitems.DeliveryDeclined
+			}
+		}
+		if ev.PR.State != forge.PROpen {
+			return ev, nil // merged or closed by a person: nothing else matters
+		}
+	}
+	if ci := tmpl.DoneCheck.CI; ci != nil && w.SHA != "" {
+		if ev.CI, err = j.Verifier.ReadCI(ctx, ci, w.SHA); err != nil {
+			return ev, err
+		}
+		if rerun && verify.InfraProblem(ev.CI) != "" && ev.Reruns < tmpl.Retry.InfraRetries && j.Verifier.RerunInfraFailures(ctx, ci, ev.CI) {
+			ev.Reruns++
+		}
+		if ev.Delivery != nil {
+			ev.Delivery.Checks = checkResults(ev.CI)
+		}
+	}
+	if rv := tmpl.Deliver.Review; rv != nil && w.PR != 0 && (ev.CI == nil || ev.CI.Green()) {
+		if ev.Review, err = j.readReview(ctx, f, tmpl, it, rv); err != nil {
+			return ev, err
+		}
+	}
+	return ev, nil
+}
+
+// readReview reads the pull request's reviews: each account's latest review submitted after the
+// commit was pushed, never outerloop's own account.
+func (j *Judge) readReview(ctx context.Context, f forge.Forge, tmpl *workitems.Template, it *workitems.Item, rv *workitems.Review) (*verify.ReviewEvidence, error) {
+	w := it.Wait
+	self, err := f.Self(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reviews, err := f.Reviews(ctx, w.Repo, w.PR)
+	if err != nil {
+		return nil, err
+	}
+	deadline := w.Deadline
+	if w.Kind != workitems.WaitReview {
+		deadline = j.Verifier.Now().Add(rv.Wait.D()) // CI just passed: the review wait starts now
+	}
+	out := &verify.ReviewEvidence{Required: rv.RequiredApprovals, PR: w.PR, Rounds: verify.ReviewRounds(it), MaxRounds: rv.MaxRounds,
+		OnChanges: rv.OnChangesRequested, Deadline: deadline}
+	if it.Delivery != nil && it.Delivery.PR != nil {
+		out.URL = it.Delivery.PR.URL
+	}
+	latest := map[string]forge.Review{}
+	var order []string
+	for _, r := range reviews {
+		if r.User == "" || r.User == self || r.State == forge.ReviewCommented {
+			continue
+		}
+		if !w.PushedAt.IsZero() && !r.SubmittedAt.IsZero() && r.SubmittedAt.Before(w.PushedAt) {
+			continue // a review of an earlier commit
+		}
+		if _, seen := latest[r.User]; !seen {
+			order = append(order, r.User)
+		}
+		latest[r.User] = r
+	}
+	for _, u := range order {
+		r := latest[u]
+		switch r.State {
+		case forge.ReviewApproved:
+			out.Approvals = append(out.Approvals, u)
+		case forge.ReviewChangesRequested:
+			note := verify.ReviewNote{User: u, Body: r.Body, URL: r.URL}
+			for _, c := range r.Comments {
+				note.Comments = append(note.Comments, verify.ReviewComment{Path: c.Path, Line: c.Line, Body: c.Body})
+			}
+			out.ChangesRequested = append(out.ChangesRequested, note)
+		}
+	}
+	return out, nil
+}
+
+// Wake reads a waiting item's evidence and decides, for the wake that records the decision.
+// The error is transient trouble reading it.
+func (j *Judge) Wake(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, mergeRefused string) (workitems.Decision, *workitems.Delivery, error) {
+	return j.judge(ctx, tmpl, it, mergeRefused, true)
+}
+
+// Peek is Wake without side effects (no CI re-runs): the poller's look at whether a wake has
+// something to decide.
+func (j *Judge) Peek(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (workitems.Decision, error) {
+	d, _, err := j.judge(ctx, tmpl, it, "", false)
+	return d, err
+}
+
+func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, mergeRefused string, rerun bool) (workitems.Decision, *workitems.Delivery, error) {
+	w := it.Wait
+	if w == nil {
+		return workitems.Decision{}, nil, errors.New("waits: the item is not waiting")
+	}
+	ev, err := j.Read(ctx, tmpl, it, rerun)
+	if err != nil {
+		return workitems.Decision{}, nil, fmt.Errorf("waits: evidence of %s: %w", it.ID, err)
+	}
+	local := &workitems.Decision{Outcome: workitems.OutcomeClose, Rule: w.LocalRule}
+	if w.LocalSummary != "" {
+		local.Reasons = []string{w.LocalSummary}
+	}
+	jd := verify.Judgement{Template: tmpl, Item: it, Attempt: w.Attempt, Local: local, Delivery: ev.Delivery, CI: ev.CI,
+		Review: ev.Review, MergeRefused: mergeRefused, Wait: w}
+	jd.CIDeadline = w.Deadline
+	if w.Kind != workitems.WaitCI {
+		jd.CIDeadline = j.Verifier.Now() // CI had answered before this wait
+	}
+	if ev.Reruns > w.InfraReruns {
+		// Checks that failed for infrastructure reasons were asked to run again: wait for them.
+		d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: verify.RuleCIPending, Actor: "verifier",
+			Reasons: []string{fmt.Sprintf("re-running CI checks that failed for infrastructure reasons (%d of %d): %s", ev.Reruns, tmpl.Retry.InfraRetries, verify.InfraProblem(ev.CI))},
+			Wait:    &workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: w.Deadline, InfraReruns: ev.Reruns, PollIn: workitems.DefaultFirstPoll}}
+		d.Summary = d.Reasons[0]
+		return withWhere(d, tmpl, local), ev.Delivery, nil
+	}
+	d := j.Verifier.Judge(ctx, jd)
+	return withWhere(d, tmpl, local), ev.Delivery, nil
+}
+
+func checkResults(ci *verify.CIEvidence) []workitems.CheckResult {
+	var out []workitems.CheckResult
+	for _, c := range ci.Checks {
+		out = append(out, workitems.CheckResult{Name: c.Name, State: workitems.CheckState(c.State), URL: c.URL, Summary: c.Details})
+	}
+	for _, m := range ci.Missing {
+		if !slices.ContainsFunc(out, func(c workitems.CheckResult) bool { return c.Name == m }) {
+			out = append(out, workitems.CheckResult{Name: m, State: workitems.CheckPending, Summary: "no result yet"})
+		}
+	}
+	return out
+}
+
+func firstOf(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[0]
+}
