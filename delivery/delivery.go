@@ -355,7 +355,6 @@ func firstLine(s string) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-
 func short(sha string) string {
 	if len(sha) > 12 {
 		return sha[:12]

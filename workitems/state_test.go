@@ -21,7 +21,7 @@ func TestTransitionEveryEdge(t *testing.T) {
 		{StateWaiting, StateClosed}: true, {StateWaiting, StateRetryWait}: true,
 		{StateWaiting, StateEscalated}: true, {StateWaiting, StateQueued}: true,
 		{StateWaiting, StateFailed}: true, {StateWaiting, StateCancelled}: true,
-		{StateRetryWait, StateQueued}:    true, {StateRetryWait, StateEscalated}: true,
+		{StateRetryWait, StateQueued}: true, {StateRetryWait, StateEscalated}: true,
 		{StateRetryWait, StateCancelled}: true,
 		{StateEscalated, StateQueued}:    true, {StateEscalated, StateClosed}: true,
 		{StateEscalated, StateCancelled}: true,

@@ -71,7 +71,9 @@ func (w *watchingDeliverer) Merge(ctx context.Context, in worker.MergeInput) (wo
 	return w.inner.Merge(ctx, in)
 }
 
-func (w *watchingDeliverer) Followup(ctx context.Context, in worker.FollowupInput) { w.inner.Followup(ctx, in) }
+func (w *watchingDeliverer) Followup(ctx context.Context, in worker.FollowupInput) {
+	w.inner.Followup(ctx, in)
+}
 
 func (w *watchingDeliverer) get(id string, n int) seen {
 	w.mu.Lock()
