@@ -32,6 +32,7 @@ const (
 	ViaConsole AuditVia = "console" // the console's forms and login
 	ViaQueues  AuditVia = "queues"  // asynqmon at /queues
 	ViaCLI     AuditVia = "cli"     // the outerloop command, straight to Redis
+	ViaForge   AuditVia = "forge"   // an /outerloop command in a pull request's conversation
 )
 
 // AuditEntry is one person's (or system's) action. It never holds a token: only the name of

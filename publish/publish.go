@@ -45,8 +45,9 @@ func marker(item, tree string) string {
 	return fmt.Sprintf("<!-- outerloop: item=%s tree=%s -->", item, tree)
 }
 
-// markedTree returns the item and tree a pull request body's marker names.
-func markedTree(body string) (item, tree string) {
+// MarkedTree returns the item and tree a pull request body's marker names ("" when the pull
+// request is not outerloop's).
+func MarkedTree(body string) (item, tree string) {
 	m := markerRE.FindStringSubmatch(body)
 	if m == nil {
 		return "", ""
@@ -197,7 +198,7 @@ func (p *Publisher) Merge(ctx context.Context, m delivery.Merge) (workitems.Deli
 // dedupe reports whether the open or the last declined pull request already holds this tree.
 func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *target, prs forge.BranchPullRequests, del workitems.Delivery, ev emitter) (delivery.Published, bool) {
 	if open := prs.Open; open != nil {
-		item, tree := markedTree(open.Body)
+		item, tree := MarkedTree(open.Body)
 		// The item's own earlier attempt is not a duplicate: its CI was red, or it is resumed.
 		if tree == del.Tree && item != pub.Item.ID {
 			del.Outcome, del.PR = workitems.DeliveryUnchanged, prRef(open)
@@ -209,7 +210,7 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		return delivery.Published{}, false
 	}
 	if last := prs.LastClosed; last != nil && last.State == forge.PRClosed {
-		item, tree := markedTree(last.Body)
+		item, tree := MarkedTree(last.Body)
 		if tree == del.Tree {
 			del.Outcome, del.PR = workitems.DeliveryDeclined, prRef(last)
 			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(last)}

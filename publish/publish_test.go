@@ -18,9 +18,9 @@ func TestTheMarkerRoundTripsAndRefusesLookalikes(t *testing.T) {
 		{body: "<!-- outerloop: item=x tree=short -->"},
 		{body: "<!-- outerloop: item=x tree=" + strings.ToUpper(tree) + " -->"}, // git prints lower-case hex
 	} {
-		item, got := markedTree(tc.body)
+		item, got := MarkedTree(tc.body)
 		if item != tc.item || got != tc.tree {
-			t.Errorf("markedTree(%q) = %q, %q; want %q, %q", tc.body, item, got, tc.item, tc.tree)
+			t.Errorf("MarkedTree(%q) = %q, %q; want %q, %q", tc.body, item, got, tc.item, tc.tree)
 		}
 	}
 }
@@ -36,7 +36,7 @@ func TestThePullRequestBodyNamesTheConnectionsTheSandboxRefused(t *testing.T) {
 	if !strings.Contains(body, "The sandbox refused 2 connection(s) of this attempt's commands: github.com:443 (not_allowed), internal.example:443 (private_address).") {
 		t.Fatalf("body:\n%s", body)
 	}
-	if item, tree := markedTree(body); item != "bump@1" || tree != pub.Delivery.Tree {
+	if item, tree := MarkedTree(body); item != "bump@1" || tree != pub.Delivery.Tree {
 		t.Fatalf("the marker no longer closes the body: %q %q", item, tree)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
+	"outerloop/waits"
 )
 
 // accessControl builds the server's Auth from the environment (api.AuthFromEnv: roles, the
@@ -122,4 +123,18 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// forgeAuditor records /outerloop commands from pull requests in the audit list.
+type forgeAuditor struct{ log *api.AuditLog }
+
+func (f forgeAuditor) Audit(ctx context.Context, e waits.AuditEntry) {
+	if f.log == nil {
+		return
+	}
+	res := api.AuditRefused
+	if e.OK {
+		res = api.AuditOK
+	}
+	_ = f.log.Record(ctx, api.AuditEntry{Actor: e.Actor, Via: api.ViaForge, Action: e.Action, Target: e.Target, Result: res, Detail: e.Detail})
 }

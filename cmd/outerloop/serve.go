@@ -85,6 +85,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if withScheduler {
 		sched.Start(ctx)
 		defer st.stage("scheduler", sched.Shutdown)
+		stopPoller := a.RunPoller(ctx)
+		defer st.stage("poller of waiting items", stopPoller)
 	}
 	if withWorker {
 		w := a.Worker(concurrency, fmt.Sprintf("%s:%d", host, os.Getpid()))
@@ -110,6 +112,9 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	apiSrv.Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun, audit)
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
+	// The forges' webhooks: signed (webhook_secret_env), deduplicated, they wake waiting items
+	// and carry /outerloop commands.
+	mux.Handle("POST /hooks/{forge}", a.Hooks(forgeAuditor{audit}, nil))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err
@@ -173,6 +178,7 @@ func schedulerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			s.Start(ctx)
+			stopPoller := a.RunPoller(ctx)
 			if metricsAddr != "" {
 				stop := serveMetrics(a, metricsAddr)
 				defer stop()
@@ -182,6 +188,7 @@ func schedulerCmd(g *globals) *cobra.Command {
 			st := newStopper(a.Logger)
 			st.arm(shutdownTimeout) // left armed, as in serve
 			st.stage("scheduler", s.Shutdown)
+			st.stage("poller of waiting items", stopPoller)
 			return nil
 		}),
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/forge"
+	"outerloop/hooks"
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
 	"outerloop/notify"
@@ -446,4 +448,50 @@ func (d DelivererAdapter) Merge(ctx context.Context, in worker.MergeInput) (work
 func (d DelivererAdapter) Followup(ctx context.Context, in worker.FollowupInput) {
 	d.D.Followup(ctx, delivery.Followup{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Decision: in.Decision,
 		Delivery: in.Delivery, Events: in.Events})
+}
+
+// Poller returns the poller of waiting items (not started): every scheduler process runs one,
+// and they share the due waits.
+func (a *App) Poller() *waits.Poller {
+	return &waits.Poller{Store: a.Store, Judge: a.Judge, Waker: a.Queue, Config: a.CurrentConfig, Clock: a.opts.Clock,
+		Logger: a.Logger.With("component", "poller"), Observer: pollObserver(a.Metrics)}
+}
+
+// pollObserver is the metrics' side of the poller (nil when they do not count polls).
+func pollObserver(m any) waits.Observer {
+	if o, ok := m.(waits.Observer); ok {
+		return o
+	}
+	return nil
+}
+
+// RunPoller runs the poller until the returned stop is called (it waits for the round under way).
+func (a *App) RunPoller(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	p := a.Poller()
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Hooks returns the handler of the forges' webhooks (POST /hooks/{forge}): deliveries are
+// checked against each forge's webhook_secret_env, deduplicated by delivery id, and handed to
+// the waits sink (wakes, /outerloop commands, triggers).
+func (a *App) Hooks(auditor waits.Auditor, triggers waits.Triggers) http.Handler {
+	getenv := a.opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	names := make([]string, 0, len(a.Config.Forges))
+	for k := range a.Config.Forges {
+		names = append(names, k)
+	}
+	sink := &waits.Sink{Store: a.Store, Waker: a.Queue, Resolver: a.Queue, Forges: a.Forges, Auditor: auditor, Triggers: triggers,
+		Logger: a.Logger.With("component", "hooks")}
+	return hooks.Handler(hooks.Options{Forges: hooks.FromConfig(a.Config.Forges, getenv), Sink: sink,
+		Seen: hooks.NewRedisSeen(a.Redis, a.opts.Prefix, hooks.DefaultSeenTTL), Observer: metrics.NewWebhooks(a.Metrics, names),
+		Logger: a.Logger.With("component", "hooks"), Clock: a.opts.Clock})
 }
