@@ -20,6 +20,18 @@ type Judge struct {
 	Verifier *verify.Verifier
 	Forges   forge.Set
 	Logger   *slog.Logger
+	// Config is the config in force (waits.first_poll); nil: the defaults.
+	Config func() *workitems.Config
+}
+
+// firstPoll is how long after a wait begins the poller first looks.
+func (j *Judge) firstPoll() time.Duration {
+	if j.Config != nil {
+		if c := j.Config(); c != nil && c.Waits.FirstPoll > 0 {
+			return c.Waits.FirstPoll.D()
+		}
+	}
+	return workitems.DefaultFirstPoll
 }
 
 // AfterPush decides right after a delivery: nothing has been read yet, so CI the template asks
@@ -31,7 +43,7 @@ func (j *Judge) AfterPush(ctx context.Context, tmpl *workitems.Template, it *wor
 	if pushedForReview(del) {
 		if ci := tmpl.DoneCheck.CI; ci != nil {
 			jd.CI = &verify.CIEvidence{Required: ci.Required, Missing: slices.Clone(ci.Required), SHA: del.PushedSHA}
-			jd.CIDeadline = ciDeadline(del.At, now, ci)
+			jd.CIDeadline = ciDeadline(del.At, now, ci, j.firstPoll())
 		}
 		if rv := tmpl.Deliver.Review; rv != nil && del.PR != nil {
 			jd.Review = &verify.ReviewEvidence{Required: rv.RequiredApprovals, PR: del.PR.Number, URL: del.PR.URL,
@@ -39,7 +51,7 @@ func (j *Judge) AfterPush(ctx context.Context, tmpl *workitems.Template, it *wor
 		}
 	}
 	d := j.Verifier.Judge(ctx, jd)
-	return withWhere(d, tmpl, &local)
+	return j.withWhere(d, tmpl, &local)
 }
 
 // pushedForReview: the delivery put a new commit on the forge (CI and review follow it).
@@ -55,21 +67,24 @@ func pushedForReview(del *workitems.Delivery) bool {
 }
 
 // ciDeadline is until when CI on a commit pushed at pushed is waited for: done_check.ci.wait,
-// and at least one poll, so a wait of 0 still reads CI once.
-func ciDeadline(pushed, now time.Time, ci *workitems.CICheck) time.Time {
+// and at least the first poll, so a wait of 0 still reads CI once.
+func ciDeadline(pushed, now time.Time, ci *workitems.CICheck, first time.Duration) time.Time {
 	if pushed.IsZero() {
 		pushed = now
 	}
-	return pushed.Add(max(ci.Wait.D(), workitems.DefaultFirstPoll))
+	return pushed.Add(max(ci.Wait.D(), first))
 }
 
-// withWhere adds to a wait decision where the evidence is: the forge and repository of the
-// delivery, and the local close that got the change pushed.
-func withWhere(d workitems.Decision, tmpl *workitems.Template, local *workitems.Decision) workitems.Decision {
+// withWhere adds to a wait decision where the evidence is (the forge and repository of the
+// delivery), the local close that got the change pushed, and when to poll first.
+func (j *Judge) withWhere(d workitems.Decision, tmpl *workitems.Template, local *workitems.Decision) workitems.Decision {
 	if d.Wait == nil {
 		return d
 	}
 	plan := *d.Wait
+	if plan.PollIn <= 0 || plan.PollIn > j.firstPoll() {
+		plan.PollIn = j.firstPoll()
+	}
 	plan.Forge, plan.Repo = tmpl.Deliver.Forge, tmpl.Deliver.Repo
 	if local != nil {
 		plan.LocalRule, plan.LocalSummary = local.Rule, firstOf(local.Reasons)
@@ -228,12 +243,12 @@ func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workite
 		// Checks that failed for infrastructure reasons were asked to run again: wait for them.
 		d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: verify.RuleCIPending, Actor: "verifier",
 			Reasons: []string{fmt.Sprintf("re-running CI checks that failed for infrastructure reasons (%d of %d): %s", ev.Reruns, tmpl.Retry.InfraRetries, verify.InfraProblem(ev.CI))},
-			Wait:    &workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: w.Deadline, InfraReruns: ev.Reruns, PollIn: workitems.DefaultFirstPoll}}
+			Wait:    &workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: w.Deadline, InfraReruns: ev.Reruns}}
 		d.Summary = d.Reasons[0]
-		return withWhere(d, tmpl, local), ev.Delivery, nil
+		return j.withWhere(d, tmpl, local), ev.Delivery, nil
 	}
 	d := j.Verifier.Judge(ctx, jd)
-	return withWhere(d, tmpl, local), ev.Delivery, nil
+	return j.withWhere(d, tmpl, local), ev.Delivery, nil
 }
 
 func checkResults(ci *verify.CIEvidence) []workitems.CheckResult {

@@ -153,13 +153,13 @@ func (p *Poller) poll(ctx context.Context, id string) {
 		p.postpone(ctx, it, until, w.Forge, PollRateLimited, log)
 	case err != nil:
 		log.Warn("waits: reading a waiting item's evidence", "err", err)
-		p.postpone(ctx, it, now.Add(Backoff(now.Sub(w.Since))), w.Forge, PollError, log)
+		p.postpone(ctx, it, now.Add(Backoff(now.Sub(w.Since), cfg.Waits.FirstPoll.D())), w.Forge, PollError, log)
 	case d.Outcome != workitems.OutcomeWait || d.Rule != waitRule(w):
 		// Something to decide (or a different wait: CI green, now the review): the wake task
 		// reads again and records.
 		p.wake(ctx, it, workitems.WakePoll, PollDecided, log)
 	default:
-		p.postpone(ctx, it, now.Add(Backoff(now.Sub(w.Since))), w.Forge, PollPending, log)
+		p.postpone(ctx, it, now.Add(Backoff(now.Sub(w.Since), cfg.Waits.FirstPoll.D())), w.Forge, PollPending, log)
 	}
 }
 
@@ -175,7 +175,7 @@ func (p *Poller) wake(ctx context.Context, it *workitems.Item, by workitems.Wake
 	w := it.Wait
 	if err := p.Waker.EnqueueWake(ctx, it.ID, w.Seq, by); err != nil {
 		log.Warn("waits: enqueue of a wake failed; polled again", "err", err)
-		p.postpone(ctx, it, p.Clock.Now().Add(workitems.DefaultFirstPoll), w.Forge, PollError, log)
+		p.postpone(ctx, it, p.Clock.Now().Add(p.Config().Waits.FirstPoll.D()), w.Forge, PollError, log)
 		return
 	}
 	p.observe(w.Forge, result)
@@ -200,10 +200,10 @@ func (p *Poller) observe(forgeKey, result string) {
 	}
 }
 
-// Backoff is the time to the next poll of a wait that has lasted age: 15 s at first, a fifth
-// of the age later on, at most 10 minutes (a forge event wakes the item sooner).
-func Backoff(age time.Duration) time.Duration {
-	return min(max(age/5, workitems.DefaultFirstPoll), 10*time.Minute)
+// Backoff is the time to the next poll of a wait that has lasted age: first (waits.first_poll)
+// at first, a fifth of the age later on, at most 10 minutes (a forge event wakes it sooner).
+func Backoff(age, first time.Duration) time.Duration {
+	return min(max(age/5, first), 10*time.Minute)
 }
 
 func (p *Poller) limiter(forgeKey string, perSecond float64) *rate.Limiter {

@@ -236,7 +236,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		// the push (CI, review) is waited for without a worker (package waits).
 		o.Publisher = publish.New(publish.Options{Forges: a.Forges, Logger: o.Logger})
 	}
-	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits")}
+	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits"), Config: a.CurrentConfig}
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
