@@ -64,8 +64,23 @@ func lastLine(s string) string {
 // headline is a decision's summary: the evidence summary, led by the cause when the
 // configuration is at fault (an escalation shows the summary as its headline).
 func headline(d workitems.Decision, evidence string) string {
+	if len(d.Reasons) > 0 && (d.Outcome == workitems.OutcomeWait || afterPushRule(d.Rule)) {
+		return clip(d.Reasons[0], 1000) // what it waits for, or the problem found, says it all
+	}
 	if d.Rule != RuleConfigError || len(d.Reasons) == 0 {
 		return evidence
 	}
 	return clip(d.Reasons[0]+"; "+evidence, 1000)
+}
+
+// afterPushRule: a rule decided on the delivery's or the pull request's facts, whose reason is
+// the headline (the local evidence's summary is in its reasons).
+func afterPushRule(rule string) bool {
+	switch rule {
+	case workitems.RuleBaseMoved, workitems.RuleDeliveryFailed, workitems.RuleDeclined, workitems.RuleAlreadyDelivered,
+		RulePRMerged, RulePRClosed, RuleAutomergeRefused, RuleChangesRequested, RuleChangesRequestedEscal,
+		RuleReviewRoundsExhausted, RuleReviewMissing, RuleTemplateRemoved, RuleTemplateIncompatible, RuleWorkspaceLost:
+		return true
+	}
+	return false
 }
