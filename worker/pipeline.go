@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -167,6 +168,7 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	if err != nil {
 		return fmt.Errorf("worker: act on waiting %s: %w", it.ID, err)
 	}
+	w := *it.Wait
 	it, err = h.o.Store.Wake(ctx, it.ID, p.Seq, p.By, d, del)
 	if errors.Is(err, workitems.ErrWaitEnded) || errors.Is(err, workitems.ErrInvalidTransition) {
 		log.Info("wake not recorded: the wait ended meanwhile", "err", err)
@@ -175,8 +177,17 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	if err != nil {
 		return err
 	}
+	if o, ok := h.o.Observer.(wakeObserver); ok {
+		o.Woken(w.Kind, p.By, h.o.Clock.Now().Sub(w.Since))
+	}
 	h.recorded(ctx, it, n, del != nil && del.Outcome == workitems.DeliveryMerged, log)
 	return nil
+}
+
+// wakeObserver is the metrics' side of wakes: how long an item waited, for what, and what woke
+// it (metrics.Metrics implements it).
+type wakeObserver interface {
+	Woken(kind workitems.WaitKind, by workitems.WakeReason, waited time.Duration)
 }
 
 // recorded reports a recorded decision (metrics, log) and enqueues a retry's next attempt.
