@@ -1,0 +1,172 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"outerloop/internal/redistest"
+	"outerloop/worker"
+	"outerloop/workitems"
+)
+
+type wakeVerifier struct{}
+
+func (wakeVerifier) Verify(context.Context, worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
+	return workitems.Decision{}, nil, errors.New("not in this test")
+}
+func (wakeVerifier) Check(context.Context, *workitems.Template, string) (worker.DoneCheckResult, error) {
+	return worker.DoneCheckResult{}, nil
+}
+func (wakeVerifier) AfterPush(_ context.Context, in worker.AfterPushInput) workitems.Decision {
+	if in.MergeRefused != "" {
+		return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused", Reasons: []string{in.MergeRefused}, Actor: "verifier"}
+	}
+	return in.Local
+}
+
+// judged answers the wake's judge: the decision given, then (after a refused merge) escalate.
+type judged struct {
+	d     workitems.Decision
+	calls []worker.JudgeInput
+}
+
+func (j *judged) Judge(_ context.Context, in worker.JudgeInput) (worker.JudgeResult, error) {
+	j.calls = append(j.calls, in)
+	if in.MergeRefused != "" {
+		return worker.JudgeResult{Decision: workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused",
+			Reasons: []string{"automerge refused: " + in.MergeRefused}, Actor: "verifier"}, Delivery: in.Item.Delivery}, nil
+	}
+	return worker.JudgeResult{Decision: j.d, Delivery: in.Item.Delivery}, nil
+}
+
+type refusingDeliverer struct {
+	mu        sync.Mutex
+	merges    int
+	followups []workitems.Decision
+}
+
+func (d *refusingDeliverer) Deliver(context.Context, worker.DeliverInput) (worker.DeliverResult, error) {
+	return worker.DeliverResult{}, errors.New("not in this test")
+}
+func (d *refusingDeliverer) Merge(_ context.Context, in worker.MergeInput) (workitems.Delivery, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.merges++
+	return in.Delivery, &worker.MergeRefusedError{Reason: "the head moved"}
+}
+func (d *refusingDeliverer) Followup(_ context.Context, in worker.FollowupInput) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.followups = append(d.followups, in.Decision)
+}
+
+type enqueued struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (e *enqueued) EnqueueAttempt(_ context.Context, it *workitems.Item) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ids = append(e.ids, workitems.TaskID(it.ID, it.Attempt))
+	return nil
+}
+func (e *enqueued) Reconcile(context.Context, time.Duration) (int, error) { return 0, nil }
+func (e *enqueued) Recover(context.Context) (int, error)                  { return 0, nil }
+
+func parkedItem(t *testing.T, s *workitems.Store, id string) {
+	t.Helper()
+	ctx := context.Background()
+	it := &workitems.Item{ID: id, Template: "t", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
+		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
+	if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.AcquireLease(ctx, id, 1, "w", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StartAttempt(ctx, f, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false); err != nil {
+		t.Fatal(err)
+	}
+	del := &workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryPROpened, Commit: "5ha", PushedSHA: "5ha",
+		PR: &workitems.PullRequest{Number: 4, State: workitems.PROpen}}
+	d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: "ci_pending", Actor: "verifier",
+		Wait: &workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: time.Now().Add(time.Hour), Forge: "tea", Repo: "o/r"}}
+	if _, err := s.RecordDelivery(ctx, f, d, nil, del, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A wake judges, acts and records once: a close whose merge the forge refuses is decided again
+// on that fact (escalated, the pull request labelled), and a wake of a wait that has ended
+// writes nothing.
+func TestAWakeActsOnTheDecisionAndRecordsItOnce(t *testing.T) {
+	t.Parallel()
+	env := redistest.New(t)
+	s := workitems.NewStore(env.Client, env.Prefix)
+	cfg, err := workitems.ParseConfig([]byte(`
+templates:
+  - name: t
+    goal: g
+    loop: {kind: script, commands: ["true"]}
+    budget: {wall_time: 5m}
+    done_check: {commands: ["true"]}
+forges:
+  tea: {kind: gitea, base_url: "http://127.0.0.1:1"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, _ := cfg.Template("t")
+	tmpl.Deliver.Automerge = true // as a template with deliver: {automerge: true} would have it
+	ctx := context.Background()
+	parkedItem(t, s, "m@1")
+	ev := &judged{d: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "checks_passed", Reasons: []string{"green"}, Actor: "verifier"}}
+	del := &refusingDeliverer{}
+	enq := &enqueued{}
+	h := worker.NewHandler(worker.HandlerOptions{Store: s, Config: cfg, Verifier: wakeVerifier{}, Evidence: ev, Deliverer: del, Enqueuer: enq})
+
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "m@1", Seq: 7, By: workitems.WakePoll}); err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := s.Get(ctx, "m@1"); it.State != workitems.StateWaiting || len(ev.calls) != 0 {
+		t.Fatalf("a wake of another wait must do nothing: %s, %d judged", it.State, len(ev.calls))
+	}
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "m@1", Seq: 1, By: workitems.WakeWebhook}); err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Get(ctx, "m@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := it.Decisions[len(it.Decisions)-1]
+	if it.State != workitems.StateEscalated || last.Rule != "automerge_refused" || del.merges != 1 || len(ev.calls) != 2 ||
+		ev.calls[1].MergeRefused != "the head moved" {
+		t.Fatalf("state %s rule %s merges %d judged %+v", it.State, last.Rule, del.merges, ev.calls)
+	}
+	if len(del.followups) != 1 || del.followups[0].Outcome != workitems.OutcomeEscalate {
+		t.Fatalf("the escalation is told to the pull request: %+v", del.followups)
+	}
+	// The same wake again (asynq delivers at least once): nothing more.
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "m@1", Seq: 1, By: workitems.WakeWebhook}); err != nil || del.merges != 1 {
+		t.Fatalf("a repeated wake acted again: %v, %d merges", err, del.merges)
+	}
+
+	// A retry from a wake enqueues the next attempt.
+	parkedItem(t, s, "r@1")
+	next := workitems.Condition{Input: "CI test failed"}
+	ev.d = workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "ci_failed", Next: &next, Reasons: []string{"red"}, Actor: "verifier"}
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "r@1", Seq: 1, By: workitems.WakePoll}); err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := s.Get(ctx, "r@1"); it.State != workitems.StateRetryWait || it.Attempt != 2 || len(enq.ids) != 1 || enq.ids[0] != "r@1/attempt-2" {
+		t.Fatalf("retry: %s %d %v", it.State, it.Attempt, enq.ids)
+	}
+}
