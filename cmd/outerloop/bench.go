@@ -20,7 +20,7 @@ import (
 func benchCmd(g *globals) *cobra.Command {
 	var rounds, sandboxRounds int
 	var skipWorkspaces, skipSandbox, skipModDownload, coldCache bool
-	var scale, cliTemplates int
+	var scale, cliTemplates, waitItems int
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure outerloop's overhead against raw Redis and raw asynq, and workspace preparation against git worktree add, in the same run, on --redis",
@@ -62,6 +62,18 @@ func benchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.out, "%-30s %14s   %-16s %14s   %.2fx\n", r.Name, time.Duration(r.NsPerOp),
 					r.Baseline, time.Duration(r.BaselineNsPerOp), r.Ratio())
 			}
+			if waitItems > 0 {
+				wf, err := benchmark.Waits(ctx, e, waitItems, g.out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.out, "\n%d items waiting for CI, next to an idle worker (concurrency 4)\n", wf.Items)
+				fmt.Fprintf(g.out, "%-44s %12d   idle worker %d\n", "goroutines", wf.GoroutinesParked, wf.GoroutinesIdle)
+				fmt.Fprintf(g.out, "%-44s %12s   idle worker %s\n", "heap in use", mib(wf.HeapParked), mib(wf.HeapIdle))
+				fmt.Fprintf(g.out, "%-44s %12d\n", "Redis commands, poll round with none due", wf.IdleRoundCommands)
+				fmt.Fprintf(g.out, "%-44s %12.1f   (%d due, %d commands, %s)\n", "Redis commands per due item, poll round",
+					float64(wf.DueRoundCommands)/float64(max(wf.DueRoundItems, 1)), wf.DueRoundItems, wf.DueRoundCommands, wf.DueRound.Round(time.Millisecond))
+			}
 			if !skipSandbox {
 				if err := benchSandbox(ctx, g, sandboxRounds, coldCache, !skipModDownload); err != nil {
 					return err
@@ -73,6 +85,7 @@ func benchCmd(g *globals) *cobra.Command {
 			return benchWorkspaces(ctx, g, e, rounds)
 		},
 	}
+	c.Flags().IntVar(&waitItems, "wait-items", 1000, "items parked in waiting to measure what waiting costs (0: skip)")
 	c.Flags().IntVar(&rounds, "workspace-rounds", 5, "workspaces made each way (the median is reported)")
 	c.Flags().IntVar(&scale, "scale", 0, "instead: fill a store with this many items and measure every list against GET /api/items")
 	c.Flags().IntVar(&cliTemplates, "cli-templates", 10000, "with --scale: time CLI commands against a config of this many templates (0: skip)")
@@ -177,3 +190,5 @@ func benchWorkspaces(ctx context.Context, g *globals, e benchmark.Env, rounds in
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -138,3 +138,24 @@ func goEnvOf(t *testing.T, k string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// Parking items in waiting starts no goroutine; an idle poll round is one Redis command, and a
+// round over due items costs a few commands per item.
+func TestWaitingItemsCostNoGoroutinesAndPollRoundsArePerDueItem(t *testing.T) {
+	re := redistest.New(t)
+	e := Env{Redis: re.Client, Asynq: redistest.AsynqOpt(t), Prefix: re.Prefix, Queue: re.Queue}
+	f, err := Waits(context.Background(), e, 200, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", f)
+	if f.GoroutinesParked != f.GoroutinesIdle {
+		t.Errorf("goroutines %d with 200 waiting items, %d idle", f.GoroutinesParked, f.GoroutinesIdle)
+	}
+	if f.IdleRoundCommands != 1 {
+		t.Errorf("an idle round sent %d commands, want 1", f.IdleRoundCommands)
+	}
+	if f.DueRoundItems != 200 || f.DueRoundCommands > 3*int64(f.DueRoundItems)+1 {
+		t.Errorf("a due round over %d items sent %d commands", f.DueRoundItems, f.DueRoundCommands)
+	}
+}
