@@ -69,7 +69,7 @@ func benchCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(g.out, "\n%d items waiting for CI, next to an idle worker (concurrency 4)\n", wf.Items)
 				fmt.Fprintf(g.out, "%-44s %12d   idle worker %d\n", "goroutines", wf.GoroutinesParked, wf.GoroutinesIdle)
-				fmt.Fprintf(g.out, "%-44s %12s   idle worker %s\n", "heap in use", mib(wf.HeapParked), mib(wf.HeapIdle))
+				fmt.Fprintf(g.out, "%-44s %12s   idle worker %s\n", "heap in use", mib(int64(wf.HeapParked)), mib(int64(wf.HeapIdle)))
 				fmt.Fprintf(g.out, "%-44s %12d\n", "Redis commands, poll round with none due", wf.IdleRoundCommands)
 				fmt.Fprintf(g.out, "%-44s %12.1f   (%d due, %d commands, %s)\n", "Redis commands per due item, poll round",
 					float64(wf.DueRoundCommands)/float64(max(wf.DueRoundItems, 1)), wf.DueRoundItems, wf.DueRoundCommands, wf.DueRound.Round(time.Millisecond))
@@ -190,5 +190,3 @@ func benchWorkspaces(ctx context.Context, g *globals, e benchmark.Env, rounds in
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
