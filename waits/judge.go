@@ -54,6 +54,12 @@ func (j *Judge) AfterPush(ctx context.Context, tmpl *workitems.Template, it *wor
 	return j.withWhere(d, tmpl, &local)
 }
 
+// Precondition decides on a problem found before any evidence (a lost workspace, a removed or
+// incompatible template) with the policy's first rows.
+func (j *Judge) Precondition(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, p verify.Precondition) workitems.Decision {
+	return j.Verifier.Judge(ctx, verify.Judgement{Template: tmpl, Item: it, Attempt: n, Precondition: &p})
+}
+
 // pushedForReview: the delivery put a new commit on the forge (CI and review follow it).
 func pushedForReview(del *workitems.Delivery) bool {
 	if del == nil || del.PushedSHA == "" {

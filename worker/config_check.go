@@ -59,7 +59,9 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 		return nil, true, err
 	}
 	defer func() { _ = h.o.Store.ReleaseLease(context.WithoutCancel(ctx), fence) }()
-	if _, err := h.o.Store.EscalateConfigChange(ctx, fence, reason, summary); err != nil {
+	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: it.Attempt,
+		Precondition: &Precondition{Rule: string(reason), Summary: summary}})
+	if _, err := h.o.Store.EscalateConfigChange(ctx, fence, reason, d); err != nil {
 		return nil, true, err
 	}
 	log.Warn("item escalated: its template does not fit the config in force", "template", it.Template,

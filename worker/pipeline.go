@@ -31,6 +31,24 @@ type AfterPushInput struct {
 	Delivery *workitems.Delivery
 	// MergeRefused is why the forge refused to merge a close (automerge).
 	MergeRefused string
+	// Precondition, instead of a delivery, is a problem the worker found before any evidence
+	// (a lost workspace, a removed or incompatible template): the policy's first rows decide it.
+	Precondition *Precondition
+}
+
+// Precondition is a problem found before any evidence could be read; Rule names its row of the
+// policy (workspace_lost, template_removed, template_incompatible).
+type Precondition struct {
+	Rule    string
+	Summary string
+}
+
+// templateOrName is the item's template in the config in force, or a stand-in with its name.
+func (h *Handler) templateOrName(it *workitems.Item) *workitems.Template {
+	if t, ok := h.config().Template(it.Template); ok {
+		return t
+	}
+	return &workitems.Template{Name: it.Template}
 }
 
 // Evidence reads a waiting item's evidence — CI on its pushed commit, its pull request's state
@@ -151,8 +169,8 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	var res JudgeResult
 	if !ok {
 		res.Decision = h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: n,
-			Delivery: &workitems.Delivery{Outcome: workitems.DeliveryFailed, ErrorClass: workitems.ClassInvalidInput,
-				Error: fmt.Sprintf("template %q is no longer configured while the item waited", it.Template)}})
+			Precondition: &Precondition{Rule: string(workitems.ConfigTemplateRemoved),
+				Summary: fmt.Sprintf("template %q is no longer configured (config %s); the item was waiting for %s", it.Template, h.config().Version(), it.Wait)}})
 		tmpl = &workitems.Template{Name: it.Template}
 	} else if res, err = h.o.Evidence.Judge(ctx, JudgeInput{Template: tmpl, Item: it}); err != nil {
 		return fmt.Errorf("worker: judge waiting %s: %w", it.ID, err)

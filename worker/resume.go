@@ -215,11 +215,10 @@ func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tm
 // workspaceLost retries an attempt whose finished tree cannot be restored for verifying.
 func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *workitems.Fence, re *RestoreError, log *slog.Logger) error {
 	a := it.Current()
-	next := a.Condition
-	next.CleanCheckout = true
-	d := workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: RuleWorkspaceLost, Actor: "worker", Next: &next,
-		Reasons: []string{fmt.Sprintf("%s: %v", re.Problem, re.Err)},
-		Summary: "the finished attempt's workspace cannot be restored on this host, so it cannot be verified; run it again"}
+	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: h.templateOrName(it), Item: it, Attempt: a.N, Precondition: &Precondition{
+		Rule:    RuleWorkspaceLost,
+		Summary: fmt.Sprintf("the finished attempt's workspace cannot be restored on this host, so it cannot be verified; run it again (%s: %v)", re.Problem, re.Err)}})
+	d.Actor = "worker"
 	it, err := h.o.Store.RecordDecision(ctx, fence, d, nil)
 	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
 		log.Warn("decision not recorded", "err", err)

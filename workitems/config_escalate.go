@@ -12,7 +12,14 @@ import (
 // cancel, close or retry it (a retry runs under the config then in force). The caller holds the
 // attempt's lease (f), so no execution of it runs meanwhile; the item is queued, waiting to
 // retry, or running (a resumed attempt whose worker died).
-func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason ConfigChangeReason, summary string) (*Item, error) {
+//
+// d is the policy's decision on the change (verify's template_removed / template_incompatible
+// rows); it must escalate.
+func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason ConfigChangeReason, d Decision) (*Item, error) {
+	if d.Outcome != OutcomeEscalate {
+		return nil, fmt.Errorf("workitems: escalate %s for a config change: the decision is %s, not escalate", f.Item, d.Outcome)
+	}
+	summary := firstNonEmpty(d.Summary, joinReasons(d.Reasons))
 	id, n := f.Item, f.Attempt
 	return s.Update(ctx, id, f, func(it *Item) ([]Event, error) {
 		if it.Attempt != n || (it.State != StateQueued && it.State != StateRetryWait && it.State != StateRunning) {
@@ -20,8 +27,7 @@ func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason Confi
 				&TransitionError{From: it.State, To: StateEscalated})
 		}
 		at := s.now().UTC()
-		d := Decision{Outcome: OutcomeEscalate, Rule: string(reason), Reasons: []string{summary}, Summary: summary,
-			Actor: "worker", At: at}
+		d.Actor, d.At, d.Summary = "worker", at, summary
 		if a := it.Current(); a != nil {
 			a.State = AttemptDone
 			a.EndedAt = at

@@ -403,6 +403,9 @@ func (v VerifierAdapter) AfterPush(ctx context.Context, in worker.AfterPushInput
 	if j == nil {
 		j = &waits.Judge{Verifier: v.V}
 	}
+	if p := in.Precondition; p != nil {
+		return j.Precondition(ctx, in.Template, in.Item, in.Attempt, verify.Precondition{Rule: p.Rule, Summary: p.Summary})
+	}
 	return j.AfterPush(ctx, in.Template, in.Item, in.Attempt, in.Local, in.Delivery, in.MergeRefused)
 }
 
