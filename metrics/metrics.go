@@ -134,6 +134,9 @@ type Metrics struct {
 	scheduleInterval *prometheus.GaugeVec
 
 	stats *statsCollector
+
+	waits    waitMetrics
+	webhooks *prometheus.CounterVec // NewWebhooks counts on it
 }
 
 // New returns metrics on their own registry, with the Go and process collectors.
@@ -201,6 +204,8 @@ func New(opts ...Option) *Metrics {
 	}, []string{"template"})
 	m.stats = newStatsCollector(m)
 	m.running = newRunningCollector(m)
+	m.waits = newWaitMetrics()
+	m.webhooks = newWebhookCounter()
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -213,6 +218,7 @@ func New(opts ...Option) *Metrics {
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
 		m.stats, m.running,
+		m.waits.duration, m.waits.polls, m.webhooks,
 	)
 	return m
 }
