@@ -304,6 +304,12 @@ type ItemView struct {
 	// RunningSpend is what the running attempt has been charged so far (its wall time
 	// advances every few seconds while it runs); absent unless the item is running.
 	RunningSpend *workitems.Spend `json:"running_spend,omitempty"`
+	// NextPoll is when the poller looks at a waiting item next, as its index says (a forge's
+	// rate limit or a claim moves it past wait.next_poll); absent unless the item is waiting.
+	NextPoll *time.Time `json:"next_poll,omitempty"`
+	// ReviewRounds are the reviews that requested changes and sent the item into another
+	// attempt, read from its decisions (ReviewRounds).
+	ReviewRounds []ReviewRound `json:"review_rounds,omitempty"`
 }
 
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
@@ -317,10 +323,15 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	view := ItemView{Item: it, Events: evs}
+	view := ItemView{Item: it, Events: evs, ReviewRounds: ReviewRounds(it)}
 	if it.State == workitems.StateRunning {
 		if sp, err := s.store.ChargedSpend(r.Context(), it.ID, it.Attempt); err == nil {
 			view.RunningSpend = &sp
+		}
+	}
+	if it.State == workitems.StateWaiting {
+		if np, err := s.store.NextPoll(r.Context(), it.ID); err == nil && !np.IsZero() {
+			view.NextPoll = &np
 		}
 	}
 	writeJSON(w, http.StatusOK, view)

@@ -1,7 +1,9 @@
 // Package console is outerloop's web console: server-rendered pages (html/template, assets
 // embedded with go:embed, a little vanilla JS and no build step) that show items, their
 // attempts, evidence and delivered change (changed files, the unified diff, the pull request
-// and its CI checks), the templates, and an escalation inbox where a person resolves work.
+// and its CI checks), what a waiting item waits for (CI, a review) and what woke its past waits,
+// its review rounds, the templates, and an inbox: escalations a person resolves, and pull
+// requests that have waited longer than waits.inbox_after for a person's review.
 //
 // The console owns its pages, its login form and its form actions. It owns no operations: an
 // action turns a form into an api.ResolveRequest and calls scheduler.Queue.Resolve, exactly as

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"outerloop/api"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -130,6 +132,12 @@ type itemPage struct {
 	Escalated   bool
 	BudgetKinds []workitems.BudgetKind
 	Delivery    *deliveryView // the latest delivery and its patch
+	// Wait is what a waiting item waits for (nil unless waiting); Waits every wait the event log
+	// shows, oldest first, each with what woke it; ReviewRounds the reviews that requested
+	// changes and sent the item into another attempt.
+	Wait         *waitView
+	Waits        []waitRow
+	ReviewRounds []api.ReviewRound
 }
 
 // maxTimeline is how many events the item page shows (the newest are streamed live).
@@ -155,6 +163,10 @@ func (c *Console) item(w http.ResponseWriter, r *http.Request, v *view) (string,
 	if p.Delivery, err = c.loadDelivery(r.Context(), it); err != nil {
 		return c.internal(v, err)
 	}
+	if p.Wait, err = c.loadWait(r.Context(), it); err != nil {
+		return c.internal(v, err)
+	}
+	p.Waits, p.ReviewRounds = waitRows(evs, v.Now), api.ReviewRounds(it)
 	if len(evs) > 0 {
 		p.LastEventID = evs[len(evs)-1].ID
 	}
@@ -193,6 +205,8 @@ type escalationsPage struct {
 	Total       int
 	Prev, Next  string
 	BudgetKinds []workitems.BudgetKind
+	// Waiting lists pull requests waiting for a person's review (paged by ?waiting=N).
+	Waiting *waitingSection
 }
 
 type escalationRow struct {
@@ -212,6 +226,13 @@ func (c *Console) escalations(w http.ResponseWriter, r *http.Request, v *view) (
 	var err error
 	p := escalationsPage{BudgetKinds: workitems.AllBudgetKinds()}
 	if p.Total, err = c.store.EscalatedCount(r.Context()); err != nil {
+		return c.internal(v, err)
+	}
+	waitingNo, err := strconv.Atoi(cmp.Or(r.URL.Query().Get("waiting"), "1"))
+	if err != nil || waitingNo < 1 {
+		return c.message(v, http.StatusBadRequest, "Bad page", fmt.Sprintf("Waiting page %q: want a number from 1.", r.URL.Query().Get("waiting")), "/escalations")
+	}
+	if p.Waiting, err = c.waitingForPeople(r, waitingNo); err != nil {
 		return c.internal(v, err)
 	}
 	items, err := c.store.Escalated(r.Context(), (pageNo-1)*escalationsPerPage, escalationsPerPage)

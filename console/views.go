@@ -252,6 +252,7 @@ func actionLabel(a string) string {
 func funcs() template.FuncMap {
 	return template.FuncMap{
 		"ago":           ago,
+		"until":         until,
 		"stamp":         stamp,
 		"eventData":     eventData,
 		"stateClass":    stateClass,

@@ -419,6 +419,7 @@ func TestEveryAlertIsTestedFiringAndQuiet(t *testing.T) {
 		"OuterloopDailyBudgetNearCap", "OuterloopDailyBudgetExhausted", "OuterloopDailyBudgetBurnRate",
 		"OuterloopEscalationWaiting", "OuterloopNightlyTemplateNotClosing", "OuterloopNightlyTemplateNeverClosed",
 		"OuterloopAttemptsFailingRepeatedly", "OuterloopCheckpointLatencyHigh",
+		"OuterloopWaitPollerStuck", "OuterloopWebhookBadSignatures", "OuterloopReviewsWaitingLong",
 	} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)

@@ -38,6 +38,8 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 			OldestEscalationAt: now.Add(-time.Hour),
 			DailyCostUSD:       map[string]float64{"nightly": 1.5},
 			LastClosedAt:       map[string]time.Time{"nightly": now.Add(-2 * time.Hour)},
+			Waiting:            map[workitems.WaitKind]int64{workitems.WaitReview: 1},
+			FirstPollAt:        now.Add(-time.Minute),
 		}, nil
 	})
 	const item = "nightly@20261125T030000Z"
@@ -57,6 +59,9 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	m.SchedulerSkip("nightly", metrics.SkipDailyCap)
 	m.SchedulerMisfire("nightly", 1)
 	m.ModelRequest("openai", time.Second, string(workitems.ClassTransient))
+	m.Woken(workitems.WaitCI, workitems.WakeWebhook, 3*time.Minute)
+	m.Polled("tea", metrics.PollPending)
+	metrics.NewWebhooks(m, []string{"tea"})
 	metrics.NewNotifications(m, &workitems.Config{Notify: workitems.Notify{Sinks: map[string]workitems.NotifySink{
 		"hook": {Kind: workitems.SinkWebhook}}}}).Notification("hook", notify.ResultDead)
 	return m.Handler()

@@ -10,6 +10,7 @@ import (
 type configView struct {
 	providers map[string]string // provider key → the model label of its configured model
 	templates []templateLabels
+	forges    []string // the keys of forges: (the forge label of the wait polls)
 }
 
 type templateLabels struct {
@@ -55,7 +56,9 @@ const defaultModel = "default"
 //     request latency histogram and model errors by error class for every configured provider
 //     (an empty histogram's quantile is NaN: the dashboards draw quantiles only where the count
 //     grew);
-//   - the running-attempt cost gauges, and the store's item counts by state.
+//   - the running-attempt cost gauges, and the store's item counts by state;
+//   - the polls of waiting items by result for every configured forge (the wait durations by
+//     kind and wake reason, and the polls of forge "other", exist from New).
 //
 // Not created ahead: decisions by policy rule (there are dozens of rules; the rule breakdown
 // is a detail view, the counts come from decisions_total), series of a loop a retry's strategy
@@ -101,6 +104,10 @@ func (m *Metrics) SetConfig(cfg *workitems.Config) {
 		if !m.noSeriesAhead {
 			m.createTemplateSeries(t, view)
 		}
+	}
+	for name := range cfg.Forges {
+		view.forges = append(view.forges, name)
+		m.waits.createPolls(name)
 	}
 	for name := range view.providers {
 		m.modelRequest.WithLabelValues(name)

@@ -1,11 +1,12 @@
 // Package metrics owns outerloop's Prometheus metrics: the collectors on their own registry, the
 // /metrics handler (OpenMetrics, so exemplars carry item ids), the scrape-time view of the store
-// (items by state, escalations, today's cost) and the spend of the attempts this process runs.
+// (items by state, escalations, today's cost, waiting items by kind and the poll lag), the wait
+// poller's counts (Woken, Polled: waits.go) and the spend of the attempts this process runs.
 // Names and labels here are the contract the dashboards and alert rules in dashboards/ are
 // tested against.
 //
 // Labels are small fixed sets (template, loop, reason, outcome, actor_kind, rule, kind, scope,
-// state, provider, model, class). Item ids never become labels; they ride on exemplars as
+// state, provider, model, class, forge, by, result). Item ids never become labels; they ride on exemplars as
 // item_id. Provider and model labels come from the config (a provider's key and its configured
 // model), never from what a model server answered.
 //
@@ -134,6 +135,9 @@ type Metrics struct {
 	scheduleInterval *prometheus.GaugeVec
 
 	stats *statsCollector
+
+	waits    waitMetrics
+	webhooks *prometheus.CounterVec // NewWebhooks counts on it
 }
 
 // New returns metrics on their own registry, with the Go and process collectors.
@@ -201,6 +205,8 @@ func New(opts ...Option) *Metrics {
 	}, []string{"template"})
 	m.stats = newStatsCollector(m)
 	m.running = newRunningCollector(m)
+	m.waits = newWaitMetrics()
+	m.webhooks = newWebhookCounter()
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -213,6 +219,7 @@ func New(opts ...Option) *Metrics {
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
 		m.stats, m.running,
+		m.waits.duration, m.waits.polls, m.webhooks,
 	)
 	return m
 }

@@ -11,7 +11,8 @@ import (
 	"outerloop/workitems"
 )
 
-// statsCollector reads the store's aggregate view on every scrape, so the gauges are never
+// statsCollector reads the store's aggregate view on every scrape (items by state, escalations,
+// today's cost, last closes, waiting items by kind and the poll lag), so the gauges are never
 // staler than the scrape and no background goroutine keeps them up to date.
 //
 // A store that does not answer must not blank the budget gauges (a firing alert would resolve and
@@ -39,6 +40,8 @@ type statsCollector struct {
 	dailyCost       *prometheus.Desc
 	lastClosed      *prometheus.Desc
 	age             *prometheus.Desc
+	itemsWaiting    *prometheus.Desc
+	pollLag         *prometheus.Desc
 }
 
 func newStatsCollector(m *Metrics) *statsCollector {
@@ -59,6 +62,10 @@ func newStatsCollector(m *Metrics) *statsCollector {
 			"Cost spent today (UTC) per template in USD; what the scheduler's daily cap compares with.", []string{"template"}, nil),
 		lastClosed: prometheus.NewDesc(name("template_last_closed_timestamp_seconds"),
 			"Unix time of the last closed item per template (absent: never closed).", []string{"template"}, nil),
+		itemsWaiting: prometheus.NewDesc(name("items_waiting"),
+			"Waiting items (their change pushed, no worker held) by what they wait for (kind: ci, review).", []string{"kind"}, nil),
+		pollLag: prometheus.NewDesc(name("wait_poll_lag_seconds"),
+			"How far the earliest due poll of a waiting item is behind (0: none due); it grows while no poller runs or keeps up.", nil, nil),
 		age: prometheus.NewDesc(name("stats_age_seconds"),
 			"Age of the store stats in this scrape: 0 when read now, else the time since the last successful read (the values are last-known).", nil, nil),
 	}
@@ -73,7 +80,8 @@ func (c *statsCollector) setTemplates(names []string) { c.templates.set(slices.C
 // Describe implements prometheus.Collector.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.errors.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.items, c.escalationsOpen, c.oldestAge, c.dailyCost, c.lastClosed, c.age} {
+	for _, d := range []*prometheus.Desc{c.items, c.escalationsOpen, c.oldestAge, c.dailyCost, c.lastClosed, c.age,
+		c.itemsWaiting, c.pollLag} {
 		ch <- d
 	}
 }
@@ -178,4 +186,14 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		age = max(now.Sub(s.OldestEscalationAt).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, age)
+	// Waiting counts (workitems.Store.WaitingByKind) and the poll lag (Store.PollLag, computed
+	// here at the scrape's time from the earliest next poll, like the escalation's age).
+	for _, k := range workitems.AllWaitKinds() {
+		ch <- prometheus.MustNewConstMetric(c.itemsWaiting, prometheus.GaugeValue, float64(s.Waiting[k]), string(k))
+	}
+	lag := 0.0
+	if !s.FirstPollAt.IsZero() {
+		lag = max(now.Sub(s.FirstPollAt).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(c.pollLag, prometheus.GaugeValue, lag)
 }

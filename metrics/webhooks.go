@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,24 +18,15 @@ type Webhooks struct {
 	forges []string
 }
 
-// NewWebhooks registers the counter on m (nil-safe: a nil m gives a nil counter) and creates at
-// zero the series each configured forge can reach: every kind with accepted, duplicate,
-// sink_error and store_error; "other" with ignored, bad_signature, not_configured and
-// too_large; and forge "other" with unknown_forge.
+// NewWebhooks counts on m's deliveries counter (nil-safe: a nil m gives a nil counter) and
+// creates at zero the series each configured forge can reach: every kind with accepted,
+// duplicate, sink_error and store_error; "other" with ignored, bad_signature, not_configured
+// and too_large. Forge "other" with unknown_forge exists from New.
 func NewWebhooks(m *Metrics, forges []string) *Webhooks {
 	if m == nil {
 		return nil
 	}
-	c := counterVec("webhook_deliveries_total",
-		"Forge webhook deliveries by forge, normalised event and result (accepted, duplicate, ignored, bad_signature, unknown_forge, not_configured, too_large, sink_error, store_error).",
-		"forge", "event", "result")
-	if err := m.reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			panic(err) // a programming error: another collector took the name
-		}
-		c = are.ExistingCollector.(*prometheus.CounterVec)
-	}
+	c := m.webhooks
 	w := &Webhooks{c: c, forges: slices.Clone(forges)}
 	for _, f := range forges {
 		for _, k := range hooks.AllKinds() {
@@ -48,8 +38,17 @@ func NewWebhooks(m *Metrics, forges []string) *Webhooks {
 			c.WithLabelValues(f, other, string(r))
 		}
 	}
-	c.WithLabelValues(other, other, string(hooks.ResultUnknownForge))
 	return w
+}
+
+// newWebhookCounter is the deliveries counter, registered by New in every process (at zero
+// where no hook handler runs), so that the rules over it have a series to read everywhere.
+func newWebhookCounter() *prometheus.CounterVec {
+	c := counterVec("webhook_deliveries_total",
+		"Forge webhook deliveries by forge, normalised event and result (accepted, duplicate, ignored, bad_signature, unknown_forge, not_configured, too_large, sink_error, store_error).",
+		"forge", "event", "result")
+	c.WithLabelValues(other, other, string(hooks.ResultUnknownForge))
+	return c
 }
 
 // Delivery counts one delivery; values outside the fixed sets count as "other".

@@ -426,6 +426,10 @@ type Stats struct {
 	OldestEscalationAt time.Time                `json:"oldest_escalation_at,omitzero"`
 	DailyCostUSD       map[string]float64       `json:"daily_cost_usd"` // template → today's (UTC) cost
 	LastClosedAt       map[string]time.Time     `json:"last_closed_at"` // template → last close
+	// Waiting counts the waiting items by wait kind (WaitingByKind); FirstPollAt is the earliest
+	// next poll among them (zero: none waits), so the poll lag at t is t − FirstPollAt (PollLag).
+	Waiting     map[WaitKind]int64 `json:"waiting"`
+	FirstPollAt time.Time          `json:"first_poll_at,omitzero"`
 }
 
 // SortedTemplates returns the template names in s, sorted.

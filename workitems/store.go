@@ -387,19 +387,25 @@ func (s *Store) OpenCount(ctx context.Context, template string) (int64, error) {
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Items: map[string]map[State]int{}, DailyCostUSD: map[string]float64{}, LastClosedAt: map[string]time.Time{}}
 	var (
-		counts, closed *redis.MapStringStringCmd
-		oldest         *redis.ZSliceCmd
-		open           *redis.IntCmd
+		counts, closed, kinds *redis.MapStringStringCmd
+		oldest, firstPoll     *redis.ZSliceCmd
+		open                  *redis.IntCmd
 	)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		counts = p.HGetAll(ctx, s.k.counts())
 		oldest = p.ZRangeWithScores(ctx, s.k.escalated(), 0, 0)
 		open = p.ZCard(ctx, s.k.escalated())
 		closed = p.HGetAll(ctx, s.k.lastClosed())
+		kinds = p.HGetAll(ctx, s.k.waitKinds())
+		firstPoll = p.ZRangeWithScores(ctx, s.k.waits(), 0, 0)
 		return nil
 	})
 	if err != nil {
 		return st, fmt.Errorf("workitems: stats: %w", err)
+	}
+	st.Waiting = waitKindCounts(kinds.Val())
+	if zs := firstPoll.Val(); len(zs) > 0 {
+		st.FirstPollAt = time.UnixMilli(int64(zs[0].Score)).UTC()
 	}
 	for k, v := range counts.Val() {
 		tmpl, state, ok := strings.Cut(k, "|")

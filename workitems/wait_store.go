@@ -205,12 +205,17 @@ func (s *Store) WaitingByKind(ctx context.Context) (map[WaitKind]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return waitKindCounts(m), nil
+}
+
+// waitKindCounts reads the waitkinds hash: every kind, absent ones at zero.
+func waitKindCounts(m map[string]string) map[WaitKind]int64 {
 	out := map[WaitKind]int64{}
 	for _, k := range AllWaitKinds() {
 		n, _ := strconv.ParseInt(m[string(k)], 10, 64)
 		out[k] = max(n, 0)
 	}
-	return out, nil
+	return out
 }
 
 // PollLag is how far the earliest due poll is behind now (0: none due): a poller that stopped

@@ -136,3 +136,34 @@ func assertNotWaiting(t *testing.T, s *workitems.Store, id, sha string, pr int) 
 		t.Fatalf("%s still in the poller's index", id)
 	}
 }
+
+// The store's aggregate view (read by the metrics on every scrape) counts the waiting items by
+// kind and holds the earliest next poll, from which the poll lag follows.
+func TestStatsCountWaitingItemsByKindAndTheFirstPoll(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Waiting[workitems.WaitCI] != 0 || st.Waiting[workitems.WaitReview] != 0 || !st.FirstPollAt.IsZero() {
+		t.Fatalf("nothing waits: %+v %v", st.Waiting, st.FirstPollAt)
+	}
+	f := verifying(t, s, "ws@1", "tmpl")
+	if _, err := s.RecordDelivery(ctx, f, waitCI(time.Now().Add(time.Hour)), nil, pushedDelivery("5ha-ws", 9), nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, _ := s.NextPoll(ctx, "ws@1")
+	if st.Waiting[workitems.WaitCI] != 1 || st.Waiting[workitems.WaitReview] != 0 || !st.FirstPollAt.Equal(np) {
+		t.Fatalf("one CI wait: %+v first poll %v, next poll %v", st.Waiting, st.FirstPollAt, np)
+	}
+	lag, _ := s.PollLag(ctx, np.Add(time.Minute))
+	if lag != time.Minute {
+		t.Fatalf("poll lag %v, want the minute past the first poll", lag)
+	}
+}

@@ -85,10 +85,16 @@ func itemsCmd(g *globals) *cobra.Command {
 				if follow {
 					return followItem(ctx, a.Store, it.ID, g.out)
 				}
-				if asJSON {
-					return writeJSON(g.out, api.ItemView{Item: it, Events: evs})
+				view := api.ItemView{Item: it, Events: evs, ReviewRounds: api.ReviewRounds(it)}
+				if it.State == workitems.StateWaiting {
+					if np, err := a.Store.NextPoll(ctx, it.ID); err == nil && !np.IsZero() {
+						view.NextPoll = &np
+					}
 				}
-				printItem(g.out, it, evs)
+				if asJSON {
+					return writeJSON(g.out, view)
+				}
+				printItem(g.out, view)
 				return nil
 			}
 			if state != "" && !workitems.State(state).Valid() {
@@ -253,8 +259,10 @@ func age(t time.Time) string {
 	return time.Since(t).Round(time.Second).String()
 }
 
-// printItem writes an item for a terminal: summary, attempts, decisions, events.
-func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
+// printItem writes an item for a terminal: summary, its wait, attempts, decisions, review
+// rounds, events.
+func printItem(w io.Writer, v api.ItemView) {
+	it, evs := v.Item, v.Events
 	fmt.Fprintf(w, "%s  [%s]  template %s  attempt %d/%d\n", it.ID, it.State, it.Template, it.Attempt, it.MaxAttempts)
 	fmt.Fprintf(w, "goal: %s\n", it.Goal)
 	if it.RerunOf != "" {
@@ -271,6 +279,9 @@ func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 		it.Spend.ToolCalls, it.Spend.InputTokens, it.Spend.OutputTokens)
 	if it.Escalation != nil {
 		fmt.Fprintf(w, "ESCALATED %s ago: %s — %s\n", age(it.Escalation.At), it.Escalation.Reason, it.Escalation.Summary)
+	}
+	if it.Wait != nil {
+		printWait(w, it.Wait, v.NextPoll)
 	}
 	for _, a := range it.Attempts {
 		fmt.Fprintf(w, "\nattempt %d [%s]", a.N, a.State)
@@ -294,6 +305,19 @@ func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 			printDelivery(w, "  ", d)
 		}
 	}
+	for _, r := range v.ReviewRounds {
+		fmt.Fprintf(w, "\nreview round %d (%s)", r.N, r.At.UTC().Format(time.RFC3339))
+		if len(r.Reviewers) > 0 {
+			fmt.Fprintf(w, ": changes requested by %s", strings.Join(r.Reviewers, ", "))
+		}
+		if r.PR != 0 {
+			fmt.Fprintf(w, " on #%d", r.PR)
+		}
+		fmt.Fprintln(w)
+		for _, l := range strings.Split(strings.TrimRight(r.Review, "\n"), "\n") {
+			fmt.Fprintf(w, "  | %s\n", l)
+		}
+	}
 	fmt.Fprintln(w, "\nevents:")
 	for _, e := range evs {
 		line := string(e.Type)
@@ -310,6 +334,45 @@ func printItem(w io.Writer, it *workitems.Item, evs []workitems.Event) {
 			line += ": " + oneLine(e.Message, 160)
 		}
 		fmt.Fprintf(w, "  %s  #%d  %s\n", e.At.Format("15:04:05.000"), e.Attempt, line)
+	}
+}
+
+// printWait writes what a waiting item waits for: kind, commit, pull request, since, deadline,
+// the next poll (the poller's index when known, else the wait's own) and why.
+func printWait(w io.Writer, wt *workitems.Wait, nextPoll *time.Time) {
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	np := wt.NextPoll
+	if nextPoll != nil {
+		np = *nextPoll
+	}
+	fmt.Fprintf(w, "WAITING for %s (wait %d, attempt %d)\n", wt.Kind, wt.Seq, wt.Attempt)
+	if wt.SHA != "" {
+		fmt.Fprintf(w, "  sha: %s\n", wt.SHA)
+	}
+	if wt.PR != 0 {
+		fmt.Fprintf(w, "  pr: #%d", wt.PR)
+		if wt.Repo != "" {
+			fmt.Fprintf(w, " of %s", wt.Repo)
+		}
+		if wt.Forge != "" {
+			fmt.Fprintf(w, " on %s", wt.Forge)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  since: %s (%s ago)\n", ts(wt.Since), age(wt.Since))
+	fmt.Fprintf(w, "  deadline: %s\n", ts(wt.Deadline))
+	fmt.Fprintf(w, "  next poll: %s", ts(np))
+	if wt.Polls > 0 {
+		fmt.Fprintf(w, " (polled %d×)", wt.Polls)
+	}
+	fmt.Fprintln(w)
+	if wt.Reason != "" {
+		fmt.Fprintf(w, "  reason: %s\n", oneLine(wt.Reason, 300))
 	}
 }
 
