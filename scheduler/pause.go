@@ -17,15 +17,17 @@ import (
 // TickSkippedPaused, logged, counted as a skip with reason "paused", and counted in the pause
 // record (Pause.Skipped). A person's own requests — enqueue, run now, re-run — still create
 // items of a paused template: pausing stops the schedule, not the people (a fix is usually
-// tried by hand before the schedule is resumed). The pause lives in Redis, so every scheduler
-// replica sees it at its next tick without a restart.
+// tried by hand before the schedule is resumed). A paused template's triggers make no items
+// either (triggers.go). The pause lives in Redis, so every scheduler replica sees it at its next
+// tick without a restart.
 
 // ErrAlreadyPaused and ErrNotPaused refuse a pause of a paused template and a resume of one
 // that is not paused; neither changes anything.
 var (
 	ErrAlreadyPaused = errors.New("template is already paused")
 	ErrNotPaused     = errors.New("template is not paused")
-	// ErrNoSchedule refuses a pause of a template without a schedule: there is nothing to pause.
+	// ErrNoSchedule refuses a pause of a template without a schedule or triggers: there is
+	// nothing to pause.
 	ErrNoSchedule = errors.New("template has no schedule")
 	// ErrBadControl is a control request with bad text (no actor, a reason too long or not UTF-8).
 	ErrBadControl = errors.New("bad control request")
@@ -107,15 +109,16 @@ func checkControl(actor, reason string) error {
 	return nil
 }
 
-// Pause stops the cron ticks of a template until Resume, recording actor and reason. It is
-// refused (changing nothing) for an unknown template (ErrUnknownTemplate), one with no
-// schedule (ErrNoSchedule) and one already paused (ErrAlreadyPaused, naming who paused it).
+// Pause stops the cron ticks and the triggers of a template until Resume, recording actor and
+// reason. It is refused (changing nothing) for an unknown template (ErrUnknownTemplate), one with
+// neither schedule nor triggers (ErrNoSchedule) and one already paused (ErrAlreadyPaused, naming
+// who paused it).
 func (q *Queue) Pause(ctx context.Context, template, actor, reason string) (Pause, error) {
 	t, ok := q.cfg.Load().Template(template)
 	if !ok {
 		return Pause{}, fmt.Errorf("scheduler: pause %q: %w", template, ErrUnknownTemplate)
 	}
-	if t.Schedule == "" {
+	if t.Schedule == "" && len(t.Triggers) == 0 {
 		return Pause{}, fmt.Errorf("scheduler: pause %q: %w (it runs only when enqueued)", template, ErrNoSchedule)
 	}
 	reason = strings.TrimSpace(reason)

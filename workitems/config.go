@@ -156,6 +156,9 @@ type Template struct {
 	OperatorFiles []string `yaml:"-" json:"-"`
 	// Notify overrides which notifications the template sends (config_notify.go).
 	Notify TemplateNotify `yaml:"notify"`
+	// Triggers are forge events that make items of the template (triggers.go). Left out of
+	// the JSON when empty, so a template without triggers keeps its version.
+	Triggers []Trigger `yaml:"triggers" json:",omitempty"`
 }
 
 // ConfigError names the template and field that are wrong.
@@ -470,6 +473,9 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 		return err
 	}
 	if err := c.validateTemplateNotify(t); err != nil {
+		return err
+	}
+	if err := c.validateTriggers(t); err != nil {
 		return err
 	}
 	if d := t.DoneCheck.Diff; d != nil && (d.MaxFiles < 0 || d.MaxLines < 0) {
