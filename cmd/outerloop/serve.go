@@ -15,6 +15,7 @@ import (
 	"outerloop/api"
 	"outerloop/internal/app"
 	"outerloop/notify"
+	"outerloop/scheduler"
 	"outerloop/verify"
 )
 
@@ -114,7 +115,9 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
 	// The forges' webhooks: signed (webhook_secret_env), deduplicated, they wake waiting items
 	// and carry /outerloop commands.
-	mux.Handle("POST /hooks/{forge}", a.Hooks(forgeAuditor{audit}, nil))
+	// Triggers: forge events a template subscribes to make items (docs/triggers.md).
+	triggers := scheduler.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "triggers")).WithHeads(scheduler.ForgeHeads(a.Forges))
+	mux.Handle("POST /hooks/{forge}", a.Hooks(forgeAuditor{audit}, triggers))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err
