@@ -1,6 +1,6 @@
 // Package publish owns taking a delivered commit to a forge: it is the delivery.Publisher of a
 // deployment with forges. For one closed attempt (delivery has made the change one commit on
-// the attempt's base) it, in this order, each step an EventDelivery event (Data["step"]):
+// the attempt's base) Publish, in this order, each step an EventDelivery event (Data["step"]):
 //
 //  1. finds the forge (deliver.forge; an unknown key is a configuration error: escalate at
 //     once), the repository and its base branch (deliver.base or the default branch), and
@@ -20,15 +20,15 @@
 //     lease is transient (the delivery is tried again, re-reading the branch); a protected
 //     branch escalates;
 //  5. mode pull_request: opens the pull request (title, body, labels, draft) or updates the
-//     one open for the branch (steps pr_opened / pr_updated); mode branch stops here;
-//  6. with done_check.ci: waits for the required checks on exactly the pushed SHA (the
-//     verifier's VerifyPushed, through the CIVerifier seam; step ci) and decides: green
-//     closes, a failing check retries (the next attempt's input names the failing checks and
-//     their summaries; it pushes a new commit to the same branch, so the same pull request
-//     updates), missing checks escalate;
-//  7. a close with deliver.automerge merges (merge_method, refused unless the head is still
-//     the pushed SHA) and records the merge commit (step merged); an escalation labels the
-//     pull request outerloop:needs-human and comments the reason (step needs_human).
+//     one open for the branch (steps pr_opened / pr_updated); mode branch stops here.
+//
+// Publish returns facts only (the record's outcome: pushed, pr_opened, pr_updated; unchanged or
+// declined with SameAs; failed with class conflict when the base moved under a conflicting
+// change); the worker's pipeline has the policy decide on them, and CI and review are waited for
+// without a worker (package waits). Merge merges a decided close's pull request (automerge,
+// merge_method, refused unless the head is still the pushed SHA: a *delivery.MergeRefusedError),
+// recording the merge commit (step merged); Followup labels an escalated item's pull request
+// outerloop:needs-human and comments the reason.
 //
 // Errors: transient forge trouble (5xx, network, rate limits, a lost lease) is returned
 // transient, and the worker tries the delivery again without costing an attempt; every other

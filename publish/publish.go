@@ -264,22 +264,6 @@ func (p *Publisher) openOrUpdate(ctx context.Context, pub delivery.Publication, 
 	return pr, nil
 }
 
-// needsHuman labels the pull request and comments the reason; failing to is an event only.
-func (p *Publisher) needsHuman(ctx context.Context, tg *target, number int, dec workitems.Decision, ev emitter) {
-	reason := strings.Join(dec.Reasons, "\n- ")
-	err := tg.f.AddLabels(ctx, tg.slug, number, []string{workitems.LabelNeedsHuman})
-	if err == nil {
-		err = tg.f.Comment(ctx, tg.slug, number, fmt.Sprintf("outerloop escalated this change (%s); a person must decide:\n\n- %s", dec.Rule, reason))
-	}
-	if err != nil {
-		ev.emit(ctx, workitems.StepNeedsHuman, fmt.Sprintf("labelling pull request #%d for a person failed: %v", number, err),
-			map[string]string{"class": string(workitems.ClassOf(err))})
-		return
-	}
-	ev.emit(ctx, workitems.StepNeedsHuman, fmt.Sprintf("pull request #%d labelled %s with the reason", number, workitems.LabelNeedsHuman),
-		map[string]string{"rule": dec.Rule})
-}
-
 // Followup labels and comments the pull request of an escalated item; a retry needs nothing
 // (its next attempt pushes to the same branch).
 func (p *Publisher) Followup(ctx context.Context, f delivery.Followup) error {

@@ -179,6 +179,10 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	if d.Actor == "" {
 		d.Actor = "verifier"
 	}
+	if del != nil && len(del.Checks) > 0 {
+		events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Message: fmt.Sprintf("CI on %s: %s (%s)", short(del.PushedSHA), d.Outcome, d.Rule),
+			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": d.Rule}})
+	}
 	d, del, err = h.act(ctx, tmpl, it, n, d, del, events, func(refused string) (workitems.Decision, error) {
 		r, err := h.o.Evidence.Judge(ctx, JudgeInput{Template: tmpl, Item: it, MergeRefused: refused})
 		return r.Decision, err
@@ -225,4 +229,11 @@ func (h *Handler) recorded(ctx context.Context, it *workitems.Item, n int, deliv
 			log.Warn("enqueue of the retry failed; reconcile will repair it", "err", err)
 		}
 	}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
 }

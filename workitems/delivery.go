@@ -106,7 +106,7 @@ const (
 	StepPushed     DeliveryStep = "pushed"      // the commit is on the branch (--force-with-lease)
 	StepPROpened   DeliveryStep = "pr_opened"   // a pull request was opened
 	StepPRUpdated  DeliveryStep = "pr_updated"  // the open pull request now has the new commit
-	StepCI         DeliveryStep = "ci"          // the required CI checks on the pushed commit, and the decision
+	StepCI         DeliveryStep = "ci"          // a wake read the required CI checks on the pushed commit: the decision
 	StepMerged     DeliveryStep = "merged"      // automerge merged the pull request
 	StepNeedsHuman DeliveryStep = "needs_human" // the pull request was labelled and commented for a person
 )
