@@ -119,6 +119,9 @@ func sentinelForStatus(code int) error {
 // client's *url.Error, its timeout included) is transient.
 func transportError(error) workitems.ErrorClass { return workitems.ClassTransient }
 
+// CheckSummary is a check's one-line summary: at most 200 characters (Check.Summary).
+func CheckSummary(s string) string { return clip(s, 200) }
+
 // clip bounds a server message kept in an error or a check summary, on one line.
 func clip(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")

@@ -412,7 +412,7 @@ func (g *gitea) Checks(ctx context.Context, repo, sha string) ([]Check, error) {
 	}
 	out := make([]Check, 0, len(latest))
 	for n, s := range latest {
-		out = append(out, Check{Name: n, State: giteaState(s.State), SHA: sha, URL: s.TargetURL, Summary: clip(s.Description, 200)})
+		out = append(out, Check{Name: n, State: GiteaStatusState(string(s.State)), SHA: sha, URL: s.TargetURL, Summary: CheckSummary(s.Description)})
 	}
 	sortChecks(out)
 	return out, nil
@@ -423,10 +423,10 @@ func (g *gitea) RerunChecks(context.Context, string, string, []string) ([]string
 	return nil, nil
 }
 
-// giteaState normalises a Gitea commit status. "warning" is a failure, as in Gitea's own
-// combined status; "skipped" passes.
-func giteaState(s gsdk.StatusState) CheckState {
-	switch s {
+// GiteaStatusState normalises a Gitea commit status, as read from the API or a webhook.
+// "warning" is a failure, as in Gitea's own combined status; "skipped" passes.
+func GiteaStatusState(s string) CheckState {
+	switch gsdk.StatusState(s) {
 	case gsdk.StatusSuccess:
 		return CheckSuccess
 	case gsdk.StatusFailure, gsdk.StatusWarning:

@@ -369,7 +369,7 @@ func (g *gitHub) Checks(ctx context.Context, repo, sha string) ([]Check, error) 
 	}
 	var out []Check
 	for n, r := range runs {
-		out = append(out, Check{Name: n, State: checkRunState(r.GetStatus(), r.GetConclusion()), SHA: sha,
+		out = append(out, Check{Name: n, State: CheckRunState(r.GetStatus(), r.GetConclusion()), SHA: sha,
 			URL:     cmp.Or(r.GetHTMLURL(), r.GetDetailsURL()),
 			Summary: clip(cmp.Or(r.GetOutput().GetTitle(), r.GetOutput().GetSummary()), 200)})
 	}
@@ -398,7 +398,7 @@ func (g *gitHub) Checks(ctx context.Context, repo, sha string) ([]Check, error) 
 		if _, dup := runs[c]; dup {
 			continue // a check run and a status of one name: the check run is richer
 		}
-		out = append(out, Check{Name: c, State: statusState(s.GetState()), SHA: sha, URL: s.GetTargetURL(),
+		out = append(out, Check{Name: c, State: GitHubStatusState(s.GetState()), SHA: sha, URL: s.GetTargetURL(),
 			Summary: clip(s.GetDescription(), 200)})
 	}
 	sortChecks(out)
@@ -449,8 +449,9 @@ func newerStatus(a, b *github.RepoStatus) bool {
 	return a.GetID() > b.GetID()
 }
 
-// checkRunState normalises a GitHub check run's status and conclusion.
-func checkRunState(status, conclusion string) CheckState {
+// CheckRunState normalises a GitHub check run's (or a Gitea Actions job's) status and
+// conclusion, as read from the API or a webhook.
+func CheckRunState(status, conclusion string) CheckState {
 	if status != "completed" {
 		switch status {
 		case "queued", "in_progress", "waiting", "requested", "pending":
@@ -477,8 +478,8 @@ func checkRunState(status, conclusion string) CheckState {
 	return CheckUnknown
 }
 
-// statusState normalises a GitHub commit status ("error" is the CI system's own failure).
-func statusState(s string) CheckState {
+// GitHubStatusState normalises a GitHub commit status ("error" is the CI system's own failure).
+func GitHubStatusState(s string) CheckState {
 	switch s {
 	case "success":
 		return CheckSuccess

@@ -28,7 +28,7 @@ func TestCheckRunStates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.status+" "+c.conclusion+" is "+string(c.want), func(t *testing.T) {
 			t.Parallel()
-			if got := checkRunState(c.status, c.conclusion); got != c.want {
+			if got := CheckRunState(c.status, c.conclusion); got != c.want {
 				t.Fatalf("got %s", got)
 			}
 		})
@@ -40,7 +40,7 @@ func TestCommitStatusStates(t *testing.T) {
 	gh := map[string]CheckState{"success": CheckSuccess, "failure": CheckFailure, "error": CheckInfraError,
 		"pending": CheckPending, "odd": CheckUnknown}
 	for in, want := range gh {
-		if got := statusState(in); got != want {
+		if got := GitHubStatusState(in); got != want {
 			t.Errorf("github status %s: %s, want %s", in, got, want)
 		}
 	}
@@ -48,7 +48,7 @@ func TestCommitStatusStates(t *testing.T) {
 		gsdk.StatusWarning: CheckFailure, gsdk.StatusError: CheckInfraError, gsdk.StatusPending: CheckPending,
 		"skipped": CheckNeutral, "odd": CheckUnknown}
 	for in, want := range gt {
-		if got := giteaState(in); got != want {
+		if got := GiteaStatusState(string(in)); got != want {
 			t.Errorf("gitea status %s: %s, want %s", in, got, want)
 		}
 	}

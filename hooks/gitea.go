@@ -3,6 +3,8 @@ package hooks
 import (
 	"cmp"
 	"encoding/json"
+
+	"outerloop/forge"
 )
 
 // Gitea's payloads (modules/structs/hook.go in Gitea; Forgejo keeps the same shapes) follow
@@ -78,7 +80,7 @@ func parseGitea(event string, body []byte) (*Event, error) {
 	switch event {
 	case "status":
 		e.Kind, e.SHA = KindCheck, p.SHA
-		e.Check = &Check{Name: p.Context, State: giteaStatusState(p.State), URL: p.TargetURL, Summary: summary(p.Description)}
+		e.Check = &Check{Name: p.Context, State: forge.GiteaStatusState(p.State), URL: p.TargetURL, Summary: forge.CheckSummary(p.Description)}
 	case "workflow_job", "workflow_run":
 		r, name := p.WorkflowJob, ""
 		if event == "workflow_run" {
@@ -91,7 +93,7 @@ func parseGitea(event string, body []byte) (*Event, error) {
 			return nil, nil // queued or running: its commit status says so
 		}
 		e.Kind, e.SHA, e.Branch = KindCheck, r.HeadSHA, r.HeadBranch
-		e.Check = &Check{Name: cmp.Or(r.Name, name, r.DisplayTitle), State: checkRunState(r.Status, r.Conclusion),
+		e.Check = &Check{Name: cmp.Or(r.Name, name, r.DisplayTitle), State: forge.CheckRunState(r.Status, r.Conclusion),
 			URL: r.HTMLURL}
 	case "pull_request", "pull_request_sync":
 		if p.Pull == nil {

@@ -126,7 +126,7 @@ func parseGitHub(event string, body []byte) (*Event, error) {
 	switch event {
 	case "status":
 		e.Kind, e.SHA = KindCheck, p.SHA
-		e.Check = &Check{Name: p.Context, State: githubStatusState(p.State), URL: p.TargetURL, Summary: summary(p.Description)}
+		e.Check = &Check{Name: p.Context, State: forge.GitHubStatusState(p.State), URL: p.TargetURL, Summary: forge.CheckSummary(p.Description)}
 		if len(p.Branches) == 1 && p.Branches[0].Commit.SHA == p.SHA {
 			e.Branch = p.Branches[0].Name
 		}
@@ -136,8 +136,8 @@ func parseGitHub(event string, body []byte) (*Event, error) {
 			return nil, nil
 		}
 		e.Kind, e.SHA, e.Branch = KindCheck, r.HeadSHA, r.CheckSuite.HeadBranch
-		e.Check = &Check{Name: r.Name, State: checkRunState(r.Status, r.Conclusion), URL: cmp.Or(r.HTMLURL, r.DetailsURL),
-			Summary: summary(cmp.Or(r.Output.Title, r.Output.Summary))}
+		e.Check = &Check{Name: r.Name, State: forge.CheckRunState(r.Status, r.Conclusion), URL: cmp.Or(r.HTMLURL, r.DetailsURL),
+			Summary: forge.CheckSummary(cmp.Or(r.Output.Title, r.Output.Summary))}
 	case "pull_request_review":
 		if p.Review == nil || p.Pull == nil {
 			return nil, nil
