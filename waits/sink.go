@@ -1,6 +1,7 @@
 package waits
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,9 @@ func (s *Sink) Handle(ctx context.Context, e hooks.Event) error {
 		ids, err := s.Store.WaitingOnPR(ctx, e.Forge, e.Repo, e.Number)
 		if err != nil {
 			return err
+		}
+		if len(ids) == 0 && e.Kind == hooks.KindPullRequest && e.PullRequest != nil {
+			return s.ended(ctx, e)
 		}
 		return s.wake(ctx, ids, e)
 	case hooks.KindComment:
@@ -173,6 +177,51 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 	entry.OK, entry.Detail = true, fmt.Sprintf("item %s is now %s (pull request #%d)", id, it.State, e.Number)
 	s.audit(ctx, entry)
 	s.log().Info("waits: a person's command from the forge", "item", id, "actor", actor, "command", verb, "state", it.State)
+	return nil
+}
+
+// ended acts on a pull request a person merged or closed whose item waits for that person
+// (escalated): merged closes the item, closed unmerged cancels it; both by that person.
+func (s *Sink) ended(ctx context.Context, e hooks.Event) error {
+	act := workitems.ResolveClose
+	switch e.PullRequest.Action {
+	case hooks.PRMerged:
+	case hooks.PRClosed:
+		act = workitems.ResolveCancel
+	default:
+		return nil
+	}
+	f, err := s.Forges.Get(e.Forge)
+	if err != nil {
+		return nil
+	}
+	pr, err := f.PullRequest(ctx, e.Repo, e.Number)
+	if err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient {
+			return err
+		}
+		return nil
+	}
+	id, _ := publish.MarkedTree(pr.Body)
+	if id == "" {
+		return nil
+	}
+	it, err := s.Store.Get(ctx, id)
+	if err != nil || it.State != workitems.StateEscalated {
+		return nil // only an item waiting for a person is that person's to end
+	}
+	actor := e.Forge + ":" + cmp.Or(e.PullRequest.MergedBy, e.Sender)
+	entry := AuditEntry{Actor: actor, Action: "pull request " + string(e.PullRequest.Action), Target: id}
+	if _, err := s.Resolver.Resolve(ctx, id, workitems.Resolution{Action: act, Actor: actor,
+		Input: fmt.Sprintf("pull request #%d was %s on the forge", e.Number, e.PullRequest.Action)}); err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient {
+			return err
+		}
+		entry.Detail = "refused: " + err.Error()
+	} else {
+		entry.OK, entry.Detail = true, fmt.Sprintf("item %s %s: its pull request #%d was %s", id, act, e.Number, e.PullRequest.Action)
+	}
+	s.audit(ctx, entry)
 	return nil
 }
 

@@ -130,3 +130,43 @@ func TestCommandsOnAPullRequestActForWritersOnly(t *testing.T) {
 		t.Fatalf("%v %d", err, len(res.got))
 	}
 }
+
+// A person who merges or closes the pull request of an escalated item ends it: merged closes,
+// closed cancels, by that person, audited. A waiting item is woken instead.
+func TestAPullRequestAPersonEndsEndsItsEscalatedItem(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	marker := func(id string) string {
+		return "<!-- outerloop: item=" + id + " tree=" + strings.Repeat("cd", 20) + " -->"
+	}
+	for _, id := range []string{"m@1", "c@1"} {
+		r.park(t, id, "sha-"+id)
+		if _, err := r.store.Wake(ctx, id, 1, workitems.WakeDeadline, workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "ci_missing", Actor: "verifier"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &prForge{perms: map[string]forge.Permission{}}
+	res := &resolver{s: r.store}
+	aud := &audits{}
+	sink := &waits.Sink{Store: r.store, Waker: r.wakes, Resolver: res, Forges: forge.Set{"tea": f}, Auditor: aud}
+	for _, c := range []struct {
+		id     string
+		action hooks.PRAction
+		want   workitems.State
+	}{{"m@1", hooks.PRMerged, workitems.StateClosed}, {"c@1", hooks.PRClosed, workitems.StateCancelled}} {
+		f.body = marker(c.id)
+		e := hooks.Event{Kind: hooks.KindPullRequest, Forge: "tea", Repo: "acme/calc", Number: 9, IsPR: true, Sender: "ana",
+			PullRequest: &hooks.PullRequest{Action: c.action}}
+		if err := sink.Handle(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		it, err := r.store.Get(ctx, c.id)
+		if err != nil || it.State != c.want || it.Resolution[len(it.Resolution)-1].Actor != "tea:ana" {
+			t.Fatalf("%s: %v %s %+v", c.id, err, it.State, it.Resolution)
+		}
+	}
+	if len(aud.got) != 2 || !aud.got[0].OK || aud.got[0].Action != "pull request merged" {
+		t.Fatalf("audit %+v", aud.got)
+	}
+}
