@@ -216,6 +216,14 @@ func checkTokens(_ context.Context, v *validation) {
 	}
 	for _, name := range sortedKeys(v.cfg.Forges) {
 		f := v.cfg.Forges[name]
+		switch {
+		case f.WebhookSecretEnv == "":
+			v.info = append(v.info, fmt.Sprintf("forges.%s: no webhook_secret_env: POST /hooks/%s answers 403; waiting items are woken by polling", name, name))
+		case os.Getenv(f.WebhookSecretEnv) == "":
+			v.problems = append(v.problems, fmt.Sprintf("forges.%s.webhook_secret_env: %s is not set: every webhook delivery to /hooks/%s is refused", name, f.WebhookSecretEnv, name))
+		default:
+			v.info = append(v.info, fmt.Sprintf("forges.%s: %s is set: webhooks at POST /hooks/%s", name, f.WebhookSecretEnv, name))
+		}
 		if f.TokenEnv == "" {
 			continue
 		}

@@ -42,7 +42,7 @@ providers:
   good: {kind: openai-chat, api_key_env: OLVT_SET_KEY, model: m}
   bad: {kind: openai-chat, api_key_env: OLVT_UNSET_KEY, model: m}
 forges:
-  gh: {kind: github, token_env: OLVT_FORGE_TOKEN}
+  gh: {kind: github, token_env: OLVT_FORGE_TOKEN, webhook_secret_env: OLVT_UNSET_HOOK_SECRET}
 templates:
   - name: local
     goal: g
@@ -78,10 +78,11 @@ templates:
 		`problem: template "local": done_check.commands[1]: "olvt-no-such-check": not found on PATH`,
 		`problem: providers.bad.api_key_env: OLVT_UNSET_KEY is not set (used by template "gone")`,
 		`problem: forges.gh.token_env: OLVT_FORGE_TOKEN is not set`,
+		`problem: forges.gh.webhook_secret_env: OLVT_UNSET_HOOK_SECRET is not set: every webhook delivery to /hooks/gh is refused`,
 		`providers.good: OLVT_SET_KEY is set`,
 		`repo "repo": ` + filepath.Join(dir, "repo") + ` exists`,
 		`template "local": schedule "30 2 * * 1": next `,
-		"7 problem(s)",
+		"8 problem(s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks %q", want)
