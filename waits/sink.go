@@ -68,6 +68,9 @@ func (s *Sink) Handle(ctx context.Context, e hooks.Event) error {
 	}
 	switch e.Kind {
 	case hooks.KindCheck:
+		if e.Check != nil && !e.Check.State.Final() {
+			return nil // a check that started or is still running decides nothing
+		}
 		ids, err := s.Store.WaitingOnCommit(ctx, e.SHA)
 		if err != nil {
 			return err

@@ -76,6 +76,7 @@ func TestForgeEventsWakeTheItemsTheyAreAbout(t *testing.T) {
 		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/other", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: forge.CheckSuccess}},
 		{Kind: hooks.KindCheck, Forge: "gh", Repo: "acme/calc", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: forge.CheckSuccess}},
 		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-unknown", Check: &hooks.Check{Name: "test", State: forge.CheckFailure}},
+		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: forge.CheckPending}},
 	}
 	for _, e := range events {
 		if err := sink.Handle(ctx, e); err != nil {
@@ -84,7 +85,7 @@ func TestForgeEventsWakeTheItemsTheyAreAbout(t *testing.T) {
 	}
 	got := r.wakes.got()
 	if len(got) != 1 || got[workitems.WakeTaskID("a", 1)] != workitems.WakeWebhook {
-		t.Fatalf("wakes %v: only a's commit on tea/acme/calc was reported", got)
+		t.Fatalf("wakes %v: only a's commit on tea/acme/calc was reported final (b's is still pending)", got)
 	}
 }
 
