@@ -141,7 +141,11 @@ func (p *Poller) poll(ctx context.Context, id string) {
 	if err := p.limiter(w.Forge, cfg.Waits.PollRate).Wait(ctx); err != nil {
 		return
 	}
-	d, err := p.Judge.Peek(ctx, tmpl, it)
+	// One look is a few reads; a forge that makes it wait out a rate limit must not hold the
+	// round (the item is postponed and looked at again).
+	pctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	d, err := p.Judge.Peek(pctx, tmpl, it)
+	cancel()
 	var fe *forge.Error
 	switch {
 	case errors.As(err, &fe) && errors.Is(err, forge.ErrRateLimited):
@@ -162,6 +166,9 @@ func (p *Poller) poll(ctx context.Context, id string) {
 		p.postpone(ctx, it, now.Add(Backoff(now.Sub(w.Since), cfg.Waits.FirstPoll.D())), w.Forge, PollPending, log)
 	}
 }
+
+// pollTimeout bounds one item's look at its evidence.
+const pollTimeout = 20 * time.Second
 
 // waitRule is the rule that keeps an item in its kind of wait.
 func waitRule(w *workitems.Wait) string {
