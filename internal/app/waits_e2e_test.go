@@ -46,9 +46,9 @@ type hookDelivery struct {
 // tells the test about each.
 type recorder struct {
 	handler http.Handler
-	mu   sync.Mutex
-	all  []hookDelivery
-	seen chan hookDelivery
+	mu      sync.Mutex
+	all     []hookDelivery
+	seen    chan hookDelivery
 }
 
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
