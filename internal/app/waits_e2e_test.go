@@ -465,9 +465,9 @@ var ciTemplates = strings.ReplaceAll(ciTemplate, "name: ci", "name: ci1") + stri
 
 // (g) Waiting items hold no worker, and survive the worker: it is shut down while they wait,
 // their CI answers while no worker runs (the wakes queue), and a worker of another process
-// (another App on the same Redis: its own handler and work dir) closes them. In process: the
-// real-process SIGKILL of a worker is cmd/outerloop's chaos tests; a waiting item has no
-// process, lease or goroutine a SIGKILL could take away, which is what is asserted here.
+// (another App on the same Redis: its own handler and work dir) closes them. In process; the
+// same with a real worker process SIGKILLed is cmd/outerloop's
+// TestASIGKILLedWorkerLosesNoWaitingItem.
 func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T) {
 	t.Parallel()
 	h := newHookRig(t, "hookdies", slowPoll, ciTemplates)
