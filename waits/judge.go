@@ -73,12 +73,17 @@ func pushedForReview(del *workitems.Delivery) bool {
 }
 
 // ciDeadline is until when CI on a commit pushed at pushed is waited for: done_check.ci.wait,
-// and at least the first poll, so a wait of 0 still reads CI once.
+// and at least the first poll from now, so a wait of 0 still reads CI once (a push and a pull
+// request that took longer than the first poll must not escalate ci_missing unread).
 func ciDeadline(pushed, now time.Time, ci *workitems.CICheck, first time.Duration) time.Time {
 	if pushed.IsZero() {
 		pushed = now
 	}
-	return pushed.Add(max(ci.Wait.D(), first))
+	dl := pushed.Add(ci.Wait.D())
+	if soonest := now.Add(first); dl.Before(soonest) {
+		dl = soonest
+	}
+	return dl
 }
 
 // withWhere adds to a wait decision where the evidence is (the forge and repository of the

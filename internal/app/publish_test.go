@@ -30,7 +30,12 @@ import (
 // opened, a small CI in the test runs on exactly the pushed commit and posts commit statuses,
 // the verifier reads them, and automerge lands the fix on the base branch.
 
-const tokenVar = "OL_TEST_GITEA_TOKEN"
+const (
+	tokenVar  = "OL_TEST_GITEA_TOKEN"
+	secretVar = "OL_TEST_GITEA_HOOK_SECRET"
+	// hookSecret signs the Gitea's webhook deliveries (forge tea's webhook_secret_env).
+	hookSecret = "hook-s3cret-for-the-tests"
+)
 
 // forgeRepo creates a public repository on the shared Gitea holding the sample module (fixed
 // or broken) on main. Public: workspaces fetch the template's repo: without credentials.
@@ -54,17 +59,29 @@ func forgeRepo(t *testing.T, gs *giteatest.Server, prefix string, fixed bool) gi
 	return r
 }
 
-// forgeConfig is a config with the Gitea as forge "tea" and the given templates.
+// fastWaits polls waiting items soon and often, so a test whose CI or review is found by the
+// poller stays quick.
+const fastWaits = "waits: {first_poll: 1s, poll_every: 200ms}"
+
+// forgeConfig is a config with the Gitea as forge "tea", fastWaits and the given templates.
 func forgeConfig(t *testing.T, gs *giteatest.Server, templates string) *workitems.Config {
+	t.Helper()
+	return forgeConfigWith(t, gs, fastWaits, templates)
+}
+
+// forgeConfigWith is forgeConfig with top (top-level YAML: waits:, the forge's
+// webhook_secret_env through forgeExtra…) instead of fastWaits.
+func forgeConfigWith(t *testing.T, gs *giteatest.Server, top, templates string) *workitems.Config {
 	t.Helper()
 	y := fmt.Sprintf(`
 defaults:
   max_attempts: 3
   budget: {wall_time: 3m, verify_reserve: 2m}
 forges:
-  tea: {kind: gitea, base_url: %q, token_env: %s}
+  tea: {kind: gitea, base_url: %q, token_env: %s, webhook_secret_env: %s}
+%s
 templates:
-%s`, gs.URL, tokenVar, templates)
+%s`, gs.URL, tokenVar, secretVar, top, templates)
 	cfg, err := workitems.ParseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -72,14 +89,25 @@ templates:
 	return cfg
 }
 
+// openForge opens the system with the Gitea's token (and the webhook secret, hookSecret) in
+// its environment and runs its poller of waiting items until the test ends.
 func openForge(t *testing.T, gs *giteatest.Server, cfg *workitems.Config, logs *testlog.Buffer) *sys {
 	t.Helper()
-	return openWith(t, cfg, func(o *app.Options) {
-		o.Getenv = gs.Getenv(tokenVar)
+	token := gs.Getenv(tokenVar)
+	s := openWith(t, cfg, func(o *app.Options) {
+		o.Getenv = func(k string) string {
+			if k == secretVar {
+				return hookSecret
+			}
+			return token(k)
+		}
 		if logs != nil {
 			o.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, testLogWriter()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 	})
+	stop := s.RunPoller(context.Background())
+	t.Cleanup(stop)
+	return s
 }
 
 func testLogWriter() io.Writer {
@@ -266,8 +294,13 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
 	if len(prs) != 1 || !prs[0].Merged || prs[0].Head.SHA != d.PushedSHA || fmt.Sprint(labelNames(prs[0])) != "[outerloop]" {
 		t.Fatalf("pull requests %+v", prs)
 	}
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened ci merged recorded]" {
+	// Pushed and recorded, the item waited for CI holding no worker; the poller (no webhook is
+	// configured here) found the status and the wake merged.
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded merged]" {
 		t.Fatalf("delivery events %s", steps)
+	}
+	if w := waitsOf(t, s, it.ID); w != "[waiting:ci woken:poll]" {
+		t.Fatalf("waits %s", w)
 	}
 	assertNoToken(t, gs, s, logs, it.ID)
 }
@@ -393,8 +426,12 @@ func TestCIRedOnThePushedCommitRetriesOnTheSamePullRequestUntilGreen(t *testing.
 	if got := rawFile(t, gs, r, "main", "calc.go"); !strings.Contains(got, "return a + b") {
 		t.Fatalf("main after the merge:\n%s", got)
 	}
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 2)); steps != "[committed publish pushed pr_updated ci merged recorded]" {
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 2)); steps != "[committed publish pushed pr_updated recorded merged]" {
 		t.Fatalf("attempt 2 delivery events %s", steps)
+	}
+	// Each attempt waited for CI on its own commit and was woken by the poller.
+	if w := waitsOf(t, s, it.ID); w != "[waiting:ci woken:poll waiting:ci woken:poll]" {
+		t.Fatalf("waits %s", w)
 	}
 }
 
@@ -603,12 +640,14 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 				t.Fatalf("delivery events %s", first)
 			}
 			if tc.attempts == 2 {
+				// Nothing was pushed; the retry is told to the publisher (the branch is known)
+				// before it is recorded.
 				if dec := it.Attempts[0].Decision; dec.Outcome != workitems.OutcomeRetry || dec.Rule != workitems.RuleBaseMoved ||
-					first != "[committed publish base_moved recorded]" {
+					!strings.Contains(dec.Summary, "conflicts: calc.go") || first != "[committed publish base_moved followup recorded]" {
 					t.Fatalf("attempt 1: %+v, events %s", dec, first)
 				}
-				if !strings.Contains(it.Attempts[1].Condition.Input, "base_moved") {
-					t.Fatalf("attempt 2 input %q", it.Attempts[1].Condition.Input)
+				if in := it.Attempts[1].Condition.Input; !strings.Contains(in, "The base branch moved") || !strings.Contains(in, "calc.go") {
+					t.Fatalf("attempt 2 input %q", in)
 				}
 			}
 		})
@@ -640,7 +679,7 @@ func TestMissingCIOnThePushedCommitEscalatesAndLabelsThePullRequest(t *testing.T
 	d := it.Delivery
 	if it.State != workitems.StateEscalated || it.Escalation.Reason != "ci_missing" || d.Outcome != workitems.DeliveryPROpened ||
 		d.MergeCommit != "" || len(d.Checks) != 1 || d.Checks[0].State != workitems.CheckPending {
-		t.Fatalf("want escalated (ci_missing) with the PR open and unmerged: %s %+v %+v", it.State, it.Escalation, d)
+		t.Fatalf("want escalated (ci_missing) with the PR open and unmerged: %s %+v %+v\n%v", it.State, it.Escalation, d, trail(t, s, it.ID))
 	}
 	prs := pulls(t, gs, r)
 	if len(prs) != 1 || prs[0].State != "open" || fmt.Sprint(labelNames(prs[0])) != "["+workitems.LabelNeedsHuman+"]" {
@@ -653,7 +692,12 @@ func TestMissingCIOnThePushedCommitEscalatesAndLabelsThePullRequest(t *testing.T
 	if len(comments) != 1 || !strings.Contains(comments[0].Body, "ci_missing") || !strings.Contains(comments[0].Body, "test") {
 		t.Fatalf("comments %+v", comments)
 	}
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened ci needs_human recorded]" {
+	// It waited (ci.wait 0s still reads CI once, at the first poll), the deadline woke it, and
+	// the escalation was told to the pull request (label and comment: followup).
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded followup]" {
 		t.Fatalf("delivery events %s", steps)
+	}
+	if w := waitsOf(t, s, it.ID); w != "[waiting:ci woken:deadline]" {
+		t.Fatalf("waits %s", w)
 	}
 }
