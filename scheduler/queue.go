@@ -177,7 +177,7 @@ func (q *Queue) EnqueueAttempt(ctx context.Context, it *workitems.Item) error {
 	task := asynq.NewTask(workitems.TaskTypeAttempt, body, opts...)
 	_, err := q.client.EnqueueContext(ctx, task)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		err = q.unblockArchived(ctx, task, workitems.TaskID(it.ID, a.N))
+		err = q.unblockArchived(ctx, task, q.queue, workitems.TaskID(it.ID, a.N))
 	}
 	if err != nil {
 		return fmt.Errorf("scheduler: enqueue %s: %w", workitems.TaskID(it.ID, a.N), err)
@@ -198,11 +198,12 @@ const WakeTimeout = 2 * time.Minute
 func (q *Queue) EnqueueWake(ctx context.Context, item string, seq int64, by workitems.WakeReason) error {
 	body, _ := json.Marshal(workitems.WakePayload{Item: item, Seq: seq, By: by})
 	id := workitems.WakeTaskID(item, seq)
-	task := asynq.NewTask(workitems.TaskTypeWake, body, asynq.TaskID(id), asynq.Queue(q.queue),
+	urgent := workitems.UrgentQueue(q.queue) // a wake is a few reads: never behind new work
+	task := asynq.NewTask(workitems.TaskTypeWake, body, asynq.TaskID(id), asynq.Queue(urgent),
 		asynq.Timeout(WakeTimeout), asynq.MaxRetry(max(q.maxRetry, 10)), asynq.Retention(time.Hour))
 	_, err := q.client.EnqueueContext(ctx, task)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		err = q.unblockArchived(ctx, task, id)
+		err = q.unblockArchived(ctx, task, urgent, id)
 	}
 	if err != nil {
 		return fmt.Errorf("scheduler: enqueue %s: %w", id, err)
@@ -212,15 +213,15 @@ func (q *Queue) EnqueueWake(ctx context.Context, item string, seq int64, by work
 
 // unblockArchived handles a task id conflict: a live task is fine (already enqueued); an
 // archived one would block the id forever, so it is deleted and the task enqueued anew.
-func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, taskID string) error {
+func (q *Queue) unblockArchived(ctx context.Context, task *asynq.Task, queue, taskID string) error {
 	if q.inspector == nil {
 		return nil
 	}
-	info, err := q.inspector.GetTaskInfo(q.queue, taskID)
+	info, err := q.inspector.GetTaskInfo(queue, taskID)
 	if err != nil || info.State != asynq.TaskStateArchived {
 		return nil
 	}
-	if err := q.inspector.DeleteTask(q.queue, info.ID); err != nil {
+	if err := q.inspector.DeleteTask(queue, info.ID); err != nil {
 		return err
 	}
 	_, err = q.client.EnqueueContext(ctx, task)
@@ -358,8 +359,9 @@ func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error
 	if q.inspector != nil {
 		// A task asynq is about to deliver (a yield's, a failure's retry, an earlier recovery's)
 		// takes the attempt over by itself; a retry after a real failure keeps its backoff.
-		for _, id := range []string{workitems.TaskID(it.ID, it.Attempt), workitems.RecoverTaskID(it.ID, it.Attempt, epoch-1)} {
-			info, err := q.inspector.GetTaskInfo(q.queue, id)
+		for _, t := range []struct{ queue, id string }{{q.queue, workitems.TaskID(it.ID, it.Attempt)},
+			{workitems.UrgentQueue(q.queue), workitems.RecoverTaskID(it.ID, it.Attempt, epoch-1)}} {
+			info, err := q.inspector.GetTaskInfo(t.queue, t.id)
 			if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 				continue
 			}

@@ -21,9 +21,10 @@ const RecoverAgainEvery = 10 * time.Second
 // recoveryTask is the recovery task of attempt a of it, under task id id.
 func (q *Queue) recoveryTask(it *workitems.Item, a *workitems.Attempt, id string) *asynq.Task {
 	body, _ := json.Marshal(workitems.TaskPayload{Item: it.ID, Attempt: a.N, Recover: true})
+	// On the urgent queue: a recovered attempt is taken before new work (workitems.UrgentQueue).
 	return asynq.NewTask(workitems.TaskTypeAttempt, body,
 		asynq.TaskID(id),
-		asynq.Queue(q.queue),
+		asynq.Queue(workitems.UrgentQueue(q.queue)),
 		asynq.Timeout(it.AttemptBudget(a.Condition).WallTime.D()+TaskMargin),
 		asynq.MaxRetry(q.maxRetry))
 }
@@ -42,7 +43,7 @@ func (q *Queue) recoverTaken(ctx context.Context, it *workitems.Item, a *workite
 		return false, nil
 	}
 	id := workitems.RecoverTaskID(it.ID, a.N, epoch)
-	info, err := q.inspector.GetTaskInfo(q.queue, id)
+	info, err := q.inspector.GetTaskInfo(workitems.UrgentQueue(q.queue), id)
 	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 		return false, nil // gone in between (delivered and done): the next pass looks again
 	}
@@ -51,7 +52,7 @@ func (q *Queue) recoverTaken(ctx context.Context, it *workitems.Item, a *workite
 	}
 	switch info.State {
 	case asynq.TaskStateArchived:
-		return false, q.unblockArchived(ctx, task, id)
+		return false, q.unblockArchived(ctx, task, workitems.UrgentQueue(q.queue), id)
 	case asynq.TaskStateActive:
 	default:
 		return false, nil

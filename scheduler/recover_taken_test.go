@@ -65,7 +65,7 @@ func TestRecoverEnqueuesAgainWhenItsTaskWasTakenByAWorkerThatHoldsNoLease(t *tes
 	if n, err := q.Recover(ctx); err != nil || n != 1 {
 		t.Fatalf("a pass in the next window: %d %v, want 1", n, err)
 	}
-	infos, err := f.insp.ListPendingTasks(f.env.Queue)
+	infos, err := f.insp.ListPendingTasks(workitems.UrgentQueue(f.env.Queue)) // recoveries go first
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestReconcileEnqueuesAgainAQueuedItemWhoseTaskWasTakenByAWorkerThatDidNotSt
 	if n, err := q.Reconcile(ctx, 0); err != nil || n != 0 {
 		t.Fatalf("another pass in the same window: %d %v, want 0", n, err)
 	}
-	infos, err := f.insp.ListPendingTasks(f.env.Queue)
+	infos, err := f.insp.ListPendingTasks(workitems.UrgentQueue(f.env.Queue)) // recoveries go first
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("pending tasks: %d %v, want the one enqueued again", len(infos), err)
 	}
@@ -133,7 +133,7 @@ func holdingServer(t *testing.T, f *fixture) <-chan string {
 	t.Helper()
 	taken := make(chan string, 4)
 	release := make(chan struct{})
-	srv := asynq.NewServer(redistest.AsynqOpt(t), asynq.Config{Concurrency: 1, Queues: map[string]int{f.env.Queue: 1},
+	srv := asynq.NewServer(redistest.AsynqOpt(t), asynq.Config{Concurrency: 1, Queues: map[string]int{f.env.Queue: 1, workitems.UrgentQueue(f.env.Queue): 2},
 		LogLevel: asynq.FatalLevel})
 	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 		id, _ := asynq.GetTaskID(ctx)

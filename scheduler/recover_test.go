@@ -44,11 +44,11 @@ func TestRecoverEnqueuesARunningItemWhoseLeaseExpiredOncePerEpoch(t *testing.T) 
 	if err != nil || n != 1 {
 		t.Fatalf("recover: %d %v, want 1 (only the item whose lease expired)", n, err)
 	}
-	info, err := f.insp.GetTaskInfo(f.env.Queue, workitems.RecoverTaskID("lost", 1, 1))
+	info, err := f.insp.GetTaskInfo(workitems.UrgentQueue(f.env.Queue), workitems.RecoverTaskID("lost", 1, 1))
 	if err != nil || info.State != asynq.TaskStatePending {
 		t.Fatalf("recovery task: %+v %v", info, err)
 	}
-	if _, err := f.insp.GetTaskInfo(f.env.Queue, workitems.RecoverTaskID("alive", 1, 1)); err == nil {
+	if _, err := f.insp.GetTaskInfo(workitems.UrgentQueue(f.env.Queue), workitems.RecoverTaskID("alive", 1, 1)); err == nil {
 		t.Fatal("an item whose lease is live got a recovery task")
 	}
 	// A second pass (another worker's) finds the recovery pending: nothing more.
@@ -66,13 +66,13 @@ func TestRecoverReplacesAnArchivedRecoveryTask(t *testing.T) {
 	if n, _ := q.Recover(ctx); n != 1 {
 		t.Fatalf("first pass: %d", n)
 	}
-	if err := f.insp.ArchiveTask(f.env.Queue, workitems.RecoverTaskID("lost", 1, 1)); err != nil {
+	if err := f.insp.ArchiveTask(workitems.UrgentQueue(f.env.Queue), workitems.RecoverTaskID("lost", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	info, err := f.insp.GetTaskInfo(f.env.Queue, workitems.RecoverTaskID("lost", 1, 1))
+	info, err := f.insp.GetTaskInfo(workitems.UrgentQueue(f.env.Queue), workitems.RecoverTaskID("lost", 1, 1))
 	if err != nil || info.State != asynq.TaskStatePending {
 		t.Fatalf("an archived recovery must not strand the item: %+v %v", info, err)
 	}

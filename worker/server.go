@@ -68,8 +68,10 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 		o.Logger = slog.Default()
 	}
 	srv := asynq.NewServer(r, asynq.Config{
-		Concurrency:       o.Concurrency,
-		Queues:            map[string]int{o.Queue: 1},
+		Concurrency: o.Concurrency,
+		// Recoveries and wakes first (workitems.UrgentQueue), then new work.
+		Queues:            map[string]int{o.Queue: 1, workitems.UrgentQueue(o.Queue): 2},
+		StrictPriority:    true,
 		ShutdownTimeout:   o.ShutdownTimeout,
 		TaskCheckInterval: o.TaskCheckInterval,
 		Logger:            asynqLogger{o.Logger},

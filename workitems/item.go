@@ -399,6 +399,11 @@ func (it *Item) AttemptBudget(c Condition) Budget {
 	return b
 }
 
+// UrgentQueue is the asynq queue next to queue whose tasks workers take first (strict priority):
+// recoveries of attempts whose worker died and wakes of waiting items, so that neither waits
+// behind the backlog of new work.
+func UrgentQueue(queue string) string { return queue + "-urgent" }
+
 // TaskID is the asynq task id of attempt n of an item.
 func TaskID(itemID string, n int) string { return fmt.Sprintf("%s/attempt-%d", itemID, n) }
 

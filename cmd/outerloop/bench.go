@@ -47,7 +47,7 @@ func benchCmd(g *globals) *cobra.Command {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				defer cancel()
 				redistest.DeleteMatching(cctx, rdb, e.Prefix+"*")
-				for _, q := range []string{e.Queue + "-raw", e.Queue + "-ol"} {
+				for _, q := range []string{e.Queue + "-raw", e.Queue + "-ol", e.Queue + "-ol-urgent", e.Queue + "-waits", e.Queue + "-waits-urgent"} {
 					redistest.DeleteMatching(cctx, rdb, "asynq:{"+q+"}*")
 					rdb.SRem(cctx, "asynq:queues", q)
 				}

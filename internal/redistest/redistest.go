@@ -66,8 +66,11 @@ func New(t testing.TB) *Env {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		DeleteMatching(ctx, c, e.Prefix+"*")
-		DeleteMatching(ctx, c, "asynq:{"+e.Queue+"}*")
-		c.SRem(ctx, "asynq:queues", e.Queue)
+		// The queue and its urgent sibling (workitems.UrgentQueue: recoveries and wakes).
+		for _, q := range []string{e.Queue, e.Queue + "-urgent"} {
+			DeleteMatching(ctx, c, "asynq:{"+q+"}*")
+			c.SRem(ctx, "asynq:queues", q)
+		}
 		_ = c.Close()
 	})
 	return e
