@@ -282,15 +282,15 @@ func (d *Deliverer) fail(ctx context.Context, r Request, res Result, class worki
 	return res, nil
 }
 
-// Followup tells the publisher about a retry or an escalation of an item whose change it
-// delivered (f.Delivery: the latest record, with its branch or pull request). A failure is an
-// event, not an error: the decision stands.
+// Followup tells the publisher about an escalation of an item whose change it delivered
+// (f.Delivery: the latest record, with its branch or pull request). A failure is an event, not
+// an error: the decision stands.
 func (d *Deliverer) Followup(ctx context.Context, f Followup) {
 	if f.Events == nil {
 		f.Events = discard{}
 	}
-	if f.Decision.Outcome != workitems.OutcomeEscalate && f.Decision.Outcome != workitems.OutcomeRetry {
-		return
+	if f.Decision.Outcome != workitems.OutcomeEscalate {
+		return // a retry's next attempt pushes to the same branch: its pull request updates then
 	}
 	if f.Delivery.PR == nil && f.Delivery.Branch == "" {
 		return

@@ -410,6 +410,12 @@ func TestARetryOrEscalationOfAnItemWithAPullRequestIsFollowedUp(t *testing.T) {
 	if fmt.Sprint(ev.steps()) != "[followup]" || !strings.Contains(ev.evs[0].Message, "failed") || ev.evs[0].Data["class"] != "transient" {
 		t.Fatalf("the failed followup must be an event: %+v", ev.evs)
 	}
+	// A retry tells the forge nothing: its next attempt updates the pull request.
+	f.Decision = workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "ci_failed", Next: &workitems.Condition{Input: "x"}}
+	d.Followup(context.Background(), f)
+	if len(pub.followups) != 1 || len(ev.steps()) != 1 {
+		t.Fatalf("a retry was followed up: %d %v", len(pub.followups), ev.steps())
+	}
 }
 
 func TestAnOversizedPatchIsCutAtALineAndMarked(t *testing.T) {

@@ -142,6 +142,10 @@ func pushFailure(ctx context.Context, op string, r *PushRequest, res proc.Result
 	}
 	if flag, summary, ok := porcelainRef(out, "refs/heads/"+r.Branch); ok && flag == '!' {
 		switch {
+		case strings.HasPrefix(summary, "[remote rejected]") && strings.Contains(summary, "failed to update ref"):
+			// Another push updated the ref at the same moment (the server's ref lock), not a
+			// rule against us: like a lost lease, read the branch again and push again.
+			e.Class, e.Err = workitems.ClassConflict, ErrStaleLease
 		case strings.HasPrefix(summary, "[remote rejected]"):
 			e.Class, e.Err = workitems.ClassPermission, ErrProtectedBranch
 		case strings.Contains(summary, "(stale info)"):

@@ -18,8 +18,8 @@ type Deliverer interface {
 	// Merge merges a decided close's pull request (deliver.automerge). A refusal by the forge
 	// is a *MergeRefusedError; any other error is transient.
 	Merge(ctx context.Context, in MergeInput) (workitems.Delivery, error)
-	// Followup tells the forge about an escalation (label and comment) or a retry of an item
-	// with a pull request. A failure is an event on the item, not an error.
+	// Followup tells the forge about an escalation of an item with a pull request (label and
+	// comment). A failure is an event on the item, not an error.
 	Followup(ctx context.Context, in FollowupInput)
 }
 

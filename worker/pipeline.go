@@ -94,8 +94,8 @@ func (h *Handler) afterPush(ctx context.Context, tmpl *workitems.Template, it *w
 }
 
 // act does what a decision asks of the forge before it is recorded: a close with automerge
-// merges (a refusal is a fact the policy decides on again, through redo), and an escalation or
-// a retry of an item with a pull request is told to it. It returns the decision and delivery
+// merges (a refusal is a fact the policy decides on again, through redo), and an escalation of
+// an item with a pull request is told to it (labelled and commented). It returns the decision and delivery
 // to record; an error is transient trouble (the task is tried again).
 func (h *Handler) act(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, d workitems.Decision,
 	del *workitems.Delivery, events EventSink, redo func(mergeRefused string) (workitems.Decision, error)) (workitems.Decision, *workitems.Delivery, error) {
@@ -117,7 +117,7 @@ func (h *Handler) act(ctx context.Context, tmpl *workitems.Template, it *workite
 			del = &merged
 		}
 	}
-	if d.Outcome == workitems.OutcomeEscalate || d.Outcome == workitems.OutcomeRetry {
+	if d.Outcome == workitems.OutcomeEscalate { // a retry's next attempt updates the pull request itself
 		latest := del
 		if latest == nil {
 			latest = it.Delivery

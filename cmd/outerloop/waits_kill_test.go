@@ -132,7 +132,7 @@ templates:
 	if err != nil || now.State != workitems.StateWaiting {
 		t.Fatalf("with no worker the item changed: %v %s", err, now.State)
 	}
-	if _, err := a.Inspector().GetTaskInfo(c.env.Queue, workitems.WakeTaskID(it.ID, now.Wait.Seq)); err != nil {
+	if _, err := a.Inspector().GetTaskInfo(workitems.UrgentQueue(c.env.Queue), workitems.WakeTaskID(it.ID, now.Wait.Seq)); err != nil {
 		t.Fatalf("the status's webhook queued no wake: %v", err)
 	}
 

@@ -296,7 +296,7 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
 	}
 	// Pushed and recorded, the item waited for CI holding no worker; the poller (no webhook is
 	// configured here) found the status and the wake merged.
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded merged]" {
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded ci merged]" {
 		t.Fatalf("delivery events %s", steps)
 	}
 	if w := waitsOf(t, s, it.ID); w != "[waiting:ci woken:poll]" {
@@ -426,7 +426,7 @@ func TestCIRedOnThePushedCommitRetriesOnTheSamePullRequestUntilGreen(t *testing.
 	if got := rawFile(t, gs, r, "main", "calc.go"); !strings.Contains(got, "return a + b") {
 		t.Fatalf("main after the merge:\n%s", got)
 	}
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 2)); steps != "[committed publish pushed pr_updated recorded merged]" {
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 2)); steps != "[committed publish pushed pr_updated recorded ci merged]" {
 		t.Fatalf("attempt 2 delivery events %s", steps)
 	}
 	// Each attempt waited for CI on its own commit and was woken by the poller.
@@ -643,7 +643,7 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 				// Nothing was pushed; the retry is told to the publisher (the branch is known)
 				// before it is recorded.
 				if dec := it.Attempts[0].Decision; dec.Outcome != workitems.OutcomeRetry || dec.Rule != workitems.RuleBaseMoved ||
-					!strings.Contains(dec.Summary, "conflicts: calc.go") || first != "[committed publish base_moved followup recorded]" {
+					!strings.Contains(dec.Summary, "conflicts: calc.go") || first != "[committed publish base_moved recorded]" {
 					t.Fatalf("attempt 1: %+v, events %s", dec, first)
 				}
 				if in := it.Attempts[1].Condition.Input; !strings.Contains(in, "The base branch moved") || !strings.Contains(in, "calc.go") {
@@ -694,7 +694,7 @@ func TestMissingCIOnThePushedCommitEscalatesAndLabelsThePullRequest(t *testing.T
 	}
 	// It waited (ci.wait 0s still reads CI once, at the first poll), the deadline woke it, and
 	// the escalation was told to the pull request (label and comment: followup).
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded followup]" {
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded ci followup]" {
 		t.Fatalf("delivery events %s", steps)
 	}
 	if w := waitsOf(t, s, it.ID); w != "[waiting:ci woken:deadline]" {

@@ -433,7 +433,7 @@ func TestAReplayedOrBadlySignedDeliveryChangesNothing(t *testing.T) {
 		t.Fatalf("the badly signed delivery: %d %s", code, answer)
 	}
 	// No wake of the new wait was enqueued by either: its task id is free.
-	if _, err := h.Inspector().GetTaskInfo(h.QueueName(), workitems.WakeTaskID(it.ID, it.Wait.Seq)); err == nil {
+	if _, err := h.Inspector().GetTaskInfo(workitems.UrgentQueue(h.QueueName()), workitems.WakeTaskID(it.ID, it.Wait.Seq)); err == nil {
 		t.Fatalf("a wake of wait %d was enqueued", it.Wait.Seq)
 	}
 	if now, _ := h.Store.Get(ctx, it.ID); now.Version != before.Version {
@@ -516,7 +516,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 		if err != nil || now.State != workitems.StateWaiting {
 			t.Fatalf("%s with no worker: %v %s", it.ID, err, now.State)
 		}
-		task, err := h.Inspector().GetTaskInfo(h.QueueName(), workitems.WakeTaskID(it.ID, now.Wait.Seq))
+		task, err := h.Inspector().GetTaskInfo(workitems.UrgentQueue(h.QueueName()), workitems.WakeTaskID(it.ID, now.Wait.Seq))
 		if err != nil || task.State != asynq.TaskStatePending {
 			t.Fatalf("%s: its wake must wait in the queue: %v %+v", it.ID, err, task)
 		}
