@@ -206,7 +206,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 		p.ctl, ctlPeer = os.NewFile(uintptr(fds[0]), "guard-ctl"), os.NewFile(uintptr(fds[1]), "guard-peer")
 		defer ctlPeer.Close()
 		ctlFD := 3 + len(s.ExtraFiles)
-		argv = append(append(append([]string(nil), r.Guard...), fmt.Sprint(ctlFD), "--"), argv...)
+		argv = append(append(append([]string(nil), r.Guard...), fmt.Sprintf("%d:%d", ctlFD, os.Getpid()), "--"), argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = s.Dir, env
