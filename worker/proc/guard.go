@@ -148,17 +148,25 @@ func guardMain(args []string) int {
 }
 
 // killAllButMe kills every process of the guard's group and every descendant of it, except
-// the guard.
+// the guard, pass after pass until a pass finds none alive: a process forked between a pass's
+// look and its stop shows in the next one (stopped processes fork no more). It gives up after
+// 10 passes (no sane command forks that fast) or once wait has passed.
 func killAllButMe(wait time.Duration) {
 	me := os.Getpid()
-	for range 3 {
+	deadline := time.Now().Add(wait)
+	for range 10 {
+		procs := scanProcs()
+		zombie := map[int]bool{}
+		for _, p := range procs {
+			zombie[p.pid] = p.zombie
+		}
 		var left []int
-		for _, pid := range treeOf(me, scanProcs()) {
-			if pid != me {
+		for _, pid := range treeOf(me, procs) {
+			if pid != me && !zombie[pid] {
 				left = append(left, pid)
 			}
 		}
-		if len(left) == 0 {
+		if len(left) == 0 || time.Now().After(deadline) {
 			return
 		}
 		for _, pid := range left {
@@ -167,7 +175,6 @@ func killAllButMe(wait time.Duration) {
 		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		deadline := time.Now().Add(wait)
 		for _, pid := range left {
 			waitGone(pid, deadline)
 		}
