@@ -98,3 +98,23 @@ func TestTheCommandKeepsTheDefaultActionsOfTheSignalsTheGuardSurvives(t *testing
 		t.Fatalf("a command killed by SIGHUP: %+v", res)
 	}
 }
+
+// TestTheCommandsLeaderDiesWithItsGuard: the leader carries a parent-death signal (SIGKILL)
+// tied to the guard, so a guard killed outright (SIGKILL, the OOM killer) does not leave its
+// command's leader running until the worker notices.
+func TestTheCommandsLeaderDiesWithItsGuard(t *testing.T) {
+	guard, _ := proc.GuardArgv()
+	r := &proc.Runner{Mode: proc.ModeOff, Guard: guard}
+	marker := fmt.Sprintf("600.%d", time.Now().UnixNano()%1e9)
+	p, err := r.Start(context.Background(), proc.Spec{Argv: []string{"sleep", marker}, Dir: t.TempDir(), Env: proc.BaseEnv()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Kill(); _ = p.Wait() }()
+	// The guard (its argv names the marker too) and the sleep.
+	proctest.WaitFor(t, func() bool { return len(proctest.Processes(marker)) == 2 }, 10*time.Second)
+	if err := syscall.Kill(p.Pgid(), syscall.SIGKILL); err != nil { // the guard leads the group
+		t.Fatal(err)
+	}
+	proctest.WaitNoProcess(t, marker, 5*time.Second)
+}
