@@ -64,10 +64,11 @@ func describePids(pids []int) string {
 const orphanStep = `echo $$ >> pids; sleep 30 & s=$!; setsid sleep 30 & z=$!; kill -STOP $s; seq 2000; sleep 0.1; kill -CONT $s; kill $s $z; wait; echo %d > step.txt`
 
 // TestNoStepOutlivesItsSIGKILLedWorker runs real worker processes on a private Redis with
-// steps that fork, stop a member and write output all the time, SIGKILLs a worker at a random moment while
-// its steps run (so the kill meets a guard starting, a step forking, a step writing), and
-// checks from the host's process table that no process started for its items is left a few
-// seconds later: in both sandbox modes. Ten kills per mode; OUTERLOOP_LONG=1 runs a hundred.
+// steps that fork, stop a member and write output all the time, SIGKILLs a worker at a random
+// moment while its steps run (so the kill meets a guard starting, a step forking, a member
+// stopped, a step writing), and checks from the host's process table that no process started
+// for its items is left a few seconds later: in both sandbox modes. Ten kills per mode;
+// OUTERLOOP_LONG=1 runs a hundred.
 func TestNoStepOutlivesItsSIGKILLedWorker(t *testing.T) {
 	t.Parallel()
 	kills := 10
