@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -14,8 +17,9 @@ import (
 )
 
 // GuardArg is the first argument that makes the worker binary (or a test binary) act as a
-// guard: `outerloop --outerloop-guard CTLFD -- ARGV...`. It looks like a flag so that a test
-// binary whose TestMain forgot MaybeGuard refuses it (unknown flag) instead of running its tests.
+// guard: `outerloop --outerloop-guard CTLFD:WORKERPID -- ARGV...`. It looks like a flag so that
+// a test binary whose TestMain forgot MaybeGuard refuses it (unknown flag) instead of running
+// its tests.
 const GuardArg = "--outerloop-guard"
 
 // MaybeGuard runs the guard and exits when the process was started as one; otherwise it
@@ -49,19 +53,35 @@ func GuardArgv() ([]string, error) {
 // when its pipe to the worker closes (the worker cancelled, or died) or the worker dies (the
 // parent-death signal). It exits as the command did.
 func guardMain(args []string) int {
+	// First of all, before anything of the command exists: the signals its worker's death
+	// brings must not kill the guard before it has killed the command (guard_death.go).
+	survive := surviveWorkerDeath()
+	defer signal.Stop(survive)
+	// The command's leader is started from this thread with a parent-death signal: locked, the
+	// thread lives as long as the guard, so the leader is killed when the guard dies (even of
+	// SIGKILL), and only then.
+	runtime.LockOSThread()
 	if len(args) < 3 || args[1] != "--" {
-		fmt.Fprintln(os.Stderr, "outerloop guard: usage: "+GuardArg+" CTLFD -- ARGV...")
+		fmt.Fprintln(os.Stderr, "outerloop guard: usage: "+GuardArg+" CTLFD[:WORKERPID] -- ARGV...")
 		return 125
 	}
-	fd, err := strconv.Atoi(args[0])
+	fdArg, workerArg, _ := strings.Cut(args[0], ":")
+	fd, err := strconv.Atoi(fdArg)
 	if err != nil || fd < 3 {
 		fmt.Fprintln(os.Stderr, "outerloop guard: bad control fd", args[0])
 		return 125
 	}
+	worker := os.Getppid() // an older worker does not say its pid
+	if workerArg != "" {
+		if worker, err = strconv.Atoi(workerArg); err != nil || worker < 1 {
+			fmt.Fprintln(os.Stderr, "outerloop guard: bad worker pid", args[0])
+			return 125
+		}
+	}
 	unix.CloseOnExec(fd)
 	ctl := os.NewFile(uintptr(fd), "ctl")
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	dead := parentDeath()
+	dead := parentDeath(worker)
 	var b [1]byte
 	if n, _ := ctl.Read(b[:]); n != 1 {
 		return 125 // the worker went away before the command was recorded: run nothing
@@ -74,6 +94,7 @@ func guardMain(args []string) int {
 		extra = append(extra, os.NewFile(uintptr(i), "extra"))
 	}
 	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "outerloop guard:", err)
 		return 127
@@ -114,6 +135,7 @@ func guardMain(args []string) int {
 			}
 			// Die the same way, so the worker sees the signal.
 			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+			signal.Stop(survive) // a SIGHUP must end the guard now
 			signalSelf(ws.Signal())
 			return 128 + int(ws.Signal())
 		}
@@ -126,17 +148,25 @@ func guardMain(args []string) int {
 }
 
 // killAllButMe kills every process of the guard's group and every descendant of it, except
-// the guard.
+// the guard, pass after pass until a pass finds none alive: a process forked between a pass's
+// look and its stop shows in the next one (stopped processes fork no more). It gives up after
+// 10 passes (no sane command forks that fast) or once wait has passed.
 func killAllButMe(wait time.Duration) {
 	me := os.Getpid()
-	for range 3 {
+	deadline := time.Now().Add(wait)
+	for range 10 {
+		procs := scanProcs()
+		zombie := map[int]bool{}
+		for _, p := range procs {
+			zombie[p.pid] = p.zombie
+		}
 		var left []int
-		for _, pid := range treeOf(me, scanProcs()) {
-			if pid != me {
+		for _, pid := range treeOf(me, procs) {
+			if pid != me && !zombie[pid] {
 				left = append(left, pid)
 			}
 		}
-		if len(left) == 0 {
+		if len(left) == 0 || time.Now().After(deadline) {
 			return
 		}
 		for _, pid := range left {
@@ -145,7 +175,6 @@ func killAllButMe(wait time.Duration) {
 		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		deadline := time.Now().Add(wait)
 		for _, pid := range left {
 			waitGone(pid, deadline)
 		}

@@ -8,7 +8,9 @@
 //   - the lifetime: every command leads its own process group under a guard process (the worker
 //     binary re-exec'd, guard.go) that kills the group and every descendant when the command
 //     ends, when it is cancelled or timed out, and when its pipe to the worker closes because
-//     the worker died; the group and boot id are recorded before the command starts
+//     the worker died (or the parent-death signal says so); it survives the SIGHUP and SIGPIPE
+//     the worker's death sends it, and the command's leader dies with it should it be killed
+//     outright (guard_death.go); the group and boot id are recorded before the command starts
 //     (records.go) so a resumed attempt on this host kills what a dead execution left;
 //   - bounded output (Tail).
 //
@@ -206,7 +208,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Process, error) {
 		p.ctl, ctlPeer = os.NewFile(uintptr(fds[0]), "guard-ctl"), os.NewFile(uintptr(fds[1]), "guard-peer")
 		defer ctlPeer.Close()
 		ctlFD := 3 + len(s.ExtraFiles)
-		argv = append(append(append([]string(nil), r.Guard...), fmt.Sprint(ctlFD), "--"), argv...)
+		argv = append(append(append([]string(nil), r.Guard...), fmt.Sprintf("%d:%d", ctlFD, os.Getpid()), "--"), argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = s.Dir, env
