@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,12 +38,13 @@ type chaos struct {
 	prefix string
 	queue  string
 	cfg    string
-	log    string // every step appends its start and end here
+	log    string // the marker every step's command names (killOrphans finds them by it)
 	lease  string
 
 	mu      sync.Mutex
 	workers map[string]*chaosWorker // live incarnations by worker id
 	dead    []*chaosWorker
+	dirs    []string // every incarnation's work dir: the steps' logs are in its workspaces
 	n       int
 }
 
@@ -53,9 +56,17 @@ type chaosWorker struct {
 	gone   time.Time // its exit was seen (reaped): it is dead, its files closed
 }
 
-// newChaos writes a script template of steps steps of stepSleep each, whose steps log their
-// start and end, and starts a private Redis.
+// newChaos is newChaosIn with the sandbox off.
 func newChaos(t *testing.T, steps int, stepSleep string, lease time.Duration) *chaos {
+	t.Helper()
+	return newChaosIn(t, steps, stepSleep, lease, "off")
+}
+
+// newChaosIn writes a script template of steps steps of stepSleep each, run in sandbox mode
+// (off or bwrap), whose steps log their start and end in their own workspace (the one place a
+// sandboxed step can write; the workers keep their workspaces for the test to read), and
+// starts a private Redis.
+func newChaosIn(t *testing.T, steps int, stepSleep string, lease time.Duration, mode string) *chaos {
 	t.Helper()
 	dir := t.TempDir()
 	repo := filepath.Join(dir, "repo")
@@ -70,22 +81,24 @@ func newChaos(t *testing.T, steps int, stepSleep string, lease time.Duration) *c
 	if err := os.WriteFile(filepath.Join(repo, "green.json"), []byte(green), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "steps.log")
+	// Each step's command names the marker, so the host finds what is left of them (killOrphans).
+	marker := "chaos-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	logPath := "$OUTERLOOP_WORKSPACE/" + stepLogName
 	var cmds []string
 	for k := 1; k <= steps; k++ {
-		cmds = append(cmds, fmt.Sprintf(`"echo start %d $OUTERLOOP_ITEM $OUTERLOOP_WORKSPACE >> %s; sleep %s; echo %d > step%d.txt; echo end %d $OUTERLOOP_ITEM $OUTERLOOP_WORKSPACE $(date +%%s%%N) >> %s"`,
-			k, logPath, stepSleep, k, k, k, logPath))
+		cmds = append(cmds, fmt.Sprintf(`": %s; echo start %d $OUTERLOOP_ITEM $OUTERLOOP_WORKSPACE >> %s; sleep %s; echo %d > step%d.txt; echo end %d $OUTERLOOP_ITEM $OUTERLOOP_WORKSPACE $(date +%%s%%N) >> %s"`,
+			marker, k, logPath, stepSleep, k, k, k, logPath))
 	}
 	cfg := filepath.Join(dir, "outerloop.yaml")
 	body := "defaults:\n  max_attempts: 3\n  budget: {wall_time: 10m, verify_reserve: 1m}\ntemplates:\n" +
-		"  - name: chaos\n    repo: " + repo + "\n    goal: survive\n    sandbox: {mode: off}\n    loop:\n      kind: script\n      commands: [" + strings.Join(cmds, ", ") + "]\n" +
+		"  - name: chaos\n    repo: " + repo + "\n    goal: survive\n    sandbox: {mode: " + mode + "}\n    loop:\n      kind: script\n      commands: [" + strings.Join(cmds, ", ") + "]\n" +
 		"    done_check: {commands: [\"cat green.json\"]}\n"
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv := redistest.Start(t)
 	c := &chaos{t: t, bin: binary(t), redis: srv, rdb: redis.NewClient(&redis.Options{Addr: srv.Addr}),
-		prefix: "chaos:", queue: "chaos", cfg: cfg, log: logPath, lease: lease.String(), workers: map[string]*chaosWorker{}}
+		prefix: "chaos:", queue: "chaos", cfg: cfg, log: marker, lease: lease.String(), workers: map[string]*chaosWorker{}}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -103,6 +116,12 @@ func (c *chaos) args(a ...string) []string {
 	return append([]string{"--config", c.cfg, "--redis", c.redis.URL(), "--prefix", c.prefix, "--queue", c.queue, "--log-format", "json"}, a...)
 }
 
+func (c *chaos) workDirs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.dirs)
+}
+
 func (c *chaos) store() *workitems.Store { return workitems.NewStore(c.rdb, c.prefix) }
 
 // startWorker starts a new worker incarnation with its own work dir.
@@ -113,7 +132,7 @@ func (c *chaos) startWorker() *chaosWorker {
 	id := fmt.Sprintf("w%d", c.n)
 	c.mu.Unlock()
 	w := &chaosWorker{id: id, dir: filepath.Join(c.t.TempDir(), id)}
-	w.cmd = exec.Command(c.bin, c.args("--workdir", w.dir, "worker", "--id", id, "--concurrency", "2", "--lease-ttl", c.lease)...)
+	w.cmd = exec.Command(c.bin, c.args("--workdir", w.dir, "worker", "--id", id, "--concurrency", "2", "--lease-ttl", c.lease, "--keep-workspaces")...)
 	logDir := c.t.TempDir()
 	if d := os.Getenv("OUTERLOOP_CHAOS_LOGS"); d != "" {
 		logDir = d // kept after the test, to read what the workers did
@@ -128,6 +147,7 @@ func (c *chaos) startWorker() *chaosWorker {
 	}
 	c.mu.Lock()
 	c.workers[id] = w
+	c.dirs = append(c.dirs, w.dir)
 	c.mu.Unlock()
 	return w
 }
@@ -253,41 +273,58 @@ type stepEnd struct {
 	at              time.Time
 }
 
-func readStepLog(t *testing.T, path string) stepLog {
+func readStepLog(t *testing.T, dirs []string) stepLog {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	// A resumed attempt's workspace is restored from the dead one's snapshot, log included:
+	// a line copied that way is the same text (it names the workspace that wrote it), and
+	// counts once.
+	seen := map[string]bool{}
 	l := stepLog{starts: map[string]map[int]int{}}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 {
-			continue
-		}
-		k, _ := strconv.Atoi(f[1])
-		switch f[0] {
-		case "start":
-			if l.starts[f[2]] == nil {
-				l.starts[f[2]] = map[int]int{}
+	for _, dir := range dirs {
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != stepLogName {
+				return nil
 			}
-			l.starts[f[2]][k]++
-		case "end":
-			if len(f) >= 5 {
-				ns, _ := strconv.ParseInt(f[4], 10, 64)
-				l.ends = append(l.ends, stepEnd{item: f[2], workspace: f[3], step: k, at: time.Unix(0, ns)})
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil
 			}
-		}
+			for _, line := range strings.Split(string(b), "\n") {
+				if line == "" || seen[line] {
+					continue
+				}
+				seen[line] = true
+				f := strings.Fields(line)
+				if len(f) < 4 {
+					continue
+				}
+				k, _ := strconv.Atoi(f[1])
+				switch f[0] {
+				case "start":
+					if l.starts[f[2]] == nil {
+						l.starts[f[2]] = map[int]int{}
+					}
+					l.starts[f[2]][k]++
+				case "end":
+					if len(f) >= 5 {
+						ns, _ := strconv.ParseInt(f[4], 10, 64)
+						l.ends = append(l.ends, stepEnd{item: f[2], workspace: f[3], step: k, at: time.Unix(0, ns)})
+					}
+				}
+			}
+			return nil
+		})
 	}
 	return l
 }
 
+// stepLogName is the file each chaos step appends its start and end to, in its workspace.
+const stepLogName = ".chaos-steps.log"
+
 // killOrphans stops what the killed workers' steps left running (issue 16.1), so that the test
-// leaves nothing behind: every process whose command line names the step log.
-func killOrphans(t *testing.T, logPath string) {
-	out, _ := exec.Command("pgrep", "-f", logPath).Output()
+// leaves nothing behind: every process whose command line names the run's marker.
+func killOrphans(t *testing.T, marker string) {
+	out, _ := exec.Command("pgrep", "-f", marker).Output()
 	for _, f := range strings.Fields(string(out)) {
 		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -318,7 +355,7 @@ func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
 		}
 		a := it.Attempts[0]
 		resumes += a.Resumes
-		l := readStepLog(t, c.log)
+		l := readStepLog(t, c.workDirs())
 		reruns := 0
 		for _, n := range l.starts[id] {
 			reruns += n - 1
@@ -351,7 +388,7 @@ func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
 	// SIGKILL and the exit (the kernel tearing the worker down) a step may still write; those
 	// are counted, not failed. An effect after the item was taken over would be the orphan and
 	// the resumed execution running together.
-	l := readStepLog(t, c.log)
+	l := readStepLog(t, c.workDirs())
 	late, dying, overlap := 0, 0, 0
 	var lateMax time.Duration
 	for _, e := range l.ends {
@@ -400,13 +437,27 @@ func median(d []time.Duration) time.Duration {
 // the long variant (100 kills) and prints its figures.
 func TestChaosKilledWorkersAndRedisRestartsLoseNothing(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{"off", "bwrap"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			if mode == "bwrap" {
+				if out, err := exec.Command("bwrap", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+					t.Skipf("bubblewrap cannot run here (%v: %s); the sandboxed variant needs it (scripts/test.sh installs it)", err, strings.TrimSpace(string(out)))
+				}
+			}
+			chaosRun(t, mode)
+		})
+	}
+}
+
+func chaosRun(t *testing.T, mode string) {
 	kills, items, lease, settle := 10, 16, 3*time.Second, 4*time.Minute
 	if os.Getenv("OUTERLOOP_CHAOS_LONG") == "1" {
 		// Ten times the items take ten times as long on a small machine: the bound on how long
 		// they may take to close grows with them (run it with -timeout 60m).
 		kills, items, settle = 100, 160, 40*time.Minute
 	}
-	c := newChaos(t, 8, "0.4", lease)
+	c := newChaosIn(t, 8, "0.4", lease, mode)
 	for range 3 {
 		c.startWorker()
 	}

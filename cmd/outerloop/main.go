@@ -60,6 +60,7 @@ type globals struct {
 	// waitRedis: a long-running command (serve, scheduler, worker) waits for Redis at start.
 	waitRedis bool
 	leaseTTL  time.Duration // worker --lease-ttl
+	keepWS    bool          // worker --keep-workspaces
 	// reloadEvery: how often a long-running command looks whether its config file changed.
 	reloadEvery time.Duration
 }
@@ -151,7 +152,7 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	// go-redis logs a few lines of its own (pool, sentinel): into our log, not plain stderr.
 	redis.SetLogger(redisconn.SlogLogger{L: log})
 	o := app.Options{Config: cfg, ConfigPath: g.config, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log,
-		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL}
+		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL, KeepWorkspaces: g.keepWS}
 	if g.oneShot {
 		o.Metrics = []metrics.Option{metrics.WithoutSeriesAhead()}
 		o.OneShot = true

@@ -257,6 +257,7 @@ func workerCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "attempts run at once")
 	c.Flags().StringVar(&id, "id", "", "worker id in leases and events (default host:pid)")
+	c.Flags().BoolVar(&g.keepWS, "keep-workspaces", false, "leave the workspaces of closed and cancelled items in the work dir (to look at what an attempt did; the sweeper still removes them past retention)")
 	c.Flags().DurationVar(&g.leaseTTL, "lease-ttl", 15*time.Second, "attempt lease, renewed every third of it: a dead worker's attempt is recovered about this long after its last renewal")
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. :9101)")
 	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
