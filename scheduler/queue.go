@@ -320,7 +320,13 @@ func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, er
 // checkpoint under a newer epoch, which fences out the lost execution should it still live.
 // It returns how many recoveries it enqueued and the first error it met; like Reconcile, it
 // walks oldest first in pages and goes on past an item it could not repair.
-func (q *Queue) Recover(ctx context.Context) (int, error) {
+func (q *Queue) Recover(ctx context.Context) (int, error) { return q.RecoverEach(ctx, nil) }
+
+// RecoverEach is Recover that also tells each (when not nil) of every recovery it enqueued, so
+// that a worker with room can run it at once (worker.Server's direct recoveries) instead of
+// waiting for a slot of the queue; the recovery task is the durable record either way, and
+// whichever execution takes the attempt's lease first runs it.
+func (q *Queue) RecoverEach(ctx context.Context, each func(item string, attempt int)) (int, error) {
 	n := 0
 	var first error
 	for _, st := range []workitems.State{workitems.StateRunning, workitems.StateVerifying} {
@@ -339,6 +345,9 @@ func (q *Queue) Recover(ctx context.Context) (int, error) {
 				}
 				if ok {
 					n++
+					if each != nil {
+						each(it.ID, it.Attempt)
+					}
 				}
 			}
 			return nil

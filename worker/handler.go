@@ -234,6 +234,34 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return err
 }
 
+// ProcessRecovered runs a recovered attempt straight from the server's recovery pass (beside the
+// queue's slots; see ServerOptions.DirectRecoveries), bounded like its task would be: the
+// attempt's wall time plus TaskMargin. An attempt whose lease another execution took first is
+// left to it. Shutdown waits for it as for any task (Wait), and Yield makes it checkpoint.
+func (h *Handler) ProcessRecovered(id string, n int) {
+	key := fmt.Sprintf("%s/%d", id, n)
+	h.track(key, 1)
+	defer h.track(key, -1)
+	it, err := h.o.Store.Get(h.base, id)
+	if err != nil || it.Current() == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), it.AttemptBudget(it.Current().Condition).WallTime.D()+directMargin)
+	defer cancel()
+	defer context.AfterFunc(h.abandon, cancel)()
+	err = h.Process(ctx, id, n)
+	switch {
+	case err == nil, errors.Is(err, workitems.ErrLeaseHeld):
+	default:
+		// The recovery task on the queue (asynq's retries) takes it from here.
+		h.o.Logger.Warn("direct recovery did not finish the attempt; its queued recovery goes on", "item", id, "attempt", n, "err", err)
+	}
+}
+
+// directMargin is the margin of a direct recovery over the attempt's wall time, as the queue's
+// (scheduler.TaskMargin) gives its tasks.
+const directMargin = 2 * time.Minute
+
 // Process runs attempt n of an item (the body of ProcessTask).
 func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	log := h.o.Logger.With("item", id, "attempt", n)

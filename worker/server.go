@@ -25,6 +25,11 @@ type ServerOptions struct {
 	// RecoverEvery is how often the server looks for attempts whose worker is gone (default 5s;
 	// <0 disables). With the handler's LeaseTTL it bounds how soon a crash is recovered.
 	RecoverEvery time.Duration
+	// DirectRecoveries is how many recovered attempts (found by this server's recovery pass:
+	// their worker is gone) it runs at once beside its Concurrency, straight away rather than
+	// when a slot of the queue frees up behind new work (default 1; <0 none). The recovery
+	// task on the urgent queue stays the durable record: whichever takes the lease first runs.
+	DirectRecoveries int
 	// TaskCheckInterval is how often an idle server polls its queue (asynq's default: 1s).
 	TaskCheckInterval time.Duration
 	Logger            *slog.Logger
@@ -45,6 +50,13 @@ type Server struct {
 	o        ServerOptions
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	direct   chan struct{} // a token per direct recovery running
+}
+
+// recoverEacher is an Enqueuer whose recovery pass names each recovery it enqueued
+// (scheduler.Queue.RecoverEach).
+type recoverEacher interface {
+	RecoverEach(ctx context.Context, each func(item string, attempt int)) (int, error)
 }
 
 // NewServer returns a Server for h.
@@ -79,7 +91,10 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 		IsFailure:         isFailure,
 		RetryDelayFunc:    retryDelay,
 	})
-	return &Server{srv: srv, h: h, enqueuer: h.o.Enqueuer, o: o}
+	if o.DirectRecoveries == 0 {
+		o.DirectRecoveries = 1
+	}
+	return &Server{srv: srv, h: h, enqueuer: h.o.Enqueuer, o: o, direct: make(chan struct{}, max(o.DirectRecoveries, 0))}
 }
 
 // Start starts processing.
@@ -144,8 +159,12 @@ func retryDelay(n int, err error, t *asynq.Task) time.Duration {
 // recoverLost runs the recovery passes (Enqueuer.Recover) until ctx ends.
 func (s *Server) recoverLost(ctx context.Context) {
 	clock := s.h.o.Clock
+	pass := s.enqueuer.Recover
+	if re, ok := s.enqueuer.(recoverEacher); ok && cap(s.direct) > 0 {
+		pass = func(ctx context.Context) (int, error) { return re.RecoverEach(ctx, s.takeDirect) }
+	}
 	for {
-		if n, err := s.enqueuer.Recover(ctx); err != nil && ctx.Err() == nil {
+		if n, err := pass(ctx); err != nil && ctx.Err() == nil {
 			s.o.Logger.Warn("recovery pass failed", "err", err)
 		} else if n > 0 {
 			s.o.Logger.Info("recovery pass enqueued lost attempts", "count", n)
@@ -156,6 +175,23 @@ func (s *Server) recoverLost(ctx context.Context) {
 		case <-clock.After(s.o.RecoverEvery):
 		}
 	}
+}
+
+// takeDirect runs a recovered attempt here at once when a direct-recovery token is free; else
+// its recovery task waits on the urgent queue for a slot.
+func (s *Server) takeDirect(item string, attempt int) {
+	if s.h.base.Err() != nil {
+		return // shutting down: the queued recovery is for the next worker
+	}
+	select {
+	case s.direct <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-s.direct }()
+		s.h.ProcessRecovered(item, attempt)
+	}()
 }
 
 func (s *Server) reconcile(ctx context.Context) {

@@ -2,9 +2,12 @@ package app_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"outerloop/internal/app"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -73,4 +76,59 @@ func TestARecoveredAttemptIsTakenBeforeNewWork(t *testing.T) {
 			t.Errorf("new item %s started at %s, before the lost attempt resumed at %s", id, started.Format(time.RFC3339Nano), resumedAt.Format(time.RFC3339Nano))
 		}
 	}
+}
+
+// With every slot busy, a lost attempt is not left waiting for one: the worker's recovery pass
+// runs it at once beside its concurrency (ServerOptions.DirectRecoveries), and it closes while
+// the long item still holds the only slot.
+func TestALostAttemptIsRecoveredAtOnceWhenEverySlotIsBusy(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	s := openWith(t, config(t, repo, `  - name: quick
+    repo: `+repo+`
+    goal: nothing to do
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+  - name: long
+    repo: `+repo+`
+    goal: hold the slot
+    sandbox: {mode: off}
+    loop: {kind: script, commands: ["while [ ! -e `+gate+` ]; do sleep 0.05; done"]}
+    done_check: {commands: ["true"]}
+`), func(o *app.Options) { o.LeaseTTL = 3 * time.Second })
+	ctx := context.Background()
+	startAppWorker(t, s.App, 1, "busy")
+	long, err := s.Queue.Submit(ctx, scheduler.Request{Template: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, s.Store, long.ID, time.Minute, workitems.StateRunning)
+
+	lost, err := s.Queue.Submit(ctx, scheduler.Request{Template: "quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its worker dequeued the task, started the attempt and died: no task, no lease.
+	if err := s.Inspector().DeleteTask(s.QueueName(), workitems.TaskID(lost.ID, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Store.AcquireLease(ctx, lost.ID, 1, "dead-worker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Store.StartAttempt(ctx, f, "dead-worker"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store.ReleaseLease(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, s.Store, lost.ID, time.Minute, workitems.StateClosed)
+	if it, _ := s.Store.Get(ctx, long.ID); it.State != workitems.StateRunning {
+		t.Fatalf("the long item is %s: the lost attempt did not run beside it", it.State)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, s.Store, long.ID, time.Minute, workitems.StateClosed)
 }
