@@ -31,20 +31,7 @@ func TestARecoveredAttemptIsTakenBeforeNewWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Its worker dequeued the task, started the attempt and died: no task, no lease.
-	if err := s.Inspector().DeleteTask(s.QueueName(), workitems.TaskID(lost.ID, 1)); err != nil {
-		t.Fatal(err)
-	}
-	f, err := s.Store.AcquireLease(ctx, lost.ID, 1, "dead-worker", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Store.StartAttempt(ctx, f, "dead-worker"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Store.ReleaseLease(ctx, f); err != nil {
-		t.Fatal(err)
-	}
+	loseWorker(t, s, lost.ID)
 	var fresh []string
 	for range 6 {
 		it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "quick"})
@@ -109,11 +96,26 @@ func TestALostAttemptIsRecoveredAtOnceWhenEverySlotIsBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Its worker dequeued the task, started the attempt and died: no task, no lease.
-	if err := s.Inspector().DeleteTask(s.QueueName(), workitems.TaskID(lost.ID, 1)); err != nil {
+	loseWorker(t, s, lost.ID)
+	awaitState(t, s.Store, lost.ID, time.Minute, workitems.StateClosed)
+	if it, _ := s.Store.Get(ctx, long.ID); it.State != workitems.StateRunning {
+		t.Fatalf("the long item is %s: the lost attempt did not run beside it", it.State)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := s.Store.AcquireLease(ctx, lost.ID, 1, "dead-worker", time.Minute)
+	awaitState(t, s.Store, long.ID, time.Minute, workitems.StateClosed)
+}
+
+// loseWorker leaves attempt 1 of id as a worker that dequeued its task, started the attempt and
+// died leaves it: running, no task, no lease.
+func loseWorker(t *testing.T, s *sys, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Inspector().DeleteTask(s.QueueName(), workitems.TaskID(id, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Store.AcquireLease(ctx, id, 1, "dead-worker", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +125,4 @@ func TestALostAttemptIsRecoveredAtOnceWhenEverySlotIsBusy(t *testing.T) {
 	if err := s.Store.ReleaseLease(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	awaitState(t, s.Store, lost.ID, time.Minute, workitems.StateClosed)
-	if it, _ := s.Store.Get(ctx, long.ID); it.State != workitems.StateRunning {
-		t.Fatalf("the long item is %s: the lost attempt did not run beside it", it.State)
-	}
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	awaitState(t, s.Store, long.ID, time.Minute, workitems.StateClosed)
 }
