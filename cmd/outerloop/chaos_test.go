@@ -247,6 +247,58 @@ func (h *holders) recoveries(dead []*chaosWorker) []time.Duration {
 	return out
 }
 
+// slow returns, for every recovery that took longer than d, the item, the dead worker and
+// how long it took: the cases whose timeline is worth reading.
+func (h *holders) slow(dead []*chaosWorker, d time.Duration) []slowRecovery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []slowRecovery
+	for _, w := range dead {
+		for id, ss := range h.seen {
+			last := -1
+			for i, s := range ss {
+				if !s.at.After(w.killed) {
+					last = i
+				}
+			}
+			if last >= 0 && ss[last].worker == w.id && last+1 < len(ss) && ss[last+1].at.Sub(w.killed) > d {
+				out = append(out, slowRecovery{item: id, w: w, took: ss[last+1].at.Sub(w.killed), after: append([]sighting(nil), ss[last:]...)})
+			}
+		}
+	}
+	return out
+}
+
+type slowRecovery struct {
+	item  string
+	w     *chaosWorker
+	took  time.Duration
+	after []sighting
+}
+
+// timeline logs what the store recorded of a slow recovery, relative to the kill: the events
+// of the item and the epochs seen, so that a slow one says where its time went.
+func (c *chaos) timeline(s *workitems.Store, r slowRecovery) {
+	evs, err := s.Events(context.Background(), r.item, "", 500, 0)
+	if err != nil {
+		c.t.Logf("slow recovery of %s: events: %v", r.item, err)
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "slow recovery of %s after the kill of %s: %s\n", r.item, r.w.id, r.took.Round(100*time.Millisecond))
+	for _, sg := range r.after {
+		fmt.Fprintf(&b, "  %+7.1fs epoch %d seen under %s\n", sg.at.Sub(r.w.killed).Seconds(), sg.epoch, sg.worker)
+	}
+	for _, e := range evs {
+		rel := e.At.Sub(r.w.killed)
+		if rel < -20*time.Second || rel > r.took+5*time.Second {
+			continue
+		}
+		fmt.Fprintf(&b, "  %+7.1fs %s %s→%s %s\n", rel.Seconds(), e.Type, e.From, e.To, e.Message)
+	}
+	c.t.Log(b.String())
+}
+
 // resumedAt is when the item was first seen under an execution newer than the one dead worker
 // w held (sampled every 100 ms: at, or up to 100 ms after, the takeover).
 func (h *holders) resumedAt(item string, w *chaosWorker) (time.Time, bool) {
@@ -376,6 +428,10 @@ func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
 	// outliers seen before came from asynq's backoff: a handler that met Redis down was retried
 	// after 15-74 s, and a recovery task dequeued by a worker killed before it took the lease
 	// waited for asynq's own sweep; see worker.RedisBlipRetryDelay and scheduler.RecoverAgainEvery.)
+	leaseTTL, _ := time.ParseDuration(c.lease)
+	for _, r := range h.slow(c.dead, 2*leaseTTL) {
+		c.timeline(s, r)
+	}
 	var maxRec time.Duration
 	for _, d := range rec {
 		if d > recoveryBound {
