@@ -69,16 +69,26 @@ func PassAtK(n, c, k int) float64 {
 //	p = min(1, 2 · Σ_{i=0}^{min(b,c)} C(n, i) / 2ⁿ)
 //
 // Concordant pairs carry no information about the difference and do not enter. With no
-// discordant pairs there is no evidence of a difference: p = 1. The terms are summed in log
-// space, so large n neither overflows nor loses the sum (p underflows to 0 only below ~1e-308).
+// discordant pairs there is no evidence of a difference: p = 1. Up to n = 1000 the binomials
+// are summed directly (exact while they fit in 53 bits, so the small cases of an eval give
+// exact dyadic values such as 0.25); past that the terms are summed in log space, so large n
+// neither overflows nor loses the sum (p underflows to 0 only below ~1e-308).
 func McNemarExact(b, c int) float64 {
 	n := b + c
 	if b < 0 || c < 0 || n == 0 {
 		return 1
 	}
 	m := min(b, c)
-	lgN, _ := math.Lgamma(float64(n + 1))
 	sum := 0.0
+	if n <= 1000 { // C(1000, 500) ≈ 2.7e299 still fits a float64
+		term := 1.0 // C(n, 0)
+		for i := 0; i <= m; i++ {
+			sum += term
+			term = term * float64(n-i) / float64(i+1)
+		}
+		return min(1, math.Ldexp(sum, 1-n))
+	}
+	lgN, _ := math.Lgamma(float64(n + 1))
 	for i := 0; i <= m; i++ {
 		lgI, _ := math.Lgamma(float64(i + 1))
 		lgNI, _ := math.Lgamma(float64(n - i + 1))

@@ -97,7 +97,8 @@ func TestMcNemarExact(t *testing.T) {
 		{0, 0, 1, "no discordant pairs: no evidence"},
 	}
 	for _, tt := range tests {
-		if got := McNemarExact(tt.b, tt.c); !near(got, tt.want, 1e-12) {
+		// Dyadic rationals: the sum is exact, so the p-value must be too.
+		if got := McNemarExact(tt.b, tt.c); got != tt.want {
 			t.Errorf("McNemarExact(%d, %d) = %v, want %v (%s)", tt.b, tt.c, got, tt.want, tt.why)
 		}
 	}
@@ -109,6 +110,15 @@ func TestMcNemarExact(t *testing.T) {
 	}
 	if got := McNemarExact(600, 600); got != 1 {
 		t.Errorf("McNemarExact(600, 600) = %v, want 1", got)
+	}
+	// Both sides of n = 1000, against the exact rational sums (too long for a comment; computed
+	// with Python's fractions.Fraction and math.comb): b = 480, c = 520 is summed directly,
+	// b = 480, c = 521 in log space.
+	if got := McNemarExact(480, 520); !near(got, 0.21744829320414094, 1e-12) {
+		t.Errorf("McNemarExact(480, 520) = %v, want 0.21744829320414094", got)
+	}
+	if got := McNemarExact(480, 521); !near(got, 0.20610731083295322, 1e-9) {
+		t.Errorf("McNemarExact(480, 521) = %v, want 0.20610731083295322", got)
 	}
 }
 
