@@ -221,7 +221,7 @@ func BuildReport(id, suite string, repeat int, variants []string, runs []Run, op
 		for _, r := range runs {
 			seen[r.Variant] = true
 		}
-		variants = slices.Sorted(maps.Keys(seen))
+		variants = append([]string{}, slices.Sorted(maps.Keys(seen))...) // [] in JSON, not null
 	} else {
 		variants = dedupe(variants)
 	}

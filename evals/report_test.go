@@ -384,3 +384,14 @@ func TestTaskRowVariantNamedID(t *testing.T) {
 		t.Errorf("marshal with a variant named id: err = %v, want one naming it", err)
 	}
 }
+
+func TestReportEmpty(t *testing.T) {
+	data, err := json.Marshal(BuildReport("e", "s", 0, nil, nil, ReportOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"e","suite":"s","repeat":1,"variant_order":[],"variants":{},"pairs":[],"tasks":[]}`
+	if string(data) != want {
+		t.Errorf("empty report = %s, want %s", data, want)
+	}
+}
