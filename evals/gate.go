@@ -15,7 +15,8 @@ const (
 )
 
 // gateSlack absorbs float rounding in the gate's comparisons, so that a drop of exactly the
-// allowed amount (0.80 → 0.75 with 0.05 allowed) passes although 0.80 − 0.75 is 0.0500000000004.
+// allowed amount (0.80 → 0.75 with 0.05 allowed) passes, although in float64 0.80 − 0.75 is
+// 0.050000000000000044.
 const gateSlack = 1e-9
 
 // GateOptions are the conditions a candidate variant must meet against a baseline.
