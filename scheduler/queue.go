@@ -335,7 +335,7 @@ func (q *Queue) RecoverEach(ctx context.Context, each func(item string, attempt 
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				ok, err := q.recoverOne(ctx, it)
+				r, err := q.recoverOne(ctx, it)
 				if err != nil {
 					q.log.Warn("recover: attempt not recovered; the next pass tries again", "item", it.ID, "attempt", it.Attempt, "err", err)
 					if first == nil {
@@ -343,11 +343,11 @@ func (q *Queue) RecoverEach(ctx context.Context, each func(item string, attempt 
 					}
 					continue
 				}
-				if ok {
+				if r == recoveryEnqueued {
 					n++
-					if each != nil {
-						each(it.ID, it.Attempt)
-					}
+				}
+				if r != recoveryNone && each != nil {
+					each(it.ID, it.Attempt)
 				}
 			}
 			return nil
@@ -359,11 +359,22 @@ func (q *Queue) RecoverEach(ctx context.Context, each func(item string, attempt 
 	return n, first
 }
 
-// recoverOne enqueues the recovery of it when its worker is gone; it reports whether it did.
-func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error) {
+// recovery is what a recovery pass did for one item.
+type recovery int
+
+const (
+	recoveryNone     recovery = iota // its worker lives, or asynq delivers a task of it soon by itself
+	recoveryEnqueued                 // its recovery task was enqueued by this pass
+	// recoveryPending: its recovery task waits on the urgent queue for a free slot (another
+	// pass enqueued it): a worker with a direct-recovery slot free may run it at once.
+	recoveryPending
+)
+
+// recoverOne enqueues the recovery of it when its worker is gone.
+func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (recovery, error) {
 	held, epoch, err := q.store.LeaseHeld(ctx, it.ID, it.Attempt)
 	if err != nil || held {
-		return false, err
+		return recoveryNone, err
 	}
 	if q.inspector != nil {
 		// A task asynq is about to deliver (a yield's, a failure's retry, an earlier recovery's)
@@ -375,17 +386,20 @@ func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error
 				continue
 			}
 			if err != nil {
-				return false, err
+				return recoveryNone, err
 			}
 			switch info.State {
-			case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
-				return false, nil
+			case asynq.TaskStatePending:
+				// Waiting for a slot behind other work: a free direct-recovery slot may run it now.
+				return recoveryPending, nil
+			case asynq.TaskStateScheduled, asynq.TaskStateRetry:
+				return recoveryNone, nil
 			}
 		}
 	}
 	a := it.Current()
 	if a == nil {
-		return false, fmt.Errorf("scheduler: item %s has no attempt %d", it.ID, it.Attempt)
+		return recoveryNone, fmt.Errorf("scheduler: item %s has no attempt %d", it.ID, it.Attempt)
 	}
 	task := q.recoveryTask(it, a, workitems.RecoverTaskID(it.ID, a.N, epoch))
 	_, err = q.client.EnqueueContext(ctx, task)
@@ -395,12 +409,12 @@ func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (bool, error
 		// this epoch's recovery forever, an orphaned active one for asynq's 60-120 s.
 		return q.recoverTaken(ctx, it, a, epoch, task)
 	case err != nil:
-		return false, fmt.Errorf("scheduler: enqueue recovery of %s attempt %d: %w", it.ID, a.N, err)
+		return recoveryNone, fmt.Errorf("scheduler: enqueue recovery of %s attempt %d: %w", it.ID, a.N, err)
 	}
 	q.log.Info("recover: attempt lost its worker; recovery enqueued", "item", it.ID, "attempt", a.N, "epoch", epoch, "state", it.State)
 	_ = q.store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventEnqueueRepaired, Attempt: a.N,
 		Message: fmt.Sprintf("attempt lost its worker (lease of epoch %d expired); recovery enqueued", epoch)})
-	return true, nil
+	return recoveryEnqueued, nil
 }
 
 // newItem is a new item of template t (of cfg) with its first attempt queued, pinned to the

@@ -57,6 +57,33 @@ func TestRecoverEnqueuesARunningItemWhoseLeaseExpiredOncePerEpoch(t *testing.T) 
 	}
 }
 
+// A recovery another worker's pass enqueued waits on the urgent queue for a slot; every later
+// pass names it (RecoverEach's each) so that a worker with a direct-recovery slot free runs it
+// at once, without enqueuing a second task. An item whose worker lives is never named.
+func TestRecoverEachNamesAPendingRecoveryToEveryPassWithoutEnqueuingAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	q := f.newQueue(t, nil)
+	f.startRunning(t, "lost", false)
+	f.startRunning(t, "alive", true)
+	ctx := context.Background()
+	var named []string
+	each := func(item string, attempt int) { named = append(named, fmt.Sprintf("%s/%d", item, attempt)) }
+	if n, err := q.RecoverEach(ctx, each); err != nil || n != 1 {
+		t.Fatalf("first pass: %d %v, want 1 enqueued", n, err)
+	}
+	if n, err := q.RecoverEach(ctx, each); err != nil || n != 0 {
+		t.Fatalf("second pass: %d %v, want 0 enqueued (the recovery is pending)", n, err)
+	}
+	if want := []string{"lost/1", "lost/1"}; fmt.Sprint(named) != fmt.Sprint(want) {
+		t.Fatalf("named %v, want %v (the enqueuing pass and the one that found it pending)", named, want)
+	}
+	pending, err := f.insp.ListPendingTasks(workitems.UrgentQueue(f.env.Queue))
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("urgent queue: %d pending %v, want the one recovery task", len(pending), err)
+	}
+}
+
 func TestRecoverReplacesAnArchivedRecoveryTask(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
