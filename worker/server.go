@@ -37,6 +37,19 @@ type ServerOptions struct {
 	Sweeper *Sweeper
 	// Janitor deletes items whose retention passed; started and stopped with the server.
 	Janitor *Janitor
+	// Lanes are further namespaces of items this server runs in the same slots, below its own
+	// queue in priority (evals: an experiment's runs take what production leaves).
+	Lanes []Lane
+}
+
+// Lane is a namespace of items apart from production's: its own store (through its Handler),
+// its own asynq queue and urgent queue, and its own repair passes. The server routes a task to
+// the lane whose queue it came from.
+type Lane struct {
+	Queue    string
+	Handler  *Handler
+	Enqueuer Enqueuer // its reconcile and recovery passes (nil: none)
+	Sweeper  *Sweeper // its workspaces' sweeper (nil: none)
 }
 
 // Server runs attempt tasks from asynq with a graceful shutdown that asynq alone does not give:
@@ -81,8 +94,8 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 	}
 	srv := asynq.NewServer(r, asynq.Config{
 		Concurrency: o.Concurrency,
-		// Recoveries and wakes first (workitems.UrgentQueue), then new work.
-		Queues:            map[string]int{o.Queue: 1, workitems.UrgentQueue(o.Queue): 2},
+		// Recoveries and wakes first (workitems.UrgentQueue), then new work; a lane's below.
+		Queues:            queuePriorities(o),
 		StrictPriority:    true,
 		ShutdownTimeout:   o.ShutdownTimeout,
 		TaskCheckInterval: o.TaskCheckInterval,
@@ -97,11 +110,48 @@ func NewServer(r asynq.RedisConnOpt, h *Handler, o ServerOptions) *Server {
 	return &Server{srv: srv, h: h, enqueuer: h.o.Enqueuer, o: o, direct: make(chan struct{}, max(o.DirectRecoveries, 0))}
 }
 
+// queuePriorities are the asynq queues a server serves and their strict priorities: its own
+// urgent queue, each lane's urgent queue, its own queue, each lane's queue.
+func queuePriorities(o ServerOptions) map[string]int {
+	n := len(o.Lanes)
+	m := map[string]int{workitems.UrgentQueue(o.Queue): 2*n + 2, o.Queue: n + 1}
+	for i, l := range o.Lanes {
+		m[workitems.UrgentQueue(l.Queue)] = 2*n + 1 - i
+		m[l.Queue] = n - i
+	}
+	return m
+}
+
+// handlerFor is the handler of the queue a task came from: a lane's, or the server's own.
+func (s *Server) handlerFor(ctx context.Context) *Handler {
+	if q, ok := asynq.GetQueueName(ctx); ok {
+		for _, l := range s.o.Lanes {
+			if q == l.Queue || q == workitems.UrgentQueue(l.Queue) {
+				return l.Handler
+			}
+		}
+	}
+	return s.h
+}
+
+// handlers returns the server's handler and its lanes'.
+func (s *Server) handlers() []*Handler {
+	hs := []*Handler{s.h}
+	for _, l := range s.o.Lanes {
+		hs = append(hs, l.Handler)
+	}
+	return hs
+}
+
 // Start starts processing.
 func (s *Server) Start() error {
 	mux := asynq.NewServeMux()
-	mux.Handle(workitems.TaskTypeAttempt, s.h)
-	mux.HandleFunc(workitems.TaskTypeWake, s.h.ProcessWake)
+	mux.HandleFunc(workitems.TaskTypeAttempt, func(ctx context.Context, t *asynq.Task) error {
+		return s.handlerFor(ctx).ProcessTask(ctx, t)
+	})
+	mux.HandleFunc(workitems.TaskTypeWake, func(ctx context.Context, t *asynq.Task) error {
+		return s.handlerFor(ctx).ProcessWake(ctx, t)
+	})
 	if err := s.srv.Start(mux); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
@@ -113,21 +163,36 @@ func (s *Server) Start() error {
 	if s.o.Sweeper != nil {
 		s.o.Sweeper.Start()
 	}
-	if s.enqueuer != nil && s.o.ReconcileEvery > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.reconcile(ctx)
-		}()
-	}
-	if s.enqueuer != nil && s.o.RecoverEvery > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.recoverLost(ctx)
-		}()
+	s.repair(ctx, s.enqueuer, true)
+	for _, l := range s.o.Lanes {
+		if l.Sweeper != nil {
+			l.Sweeper.Start()
+		}
+		s.repair(ctx, l.Enqueuer, false)
 	}
 	return nil
+}
+
+// repair starts the reconcile and recovery passes of one namespace's enqueuer; direct says
+// whether its recoveries may run at once beside the concurrency (the server's own only).
+func (s *Server) repair(ctx context.Context, e Enqueuer, direct bool) {
+	if e == nil {
+		return
+	}
+	if s.o.ReconcileEvery > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.reconcile(ctx, e)
+		}()
+	}
+	if s.o.RecoverEvery > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.recoverLost(ctx, e, direct)
+		}()
+	}
 }
 
 // isFailure says which handler outcomes count against a task's MaxRetry. A yield, a held
@@ -156,11 +221,11 @@ func retryDelay(n int, err error, t *asynq.Task) time.Duration {
 	return asynq.DefaultRetryDelayFunc(n, err, t)
 }
 
-// recoverLost runs the recovery passes (Enqueuer.Recover) until ctx ends.
-func (s *Server) recoverLost(ctx context.Context) {
+// recoverLost runs the recovery passes (Enqueuer.Recover) of e until ctx ends.
+func (s *Server) recoverLost(ctx context.Context, e Enqueuer, direct bool) {
 	clock := s.h.o.Clock
-	pass := s.enqueuer.Recover
-	if re, ok := s.enqueuer.(recoverEacher); ok && cap(s.direct) > 0 {
+	pass := e.Recover
+	if re, ok := e.(recoverEacher); ok && direct && cap(s.direct) > 0 {
 		pass = func(ctx context.Context) (int, error) { return re.RecoverEach(ctx, s.takeDirect) }
 	}
 	for {
@@ -194,10 +259,10 @@ func (s *Server) takeDirect(item string, attempt int) {
 	}()
 }
 
-func (s *Server) reconcile(ctx context.Context) {
+func (s *Server) reconcile(ctx context.Context, e Enqueuer) {
 	clock := s.h.o.Clock
 	for {
-		if n, err := s.enqueuer.Reconcile(ctx, s.o.ReconcileEvery); err != nil && ctx.Err() == nil {
+		if n, err := e.Reconcile(ctx, s.o.ReconcileEvery); err != nil && ctx.Err() == nil {
 			s.o.Logger.Warn("reconcile failed", "err", err)
 		} else if n > 0 {
 			s.o.Logger.Info("reconcile re-enqueued items", "count", n)
@@ -217,14 +282,25 @@ func (s *Server) reconcile(ctx context.Context) {
 // within ctx's deadline plus about twice ShutdownTimeout even when a handler ignores that.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.srv.Stop() // no new tasks
-	s.h.Yield()
-	if err := s.h.Wait(ctx); err != nil {
-		s.o.Logger.Warn("attempts still running at shutdown: cancelling what they do and handing their tasks back to the queue",
-			"err", err, "attempts", s.h.Running())
-		s.h.Abandon()
+	hs := s.handlers()
+	for _, h := range hs {
+		h.Yield()
+	}
+	var late []*Handler
+	for _, h := range hs {
+		if err := h.Wait(ctx); err != nil {
+			s.o.Logger.Warn("attempts still running at shutdown: cancelling what they do and handing their tasks back to the queue",
+				"err", err, "attempts", h.Running())
+			h.Abandon()
+			late = append(late, h)
+		}
+	}
+	if len(late) > 0 {
 		wctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
-		if err := s.h.Wait(wctx); err != nil {
-			s.o.Logger.Error("attempts ignore their cancellation: asynq hands their tasks back", "err", err, "attempts", s.h.Running())
+		for _, h := range late {
+			if err := h.Wait(wctx); err != nil {
+				s.o.Logger.Error("attempts ignore their cancellation: asynq hands their tasks back", "err", err, "attempts", h.Running())
+			}
 		}
 		cancel()
 	}
@@ -237,6 +313,11 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	if s.o.Sweeper != nil {
 		s.o.Sweeper.Shutdown()
+	}
+	for _, l := range s.o.Lanes {
+		if l.Sweeper != nil {
+			l.Sweeper.Shutdown()
+		}
 	}
 	s.srv.Shutdown()
 }

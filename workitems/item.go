@@ -23,6 +23,7 @@ const (
 	OriginCron    = "cron"
 	OriginManual  = "manual"
 	OriginWebhook = "webhook"
+	OriginEval    = "eval" // a run of an experiment (package evals); Actor is the experiment
 )
 
 // Strategy is how an attempt goes about the goal.
