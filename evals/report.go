@@ -15,14 +15,15 @@ import (
 
 // Run is one finished run of a task under a variant (one repetition).
 type Run struct {
-	Task, Variant string
-	Rep           int    // 0-based repetition
-	Closed        bool   // the outer loop closed the item
-	Exit          string // the attempt's exit reason (e.g. "completed", "budget_exhausted"); "" when unknown
-	CostUSD       float64
-	WallTime      time.Duration
-	ModelCalls    int
-	Tokens        int
+	Task       string        `json:"task"`
+	Variant    string        `json:"variant"`
+	Rep        int           `json:"rep"`            // 0-based repetition
+	Closed     bool          `json:"closed"`         // the outer loop closed the item
+	Exit       string        `json:"exit,omitempty"` // the attempt's exit reason (e.g. "completed", "budget_exhausted"); "" when unknown
+	CostUSD    float64       `json:"cost_usd"`
+	WallTime   time.Duration `json:"wall_time_ns"`
+	ModelCalls int           `json:"model_calls"`
+	Tokens     int           `json:"tokens"`
 }
 
 // UnknownExit is the key under which Report counts runs whose exit reason is unknown ("").

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/internal/redistest"
+	"outerloop/scheduler"
 	"outerloop/workitems"
 )
 
@@ -185,8 +188,16 @@ func (c *chaos) enqueue(n int) []string {
 // fencing epoch was first seen and under which worker.
 type holders struct {
 	mu    sync.Mutex
+	ids   []string
 	seen  map[string][]sighting // item → epochs in order
 	store *workitems.Store
+}
+
+// add makes the monitor watch one more item.
+func (h *holders) add(id string) {
+	h.mu.Lock()
+	h.ids = append(h.ids, id)
+	h.mu.Unlock()
 }
 
 type sighting struct {
@@ -196,9 +207,12 @@ type sighting struct {
 }
 
 func watchHolders(ctx context.Context, s *workitems.Store, ids []string) *holders {
-	h := &holders{seen: map[string][]sighting{}, store: s}
+	h := &holders{ids: slices.Clone(ids), seen: map[string][]sighting{}, store: s}
 	go func() {
 		for ctx.Err() == nil {
+			h.mu.Lock()
+			ids := slices.Clone(h.ids)
+			h.mu.Unlock()
 			items, err := s.GetMany(ctx, ids)
 			now := time.Now()
 			if err == nil {
@@ -513,17 +527,30 @@ func chaosRun(t *testing.T, mode string) {
 		// of 4-second steps, the default 15 s lease (run it with -timeout 60m).
 		kills, items, workers, steps, stepSleep, lease, settle = 100, 220, 4, 4, "4", 15*time.Second, 40*time.Minute
 	}
+	long := os.Getenv("OUTERLOOP_CHAOS_LONG") == "1"
 	c := newChaosIn(t, steps, stepSleep, lease, mode)
 	for range workers {
 		c.startWorker()
 	}
-	ids := c.enqueue(items)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := watchHolders(ctx, c.store(), ids)
+	var ids []string
+	var fed chan []string
+	var h *holders
+	gap := 300 * time.Millisecond
+	if long {
+		// The issue's load: a backlog of 30 open items for the 8 slots while the kills go on
+		// (spread over the run), so a recovered attempt competes with new work.
+		h = watchHolders(ctx, c.store(), nil)
+		fed = c.feed(ctx, items, 30, h)
+		gap = 2 * time.Second
+	} else {
+		ids = c.enqueue(items)
+		h = watchHolders(ctx, c.store(), ids)
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16))
 	for i := 0; i < kills; i++ {
-		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond) // random moments: the chaos itself
+		time.Sleep(gap + time.Duration(rng.IntN(1500))*time.Millisecond) // random moments: the chaos itself
 		c.mu.Lock()
 		var live []*chaosWorker
 		for _, w := range c.workers {
@@ -542,7 +569,56 @@ func chaosRun(t *testing.T, mode string) {
 			c.redis.Restart(t)
 		}
 	}
+	if fed != nil {
+		ids = <-fed
+	}
 	c.verdict(ids, h, settle)
+}
+
+// feed makes n items of the chaos template through the queue's Submit (the path of `outerloop
+// enqueue`, in this process: a race-built enqueue process per item takes seconds), keeping
+// about `open` of them not yet ended, and sends their ids once all n are made. Redis being
+// down (the chaos) only delays it. The holders monitor learns each id as it is made.
+func (c *chaos) feed(ctx context.Context, n, open int, h *holders) chan []string {
+	c.t.Helper()
+	cfg, err := workitems.LoadConfig(c.cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	opt := asynq.RedisClientOpt{Addr: c.redis.Addr}
+	client, insp := asynq.NewClient(opt), asynq.NewInspector(opt)
+	c.t.Cleanup(func() { _ = client.Close(); _ = insp.Close() })
+	st := c.store()
+	q := scheduler.NewQueue(st, client, insp, cfg, scheduler.QueueOptions{Queue: c.queue, Logger: slog.New(slog.DiscardHandler)})
+	out := make(chan []string, 1)
+	go func() {
+		var ids []string
+		for len(ids) < n && ctx.Err() == nil {
+			items, err := st.GetMany(ctx, ids)
+			if err == nil {
+				live := 0
+				for _, it := range items {
+					if !it.State.Terminal() {
+						live++
+					}
+				}
+				for ; live < open && len(ids) < n; live++ {
+					it, err := q.Submit(ctx, scheduler.Request{Template: "chaos"})
+					if err != nil {
+						break
+					}
+					ids = append(ids, it.ID)
+					h.add(it.ID)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond): // a feeder's pace, not a synchronisation
+			}
+		}
+		out <- ids
+	}()
+	return out
 }
 
 // TestTheSameItemKilledSixTimesRecoversEveryTime kills the worker that runs one item six times

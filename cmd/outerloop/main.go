@@ -89,6 +89,7 @@ func newRoot(out, errw io.Writer) *cobra.Command {
 		enqueueCmd(g), itemsCmd(g), escalationsCmd(g), resolveCmd(g), steerCmd(g),
 		verifyCmd(g), demoCmd(g), benchCmd(g), gcCmd(g), validateCmd(g), versionCmd(g), notifyCmd(g), auditCmd(g),
 		templatesCmd(g), rerunCmd(g), // templates.go
+		evalCmd(g), // eval.go
 	)
 	return root
 }

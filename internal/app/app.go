@@ -128,6 +128,7 @@ type App struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	mini      *miniredis.Miniredis
+	evals     evalsOnce // the eval namespace (evals.go), built when first used
 }
 
 // Open connects to Redis (or starts the embedded one) and builds every part.
@@ -310,7 +311,7 @@ func (a *App) Handler(workerID string) *worker.Handler {
 // Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
 	so := worker.ServerOptions{Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper(),
-		Janitor: a.Janitor()}
+		Janitor: a.Janitor(), Lanes: []worker.Lane{a.evalLane(workerID)}}
 	if ttl := a.opts.LeaseTTL; ttl > 0 && ttl/3 < 5*time.Second {
 		so.RecoverEvery = ttl / 3 // a short lease is for a quick recovery: look as often as it is renewed
 	}

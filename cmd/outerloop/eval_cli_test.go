@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"outerloop/evals"
+	"outerloop/workitems"
+)
+
+// TestAKilledEvalProcessAndWorkerLoseNothingAndResumeRerunsNothing drives an experiment with
+// the real binary: `eval run` prints the experiment id alone on its first line, then the eval
+// process and the worker running its runs are SIGKILLed in the middle; `eval run --resume`
+// with a new worker finishes it. Every run is one item with one attempt, nothing that finished
+// before the kill changed, no checkpointed step ran twice, and the report counts every run.
+func TestAKilledEvalProcessAndWorkerLoseNothingAndResumeRerunsNothing(t *testing.T) {
+	t.Parallel()
+	c := newChaos(t, 3, "0.3", 3*time.Second)
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite.yaml")
+	body := "name: chaos-suite\ntasks:\n"
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		body += "  - {id: " + id + ", template: chaos, input: task-" + id + "}\n"
+	}
+	if err := os.WriteFile(suite, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty, fewer := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fewer, []byte("max_attempts: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := c.startWorker()
+	run := exec.Command(c.bin, c.args("eval", "run", suite, "--variant", "A="+empty, "--variant", "B="+fewer)...)
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Stderr = os.Stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatalf("eval run printed nothing: %v", lines.Err())
+	}
+	id := strings.TrimSpace(lines.Text())
+	if strings.ContainsAny(id, " :") || id == "" {
+		t.Fatalf("first line %q: want the experiment id alone", id)
+	}
+	go func() {
+		for lines.Scan() { // progress lines: drained so the process never blocks on its pipe
+		}
+	}()
+	exps := evals.NewStore(c.rdb, c.prefix)
+	items := workitems.NewStore(c.rdb, evals.ItemPrefix(c.prefix))
+	e := awaitExperiment(t, exps, id)
+	// Kill both once some runs ended and some run.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var before map[string]*workitems.Item
+	for {
+		all, err := items.GetMany(ctx, runIDs(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, running := 0, 0
+		for _, it := range all {
+			switch {
+			case it.State.Terminal():
+				ended++
+			case it.State == workitems.StateRunning:
+				running++
+			}
+		}
+		if ended >= 2 && running >= 1 {
+			before = all
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("runs never were both ended and running: %d ended, %d running", ended, running)
+		case <-time.After(50 * time.Millisecond): // sampling the store, as a person watching would
+		}
+	}
+	_ = run.Process.Signal(syscall.SIGKILL)
+	_ = run.Wait()
+	c.kill(w)
+	c.startWorker()
+	out, err := exec.Command(c.bin, c.args("eval", "run", "--resume", id)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("eval run --resume: %v\n%s", err, out)
+	}
+	if first := strings.SplitN(string(out), "\n", 2)[0]; first != id {
+		t.Fatalf("resume's first line %q, want %s", first, id)
+	}
+	after, err := items.GetMany(context.Background(), runIDs(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != e.Total() {
+		t.Fatalf("%d run items, want %d", len(after), e.Total())
+	}
+	for rid, it := range after {
+		if it.State != workitems.StateClosed || len(it.Attempts) != 1 {
+			t.Errorf("run %s: %s after %d attempts, want closed in one", rid, it.State, len(it.Attempts))
+		}
+		if b := before[rid]; b != nil && b.State.Terminal() && b.Version != it.Version {
+			t.Errorf("run %s ended before the kill and changed after it (version %d → %d)", rid, b.Version, it.Version)
+		}
+	}
+	l := readStepLog(t, c.workDirs())
+	for rid, it := range after {
+		reruns := 0
+		for _, n := range l.starts[rid] {
+			reruns += n - 1
+		}
+		if takeovers := int(it.Current().Epoch) - 1; reruns > takeovers {
+			t.Errorf("run %s: %d step re-runs for %d takeovers: a checkpointed step ran again", rid, reruns, takeovers)
+		}
+	}
+	rep, err := exec.Command(c.bin, c.args("eval", "report", id, "--json")...).Output()
+	if err != nil {
+		t.Fatalf("eval report: %v", err)
+	}
+	var r struct {
+		Variants map[string]struct{ Runs, Closed int }
+	}
+	if err := json.Unmarshal(rep, &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, rep)
+	}
+	if r.Variants["A"].Runs != 6 || r.Variants["A"].Closed != 6 || r.Variants["B"].Runs != 6 || r.Variants["B"].Closed != 6 {
+		t.Fatalf("report variants %+v, want 6 of 6 closed each", r.Variants)
+	}
+}
+
+func awaitExperiment(t *testing.T, exps *evals.Store, id string) *evals.Experiment {
+	t.Helper()
+	e, err := exps.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("experiment %s: %v (the id is printed after it is stored)", id, err)
+	}
+	return e
+}
+
+func runIDs(e *evals.Experiment) []string {
+	var out []string
+	for _, r := range e.Runs() {
+		out = append(out, e.ItemID(r))
+	}
+	return out
+}

@@ -1,0 +1,204 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"outerloop/evals"
+	"outerloop/internal/giteatest"
+	"outerloop/internal/sample"
+	"outerloop/workitems"
+)
+
+// evalConfig is a production config with one template, fix-calc, on the sample repo: its
+// script fixes nothing, so a variant decides what a run does.
+func evalConfig(t *testing.T, repo, extra string) *workitems.Config {
+	t.Helper()
+	y := fmt.Sprintf(`
+defaults:
+  max_attempts: 1
+  budget: {wall_time: 2m, verify_reserve: 1m, cost_usd: 0.5}
+templates:
+  - name: fix-calc
+    schedule: "*/10 * * * *"
+    repo: %s
+    goal: make TestAdd pass
+    loop: {kind: script, commands: ["echo nothing to do"]}
+    done_check: {commands: ["go test -json ./..."]}
+%s`, repo, extra)
+	cfg, err := workitems.ParseConfig([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// fixesTasks is a variant whose script fixes the bug for the tasks whose input is one of
+// task-1 … task-n and leaves the others as they are.
+func fixesTasks(t *testing.T, name string, n int) evals.Variant {
+	t.Helper()
+	script := fmt.Sprintf(`k=${OUTERLOOP_INPUT#task-}; if [ "$k" -le %d ]; then %s; echo fixed; else echo "not this one"; fi`, n, sample.FixCommand)
+	v, err := evals.ParseVariant(name, []byte(fmt.Sprintf("loop:\n  commands: [%q]\n", script)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func tenTasks() *evals.Suite {
+	s := &evals.Suite{Name: "calc-fixes"}
+	for i := 1; i <= 10; i++ {
+		s.Tasks = append(s.Tasks, evals.Task{ID: fmt.Sprintf("t%02d", i), Template: "fix-calc", Input: fmt.Sprintf("task-%d", i)})
+	}
+	return s
+}
+
+// TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction runs ten tasks under a
+// variant that fixes eight and one that fixes five, as real items through a real worker and
+// Redis, and checks the report's numbers against values computed by hand, the gate, and that
+// production saw nothing: no item in its lists, no notification, no template series.
+func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	r := s.EvalRunner()
+	e, err := r.Prepare(evals.Plan{Suite: tenTasks(), Variants: []evals.Variant{fixesTasks(t, "A", 8), fixesTasks(t, "B", 5)}, BudgetUSD: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pr, err := r.Drive(ctx, e.ID, 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.State != evals.StateFinished || pr.Done != 20 || pr.Closed["A"] != 8 || pr.Closed["B"] != 5 {
+		t.Fatalf("progress %+v: want finished, 20 done, A closed 8, B closed 5", pr)
+	}
+	rep, _, err := r.Report(context.Background(), e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Variants map[string]struct {
+			Runs, Closed  int
+			CloseRate     float64    `json:"close_rate"`
+			CloseRateCI95 [2]float64 `json:"close_rate_ci95"`
+			PassAtK       map[string]float64
+		}
+		Pairs []struct {
+			Baseline, Candidate                        string
+			Both, BaselineOnly, CandidateOnly, Neither int
+			McNemarP                                   float64 `json:"mcnemar_p"`
+		}
+		Tasks []map[string]any
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	// Wilson at 95% for 8 of 10, by hand: z² = 3.8415, centre (8 + 1.9207)/13.8415 = 0.71674,
+	// margin 1.95996·√(0.8·0.2/10 + 3.8415/400)/1.38415 = 0.22658 → [0.4902, 0.9433]; for 5 of
+	// 10: centre 0.5, margin 1.95996·√(0.025 + 0.0096)/1.38415 = 0.26340 → [0.2366, 0.7634].
+	a, bb := got.Variants["A"], got.Variants["B"]
+	near := func(x, want float64) bool { return math.Abs(x-want) < 5e-5 }
+	if a.Runs != 10 || a.Closed != 8 || !near(a.CloseRateCI95[0], 0.4902) || !near(a.CloseRateCI95[1], 0.9433) {
+		t.Errorf("variant A: %+v, want 8 of 10 closed, interval [0.4902, 0.9433]", a)
+	}
+	if bb.Runs != 10 || bb.Closed != 5 || !near(bb.CloseRateCI95[0], 0.2366) || !near(bb.CloseRateCI95[1], 0.7634) {
+		t.Errorf("variant B: %+v, want 5 of 10 closed, interval [0.2366, 0.7634]", bb)
+	}
+	// Paired: both closed t01-t05, only A t06-t08, neither t09-t10; exact McNemar on 3
+	// discordant pairs all one way: 2·(1/2)³ = 0.25.
+	if len(got.Pairs) != 1 {
+		t.Fatalf("pairs: %+v", got.Pairs)
+	}
+	p := got.Pairs[0]
+	if p.Both != 5 || p.BaselineOnly != 3 || p.CandidateOnly != 0 || p.Neither != 2 || p.McNemarP != 0.25 {
+		t.Errorf("pair: %+v, want 5/3/0/2 with p 0.25", p)
+	}
+	if id := got.Tasks[0]["id"]; id != "t06" { // the regressions come first
+		t.Errorf("first task row %v, want the first regression t06", id)
+	}
+	failed, err := evals.Gate(rep, evals.GateOptions{Baseline: "A", Candidate: "B"})
+	if err != nil || len(failed) == 0 || !strings.Contains(failed[0], "close rate") {
+		t.Errorf("gate of B against A: %v %v, want a failed close-rate condition", failed, err)
+	}
+	if failed, err := evals.Gate(rep, evals.GateOptions{Baseline: "B", Candidate: "A"}); err != nil || len(failed) != 0 {
+		t.Errorf("gate of A against B: %v %v, want a pass", failed, err)
+	}
+	// Apart from production: its store has no item, its outbox no notification.
+	page, err := s.Store.List(context.Background(), workitems.ListOptions{Limit: 10})
+	if err != nil || len(page) != 0 {
+		t.Errorf("production list: %d items %v, want none", len(page), err)
+	}
+	ev := s.Evals()
+	it, err := ev.Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t01", Variant: "A"}))
+	if err != nil || it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.Mode != workitems.DeliverPatch {
+		t.Errorf("run item t01/A: %+v %v, want closed with a patch delivery", it, err)
+	}
+}
+
+// TestAnExperimentOnATemplateThatDeliversToGiteaPushesNothing runs an experiment whose
+// template delivers pull requests to the real Gitea (automerge on): its runs close with a patch
+// in their records, and the repository has no new branch and no pull request.
+func TestAnExperimentOnATemplateThatDeliversToGiteaPushesNothing(t *testing.T) {
+	t.Parallel()
+	gs := giteatest.Shared(t)
+	r := forgeRepo(t, gs, "eval", false)
+	cfg := forgeConfig(t, gs, fmt.Sprintf(`  - name: fix
+    repo: %s
+    goal: make TestAdd pass
+    loop: {kind: script, commands: [%q]}
+    done_check: {commands: ["go test -json ./..."]}
+    deliver: {forge: tea, repo: %s, labels: [outerloop], automerge: true, merge_method: merge}
+`, r.CloneURL, sample.FixCommand, r.Slug))
+	s := openForge(t, gs, cfg, nil)
+	s.startWorker(t, "w1")
+	runner := s.EvalRunner()
+	empty, err := evals.ParseVariant("A", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := runner.Prepare(evals.Plan{Suite: &evals.Suite{Name: "one", Tasks: []evals.Task{{ID: "fix", Template: "fix"}}},
+		Variants: []evals.Variant{empty}, Repeat: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pr, err := runner.Drive(ctx, e.ID, 200*time.Millisecond, nil)
+	if err != nil || pr.Closed["A"] != 2 {
+		t.Fatalf("experiment: %+v %v, want both runs closed", pr, err)
+	}
+	for _, run := range e.Runs() {
+		it, err := s.Evals().Store.Get(context.Background(), e.ItemID(run))
+		if err != nil || it.Delivery == nil || it.Delivery.Mode != workitems.DeliverPatch || it.Delivery.PR != nil {
+			t.Fatalf("run %s: %+v %v, want a patch delivery and no pull request", e.ItemID(run), it.Delivery, err)
+		}
+	}
+	if prs := pulls(t, gs, r); len(prs) != 0 {
+		t.Fatalf("the repository has %d pull requests, want none", len(prs))
+	}
+	var branches []struct{ Name string }
+	gs.API(t, http.MethodGet, "/repos/"+r.Slug+"/branches", nil, http.StatusOK, &branches)
+	if len(branches) != 1 || branches[0].Name != "main" {
+		t.Fatalf("branches %+v, want main alone", branches)
+	}
+}
