@@ -172,4 +172,3 @@ func uniqueID(id string, taken map[string]bool) string {
 	taken[out] = true
 	return out
 }
-
