@@ -61,7 +61,7 @@ func ParseVariant(name string, b []byte) (Variant, error) {
 	if doc.Kind != yaml.MappingNode {
 		return v, fmt.Errorf("evals: variant %s: line %d: expected a mapping of template fields", name, doc.Line)
 	}
-	if err := checkOverlay(name, doc); err != nil {
+	if err := checkOverlay(name, doc, true); err != nil {
 		return v, err
 	}
 	if err := doc.Decode(&v.Overlay); err != nil {
@@ -89,12 +89,13 @@ func LoadVariant(spec string) (Variant, error) {
 }
 
 // checkOverlay walks the overlay against workitems.Template's YAML fields and refuses the
-// first key that is not one, or that evals force.
-func checkOverlay(name string, doc *yaml.Node) error {
-	return checkFields(name, doc, reflect.TypeFor[workitems.Template](), "")
+// first key that is not one, or that evals force. Errors give the key's line when the
+// overlay came from a file (lines), not when it was rendered from a Variant built in code.
+func checkOverlay(name string, doc *yaml.Node, lines bool) error {
+	return checkFields(name, doc, reflect.TypeFor[workitems.Template](), "", lines)
 }
 
-func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
+func checkFields(name string, n *yaml.Node, t reflect.Type, path string, lines bool) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -117,21 +118,25 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 			if path != "" {
 				p = path + "." + k.Value
 			}
+			at := ""
+			if lines {
+				at = fmt.Sprintf("line %d: ", k.Line)
+			}
 			if why, ok := forcedFields[p]; ok {
-				return fmt.Errorf("evals: variant %s: line %d: field %q cannot be set: %s", name, k.Line, p, why)
+				return fmt.Errorf("evals: variant %s: %sfield %q cannot be set: %s", name, at, p, why)
 			}
 			f, ok := fields[k.Value]
 			if !ok {
-				return fmt.Errorf("evals: variant %s: line %d: field %q is not a template field", name, k.Line, p)
+				return fmt.Errorf("evals: variant %s: %sfield %q is not a template field", name, at, p)
 			}
-			if err := checkFields(name, n.Content[i+1], f.Type, p); err != nil {
+			if err := checkFields(name, n.Content[i+1], f.Type, p, lines); err != nil {
 				return err
 			}
 		}
 	case reflect.Slice:
 		if n.Kind == yaml.SequenceNode {
 			for i, c := range n.Content {
-				if err := checkFields(name, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				if err := checkFields(name, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines); err != nil {
 					return err
 				}
 			}
@@ -139,7 +144,7 @@ func checkFields(name string, n *yaml.Node, t reflect.Type, path string) error {
 	case reflect.Map:
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				if err := checkFields(name, n.Content[i+1], t.Elem(), path+"."+n.Content[i].Value); err != nil {
+				if err := checkFields(name, n.Content[i+1], t.Elem(), path+"."+n.Content[i].Value, lines); err != nil {
 					return err
 				}
 			}
@@ -195,7 +200,7 @@ func (v Variant) ApplyWith(cfg *workitems.Config, loops workitems.LoopRegistry, 
 			return nil, fmt.Errorf("evals: variant %s: %w", v.Name, err)
 		}
 		// Checked again: a Variant may have been built in code rather than parsed.
-		if err := checkOverlay(v.Name, root.Content[0]); err != nil {
+		if err := checkOverlay(v.Name, root.Content[0], false); err != nil {
 			return nil, err
 		}
 		if err := root.Content[0].Decode(&c); err != nil {
