@@ -26,6 +26,7 @@ tasks:
 const testConfig = `
 defaults:
   budget: {wall_time: 10m, cost_usd: 2, model_calls: 20}
+sandbox: {network: registries, allow: [goproxy.example.com], limits: {memory: 2GiB}}
 forges:
   gitea: {kind: gitea, base_url: https://gitea.example.com}
 providers:
@@ -46,6 +47,8 @@ templates:
     goal: Bump the dependencies.
     loop: {kind: script, commands: ["go get -u ./...", "go mod tidy"]}
     done_check: {commands: ["go build ./..."]}
+    sandbox: {allow: [proxy.example.com]}
+    budget: {steps: 40}
   - name: norepo
     goal: Write something.
     loop: {kind: script, commands: ["true"]}
