@@ -76,8 +76,9 @@ T=$(pwd)/tools
 (cd tools/node-empty && node --test --test-reporter=tap empty.test.mjs > ../../tap/node-empty.tap; echo "node empty tap: exit $?"
  node --test --test-reporter=junit empty.test.mjs > ../../junit/node-empty.xml; echo "node empty junit: exit $?")
 (cd tools/node && node --test --test-reporter=junit sample.test.mjs > ../../junit/node.xml 2>/dev/null; echo "node junit: exit $?")
-# ctest: green with a disabled test; a missing executable (exit 8); a failing test
-for v in green:"" notrun:-DWITH_MISSING=ON fail:-DWITH_FAIL=ON; do
+# ctest: green with a disabled test; a missing executable (exit 8); a failing test; a test that
+# exits with its SKIP_RETURN_CODE (a deliberate skip, also `notrun`)
+for v in green:"" notrun:-DWITH_MISSING=ON fail:-DWITH_FAIL=ON skip:-DWITH_SKIP=ON; do
   name=${v%%:*}; flag=${v#*:}; b=$(mktemp -d)
   cmake -S tools/ctest -B "$b" $flag >/dev/null && (cd "$b" && ctest --output-junit out.xml >/dev/null 2>&1; echo "ctest $name: exit $?")
   cp "$b/out.xml" "junit/ctest-$name.xml"; rm -rf "$b"
@@ -127,7 +128,7 @@ fi
 cat junit/ant-GreenTest.xml junit/ctest-green.xml > junit/concatenated.xml 2>/dev/null
 # no machine paths in fixtures
 sed -i -e "s#$T/#/src/verify/testdata/tools/#g" -e "s#${TOOLS_DIR:-/nonexistent}#/tools#g" -e "s#$(pwd)#/src/verify/testdata#g" \
-  -e 's#hostname="[^"]*"#hostname="host"#g' junit/*.xml tap/*.tap jestjson/*.json gojson/*.json 2>/dev/null
+  -e '/hostname="tbd"/!s#hostname="[^"]*"#hostname="host"#g' junit/*.xml tap/*.tap jestjson/*.json gojson/*.json 2>/dev/null
 cd gopkgs
 # no machine paths in fixtures
 sed -i -e "s#$(cd .. && pwd)#/src/verify/testdata#g" -e "s#${JEST_DIR:-/nonexistent}#/jest#g" ../junit/*.xml ../tap/node.tap "$out"/*.json 2>/dev/null
@@ -222,7 +223,7 @@ fi
  prove -v green.t dies.t > ../../console/prove-v.txt 2>&1
  prove --formatter TAP::Formatter::JUnit green.t fail.t dies.t dies-done.t skip-all.t > ../../junit/prove-perl.xml 2>/dev/null; echo "prove junit: exit $?")
 # no machine paths, host names or thread ids in fixtures
-sed -i -e "s#$T/#/src/verify/testdata/tools/#g" -e "s#$(pwd)#/src/verify/testdata#g" -e 's#hostname="[^"]*"#hostname="host"#g' \
+sed -i -e "s#$T/#/src/verify/testdata/tools/#g" -e "s#$(pwd)#/src/verify/testdata#g" -e '/hostname="tbd"/!s#hostname="[^"]*"#hostname="host"#g' \
   -e "s#thread '\([^']*\)' ([0-9]*)#thread '\1'#g" \
   -e 's#/tmp/tmp\.[A-Za-z0-9]*#/target#g' \
   junit/gtest-*.xml junit/catch2-*.xml junit/cargo-*.xml junit/rspec-*.xml junit/phpunit-*.xml junit/bats-*.xml \
