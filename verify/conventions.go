@@ -27,6 +27,20 @@ const (
 	ConvJSONTodo       = "jest-json-todo"
 	ConvJSONTotals     = "jest-json-totals"
 	ConvConcatenated   = "junit-concatenated"
+	ConvCtestSkipCode  = "ctest-skip-code"
+	ConvGtestDisabled  = "gtest-disabled"
+	ConvGtestNotRun    = "gtest-not-started"
+	ConvGtestEnv       = "gtest-environment"
+	ConvCatch2Asserts  = "catch2-assertions"
+	ConvCargoIgnored   = "cargo-ignored"
+	ConvCargoCrash     = "cargo-crashed-binary"
+	ConvRspecPending   = "rspec-pending"
+	ConvRspecOutside   = "rspec-outside-examples"
+	ConvPHPUnitCounts  = "phpunit-assertions"
+	ConvPHPUnitRisky   = "phpunit-risky"
+	ConvBatsSetupFile  = "bats-setup-file"
+	ConvTAPExitStatus  = "tap-exit-status"
+	ConvProveDirective = "prove-junit-directive"
 )
 
 // Convention is one reporter's counting rule.
@@ -52,12 +66,26 @@ func Conventions() []Convention {
 		{ConvMochaPending, "mocha-junit", "pending tests are counted in `tests=` and `skipped=` but not listed: the unlisted ones are taken as skipped"},
 		{ConvNodeFile, "node", "`node --test` reports a test file that defines no tests as one passing test named by the file's path: that entry is not a test (a failing one, a file that did not load, stays a failure)"},
 		{ConvNodeTodo, "node", "a JUnit case with both `<skipped type=\"todo\">` and `<failure>` is a failing todo: skipped, not failed"},
-		{ConvCtestNotRun, "ctest", "a case with `status=\"notrun\"` (\"Unable to find executable\", \"Not Run\") is an error whatever its `<skipped>`: a test that did not run is not a pass"},
+		{ConvCtestNotRun, "ctest", "a case with `status=\"notrun\"` (\"Unable to find executable\", a failed fixture or dependency) is an error whatever its `<skipped>`: a test that did not run is not a pass (`ctest-skip-code` is the one exception)"},
+		{ConvCtestSkipCode, "ctest", "a `notrun` case whose `<skipped message>` is `SKIP_RETURN_CODE=N` or `SKIP_REGULAR_EXPRESSION_MATCHED` ran and skipped itself on purpose (the test's skip exit code, automake's 77): skipped"},
 		{ConvCtestDisabled, "ctest", "a case with `status=\"disabled\"` is skipped; the declared skipped count is accepted with or without the `disabled=` count added (ctest versions differ)"},
 		{ConvTAPTodo, "tap", "`not ok … # TODO` is an expected failure (skipped); a plan that does not match the points, or a bail out, makes the report incomplete"},
 		{ConvTAPRepeat, "tap", "points with the same name (tape names its points by assertion) are runs of one test in one invocation: one failing point fails the test"},
 		{ConvJSONTodo, "jest-json", "in `jest --json` / `vitest --reporter=json`, `todo`, `pending` and `skipped` are skipped and `disabled` is skipped"},
 		{ConvJSONTotals, "jest-json", "`numTotalTests` counts every assertion result, todos and pending included; `numFailedTests` the failed ones; a suite that failed to run (`numRuntimeErrorTestSuites`, a suite with a message and no results) is an error case `<file>.(suite)`"},
+		{ConvGtestDisabled, "gtest", "a `DISABLED_` test (`status=\"notrun\" result=\"suppressed\"`) is skipped, not ctest's not-run error; `tests=` counts it and `disabled=` is their number, while a `GTEST_SKIP` (`result=\"skipped\"`) is counted only in its suite's `skipped=` (the root has none)"},
+		{ConvGtestNotRun, "gtest", "a `result=\"skipped\"` case with the epoch timestamp never started: its suite's `SetUpTestSuite` or a global environment failed, and googletest 1.12 writes that failure nowhere else in the XML (a deliberate `GTEST_SKIP` has its start time): an error, outside the declared error count"},
+		{ConvGtestEnv, "gtest", "the nameless case of the `NonTestSuiteFailure` suite is a failure outside any test (a global environment's `SetUp`): an error case `NonTestSuiteFailure.(environment)`, outside the totals"},
+		{ConvCatch2Asserts, "catch2", "Catch2's `tests=`, `failures=` and `errors=` count assertions (expressions), not test cases (one case per leaf section, `case/section`): they are read as bounds, tests ≥ the cases listed and failures or errors non-zero exactly when a case failed or errored"},
+		{ConvCargoIgnored, "cargo", "libtest's JUnit (`cargo test -- -Z unstable-options --format junit`) leaves `#[ignore]` tests out of the cases while counting them in `tests=` and `skipped=`: the unlisted ones are skipped; each test binary (unit, integration, doc tests) writes its own document (`junit-concatenated`)"},
+		{ConvCargoCrash, "cargo", "a test binary writes its document only when it finishes, so one that crashes (abort, segfault, stack overflow) leaves no trace in the report: without the test command's exit status such a report never closes (`exit_status_unknown`)"},
+		{ConvRspecPending, "rspec", "`pending`, `skip` and `xit` examples are `<skipped/>` (a failing pending body is expected); a pending example that passes is a failure (`PendingExampleFixedError`)"},
+		{ConvRspecOutside, "rspec", "rspec_junit_formatter does not report errors outside examples (a failing `after(:context)` hook; a spec file that does not load leaves `tests=\"0\"`): without the test command's exit status a green report never closes (`exit_status_unknown`)"},
+		{ConvPHPUnitCounts, "phpunit", "`assertions=` counts assertions and `tests=` tests (each data set is a test, listed in a nested `Class::method` suite); nested suites' totals are inside their parent's; an exception in `setUpBeforeClass` is an `<error>` of each test of the class"},
+		{ConvPHPUnitRisky, "phpunit", "a risky test (`<error type=\"PHPUnit\\Framework\\RiskyTestError\">`, e.g. no assertions) and a `<warning>` pass, as PHPUnit passes them (exit 0 without `--fail-on-risky` / `--fail-on-warning`); risky tests are left out of the `errors=` comparison"},
+		{ConvBatsSetupFile, "bats", "a failing `setup_file` is one nameless case (`name=\"\"`, `tests=\"1\"`) in bats' JUnit: an error case `<file>.(setup_file)`; its TAP says `not ok 1 setup_file failed` with the plan unmet"},
+		{ConvTAPExitStatus, "tap", "a diagnostic saying the test program exited non-zero or died after its points (Test::More: `# Looks like your test exited with 255 just after 3.`, `# Looks like your test died …`) is an error case `(exit)`, wherever it comes (usually after the plan)"},
+		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}
 }

@@ -39,14 +39,14 @@ func TestReporterFixtures(t *testing.T) {
 		{"junit/ctest-green.xml", "ctest", "all_green", 2, 0, []string{ConvCtestDisabled}, nil},
 		{"junit/jest-todo.xml", "jest-junit", "all_green", 1, 0, []string{ConvJestTodo}, nil},
 		{"junit/mocha-pending.xml", "mocha-junit", "all_green", 1, 0, []string{ConvMochaPending}, nil},
-		{"junit/prove-green.xml", "", "all_green", 2, 0, nil, nil},
+		{"junit/prove-green.xml", "prove-junit", "all_green", 2, 0, nil, nil},
 		{"junit/ant-GreenTest.xml", "ant", "all_green", 1, 0, nil, nil},
 		// pytest-rerunfailures: a rerun that passed; its JUnit keeps only the final run.
 		{"junit/pytest-rerun.xml", "pytest", "all_green", 2, 0, nil, nil},
 		{"junit/node.xml", "node", "tests_failed", 4, 2, []string{ConvNodeTodo}, []string{"test.compares objects", "test.divides"}},
 		// Real failures next to a reporter's own way of counting: retried with the failures.
 		{"junit/pytest-teardown.xml", "pytest", "tests_failed", 2, 1, []string{ConvPytestTeardown}, []string{"test_green.test_teardown_errors"}},
-		{"junit/prove-badplan.xml", "", "tests_failed", 5, 1, []string{ConvSuiteError}, []string{"badplan_t.(suite)"}},
+		{"junit/prove-badplan.xml", "prove-junit", "tests_failed", 5, 1, []string{ConvSuiteError}, []string{"badplan_t.(suite)"}},
 		{"junit/mocha-hook.xml", "mocha-junit", "tests_failed", 2, 1, nil, nil},
 		{"junit/ant-SetupTest.xml", "ant", "tests_failed", 1, 1, []string{ConvAntSuiteCase}, []string{"junit.framework.TestSuite.SetupTest"}},
 		{"junit/gotestsum-testmain.xml", "gotestsum", "tests_failed", 6, 1, []string{ConvGotestsumMain}, []string{"fixtures/testmain.TestMain"}},

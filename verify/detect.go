@@ -70,6 +70,43 @@ func detectFormat(head []byte, _ string) string {
 	return ""
 }
 
+// consoleHints recognise a runner's console output (never a report: its format is for people and
+// changes between versions) by lines only that runner prints, and name the option that writes a
+// report instead. The first match wins.
+var consoleHints = []struct {
+	tool, option string
+	line         *regexp.Regexp
+}{
+	{"prove", "`prove --formatter TAP::Formatter::JUnit` (JUnit), or the test programs' own TAP with stderr merged (`perl t/x.t 2>&1`; `prove --merge --archive out.tgz` with TAP::Harness::Archive)",
+		regexp.MustCompile(`(?m)^(Files=\d+, Tests=\d+|Result: (PASS|FAIL|NOTESTS)$|All tests successful\.$|\S+\.t \.\.+ ?(ok|skipped:.*)?\r?$)`)},
+	{"cargo test", "`cargo test -- -Z unstable-options --format junit > report.xml` (nightly libtest; on stable, `RUSTC_BOOTSTRAP=1`)",
+		regexp.MustCompile(`(?m)^(running \d+ tests?\r?$|test result: (ok|FAILED)\. \d+ passed)`)},
+	{"rspec", "`rspec --format RspecJunitFormatter --out rspec.xml` (gem rspec_junit_formatter)",
+		regexp.MustCompile(`(?m)^\d+ examples?, \d+ failures?`)},
+	{"PHPUnit", "`phpunit --log-junit junit.xml`",
+		regexp.MustCompile(`(?m)^PHPUnit \d+\.\d+[.\d]* by Sebastian Bergmann`)},
+	{"googletest", "`--gtest_output=xml:report.xml` (or `GTEST_OUTPUT=xml:report.xml`)",
+		regexp.MustCompile(`(?m)^\[==========\] (Running \d+ tests?|\d+ tests? from)`)},
+	{"Catch2", "`--reporter junit --out report.xml`",
+		regexp.MustCompile(`(?m)(is a Catch v?\d+\.\d+\.\d+ host application\.|^All tests passed \(\d+ assertions? in \d+ test cases?\)|^test cases: +\d+ \|)`)},
+	{"bats", "`bats --formatter junit` (or `--report-formatter junit --output DIR`), or `bats --tap`",
+		regexp.MustCompile(`(?m)^\d+ tests?, \d+ failures?(, \d+ skipped)?\r?$`)},
+	{"go test", "`go test -json` (or gotestsum's `--junitfile`)",
+		regexp.MustCompile(`(?m)^(--- (PASS|FAIL|SKIP): \S+ \(|(ok|FAIL)\s+\S+\s+[\d.]+s\r?$)`)},
+	{"pytest", "`pytest --junitxml=report.xml`",
+		regexp.MustCompile(`(?m)^=+ (test session starts|.*\b(passed|failed)\b.* in [\d.]+s.*) =+\r?$`)},
+}
+
+// consoleOutput names the runner whose console output head is, and the reporter option to use.
+func consoleOutput(head []byte) (tool, option string) {
+	for _, h := range consoleHints {
+		if h.line.Match(head) {
+			return h.tool, h.option
+		}
+	}
+	return "", ""
+}
+
 // ParseReport reads a report in the given format (auto: detected from content).
 func ParseReport(r io.Reader, source, format string, lim Limits) (*Report, error) {
 	br := bufio.NewReaderSize(r, sniffBytes)
@@ -80,6 +117,9 @@ func ParseReport(r io.Reader, source, format string, lim Limits) (*Report, error
 		}
 		format = detectFormat(head, source)
 		if format == "" {
+			if tool, option := consoleOutput(head); tool != "" {
+				return nil, fmt.Errorf("verify: %s: %w: this is %s's console output, not a report; write one with %s", source, ErrUnknownFormat, tool, option)
+			}
 			return nil, fmt.Errorf("verify: %s: %w (expected go test -json, JUnit XML, TAP or jest/vitest JSON)", source, ErrUnknownFormat)
 		}
 	}

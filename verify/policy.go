@@ -193,6 +193,20 @@ func Rules() []Rule {
 				return "CI checks failed: " + strings.Join(f.CI.failed(), ", ")
 			},
 			Next: withFailureInput},
+		{Name: "exit_status_unknown", When: "a report's reporter cannot show a failure outside its tests (rspec's JUnit formatter, cargo's per-binary JUnit: conventions `rspec-outside-examples`, `cargo-crashed-binary`) and no exit status of the test command is known",
+			Outcome: workitems.OutcomeEscalate,
+			Match: func(f *Facts) bool {
+				return len(f.Commands) == 0 && f.Local == nil && anyReport(f, func(r *Report) bool { return r.ExitStatusNeeded != "" })
+			},
+			Reason: func(f *Facts) string {
+				for _, r := range f.Reports {
+					if r.ExitStatusNeeded != "" {
+						return "the report alone cannot tell whether the run passed: " + r.Source + ": " + r.ExitStatusNeeded +
+							"; give the test command's exit status (`outerloop verify --exit-code N`) or run it as a done-check command"
+					}
+				}
+				return ""
+			}},
 		{Name: "flaky_in_touched_code", When: "a test failed then passed on the same SHA, and its code is in the diff",
 			Outcome: workitems.OutcomeRetry,
 			Match:   func(f *Facts) bool { return len(flakyTouched(f)) > 0 },

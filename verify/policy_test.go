@@ -152,6 +152,21 @@ func TestPolicyRules(t *testing.T) {
 		}, RuleConfigError, workitems.OutcomeEscalate, nil},
 		{"a non-zero exit code with a green report never closes", func(f *Facts) { f.Commands[0].ExitCode = 2 },
 			"command_failed", workitems.OutcomeRetry, nil},
+		{"a green rspec or cargo report without the test command's exit status escalates", func(f *Facts) {
+			f.Commands = nil
+			f.Reports = []*Report{with(greenReport(), func(r *Report) {
+				r.ExitStatusNeeded = "rspec's JUnit formatter does not report errors outside examples"
+			})}
+		}, "exit_status_unknown", workitems.OutcomeEscalate, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Reasons[0], "cannot tell") || !strings.Contains(d.Reasons[0], "--exit-code") {
+				t.Errorf("reason %q does not say why or what to give", d.Reasons[0])
+			}
+		}},
+		{"the same report closes with the exit status 0", func(f *Facts) {
+			f.Reports = []*Report{with(greenReport(), func(r *Report) {
+				r.ExitStatusNeeded = "rspec's JUnit formatter does not report errors outside examples"
+			})}
+		}, "all_green", workitems.OutcomeClose, nil},
 		{"a failed CI check retries", func(f *Facts) {
 			f.CI = &CIEvidence{Required: []string{"test"}, Checks: []CICheck{{Name: "test", State: CIFailure}}}
 		}, "ci_failed", workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {

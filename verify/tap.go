@@ -43,6 +43,8 @@ var (
 	tapPlan    = regexp.MustCompile(`^1\.\.(\d+)\s*(#\s*(.*))?$`)
 	tapPoint   = regexp.MustCompile(`^(not ok|ok)\b\s*(\d+)?\s*(?:-\s*)?(.*)$`)
 	tapSubName = regexp.MustCompile(`^#\s*Subtest:\s*(.*)$`)
+	// Test::More's (and Test2's) diagnostics for a program that failed outside its points.
+	tapExitDiag = regexp.MustCompile(`^#\s*Looks like your test (exited with [1-9]\d*|died)\b`)
 )
 
 type tapLevel struct {
@@ -70,7 +72,8 @@ type tapParser struct {
 	lastRun    *TestRun
 	lastIndent int
 	sawAny     bool
-	nodeFiles  int // top-level points that were node's file entries, not tests
+	nodeFiles  int    // top-level points that were node's file entries, not tests
+	exitDiag   string // Test::More's "# Looks like your test exited with N …"
 }
 
 func (p *tapParser) level(depth int) *tapLevel {
@@ -126,6 +129,9 @@ func (p *tapParser) line(raw string) {
 	case strings.HasPrefix(text, "#"):
 		if m := tapSubName.FindStringSubmatch(text); m != nil {
 			p.level(depth).subtest = strings.TrimSpace(m[1])
+		}
+		if depth == 0 && p.exitDiag == "" && tapExitDiag.MatchString(text) {
+			p.exitDiag = clip(strings.TrimSpace(strings.TrimPrefix(text, "#")), 300)
 		}
 		return
 	}
@@ -313,8 +319,17 @@ func (p *tapParser) finish() *Report {
 		rep.Complete = false
 		rep.warn(p.lim.MaxWarn, "plan 1..%d but %d tests", top.plan, top.points)
 	}
+	if p.exitDiag != "" {
+		// The program failed after (or between) its points: the stream's only sign of it.
+		tc := &TestCase{ID: "(exit)", Name: "(exit)", Runs: []TestRun{{Outcome: OutcomeError, Message: p.exitDiag}}}
+		rep.Tests = append(rep.Tests, tc)
+		rep.convention(ConvTAPExitStatus)
+		if rep.FirstError == "" {
+			rep.FirstError = p.exitDiag
+		}
+	}
 	rep.tally(p.dropped)
-	rep.Listed = p.listed
+	rep.Listed = p.listed           // the plan does not count the (exit) case either
 	rep.Listed.Total += p.nodeFiles // the plan counts node's file entries; they are not tests
 	if rep.FirstError == "" {
 		rep.FirstError = firstReportError(rep)

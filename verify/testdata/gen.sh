@@ -76,8 +76,9 @@ T=$(pwd)/tools
 (cd tools/node-empty && node --test --test-reporter=tap empty.test.mjs > ../../tap/node-empty.tap; echo "node empty tap: exit $?"
  node --test --test-reporter=junit empty.test.mjs > ../../junit/node-empty.xml; echo "node empty junit: exit $?")
 (cd tools/node && node --test --test-reporter=junit sample.test.mjs > ../../junit/node.xml 2>/dev/null; echo "node junit: exit $?")
-# ctest: green with a disabled test; a missing executable (exit 8); a failing test
-for v in green:"" notrun:-DWITH_MISSING=ON fail:-DWITH_FAIL=ON; do
+# ctest: green with a disabled test; a missing executable (exit 8); a failing test; a test that
+# exits with its SKIP_RETURN_CODE (a deliberate skip, also `notrun`)
+for v in green:"" notrun:-DWITH_MISSING=ON fail:-DWITH_FAIL=ON skip:-DWITH_SKIP=ON; do
   name=${v%%:*}; flag=${v#*:}; b=$(mktemp -d)
   cmake -S tools/ctest -B "$b" $flag >/dev/null && (cd "$b" && ctest --output-junit out.xml >/dev/null 2>&1; echo "ctest $name: exit $?")
   cp "$b/out.xml" "junit/ctest-$name.xml"; rm -rf "$b"
@@ -127,7 +128,103 @@ fi
 cat junit/ant-GreenTest.xml junit/ctest-green.xml > junit/concatenated.xml 2>/dev/null
 # no machine paths in fixtures
 sed -i -e "s#$T/#/src/verify/testdata/tools/#g" -e "s#${TOOLS_DIR:-/nonexistent}#/tools#g" -e "s#$(pwd)#/src/verify/testdata#g" \
-  -e 's#hostname="[^"]*"#hostname="host"#g' junit/*.xml tap/*.tap jestjson/*.json gojson/*.json 2>/dev/null
+  -e '/hostname="tbd"/!s#hostname="[^"]*"#hostname="host"#g' junit/*.xml tap/*.tap jestjson/*.json gojson/*.json 2>/dev/null
 cd gopkgs
 # no machine paths in fixtures
 sed -i -e "s#$(cd .. && pwd)#/src/verify/testdata#g" -e "s#${JEST_DIR:-/nonexistent}#/jest#g" ../junit/*.xml ../tap/node.tap "$out"/*.json 2>/dev/null
+
+# ---- issue 27: C++, Rust, Ruby, PHP, shell and Perl runners, each from the real tool ----
+# Standalone: T=$PWD/tools sh -c "$(sed -n '/^# ---- issue 27/,$p' gen.sh)"   (from verify/testdata)
+# Tools (versions used for the committed fixtures), Debian 12 packages unless said otherwise:
+#   googletest (libgtest-dev) 1.12.1 with g++ 12.2; catch2 2.13.10; rustc/cargo 1.95.0 stable
+#   (rustup) with RUSTC_BOOTSTRAP=1, because libtest's `--format junit` is nightly-only
+#   (`-Z unstable-options`) and stable refuses it ("the option `Z` is only accepted on the
+#   nightly compiler"); ruby-rspec 3.12 + ruby-rspec-junit-formatter 0.4.1 (ruby 3.1); phpunit
+#   9.6.7 (php 8.2); bats 1.8.2; perl 5.36 Test::More 1.302192 (libtest-simple-perl), prove
+#   (TAP::Harness) 3.44 + libtap-formatter-junit-perl 0.11.
+cd "${T:?}/.."
+mkdir -p console
+T=$(pwd)/tools
+# googletest: green with DISABLED_ tests and a GTEST_SKIP; a failure; a failing SetUpTestSuite
+# (its tests are listed as skipped, the failure is written nowhere); a failing global environment.
+if [ -f /usr/include/gtest/gtest.h ]; then
+  b=$(mktemp -d)
+  for v in green: fail:-DWITH_FAIL setup:-DWITH_SETUP_FAIL env:-DWITH_ENV_FAIL; do
+    name=${v%%:*}; flag=${v#*:}
+    g++ -std=c++17 $flag tools/gtest/sample_test.cc -lgtest -lgtest_main -pthread -o "$b/sample_test" &&
+      (cd tools/gtest && "$b/sample_test" --gtest_output="xml:../../junit/gtest-$name.xml" >/dev/null 2>&1; echo "gtest $name: exit $?")
+  done
+  (cd tools/gtest && g++ -std=c++17 sample_test.cc -lgtest -lgtest_main -pthread -o "$b/sample_test" && "$b/sample_test" > ../../console/gtest.txt 2>&1)
+  rm -rf "$b"
+fi
+# Catch2 2.x: `tests=` counts assertions; a failing CHECK; an exception outside any assertion;
+# a filter that matches no test.
+if [ -f /usr/include/catch2/catch.hpp ]; then
+  b=$(mktemp -d)
+  for v in green: fail:-DWITH_FAIL throw:-DWITH_THROW; do
+    name=${v%%:*}; flag=${v#*:}
+    g++ -std=c++17 $flag tools/catch2/sample_test.cpp -o "$b/catch2-sample" &&
+      ("$b/catch2-sample" --reporter junit --out "junit/catch2-$name.xml" >/dev/null 2>&1; echo "catch2 $name: exit $?")
+  done
+  "$b/catch2-sample" --reporter junit --out junit/catch2-nomatch.xml "no such test" >/dev/null 2>&1; echo "catch2 nomatch: exit $?"
+  "$b/catch2-sample" > console/catch2.txt 2>&1
+  rm -rf "$b"
+fi
+# cargo test with libtest's JUnit output: one document per test binary (unit, integration, doc
+# tests) on stdout; ignored tests are counted, not listed; a test binary that aborts writes none.
+if command -v cargo >/dev/null; then
+  b=$(mktemp -d)
+  (cd tools/cargo && export CARGO_TARGET_DIR="$b" RUSTC_BOOTSTRAP=1 RUST_BACKTRACE=0
+   cargo test -q --offline -- -Z unstable-options --format junit > ../../junit/cargo-green.xml 2>/dev/null; echo "cargo green: exit $?"
+   cargo test -q --offline --features fail -- -Z unstable-options --format junit > ../../junit/cargo-fail.xml 2>/dev/null; echo "cargo fail: exit $?"
+   cargo test -q --offline --no-fail-fast --features panic_outside -- -Z unstable-options --format junit > ../../junit/cargo-abort.xml 2>/dev/null; echo "cargo abort: exit $?"
+   cargo test --offline > ../../console/cargo.txt 2>&1)
+  rm -rf "$b"
+fi
+# rspec + RspecJunitFormatter: pending, skip and xit; a failure; a failing before(:all); a
+# failing after(:context) (not in the report: only the exit status shows it); a spec file that
+# does not load (nothing runs); a pending example that passes (a failure).
+if command -v rspec >/dev/null; then
+  (cd tools/rspec
+   for v in green: fail:WITH_FAIL hook:WITH_HOOK_FAIL after:WITH_AFTER_FAIL load:WITH_LOAD_ERROR fixed:WITH_FIXED_PENDING; do
+     name=${v%%:*}; e=${v#*:}
+     env ${e:+$e=1} rspec --seed 1 --format RspecJunitFormatter --out "../../junit/rspec-$name.xml" >/dev/null 2>&1; echo "rspec $name: exit $?"
+   done
+   rspec --seed 1 --format documentation > ../../console/rspec.txt 2>&1)
+fi
+# PHPUnit 9: nested suites (directory, class, data provider), `assertions=`, skipped and
+# incomplete tests; a failure; an exception; a failing setUpBeforeClass; a risky test and a warning.
+if command -v phpunit >/dev/null; then
+  (cd tools/phpunit
+   for v in green: fail:WITH_FAIL error:WITH_ERROR setup:WITH_SETUP_FAIL odd:WITH_ODD; do
+     name=${v%%:*}; e=${v#*:}
+     env ${e:+$e=1} phpunit --log-junit "../../junit/phpunit-$name.xml" tests >/dev/null 2>&1; echo "phpunit $name: exit $?"
+   done
+   phpunit tests > ../../console/phpunit.txt 2>&1)
+fi
+# bats: JUnit and TAP; skip; a failure; a failing setup_file; a missing executable under `run`.
+if command -v bats >/dev/null; then
+  (cd tools/bats
+   for v in green: fail:WITH_FAIL setup:WITH_SETUP_FAIL missing:WITH_MISSING; do
+     name=${v%%:*}; e=${v#*:}
+     env ${e:+$e=1} bats --formatter junit sample.bats > "../../junit/bats-$name.xml" 2>/dev/null; echo "bats $name junit: exit $?"
+     env ${e:+$e=1} bats --tap sample.bats > "../../tap/bats-$name.tap" 2>&1; echo "bats $name tap: exit $?"
+   done
+   bats --formatter pretty sample.bats > ../../console/bats.txt 2>&1)
+fi
+# Perl Test::More TAP with its diagnostics (stderr merged, as `2>&1` or prove --merge keep them):
+# skip, todo, a failure, a program that dies or exits non-zero after its last test (only the
+# diagnostic after the plan says so), skip_all; the dying program's stdout alone; prove's
+# console output and TAP::Formatter::JUnit for the same files.
+(cd tools/perl
+ for t in green fail dies dies-done skip-all; do perl "$t.t" > "../../tap/perl-$t.tap" 2>&1; echo "perl $t: exit $?"; done
+ perl dies.t > ../../tap/perl-dies-stdout.tap 2>/dev/null
+ prove green.t dies.t > ../../console/prove.txt 2>&1
+ prove -v green.t dies.t > ../../console/prove-v.txt 2>&1
+ prove --formatter TAP::Formatter::JUnit green.t fail.t dies.t dies-done.t skip-all.t > ../../junit/prove-perl.xml 2>/dev/null; echo "prove junit: exit $?")
+# no machine paths, host names or thread ids in fixtures
+sed -i -e "s#$T/#/src/verify/testdata/tools/#g" -e "s#$(pwd)#/src/verify/testdata#g" -e '/hostname="tbd"/!s#hostname="[^"]*"#hostname="host"#g' \
+  -e "s#thread '\([^']*\)' ([0-9]*)#thread '\1'#g" \
+  -e 's#/tmp/tmp\.[A-Za-z0-9]*#/target#g' \
+  junit/gtest-*.xml junit/catch2-*.xml junit/cargo-*.xml junit/rspec-*.xml junit/phpunit-*.xml junit/bats-*.xml \
+  junit/prove-perl.xml tap/bats-*.tap tap/perl-*.tap console/*.txt 2>/dev/null
