@@ -80,7 +80,11 @@ func (r *Runner) Prepare(p Plan) (*Experiment, error) {
 	e := &Experiment{ID: p.ID, Suite: *p.Suite, Repeat: p.Repeat, BudgetUSD: p.BudgetUSD, Actor: p.Actor,
 		ConfigVersion: cfg.Version(), TemplateVersions: map[string]string{}, State: StateRunning, CreatedAt: now}
 	for _, v := range p.Variants {
-		e.Variants = append(e.Variants, VariantSpec{Name: v.Name, Overlay: v.Text, Source: v.Source})
+		text, err := v.text()
+		if err != nil {
+			return nil, err
+		}
+		e.Variants = append(e.Variants, VariantSpec{Name: v.Name, Overlay: text, Source: v.Source})
 	}
 	built, err := Build(cfg, e)
 	if err != nil {

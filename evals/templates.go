@@ -61,6 +61,8 @@ func (e *Experiment) templates(base *workitems.Config) ([]workitems.Template, er
 				continue
 			}
 			rt.Name = RunTemplate(e.ID, task.ID, v.Name)
+			// The experiment's budget bounds its runs; production's open and daily caps do not.
+			rt.MaxOpen, rt.DailyCostCapUSD = 0, 0
 			out = append(out, *rt)
 		}
 	}

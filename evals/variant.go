@@ -22,6 +22,21 @@ type Variant struct {
 	Name    string         `json:"name"`
 	Overlay map[string]any `json:"overlay,omitempty"`
 	Source  string         `json:"source,omitempty"` // the file it was read from ("" when parsed from bytes)
+	// Text is the overlay as written (ParseVariant): an experiment keeps it so that every
+	// worker applies it to its own copy of the config.
+	Text string `json:"text,omitempty"`
+}
+
+// text is the overlay as YAML: as written, or rendered from a Variant built in code.
+func (v Variant) text() (string, error) {
+	if v.Text != "" || len(v.Overlay) == 0 {
+		return v.Text, nil
+	}
+	b, err := yaml.Marshal(v.Overlay)
+	if err != nil {
+		return "", fmt.Errorf("evals: variant %s: %w", v.Name, err)
+	}
+	return string(b), nil
 }
 
 var variantNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -46,7 +61,7 @@ var forcedFields = map[string]string{
 // nothing). A key that is not a template field is refused naming its path and line, as is a
 // field evals force.
 func ParseVariant(name string, b []byte) (Variant, error) {
-	v := Variant{Name: name}
+	v := Variant{Name: name, Text: string(b)}
 	if !variantNameRE.MatchString(name) {
 		return v, fmt.Errorf("evals: variant %q: use %s", name, VariantNameChars)
 	}

@@ -1,6 +1,9 @@
 package workitems
 
-import "maps"
+import (
+	"fmt"
+	"maps"
+)
 
 // EffectiveTemplate applies c's defaults to t and validates it with the code ParseConfig runs
 // for a template of c's file (same rules, same *ConfigError), with the loop kinds of loops
@@ -34,3 +37,22 @@ func (c *Config) EffectiveTemplate(t Template, loops LoopRegistry) (*Template, e
 // TemplateVersionOf returns the version of t's effective settings under c, as TemplateVersion
 // does for a template of c's own (t need not be one of them).
 func (c *Config) TemplateVersionOf(t *Template) string { return c.templateVersion(t) }
+
+// WithTemplates returns a copy of c whose templates are ts (effective templates, as
+// EffectiveTemplate returns them) instead of its own: evals build their namespace's config so.
+// Two templates of one name are refused.
+func (c *Config) WithTemplates(ts []Template) (*Config, error) {
+	n := *c
+	n.Templates = ts
+	n.cache = newConfigCache(&n)
+	if len(n.cache.index) != len(ts) {
+		seen := map[string]bool{}
+		for _, t := range ts {
+			if seen[t.Name] {
+				return nil, fmt.Errorf("workitems: template %q is given twice", t.Name)
+			}
+			seen[t.Name] = true
+		}
+	}
+	return &n, nil
+}

@@ -101,9 +101,12 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 			PassAtK       map[string]float64
 		}
 		Pairs []struct {
-			Baseline, Candidate                        string
-			Both, BaselineOnly, CandidateOnly, Neither int
-			McNemarP                                   float64 `json:"mcnemar_p"`
+			Baseline, Candidate string
+			Both                int
+			BaselineOnly        int `json:"baseline_only"`
+			CandidateOnly       int `json:"candidate_only"`
+			Neither             int
+			McNemarP            float64 `json:"mcnemar_p"`
 		}
 		Tasks []map[string]any
 	}
