@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -332,14 +331,4 @@ func RunFromItem(r RunRef, it *workitems.Item) Run {
 		out.WallTime = it.UpdatedAt.Sub(it.CreatedAt)
 	}
 	return out
-}
-
-// validName says whether s can be part of a run's item id and template name.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	return strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	}) < 0
 }
