@@ -324,9 +324,6 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 		exit, spend := r.exit, r.spend
 		ws, base = r.workspace, r.base
 		switch cause := context.Cause(runCtx); {
-		case r.unavailable != nil:
-			log.Warn("workspace not prepared: Redis unavailable; the task is tried again", "err", r.unavailable)
-			return fmt.Errorf("worker: prepare workspace: %w", r.unavailable)
 		case errors.Is(cause, workitems.ErrLeaseLost):
 			log.Warn("lease lost; the new holder continues", "exit", exit.Reason)
 			return nil
@@ -380,9 +377,6 @@ type loopResult struct {
 	restarted       bool         // the loop could not resume an external session
 	snap            *snapshotter // the workspace's, for the exit snapshot
 	charge          *charge      // what the checkpoints charged (nil: the loop never ran)
-	// unavailable is Redis not answering while the workspace was prepared: not the attempt's
-	// failure, so the task is handed back (RedisBlipRetryDelay) and the attempt resumes.
-	unavailable error
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
@@ -422,9 +416,6 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: msg + ": " + err.Error()})
 	}
 	w, resumed, err := h.workspace(ctx, it, tmpl, fence, cp, resumed, env, log)
-	if err != nil && redisUnavailable(err) {
-		return loopResult{unavailable: err}
-	}
 	if err != nil {
 		class := workitems.ClassOf(err)
 		if class == workitems.ClassUnknown {
