@@ -119,20 +119,21 @@ func (t *Templates) Reload(ctx context.Context) *workitems.Config {
 		return t.cur
 	}
 	t.mu.Unlock()
-	var exps []*Experiment
+	var ts []workitems.Template
 	for _, id := range ids {
 		e, err := t.exps.Get(ctx, id)
 		if err != nil {
 			t.log.Warn("eval templates: experiment unreadable", "experiment", id, "err", err)
 			continue
 		}
-		if _, err := e.templates(base); err != nil {
+		rts, err := e.templates(base) // once per experiment: applying variants is the costly part
+		if err != nil {
 			t.log.Warn("eval templates: experiment left out", "experiment", id, "err", err)
 			continue
 		}
-		exps = append(exps, e)
+		ts = append(ts, rts...)
 	}
-	cfg, err := Build(base, exps...)
+	cfg, err := base.WithTemplates(ts)
 	if err != nil {
 		t.log.Warn("eval templates: config not built", "err", err)
 		return t.Current()
