@@ -324,6 +324,9 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 		exit, spend := r.exit, r.spend
 		ws, base = r.workspace, r.base
 		switch cause := context.Cause(runCtx); {
+		case r.unavailable != nil:
+			log.Warn("attempt not set up: Redis unavailable; the task is tried again", "err", r.unavailable)
+			return fmt.Errorf("worker: set up attempt: %w", r.unavailable)
 		case errors.Is(cause, workitems.ErrLeaseLost):
 			log.Warn("lease lost; the new holder continues", "exit", exit.Reason)
 			return nil
@@ -377,6 +380,9 @@ type loopResult struct {
 	restarted       bool         // the loop could not resume an external session
 	snap            *snapshotter // the workspace's, for the exit snapshot
 	charge          *charge      // what the checkpoints charged (nil: the loop never ran)
+	// unavailable is Redis not answering while the attempt was set up: not the attempt's
+	// failure, so the task is handed back (RedisBlipRetryDelay) and the attempt resumes.
+	unavailable error
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
@@ -392,6 +398,9 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	env, err := cp.envelope(ctx)
 	if err == nil {
 		ch.charged, err = h.o.Store.ChargedSpend(ctx, it.ID, a.N)
+	}
+	if redisUnavailable(err) { // both are reads of the store alone
+		return loopResult{unavailable: err}
 	}
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
@@ -416,6 +425,9 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: msg + ": " + err.Error()})
 	}
 	w, resumed, err := h.workspace(ctx, it, tmpl, fence, cp, resumed, env, log)
+	if storeUnavailable(err) {
+		return loopResult{unavailable: err}
+	}
 	if err != nil {
 		class := workitems.ClassOf(err)
 		if class == workitems.ClassUnknown {

@@ -37,3 +37,25 @@ func redisUnavailable(err error) bool {
 	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsNoReplicasError(err)
 }
+
+// storeUnavailableError is a store call that failed because Redis was not answering. Only the
+// store's own calls are marked (at the call), so a git remote's EOF or a forge's timeout while
+// the workspace is prepared stays the attempt's error.
+type storeUnavailableError struct{ err error }
+
+func (e *storeUnavailableError) Error() string { return e.err.Error() }
+func (e *storeUnavailableError) Unwrap() error { return e.err }
+
+// fromStore marks err as Redis being unavailable when it is (see redisUnavailable).
+func fromStore(err error) error {
+	if redisUnavailable(err) {
+		return &storeUnavailableError{err}
+	}
+	return err
+}
+
+// storeUnavailable reports whether err is a store call marked by fromStore.
+func storeUnavailable(err error) bool {
+	var su *storeUnavailableError
+	return errors.As(err, &su)
+}

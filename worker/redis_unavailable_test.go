@@ -3,7 +3,10 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -59,5 +62,46 @@ func TestAHandlerFailingOnARedisBlipIsRetriedSoonAndUncounted(t *testing.T) {
 	}
 	if !isFailure(other) || !isFailure(context.Canceled) {
 		t.Error("a real failure or a cancel is not counted")
+	}
+}
+
+// TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed: preparing a new attempt's
+// workspace, the clone succeeds and the store's write of its base meets Redis down (a real
+// server, stopped): the error is marked as Redis being unavailable, so the handler hands the
+// task back and the attempt resumes rather than failing as not_found. A repository that cannot
+// be read stays the attempt's error, with Redis up.
+func TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store := workitems.NewStore(rdb, "t:")
+	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := store.StartAttempt(ctx, fence, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(HandlerOptions{Store: store, Workspaces: &Workspaces{Root: t.TempDir(), Deployment: "t"}})
+	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now), obs: nopObserver{}}
+	log := slog.New(slog.DiscardHandler)
+
+	_, _, err = h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: filepath.Join(t.TempDir(), "missing")}, fence, cp, false, nil, log)
+	if err == nil || storeUnavailable(err) {
+		t.Fatalf("a missing repository: %v, want the attempt's error, not Redis unavailable", err)
+	}
+	srv.Stop()
+	_, _, err = h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: sourceRepo(t, 2, 1)}, fence, cp, false, nil, log)
+	if !storeUnavailable(err) {
+		t.Fatalf("the base's record during an outage: %v, want it marked as Redis unavailable", err)
+	}
+	if d := retryDelay(0, fmt.Errorf("worker: set up attempt: %w", err), asynq.NewTask(workitems.TaskTypeAttempt, nil)); d != RedisBlipRetryDelay {
+		t.Errorf("handed back for %s, want %s", d, RedisBlipRetryDelay)
 	}
 }

@@ -65,7 +65,7 @@ func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *worki
 			return nil, false, err
 		}
 		if _, err := h.o.Store.RecordWorkspace(ctx, fence, ws.Base, prepareWhy(ws, "new attempt")); err != nil {
-			return nil, false, err
+			return nil, false, fromStore(err)
 		}
 		cp.snap = newSnapshotter(ws, w.snapshotLimit(), workitems.WorkspaceSnapshot{Tree: ws.Base.Tree})
 		return ws, resumed, nil
@@ -127,7 +127,7 @@ func (h *Handler) restore(ctx context.Context, itemID string, n int, repo string
 		}
 		snap, err := h.o.Store.LoadSnapshot(ctx, itemID, n)
 		if err != nil {
-			return nil, "", workitems.Classify(workitems.ClassTransient, err)
+			return nil, "", workitems.Classify(workitems.ClassTransient, fromStore(err))
 		}
 		if snap == nil || snap.Tree != target.Tree {
 			found := "none"
@@ -177,11 +177,11 @@ func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *worki
 		return nil, false, err
 	}
 	if _, err := h.o.Store.RecordWorkspace(ctx, fence, ws.Base, prepareWhy(ws, "restarted ("+string(re.Problem)+")")); err != nil {
-		return nil, false, err
+		return nil, false, fromStore(err)
 	}
 	cp.snap = newSnapshotter(ws, h.o.Workspaces.snapshotLimit(), workitems.WorkspaceSnapshot{})
 	if err := cp.restart(ctx, cp.meter.Spent(), workitems.WorkspaceSnapshot{Tree: ws.Base.Tree}); err != nil {
-		return nil, false, err
+		return nil, false, fromStore(err)
 	}
 	return ws, false, nil
 }
