@@ -119,6 +119,7 @@ type keys struct{ p string }
 func (k keys) exp(id string) string  { return k.p + "eval:exp:" + id }
 func (k keys) all() string           { return k.p + "eval:exps" }   // zset: id → created (unix ms)
 func (k keys) active() string        { return k.p + "eval:active" } // set: ids of running experiments
+func (k keys) ended() string         { return k.p + "eval:ended" }  // zset: id → ended (unix ms)
 func (k keys) runs(id string) string { return k.p + "eval:runs:" + id }
 
 // ItemPrefix is the key prefix of the eval namespace's item store under a deployment prefix:
@@ -137,26 +138,28 @@ func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	return &Store{rdb: rdb, k: keys{p: prefix}}
 }
 
+// createScript records an experiment and indexes it in one step: KEYS exp, all, active;
+// ARGV json, created (unix ms), id. It returns 0 when the id is in use.
+var createScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1`)
+
 // Create records a new experiment as running; an id in use is refused.
 func (s *Store) Create(ctx context.Context, e *Experiment) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("evals: experiment %s: %w", e.ID, err)
 	}
-	ok, err := s.rdb.SetNX(ctx, s.k.exp(e.ID), b, 0).Result()
+	ok, err := createScript.Run(ctx, s.rdb, []string{s.k.exp(e.ID), s.k.all(), s.k.active()},
+		b, e.CreatedAt.UnixMilli(), e.ID).Int()
 	if err != nil {
 		return fmt.Errorf("evals: create experiment %s: %w", e.ID, err)
 	}
-	if !ok {
+	if ok == 0 {
 		return fmt.Errorf("evals: experiment %s exists", e.ID)
-	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, s.k.all(), redis.Z{Score: float64(e.CreatedAt.UnixMilli()), Member: e.ID})
-		p.SAdd(ctx, s.k.active(), e.ID)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("evals: index experiment %s: %w", e.ID, err)
 	}
 	return nil
 }
@@ -170,6 +173,10 @@ func (s *Store) Get(ctx context.Context, id string) (*Experiment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evals: experiment %s: %w", id, err)
 	}
+	return decodeExperiment(id, b)
+}
+
+func decodeExperiment(id string, b []byte) (*Experiment, error) {
 	var e Experiment
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("evals: experiment %s: %w", id, err)
@@ -178,29 +185,51 @@ func (s *Store) Get(ctx context.Context, id string) (*Experiment, error) {
 }
 
 // End records that an experiment finished or stopped (with the reason); ending one that ended
-// already changes nothing.
+// already changes nothing. The record and the indexes change together, and only if no one
+// changed the record in between (a driver and a status call may both see the last run end).
 func (s *Store) End(ctx context.Context, id string, st State, reason string, at time.Time) (*Experiment, error) {
-	e, err := s.Get(ctx, id)
-	if err != nil {
-		return nil, err
+	var out *Experiment
+	key := s.k.exp(id)
+	txf := func(tx *redis.Tx) error {
+		b, err := tx.Get(ctx, key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("evals: experiment %s: %w", id, err)
+		}
+		e, err := decodeExperiment(id, b)
+		if err != nil {
+			return err
+		}
+		out = e
+		if e.State != StateRunning {
+			return nil
+		}
+		e.State, e.Reason, e.EndedAt = st, reason, at
+		nb, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("evals: experiment %s: %w", id, err)
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, key, nb, 0)
+			p.SRem(ctx, s.k.active(), id)
+			p.ZAdd(ctx, s.k.ended(), redis.Z{Score: float64(at.UnixMilli()), Member: id})
+			return nil
+		})
+		return err
 	}
-	if e.State != StateRunning {
-		return e, nil
+	for range 10 {
+		err := s.rdb.Watch(ctx, txf, key)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue // changed in between: read it again
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("evals: end experiment %s: %w", id, err)
+		}
+		return out, err
 	}
-	e.State, e.Reason, e.EndedAt = st, reason, at
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("evals: experiment %s: %w", id, err)
-	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, s.k.exp(id), b, 0)
-		p.SRem(ctx, s.k.active(), id)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("evals: end experiment %s: %w", id, err)
-	}
-	return e, nil
+	return nil, fmt.Errorf("evals: end experiment %s: changed by others ten times in a row", id)
 }
 
 // Reopen marks an ended experiment running again (eval run --resume after a stop: a raised
@@ -214,6 +243,7 @@ func (s *Store) Reopen(ctx context.Context, e *Experiment) error {
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, s.k.exp(e.ID), b, 0)
 		p.SAdd(ctx, s.k.active(), e.ID)
+		p.ZRem(ctx, s.k.ended(), e.ID)
 		return nil
 	})
 	if err != nil {
@@ -245,12 +275,24 @@ func (s *Store) List(ctx context.Context, offset, limit int) ([]*Experiment, int
 	if err != nil {
 		return nil, 0, fmt.Errorf("evals: list experiments: %w", err)
 	}
+	if len(ids) == 0 {
+		return nil, total, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = s.k.exp(id)
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("evals: list experiments: %w", err)
+	}
 	out := make([]*Experiment, 0, len(ids))
-	for _, id := range ids {
-		e, err := s.Get(ctx, id)
-		if errors.Is(err, ErrNotFound) {
+	for i, v := range vals {
+		b, ok := v.(string)
+		if !ok {
 			continue // deleted in between
 		}
+		e, err := decodeExperiment(ids[i], []byte(b))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -295,6 +337,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, s.k.exp(id), s.k.runs(id))
 		p.ZRem(ctx, s.k.all(), id)
+		p.ZRem(ctx, s.k.ended(), id)
 		p.SRem(ctx, s.k.active(), id)
 		return nil
 	})
@@ -304,12 +347,12 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// EndedBefore returns up to n ids of experiments created before t that have ended (the
+// EndedBefore returns up to n ids of experiments that ended before t, oldest first (the
 // retention janitor's candidates).
 func (s *Store) EndedBefore(ctx context.Context, t time.Time, n int) ([]string, error) {
-	ids, err := s.rdb.ZRangeByScore(ctx, s.k.all(), &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(t.UnixMilli(), 10), Count: int64(n)}).Result()
+	ids, err := s.rdb.ZRangeByScore(ctx, s.k.ended(), &redis.ZRangeBy{Min: "-inf", Max: "(" + strconv.FormatInt(t.UnixMilli(), 10), Count: int64(n)}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("evals: old experiments: %w", err)
+		return nil, fmt.Errorf("evals: ended experiments: %w", err)
 	}
 	return ids, nil
 }

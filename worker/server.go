@@ -50,6 +50,13 @@ type Lane struct {
 	Handler  *Handler
 	Enqueuer Enqueuer // its reconcile and recovery passes (nil: none)
 	Sweeper  *Sweeper // its workspaces' sweeper (nil: none)
+	Janitor  Service  // its retention pass (nil: none); started and stopped with the server
+}
+
+// Service is a background pass a server starts and stops with itself.
+type Service interface {
+	Start()
+	Shutdown()
 }
 
 // Server runs attempt tasks from asynq with a graceful shutdown that asynq alone does not give:
@@ -167,6 +174,9 @@ func (s *Server) Start() error {
 	for _, l := range s.o.Lanes {
 		if l.Sweeper != nil {
 			l.Sweeper.Start()
+		}
+		if l.Janitor != nil {
+			l.Janitor.Start()
 		}
 		s.repair(ctx, l.Enqueuer, false)
 	}
@@ -317,6 +327,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	for _, l := range s.o.Lanes {
 		if l.Sweeper != nil {
 			l.Sweeper.Shutdown()
+		}
+		if l.Janitor != nil {
+			l.Janitor.Shutdown()
 		}
 	}
 	s.srv.Shutdown()

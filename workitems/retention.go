@@ -19,13 +19,17 @@ type Retention struct {
 	// Escalated, when set, deletes items left escalated this long; by default (0) an escalated
 	// item is kept until a person resolves it.
 	Escalated Duration `yaml:"escalated"`
+	// Experiments is how long an ended eval experiment stays: its record, its runs' results and
+	// its runs' items in the eval namespace. Default 2160h (90 days).
+	Experiments Duration `yaml:"experiments"`
 }
 
 // Retention defaults (when the config gives none).
 const (
-	DefaultWorkspaceRetention = 72 * time.Hour
-	DefaultClosedRetention    = 30 * 24 * time.Hour
-	DefaultFailedRetention    = 90 * 24 * time.Hour
+	DefaultWorkspaceRetention  = 72 * time.Hour
+	DefaultClosedRetention     = 30 * 24 * time.Hour
+	DefaultFailedRetention     = 90 * 24 * time.Hour
+	DefaultExperimentRetention = 90 * 24 * time.Hour
 )
 
 // WithDefaults fills what the config left out.
@@ -38,6 +42,9 @@ func (r Retention) WithDefaults() Retention {
 	}
 	if r.Failed == 0 {
 		r.Failed = Duration(DefaultFailedRetention)
+	}
+	if r.Experiments == 0 {
+		r.Experiments = Duration(DefaultExperimentRetention)
 	}
 	return r
 }
@@ -62,7 +69,7 @@ func (r Retention) validate() error {
 	for _, f := range []struct {
 		name string
 		d    Duration
-	}{{"workspaces", r.Workspaces}, {"closed", r.Closed}, {"failed", r.Failed}, {"escalated", r.Escalated}} {
+	}{{"workspaces", r.Workspaces}, {"closed", r.Closed}, {"failed", r.Failed}, {"escalated", r.Escalated}, {"experiments", r.Experiments}} {
 		if f.d < 0 {
 			return &ConfigError{Field: "retention." + f.name, Err: errors.New("must not be negative")}
 		}

@@ -14,7 +14,7 @@ func gcCmd(g *globals) *cobra.Command {
 	var dry bool
 	c := &cobra.Command{
 		Use:   "gc [--dry-run]",
-		Short: "Delete the items whose retention passed now (what the workers' janitor does every 10 minutes), and print them",
+		Short: "Delete the items and eval experiments whose retention passed now (what the workers' janitor does every 10 minutes), and print them",
 		Args:  cobra.NoArgs,
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
 			removed, err := a.Janitor().Run(ctx, dry)
@@ -36,6 +36,14 @@ func gcCmd(g *globals) *cobra.Command {
 			if dry && len(removed) > 0 {
 				fmt.Fprintln(g.out, "(a dry run lists the first batch of each state)")
 			}
+			if err != nil {
+				return err
+			}
+			exps, err := a.EvalJanitor().Run(ctx, dry)
+			for _, id := range exps {
+				fmt.Fprintf(g.out, "%s experiment %s\n", verb, id)
+			}
+			fmt.Fprintf(g.out, "%s %d experiments\n", verb, len(exps))
 			return err
 		}),
 	}

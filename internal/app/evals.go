@@ -72,5 +72,14 @@ func (a *App) evalLane(workerID string) worker.Lane {
 		sw = worker.NewSweeper(worker.SweeperOptions{Workspaces: &ws, Store: ev.Store, Retention: a.Config.Retention,
 			Clock: a.opts.Clock, Logger: a.Logger.With("component", "sweeper", "lane", "eval")})
 	}
-	return worker.Lane{Queue: EvalQueue(a.opts.Queue), Handler: h, Enqueuer: ev.Queue, Sweeper: sw}
+	return worker.Lane{Queue: EvalQueue(a.opts.Queue), Handler: h, Enqueuer: ev.Queue, Sweeper: sw, Janitor: a.EvalJanitor()}
+}
+
+// EvalJanitor returns the retention pass of experiments (not started): an experiment that
+// ended longer than retention.experiments ago goes with its runs and their items.
+func (a *App) EvalJanitor() *evals.Janitor {
+	ev := a.Evals()
+	return evals.NewJanitor(evals.JanitorOptions{Exps: ev.Exps, Items: ev.Store,
+		Retention: a.Config.Retention.WithDefaults().Experiments.D(), Clock: a.opts.Clock,
+		Logger: a.Logger.With("component", "janitor", "lane", "eval")})
 }
