@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,4 +160,50 @@ func runIDs(e *evals.Experiment) []string {
 		out = append(out, e.ItemID(r))
 	}
 	return out
+}
+
+// TestGCDeletesExperimentsPastTheirRetention: `outerloop gc` applies retention.experiments
+// from the config: an experiment that ended before it goes (a dry run only names it), one that
+// ended after it stays.
+func TestGCDeletesExperimentsPastTheirRetention(t *testing.T) {
+	t.Parallel()
+	cfg, _ := setup(t, "  - name: fix\n    repo: REPO\n    goal: g\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n")
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(body, "retention: {experiments: 1h}\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, cfg)
+	exps := evals.NewStore(c.env.Client, c.env.Prefix)
+	ctx := context.Background()
+	now := time.Now()
+	for id, ended := range map[string]time.Time{"xold": now.Add(-2 * time.Hour), "xnew": now.Add(-30 * time.Minute)} {
+		e := &evals.Experiment{ID: id, Repeat: 1, State: evals.StateRunning, CreatedAt: ended.Add(-time.Minute),
+			Suite: evals.Suite{Name: "s", Tasks: []evals.Task{{ID: "t", Template: "fix"}}}, Variants: []evals.VariantSpec{{Name: "A"}}}
+		if err := exps.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := exps.End(ctx, id, evals.StateFinished, "", ended); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := c.run("gc", "--dry-run")
+	if code != 0 || !strings.Contains(out, "would delete experiment xold\n") || strings.Contains(out, "xnew") {
+		t.Fatalf("gc --dry-run (exit %d): %s%s", code, out, errOut)
+	}
+	if _, err := exps.Get(ctx, "xold"); err != nil {
+		t.Fatalf("the dry run deleted xold: %v", err)
+	}
+	out, errOut, code = c.run("gc")
+	if code != 0 || !strings.Contains(out, "deleted experiment xold\ndeleted 1 experiments\n") {
+		t.Fatalf("gc (exit %d): %s%s", code, out, errOut)
+	}
+	if _, err := exps.Get(ctx, "xold"); !errors.Is(err, evals.ErrNotFound) {
+		t.Errorf("xold after gc: %v, want deleted", err)
+	}
+	if _, err := exps.Get(ctx, "xnew"); err != nil {
+		t.Errorf("xnew after gc: %v, want kept", err)
+	}
 }
