@@ -103,81 +103,32 @@ func LoadVariant(spec string) (Variant, error) {
 	return v, nil
 }
 
-// checkOverlay walks the overlay against workitems.Template's YAML fields and refuses the
-// first key that is not one, or that evals force. Errors give the key's line when the
-// overlay came from a file (lines), not when it was rendered from a Variant built in code.
+// checkOverlay checks the overlay's keys the way the config checks a template's
+// (workitems.CheckTemplateKeys) and refuses a field evals force. Errors give the key's line
+// when the overlay came from a file (lines), not when it was rendered from a Variant built in
+// code.
 func checkOverlay(name string, doc *yaml.Node, lines bool) error {
-	return checkFields(name, doc, reflect.TypeFor[workitems.Template](), "", lines)
-}
-
-func checkFields(name string, n *yaml.Node, t reflect.Type, path string, lines bool) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	at := func(line int) string {
+		if !lines {
+			return ""
+		}
+		return fmt.Sprintf("line %d: ", line)
 	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	// A type that parses itself (a duration) is a leaf: the decoder checks its value.
-	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+	err := workitems.CheckTemplateKeys(doc, func(path string, line int) error {
+		if why, ok := forcedFields[path]; ok {
+			return fmt.Errorf("evals: variant %s: %sfield %q cannot be set: %s", name, at(line), path, why)
+		}
 		return nil
+	})
+	var ce *workitems.ConfigError
+	var uk *workitems.UnknownKeyError
+	if errors.As(err, &ce) && errors.As(err, &uk) {
+		return fmt.Errorf("evals: variant %s: %sfield %q is not a template field", name, at(uk.Line), ce.Field)
 	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return nil // null clears it; anything else is the decoder's type error
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			p := k.Value
-			if path != "" {
-				p = path + "." + k.Value
-			}
-			at := ""
-			if lines {
-				at = fmt.Sprintf("line %d: ", k.Line)
-			}
-			if why, ok := forcedFields[p]; ok {
-				return fmt.Errorf("evals: variant %s: %sfield %q cannot be set: %s", name, at, p, why)
-			}
-			f, ok := fields[k.Value]
-			if !ok {
-				return fmt.Errorf("evals: variant %s: %sfield %q is not a template field", name, at, p)
-			}
-			if err := checkFields(name, n.Content[i+1], f.Type, p, lines); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice:
-		if n.Kind == yaml.SequenceNode {
-			for i, c := range n.Content {
-				if err := checkFields(name, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines); err != nil {
-					return err
-				}
-			}
-		}
-	case reflect.Map:
-		if n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if err := checkFields(name, n.Content[i+1], t.Elem(), path+"."+n.Content[i].Value, lines); err != nil {
-					return err
-				}
-			}
-		}
+	if errors.As(err, &ce) { // a struct given a scalar: the decoder's type error, said here
+		return fmt.Errorf("evals: variant %s: field %q: %w", name, ce.Field, ce.Err)
 	}
-	return nil
-}
-
-// yamlFields maps a struct's YAML keys to its fields (fields tagged "-" are not settable).
-func yamlFields(t reflect.Type) map[string]reflect.StructField {
-	m := map[string]reflect.StructField{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag != "" && tag != "-" && f.IsExported() {
-			m[tag] = f
-		}
-	}
-	return m
+	return err
 }
 
 // Apply returns the template a task runs under this variant: the overlay merged over t (maps

@@ -230,6 +230,24 @@ func ParseConfigWith(b []byte, loops LoopRegistry) (*Config, error) {
 // checkKeys walks the YAML tree against the Go type and names the first unknown key, with its
 // template when it is inside one.
 func checkKeys(n *yaml.Node, t reflect.Type, path string, fc fieldCache) error {
+	return walkKeys(n, t, path, fc, nil)
+}
+
+// CheckTemplateKeys checks a YAML mapping of template fields (an overlay, such as an eval
+// variant) the way the config checks a template: the first key that is not a field is an
+// error naming its path and line. refuse, when set, is asked about every key's path first
+// and may refuse it (a field the caller forces).
+func CheckTemplateKeys(n *yaml.Node, refuse func(path string, line int) error) error {
+	return walkKeys(n, reflect.TypeFor[Template](), "", fieldCache{}, refuse)
+}
+
+// UnknownKeyError is a key the config (or an overlay) has that the code does not read; the
+// ConfigError around it names the key's path.
+type UnknownKeyError struct{ Line int }
+
+func (e *UnknownKeyError) Error() string { return fmt.Sprintf("line %d: unknown key", e.Line) }
+
+func walkKeys(n *yaml.Node, t reflect.Type, path string, fc fieldCache, refuse func(path string, line int) error) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -250,11 +268,16 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, fc fieldCache) error {
 		fields := fc.fields(t) // config_fast.go: built once per type and parse
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
+			if refuse != nil {
+				if err := refuse(join(path, k), n.Content[i].Line); err != nil {
+					return err
+				}
+			}
 			f, ok := fields[k]
 			if !ok {
-				return fieldErr(join(path, k), fmt.Errorf("line %d: unknown key", n.Content[i].Line))
+				return fieldErr(join(path, k), &UnknownKeyError{Line: n.Content[i].Line})
 			}
-			if err := checkKeys(n.Content[i+1], f.Type, join(path, k), fc); err != nil {
+			if err := walkKeys(n.Content[i+1], f.Type, join(path, k), fc, refuse); err != nil {
 				return err
 			}
 		}
@@ -270,7 +293,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, fc fieldCache) error {
 					p = "template:" + name
 				}
 			}
-			if err := checkKeys(c, t.Elem(), p, fc); err != nil {
+			if err := walkKeys(c, t.Elem(), p, fc, refuse); err != nil {
 				return err
 			}
 		}
@@ -279,7 +302,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, fc fieldCache) error {
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), fc); err != nil {
+			if err := walkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), fc, refuse); err != nil {
 				return err
 			}
 		}
