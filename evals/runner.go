@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"outerloop/scheduler"
@@ -24,6 +25,43 @@ type Runner struct {
 	Config func() *workitems.Config
 	Clock  workitems.Clock
 	Log    *slog.Logger
+
+	mu    sync.Mutex
+	built map[buildKey]*workitems.Config // what step built, by config in force and experiment
+}
+
+// buildKey names one build of an experiment's run templates: an experiment's suite and
+// variants never change, so the build changes only with the config in force.
+type buildKey struct {
+	base *workitems.Config
+	exp  string
+}
+
+// build returns the config with e's run templates over the config in force, built once per
+// config version and experiment (a driver's round every few seconds would otherwise validate
+// every run template again each time).
+func (r *Runner) build(e *Experiment) (*workitems.Config, error) {
+	base := r.Config()
+	k := buildKey{base, e.ID}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.built[k]; ok {
+		return c, nil
+	}
+	c, err := Build(base, e)
+	if err != nil {
+		return nil, err
+	}
+	for old := range r.built { // keep only builds over the config in force
+		if old.base != base {
+			delete(r.built, old)
+		}
+	}
+	if r.built == nil {
+		r.built = map[buildKey]*workitems.Config{}
+	}
+	r.built[k] = c
+	return c, nil
 }
 
 // Plan is what `outerloop eval run` asks for.
@@ -176,7 +214,7 @@ func (r *Runner) step(ctx context.Context, id string, advance bool) (Progress, e
 	if err != nil {
 		return pr, err
 	}
-	cfg, err := Build(r.Config(), e)
+	cfg, err := r.build(e)
 	if err != nil {
 		return pr, fmt.Errorf("evals: experiment %s no longer builds over the config in force: %w", id, err)
 	}
