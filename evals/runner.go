@@ -279,7 +279,7 @@ func (r *Runner) step(ctx context.Context, id string, advance bool) (Progress, e
 		}
 		task := e.task(run.Task)
 		_, err := r.Queue.Submit(ctx, scheduler.Request{ID: e.ItemID(run), Template: RunTemplate(e.ID, run.Task, run.Variant),
-			Origin: workitems.Origin{Kind: workitems.OriginEval, Actor: e.ID}, Input: task.Input})
+			Origin: workitems.Origin{Kind: workitems.OriginEval, Actor: e.ID}, Input: task.Input, Ref: task.Ref})
 		if err != nil && !errors.Is(err, workitems.ErrExists) {
 			return pr, fmt.Errorf("evals: experiment %s: run %s: %w", id, e.ItemID(run), err)
 		}

@@ -85,6 +85,11 @@ func ParseSuite(b []byte) (*Suite, error) {
 		if t.Template == "" {
 			errs = append(errs, fmt.Errorf("%s (%s): template: missing", at, t.ID))
 		}
+		if t.Ref != "" {
+			if err := workitems.CheckBranchName(t.Ref); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s): ref: %w", at, t.ID, err))
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -144,8 +144,8 @@ func checkOverlay(name string, doc *yaml.Node, lines bool) error {
 //
 // The result is then given the deployment's defaults and validated by the config's own code
 // (workitems.Config.EffectiveTemplate): a variant is refused with the error the same template
-// written in outerloop.yaml would get. The task's ref is not applied: templates have no field
-// that pins a commit (the runner carries Task.Ref).
+// written in outerloop.yaml would get. The task's ref is not a template's: the runner gives
+// it to each run's item (workitems.Item.Ref), where the worker starts the workspace.
 func (v Variant) Apply(cfg *workitems.Config, t *workitems.Template, task Task) (*workitems.Template, error) {
 	return v.ApplyWith(cfg, nil, t, task)
 }

@@ -103,6 +103,9 @@ type Request struct {
 	// Force creates a manual item past the template's max_open; the item records it
 	// (Origin.Forced) and its log says who forced it (force.go).
 	Force bool
+	// Ref is the branch, tag or commit the item's attempts start from (empty: the repository's
+	// default branch).
+	Ref string
 }
 
 // Submit creates an item from a template and enqueues its first attempt. For a cron tick the
@@ -119,6 +122,11 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 		return nil, workitems.Classify(workitems.ClassInvalidInput,
 			fmt.Errorf("scheduler: template %q: input: %w", r.Template, ErrInvalidUTF8))
 	}
+	if r.Ref != "" {
+		if err := workitems.CheckBranchName(r.Ref); err != nil {
+			return nil, workitems.Classify(workitems.ClassInvalidInput, fmt.Errorf("scheduler: template %q: ref: %w", r.Template, err))
+		}
+	}
 	if r.Origin.Kind == "" {
 		r.Origin.Kind = workitems.OriginManual
 	}
@@ -127,6 +135,7 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 		id = manualID(t.Name, q.clock.Now())
 	}
 	it := newItem(cfg, t, id, r.Origin, r.Input)
+	it.Ref = r.Ref
 	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
 	forced := q.applyForce(&r, t, it, &lim)
 	if err := q.store.Create(ctx, it, lim); err != nil {

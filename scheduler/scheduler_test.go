@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -437,6 +438,31 @@ func TestSubmitUnknownTemplateChangesNothing(t *testing.T) {
 	}
 	if n := f.env.Client.Exists(context.Background(), f.env.Prefix+"items").Val(); n != 0 {
 		t.Fatal("an index was written for a refused request")
+	}
+}
+
+// TestSubmitKeepsTheRefItsAttemptsStartFromAndRefusesOneGitWouldNot: a ref is kept on the
+// item; one git refuses (an option-like name, "..") is refused naming it, writing nothing.
+func TestSubmitKeepsTheRefItsAttemptsStartFromAndRefusesOneGitWouldNot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	q := f.newQueue(t, workitems.SystemClock{})
+	ctx := context.Background()
+	for _, bad := range []string{"--upload-pack=x", "a..b", "has space"} {
+		_, err := q.Submit(ctx, scheduler.Request{Template: "manual-only", Ref: bad})
+		if err == nil || !strings.Contains(err.Error(), "ref: ") || workitems.ClassOf(err) != workitems.ClassInvalidInput {
+			t.Fatalf("ref %q: %v", bad, err)
+		}
+	}
+	if n := f.env.Client.Exists(ctx, f.env.Prefix+"items").Val(); n != 0 {
+		t.Fatal("an index was written for a refused request")
+	}
+	it, err := q.Submit(ctx, scheduler.Request{Template: "manual-only", Ref: "release/1.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.store.Get(ctx, it.ID); err != nil || got.Ref != "release/1.2" {
+		t.Fatalf("stored ref: %+v %v", got, err)
 	}
 }
 

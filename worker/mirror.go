@@ -9,8 +9,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
+
+	"outerloop/workitems"
 )
 
 // A mirror is a bare repository under <workdir>/mirrors holding the branches and tags of one
@@ -139,7 +142,7 @@ type mirrorBase struct {
 // mirror's lock. With want == "" (a new attempt) the mirror is fetched and the base is the tip
 // of the source's default branch; otherwise (a resume) the base is want, fetched only when the
 // mirror lacks it, and ErrBaseUnavailable when the source no longer has it either.
-func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirrorBase, error) {
+func (w *Workspaces) pinBase(ctx context.Context, src, ref, want, at string) (mirrorBase, error) {
 	m := mirrorBase{name: MirrorName(src), ref: ref}
 	m.dir = w.mirrorDir(m.name)
 	unlock, err := w.lockMirror(ctx, m.name)
@@ -147,11 +150,11 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want string) (mirror
 		return m, err
 	}
 	defer unlock()
-	m, err = w.pinBaseLocked(ctx, w.remote(src), want, m)
+	m, err = w.pinBaseLocked(ctx, w.remote(src), want, at, m)
 	return m, redactErr(err, src)
 }
 
-func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want string, m mirrorBase) (mirrorBase, error) {
+func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want, at string, m mirrorBase) (mirrorBase, error) {
 	var err error
 	src := rm.src
 	if _, err := os.Stat(filepath.Join(m.dir, "HEAD")); err != nil {
@@ -160,7 +163,18 @@ func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want string, 
 		}
 		m.created = true
 	}
+	atBranch := false
 	switch {
+	case want == "" && at != "":
+		if !m.created {
+			if err := fetchMirror(ctx, m.dir, rm); err != nil {
+				return m, err
+			}
+			m.fetched = true
+		}
+		if m.commit, atBranch, err = resolveAt(ctx, rm, m.dir, at); err != nil {
+			return m, err
+		}
 	case want == "":
 		if !m.created {
 			if err := fetchMirror(ctx, m.dir, rm); err != nil {
@@ -200,11 +214,38 @@ func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want string, 
 	if m.branch == "HEAD" { // detached: the source said nothing about its default branch
 		m.branch = "main"
 	}
+	if atBranch { // the work is on that branch: a pull request targets it
+		m.branch = at
+	}
 	if _, err := git(ctx, m.dir, "update-ref", m.ref, m.commit); err != nil {
 		return m, err
 	}
 	return m, nil
 }
+
+// resolveAt finds ref in a fetched mirror: a branch, then a tag, then a commit (asked of the
+// server by id when no ref reaches it). branch reports the first.
+func resolveAt(ctx context.Context, rm remote, dir, ref string) (commit string, branch bool, err error) {
+	if c, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+ref+"^{commit}"); err == nil {
+		return c, true, nil
+	}
+	if c, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/tags/"+ref+"^{commit}"); err == nil {
+		return c, false, nil
+	}
+	if hexRE.MatchString(ref) {
+		if !hasCommit(ctx, dir, ref) {
+			_, _ = rm.git(ctx, dir, "fetch", "--quiet", rm.src, ref)
+		}
+		if c, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err == nil {
+			return c, false, nil
+		}
+	}
+	return "", false, workitems.Classify(workitems.ClassNotFound,
+		fmt.Errorf("worker: ref %q is not a branch, tag or commit of %s", ref, RedactSource(rm.src)))
+}
+
+// hexRE matches what may be a commit id, abbreviated or full (SHA-1 or SHA-256).
+var hexRE = regexp.MustCompile(`^[0-9a-f]{4,64}$`)
 
 func hasCommit(ctx context.Context, dir, sha string) bool {
 	_, err := git(ctx, dir, "cat-file", "-e", sha+"^{commit}")

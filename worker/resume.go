@@ -60,7 +60,7 @@ func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *worki
 	a := it.Current()
 	w := h.o.Workspaces
 	if !resumed || (a.Base == nil && prior == nil) {
-		ws, err := w.Prepare(ctx, it.ID, a.N, tmpl.Repo)
+		ws, err := w.PrepareAt(ctx, it.ID, a.N, tmpl.Repo, it.Ref)
 		if err != nil {
 			return nil, false, err
 		}
@@ -172,7 +172,7 @@ func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *worki
 	h.emit(ctx, fence, workitems.Event{Item: it.ID, Attempt: a.N, Type: workitems.EventAttemptRestarted, Actor: h.o.WorkerID,
 		Message: "the checkpointed workspace cannot be restored; the attempt starts over from its first step: " + re.Err.Error(),
 		Data:    map[string]string{"reason": string(re.Problem), "host": h.o.Workspaces.host()}})
-	ws, err := h.o.Workspaces.Prepare(ctx, it.ID, a.N, tmpl.Repo)
+	ws, err := h.o.Workspaces.PrepareAt(ctx, it.ID, a.N, tmpl.Repo, it.Ref)
 	if err != nil {
 		return nil, false, err
 	}

@@ -121,14 +121,20 @@ func (w *Workspaces) snapshotLimit() int {
 // first and the base is the tip of its default branch. A workspace already at that path is
 // replaced.
 func (w *Workspaces) Prepare(ctx context.Context, itemID string, n int, repo string) (*Workspace, error) {
-	return w.make(ctx, itemID, n, repo, nil)
+	return w.make(ctx, itemID, n, repo, "", nil)
+}
+
+// PrepareAt is Prepare from ref of a git source: a branch or tag (its tip after the fetch) or
+// a commit (fetched by id when no branch reaches it). Empty ref is Prepare.
+func (w *Workspaces) PrepareAt(ctx context.Context, itemID string, n int, repo, ref string) (*Workspace, error) {
+	return w.make(ctx, itemID, n, repo, ref, nil)
 }
 
 // Recreate makes attempt n's workspace again at its recorded base, on this or another host,
 // without moving the mirror (it is fetched only when it lacks the base commit). It fails with
 // ErrBaseUnavailable when that commit cannot be made here any more.
 func (w *Workspaces) Recreate(ctx context.Context, itemID string, n int, repo string, base workitems.WorkspaceBase) (*Workspace, error) {
-	return w.make(ctx, itemID, n, repo, &base)
+	return w.make(ctx, itemID, n, repo, "", &base)
 }
 
 // Open returns the workspace of attempt n on this host; fs.ErrNotExist when there is none.
@@ -161,13 +167,16 @@ func readMeta(path string) (*workspaceMeta, error) {
 
 // make builds attempt n's workspace in a locked temporary sibling and renames it into place;
 // with want it must come out at that base.
-func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo string, want *workitems.WorkspaceBase) (*Workspace, error) {
+func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref string, want *workitems.WorkspaceBase) (*Workspace, error) {
 	dir := w.Path(itemID, n)
 	src := w.resolve(repo)
 	ws := &Workspace{Dir: dir, index: dir + ".index"}
 	meta := workspaceMeta{Item: itemID, Attempt: n, Deployment: w.deployment(), Created: time.Now().UTC()}
 	base := workitems.WorkspaceBase{Source: RedactSource(repo), Host: w.host(), At: meta.Created}
 	fill := func(tmp string) error { return w.fillDir(ctx, tmp, src, repo, &base) }
+	if ref != "" && (src == "" || !isGitRepo(src)) {
+		return nil, fmt.Errorf("worker: ref %q: %s is not a git repository, so it has no refs", ref, RedactSource(repo))
+	}
 	if src != "" && isGitRepo(src) && (want == nil || want.Kind != workitems.BaseEmpty) {
 		wantCommit := ""
 		if want != nil {
@@ -177,7 +186,7 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo string
 			}
 			wantCommit = want.Commit
 		}
-		m, err := w.pinBase(ctx, src, w.baseRef(itemID, n), wantCommit)
+		m, err := w.pinBase(ctx, src, w.baseRef(itemID, n), wantCommit, ref)
 		if err != nil {
 			return nil, err
 		}

@@ -468,3 +468,60 @@ func TestAFailedMirrorNamesTheRepoWithoutItsCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestANewAttemptStartsAtItsItemsRef: a branch starts at its tip (and is the base branch), a
+// tag and a commit (full or abbreviated, one no branch reaches included) at that commit; a
+// ref the repository does not have fails naming it, and leaves no workspace.
+func TestANewAttemptStartsAtItsItemsRef(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	src := sourceRepo(t, 2, 3)
+	first := run(t, src, "rev-list", "--max-parents=0", "HEAD")
+	second := run(t, src, "rev-parse", "HEAD~1")
+	run(t, src, "tag", "v1", second)
+	run(t, src, "branch", "release", first)
+	// A commit no branch or tag reaches (a force-pushed-away fix, say).
+	run(t, src, "checkout", "-q", "-b", "gone")
+	write(t, src, "gone.txt", "x")
+	run(t, src, "add", "-A")
+	run(t, src, "commit", "-q", "-m", "gone")
+	orphan := run(t, src, "rev-parse", "HEAD")
+	run(t, src, "checkout", "-q", "main")
+	w := &Workspaces{Root: t.TempDir()}
+	if _, err := w.Prepare(ctx, "it@0", 1, src); err != nil { // the mirror exists before gone is deleted
+		t.Fatal(err)
+	}
+	run(t, src, "branch", "-D", "gone")
+
+	for i, c := range []struct{ ref, commit, branch string }{
+		{"release", first, "release"},
+		{"v1", second, "main"},
+		{second, second, "main"},
+		{first[:10], first, "main"},
+		{orphan, orphan, "main"},
+	} {
+		ws, err := w.PrepareAt(ctx, fmt.Sprintf("it@%d", i+1), 1, src, c.ref)
+		if err != nil {
+			t.Fatalf("ref %s: %v", c.ref, err)
+		}
+		if ws.Base.Commit != c.commit || ws.Base.Branch != c.branch {
+			t.Errorf("ref %s: base %s on %s, want %s on %s", c.ref, ws.Base.Commit, ws.Base.Branch, c.commit, c.branch)
+		}
+		if head := run(t, ws.Dir, "rev-parse", "HEAD"); head != c.commit {
+			t.Errorf("ref %s: checkout at %s, want %s", c.ref, head, c.commit)
+		}
+	}
+	_, err := w.PrepareAt(ctx, "it@9", 1, src, "no-such-branch")
+	if err == nil || !strings.Contains(err.Error(), `ref "no-such-branch" is not a branch, tag or commit of`) ||
+		workitems.ClassOf(err) != workitems.ClassNotFound {
+		t.Fatalf("unknown ref: %v (class %s)", err, workitems.ClassOf(err))
+	}
+	if _, err := os.Stat(w.Path("it@9", 1)); !os.IsNotExist(err) {
+		t.Error("a failed preparation left a workspace")
+	}
+	plain := t.TempDir()
+	write(t, plain, "a.txt", "a")
+	if _, err := w.PrepareAt(ctx, "it@10", 1, plain, "main"); err == nil || !strings.Contains(err.Error(), "is not a git repository") {
+		t.Errorf("a ref of a plain directory: %v", err)
+	}
+}

@@ -337,6 +337,9 @@ type Item struct {
 	Reruns  []string `json:"reruns,omitempty"`
 	// Pin is the config and template version the item was created under (config_version.go).
 	Pin *ConfigPin `json:"config,omitempty"`
+	// Ref is the branch, tag or commit of the template's repository that new attempts start
+	// from (empty: the tip of its default branch). Evals set it to run a task where it was.
+	Ref string `json:"ref,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,61 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 	it, err := ev.Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t01", Variant: "A"}))
 	if err != nil || it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.Mode != workitems.DeliverPatch {
 		t.Errorf("run item t01/A: %+v %v, want closed with a patch delivery", it, err)
+	}
+}
+
+// TestAnEvalTaskRunsAtItsRef: the same template and variant (a loop that changes nothing)
+// closes a task pinned to a branch where the bug is fixed, and a task pinned to a commit from
+// before the fix, or left at the default branch (where the bug is), does not.
+func TestAnEvalTaskRunsAtItsRef(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	gitInit(t, repo)
+	buggy := gitIn(t, repo, "rev-parse", "HEAD")
+	gitIn(t, repo, "checkout", "-q", "-b", "fixed")
+	fix := exec.Command("sh", "-c", sample.FixCommand)
+	fix.Dir = repo
+	if out, err := fix.CombinedOutput(); err != nil {
+		t.Fatalf("fix: %v %s", err, out)
+	}
+	gitIn(t, repo, "commit", "-q", "-am", "fix")
+	fixed := gitIn(t, repo, "rev-parse", "HEAD")
+	gitIn(t, repo, "checkout", "-q", "main")
+	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "later, still buggy")
+
+	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	r := s.EvalRunner()
+	suite := &evals.Suite{Name: "refs", Tasks: []evals.Task{
+		{ID: "at-branch", Template: "fix-calc", Ref: "fixed"},
+		{ID: "at-commit", Template: "fix-calc", Ref: buggy},
+		{ID: "at-default", Template: "fix-calc"},
+	}}
+	e, err := r.Prepare(evals.Plan{Suite: suite, Variants: []evals.Variant{{Name: "A"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := r.Drive(ctx, e.ID, 200*time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := s.Evals()
+	for task, want := range map[string]struct {
+		closed bool
+		base   string
+	}{"at-branch": {true, fixed}, "at-commit": {false, buggy}, "at-default": {false, ""}} {
+		it, err := ev.Store.Get(ctx, e.ItemID(evals.RunRef{Task: task, Variant: "A"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := it.Attempts[0]
+		if (it.State == workitems.StateClosed) != want.closed || a.Base == nil || (want.base != "" && a.Base.Commit != want.base) {
+			t.Errorf("%s: %s from base %+v, want closed=%v from %.12s", task, it.State, a.Base, want.closed, want.base)
+		}
 	}
 }
 
