@@ -37,7 +37,6 @@ type experimentRow struct {
 	api.ExperimentView
 	StateClass string
 	Variants   string
-	Bar        bar // recorded runs of all runs
 }
 
 func (c *Console) experiments(w http.ResponseWriter, r *http.Request, v *view) (string, int) {
@@ -62,7 +61,7 @@ func (c *Console) experiments(w http.ResponseWriter, r *http.Request, v *view) (
 	for _, l := range list {
 		ev := api.NewExperimentView(l.Experiment, l.Done)
 		p.Rows = append(p.Rows, experimentRow{ExperimentView: ev, StateClass: expStateClass(ev.State),
-			Variants: strings.Join(l.VariantNames(), ", "), Bar: fractionBar(float64(ev.Done), float64(ev.Total), count)})
+			Variants: strings.Join(l.VariantNames(), ", ")})
 	}
 	link := func(n int) string {
 		if n <= 1 {
@@ -79,8 +78,6 @@ func (c *Console) experiments(w http.ResponseWriter, r *http.Request, v *view) (
 	v.Page = p
 	return "experiments", http.StatusOK
 }
-
-func count(x float64) string { return strconv.Itoa(int(x)) }
 
 // expStateClass is the badge colour of an experiment's state.
 func expStateClass(s evals.State) string {
@@ -112,7 +109,6 @@ type experimentPage struct {
 type progressView struct {
 	evals.Progress
 	Running bool
-	Bar     bar
 	Closed  []nameCount // per variant, in the experiment's order
 	Budget  string
 }
@@ -159,8 +155,7 @@ func (c *Console) experiment(w http.ResponseWriter, r *http.Request, v *view) (s
 	}
 	p.Variants = strings.Join(names, ", ")
 	if pr := d.Progress; pr != nil {
-		pv := &progressView{Progress: *pr, Running: pr.State == evals.StateRunning,
-			Bar: fractionBar(float64(pr.Done), float64(pr.Total), count), Budget: "no budget"}
+		pv := &progressView{Progress: *pr, Running: pr.State == evals.StateRunning, Budget: "no budget"}
 		for _, n := range order {
 			pv.Closed = append(pv.Closed, nameCount{n, pr.Closed[n]})
 		}
@@ -332,15 +327,19 @@ func newChart(rep evals.Report) chart {
 	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		rates.Ticks = append(rates.Ticks, tick{Value: fmtCoord(f), Label: rate(f), Y: rates.yOf(f, 1)})
 	}
-	top := 0.0
+	most := 0.0
 	for _, n := range rep.VariantOrder {
 		if c := rep.Variants[n].CostPerCloseUSD; c != nil {
-			top = max(top, *c)
+			most = max(most, *c)
 		}
 	}
-	top = niceCeil(top)
-	for i := range 5 {
-		f := top * float64(i) / 4
+	// Round ticks (0, 0.1, 0.2, 0.3 rather than quarters of the largest value), as many as
+	// reach the largest cost per close.
+	step := niceCeil(most / 4)
+	ticks := max(1, int(math.Ceil(most/step-1e-9)))
+	top := step * float64(ticks)
+	for i := range ticks + 1 {
+		f := round12(step * float64(i))
 		costs.Ticks = append(costs.Ticks, tick{Value: fmtCoord(f), Label: usd(f), Y: costs.yOf(f, top)})
 	}
 	var desc []string
@@ -406,6 +405,9 @@ func niceCeil(x float64) float64 {
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// round12 removes float noise from a tick value (3 × 0.1 is 0.30000000000000004).
+func round12(x float64) float64 { return math.Round(x*1e12) / 1e12 }
 
 // fmtCoord writes a number for a data attribute: as short as it is exact.
 func fmtCoord(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }

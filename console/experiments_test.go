@@ -249,16 +249,23 @@ func TestTheExperimentPageShowsTheReportAndDrawsIt(t *testing.T) {
 			t.Errorf("close-rate bar of %s: y %v height %v, want top at %.2f", b.attr("data-variant"), b.attr("y"), b.attr("height"), y0+(y1-y0)*want)
 		}
 	}
-	// Cost per close on a round scale: 0.25 is the highest, so the axis ends at 0.25.
-	c0, cTop := panelScale(t, panels[1], "0.25")
+	// Cost per close on a round scale: 0.25 is the highest, so the ticks go by 0.1 to 0.3.
+	var ticks []string
+	for _, g := range panels[1].find(byClass("line", "grid")) {
+		ticks = append(ticks, g.attr("data-tick"))
+	}
+	if got := strings.Join(ticks, " "); got != "0 0.1 0.2 0.3" {
+		t.Errorf("cost ticks %q, want 0 0.1 0.2 0.3", got)
+	}
+	c0, cTop := panelScale(t, panels[1], "0.3")
 	costs := panels[1].find(byClass("rect", "bar"))
 	if len(costs) != 2 {
 		t.Fatalf("cost bars: %d", len(costs))
 	}
 	for _, b := range costs {
 		want := map[string]float64{"A": 0.25, "B": 0.5 / 3}[b.attr("data-variant")]
-		if !near(b.num(t, "y"), c0+(cTop-c0)*want/0.25) {
-			t.Errorf("cost bar of %s at y %v, want %.2f", b.attr("data-variant"), b.attr("y"), c0+(cTop-c0)*want/0.25)
+		if !near(b.num(t, "y"), c0+(cTop-c0)*want/0.3) {
+			t.Errorf("cost bar of %s at y %v, want %.2f", b.attr("data-variant"), b.attr("y"), c0+(cTop-c0)*want/0.3)
 		}
 	}
 	labels := panels[1].find(byClass("text", "value"))
