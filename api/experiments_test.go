@@ -29,6 +29,11 @@ type expFixture struct {
 
 func newExperimentsFixture(t *testing.T) *expFixture {
 	t.Helper()
+	return newExperimentsFixtureAuth(t, api.NewAuth(token))
+}
+
+func newExperimentsFixtureAuth(t *testing.T, auth *api.Auth) *expFixture {
+	t.Helper()
 	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +47,7 @@ func newExperimentsFixture(t *testing.T) *expFixture {
 	evQueue := scheduler.NewQueue(evStore, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue + "-eval"})
 	r := &evals.Runner{Exps: evals.NewStore(env.Client, env.Prefix), Queue: evQueue,
 		Config: func() *workitems.Config { return cfg }, Clock: workitems.SystemClock{}}
-	s := api.New(api.Options{Queue: q, Auth: api.NewAuth(token), Experiments: r})
+	s := api.New(api.Options{Queue: q, Auth: auth, Experiments: r})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &expFixture{fixture: &fixture{srv: srv, server: s, store: store, queue: q}, runner: r}
@@ -238,5 +243,26 @@ func TestAnExperimentThatNoLongerBuildsStillHasItsReport(t *testing.T) {
 	if code := f.getJSON(t, "/api/experiments/gone1", &got); code != http.StatusOK || got.Progress != nil ||
 		!strings.Contains(got.ProgressError, `template "removed"`) || got.Report.Variants["A"].Closed != 1 || got.Experiment.Done != 1 {
 		t.Fatalf("GET gone1: %d %+v", code, got)
+	}
+}
+
+// TestExperimentsAreViewerReads: with OUTERLOOP_READ_LOGIN on, reading experiments needs a
+// login like every GET /api/*, and a viewer's token is enough.
+func TestExperimentsAreViewerReads(t *testing.T) {
+	t.Parallel()
+	const viewer = "viewer-token-0123456789abcdef"
+	auth, err := api.NewAuthWith(api.AuthOptions{ReadLogin: true, Credentials: []api.Credential{{Name: "vic", Role: api.RoleViewer, Token: viewer}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newExperimentsFixtureAuth(t, auth)
+	f.experiment(t, "x1", 1, time.Now().UTC(), nil)
+	for _, p := range []string{"/api/experiments", "/api/experiments/x1"} {
+		if code, _ := f.do(t, "GET", p, "", ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a login: %d, want 401", p, code)
+		}
+		if code, m := f.do(t, "GET", p, "", viewer); code != http.StatusOK {
+			t.Errorf("GET %s as a viewer: %d %v, want 200", p, code, m)
+		}
 	}
 }
