@@ -97,7 +97,6 @@ type experimentPage struct {
 	Progress   *progressView
 	// ProgressError says why the progress could not be read (the report still shows).
 	ProgressError string
-	Report        evals.Report
 	Order         []string
 	Rows          []variantRow
 	Pairs         []pairRow
@@ -147,7 +146,7 @@ func (c *Console) experiment(w http.ResponseWriter, r *http.Request, v *view) (s
 	}
 	rep := d.Report
 	order := rep.VariantOrder
-	p := experimentPage{Exp: d.Experiment, StateClass: expStateClass(d.Experiment.State), Report: rep, Order: order,
+	p := experimentPage{Exp: d.Experiment, StateClass: expStateClass(d.Experiment.State), Order: order,
 		ProgressError: d.ProgressError, Chart: newChart(rep)}
 	names := make([]string, 0, len(d.Experiment.Variants))
 	for _, vr := range d.Experiment.Variants {
@@ -295,12 +294,11 @@ type chartBar struct {
 
 // errorBar is an interval drawn from Lo up to Hi at the bar's centre, with caps.
 type errorBar struct {
-	Lo, Hi         string  // data-lo, data-hi: the interval
-	YLo, YHi       float64 // y of Lo (lower on screen) and of Hi
-	CapX1, CapX2   float64
-	LabelY         float64
-	Label          string
-	LoText, HiText string
+	Lo, Hi       string  // data-lo, data-hi: the interval
+	YLo, YHi     float64 // y of Lo (lower on screen) and of Hi
+	CapX1, CapX2 float64
+	LabelY       float64
+	Label        string
 }
 
 // Chart geometry: each variant gets a slot of slotW in each panel; the plot area is plotH
@@ -348,7 +346,7 @@ func newChart(rep evals.Report) chart {
 		rb := rates.bar(i, n, s.CloseRate, 1, rate)
 		lo, hi := s.CloseRateCI95[0], s.CloseRateCI95[1]
 		rb.CI = &errorBar{Lo: fmtCoord(lo), Hi: fmtCoord(hi), YLo: rates.yOf(lo, 1), YHi: rates.yOf(hi, 1),
-			CapX1: rb.CX - 8, CapX2: rb.CX + 8, LoText: rate(lo), HiText: rate(hi)}
+			CapX1: rb.CX - 8, CapX2: rb.CX + 8}
 		rb.CI.Label, rb.CI.LabelY = "["+rate(lo)+", "+rate(hi)+"]", rates.Bottom+30
 		rb.LabelY = math.Min(rb.Y, rb.CI.YHi) - 6 // above the error bar, not under it
 		rates.Bars = append(rates.Bars, rb)
