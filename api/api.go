@@ -1,6 +1,6 @@
 // Package api is outerloop's HTTP JSON API: health, metrics, items with their attempts,
 // decisions, deliveries and events, an attempt's patch (text/x-diff), escalations, templates,
-// and the actions a person or a system takes (enqueue, resolve, steer, CI evidence). Reads are
+// experiments with their reports (package evals), and the actions a person or a system takes (enqueue, resolve, steer, CI evidence). Reads are
 // open; actions need the API token (see Auth).
 // The CLI and the web console call the same operations (scheduler.Queue), so an action has one
 // code path whichever door it comes through.
@@ -43,6 +43,9 @@ type Options struct {
 	NextRun func(template string) (time.Time, bool)
 	// Audit is the audit list (GET /api/audit; Handler records into it), optional.
 	Audit *AuditLog
+	// Experiments serves GET /api/experiments[/{id}] (experiments.go), optional: without it
+	// those routes are not registered (404).
+	Experiments Experiments
 }
 
 // Server serves the API.
@@ -88,7 +91,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/items/{id}/steer", s.mutating(s.steer))
 	mux.HandleFunc("GET /api/escalations", s.escalations)
 	mux.HandleFunc("GET /api/templates", s.templates)
-	s.registerTemplates(mux) // templates.go: pause, resume, run, rerun, history
+	s.registerTemplates(mux)   // templates.go: pause, resume, run, rerun, history
+	s.registerExperiments(mux) // experiments.go: the eval namespace's experiments and reports
 	if s.o.Audit != nil {
 		mux.HandleFunc("GET /api/audit", s.auditList)
 	}

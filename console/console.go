@@ -2,7 +2,8 @@
 // embedded with go:embed, a little vanilla JS and no build step) that show items, their
 // attempts, evidence and delivered change (changed files, the unified diff, the pull request
 // and its CI checks), what a waiting item waits for (CI, a review) and what woke its past waits,
-// its review rounds, the templates, and an inbox: escalations a person resolves, and pull
+// its review rounds, the templates, the experiments of the eval namespace with their reports
+// and a chart, and an inbox: escalations a person resolves, and pull
 // requests that have waited longer than waits.inbox_after for a person's review.
 //
 // The console owns its pages, its login form and its form actions. It owns no operations: an
@@ -69,6 +70,9 @@ type Options struct {
 	PageSize int
 	// Audit is the audit list shown at /audit, optional.
 	Audit *api.AuditLog
+	// Experiments serves /experiments and /experiments/{id} (experiments.go), optional:
+	// without it those pages and their nav link are absent.
+	Experiments api.Experiments
 }
 
 // Console serves the web console.
@@ -113,7 +117,7 @@ func (c *Console) Close() { c.once.Do(func() { close(c.closed) }) }
 // The templates are embedded, so a parse error is a build defect and panics at startup.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"items", "item", "escalations", "templates", "template", "login", "message", "audit"} {
+	for _, name := range []string{"items", "item", "escalations", "templates", "template", "login", "message", "audit", "experiments", "experiment"} {
 		t := template.New("layout.html").Funcs(funcs())
 		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 		pages[name] = t
@@ -131,7 +135,8 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /items/{id}/resolve", c.action(c.resolve))
 	mux.HandleFunc("GET /escalations", c.page(c.escalations))
 	mux.HandleFunc("GET /templates", c.page(c.templates))
-	c.registerTemplates(mux) // templates_history.go
+	c.registerTemplates(mux)   // templates_history.go
+	c.registerExperiments(mux) // experiments.go
 	mux.HandleFunc("GET /login", c.page(c.loginForm))
 	mux.HandleFunc("POST /login", c.page(c.login))
 	mux.HandleFunc("POST /logout", c.logout)
@@ -158,11 +163,13 @@ type view struct {
 	Role     api.Role
 	Enabled  bool // a token is configured
 	Audit    bool // the audit list is served
-	Actor    string
-	CSRF     string
-	Flash    *flash
-	Now      time.Time
-	Page     any
+	// Experiments: the experiment pages are served.
+	Experiments bool
+	Actor       string
+	CSRF        string
+	Flash       *flash
+	Now         time.Time
+	Page        any
 }
 
 // flash is a one-shot message shown at the top of the next page.
@@ -177,7 +184,7 @@ type pageFunc func(w http.ResponseWriter, r *http.Request, v *view) (name string
 // page wraps a pageFunc with the common view fields, security headers and rendering.
 func (c *Console) page(f pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v := &view{Enabled: c.o.Auth.Enabled(), Audit: c.o.Audit != nil, Now: c.store.Now()}
+		v := &view{Enabled: c.o.Auth.Enabled(), Audit: c.o.Audit != nil, Experiments: c.o.Experiments != nil, Now: c.store.Now()}
 		if p, ok := c.o.Auth.SessionPrincipal(r); ok {
 			v.SignedIn, v.Actor, v.Role = true, p.Actor, p.Role
 			if p.Role.Allows(api.RoleOperator) {

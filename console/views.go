@@ -269,6 +269,7 @@ func funcs() template.FuncMap {
 		},
 		"join":       strings.Join,
 		"money":      money,
+		"usd":        usd,
 		"seconds":    seconds,
 		"spendBar":   spendBar,
 		"budgetText": budgetText,
