@@ -262,43 +262,14 @@ func (s *Store) Active(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// List returns a page of experiments, newest first, and the total.
+// List returns a page of experiments, newest first, and the total (Page without the counts).
 func (s *Store) List(ctx context.Context, offset, limit int) ([]*Experiment, int64, error) {
-	if limit <= 0 {
-		limit = 50
+	page, total, err := s.Page(ctx, offset, limit)
+	out := make([]*Experiment, len(page))
+	for i, l := range page {
+		out[i] = l.Experiment
 	}
-	ids, err := s.rdb.ZRevRange(ctx, s.k.all(), int64(offset), int64(offset+limit-1)).Result()
-	if err != nil {
-		return nil, 0, fmt.Errorf("evals: list experiments: %w", err)
-	}
-	total, err := s.rdb.ZCard(ctx, s.k.all()).Result()
-	if err != nil {
-		return nil, 0, fmt.Errorf("evals: list experiments: %w", err)
-	}
-	if len(ids) == 0 {
-		return nil, total, nil
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.k.exp(id)
-	}
-	vals, err := s.rdb.MGet(ctx, keys...).Result()
-	if err != nil {
-		return nil, 0, fmt.Errorf("evals: list experiments: %w", err)
-	}
-	out := make([]*Experiment, 0, len(ids))
-	for i, v := range vals {
-		b, ok := v.(string)
-		if !ok {
-			continue // deleted in between
-		}
-		e, err := decodeExperiment(ids[i], []byte(b))
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, e)
-	}
-	return out, total, nil
+	return out, total, err
 }
 
 // RecordRun keeps a finished run's result; the first record of a run wins (a resumed driver

@@ -2,7 +2,6 @@ package evals
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -56,11 +55,11 @@ func (s *Store) Page(ctx context.Context, offset, limit int) ([]Listed, int64, e
 		if err != nil {
 			return nil, 0, fmt.Errorf("evals: experiment %s: %w", id, err)
 		}
-		var e Experiment
-		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, 0, fmt.Errorf("evals: experiment %s: %w", id, err)
+		e, err := decodeExperiment(id, b)
+		if err != nil {
+			return nil, 0, err
 		}
-		out = append(out, Listed{Experiment: &e, Done: int(done[i].Val())})
+		out = append(out, Listed{Experiment: e, Done: int(done[i].Val())})
 	}
 	return out, total.Val(), nil
 }
