@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +155,106 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 	it, err := ev.Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t01", Variant: "A"}))
 	if err != nil || it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.Mode != workitems.DeliverPatch {
 		t.Errorf("run item t01/A: %+v %v, want closed with a patch delivery", it, err)
+	}
+}
+
+// TestRecordedModelsAsVariantsAreComparedOnTasksAtTheirRefs: the variants are the native agent
+// loop with two recorded (replay) models, over tasks pinned to refs of one repository whose
+// Add is broken three ways: minus on main (t01–t05), times on "mul" (t06–t08), divide on "div"
+// (t09–t10). Model A's recording fixes minus and times, B's minus only: A closes 8 of 10, B 5,
+// with the report's spend taken from the recordings' usage and the provider's prices.
+func TestRecordedModelsAsVariantsAreComparedOnTasksAtTheirRefs(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	gitInit(t, repo)
+	for _, b := range []struct{ branch, op string }{{"mul", "*"}, {"div", "/"}} {
+		gitIn(t, repo, "checkout", "-q", "-b", b.branch, "main")
+		cmd := exec.Command("sed", "-i", "s|a - b|a "+b.op+" b|", "calc.go")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sed: %v %s", err, out)
+		}
+		gitIn(t, repo, "commit", "-q", "-am", "break Add with "+b.op)
+	}
+	gitIn(t, repo, "checkout", "-q", "main")
+	dir := t.TempDir()
+	recording := func(name, sed string) string {
+		call, _ := json.Marshal(map[string]string{"command": "sed -i '" + sed + "' calc.go"})
+		lines := []map[string]any{
+			{"response": map[string]any{"id": "r1", "items": []map[string]any{{"kind": "function_call", "call_id": "c1", "name": "shell", "arguments": string(call)}},
+				"usage": map[string]int{"input_tokens": 1000, "output_tokens": 100}}},
+			{"response": map[string]any{"id": "r2", "items": []map[string]any{{"kind": "function_call", "call_id": "c2", "name": "run_done_check", "arguments": "{}"}},
+				"usage": map[string]int{"input_tokens": 1100, "output_tokens": 10}}},
+			{"response": map[string]any{"id": "r3", "items": []map[string]any{{"kind": "message", "role": "assistant", "text": "Fixed Add."}},
+				"usage": map[string]int{"input_tokens": 1200, "output_tokens": 20}}},
+		}
+		var b strings.Builder
+		for _, l := range lines {
+			j, _ := json.Marshal(l)
+			b.Write(append(j, '\n'))
+		}
+		p := filepath.Join(dir, name+".jsonl")
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	extra := fmt.Sprintf(`providers:
+  model-a: {kind: replay, file: %s, prices: {input_per_mtok: 100, output_per_mtok: 200}}
+  model-b: {kind: replay, file: %s, prices: {input_per_mtok: 100, output_per_mtok: 200}}
+`, recording("a", "s/a - b/a + b/; s/a \\* b/a + b/"), recording("b", "s/a - b/a + b/"))
+	s := open(t, evalConfig(t, repo, extra), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	suite := &evals.Suite{Name: "three-bugs"}
+	for i := 1; i <= 10; i++ {
+		ref := map[bool]string{true: "", false: "mul"}[i <= 5]
+		if i > 8 {
+			ref = "div"
+		}
+		suite.Tasks = append(suite.Tasks, evals.Task{ID: fmt.Sprintf("t%02d", i), Template: "fix-calc", Ref: ref})
+	}
+	variant := func(name, provider string) evals.Variant {
+		v, err := evals.ParseVariant(name, []byte("loop: {kind: agent, provider: "+provider+", commands: null}\nbudget: {model_calls: 4}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	r := s.EvalRunner()
+	e, err := r.Prepare(evals.Plan{Suite: suite, Variants: []evals.Variant{variant("A", "model-a"), variant("B", "model-b")}, BudgetUSD: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pr, err := r.Drive(ctx, e.ID, 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.State != evals.StateFinished || pr.Closed["A"] != 8 || pr.Closed["B"] != 5 {
+		it, _ := s.Evals().Store.Get(ctx, e.ItemID(evals.RunRef{Task: "t01", Variant: "A"}))
+		t.Fatalf("progress %+v: want finished, A closed 8, B closed 5; t01/A exited %+v, decided %+v", pr, it.Attempts[0].Exit, it.Decisions)
+	}
+	rep, _, err := r.Report(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each run: three model calls (the fix, the done check, the answer), 3300 input and 130
+	// output tokens at 100 and 200 USD per million: 0.33 + 0.026 = 0.356 USD; ten runs 3.56
+	// USD; per close 3.56/8 = 0.445 (A) and 3.56/5 = 0.712 (B).
+	a, b := rep.Variants["A"], rep.Variants["B"]
+	near := func(x, want float64) bool { return math.Abs(x-want) < 1e-6 }
+	if a.ModelCalls != 30 || a.Tokens != 34300 || !near(a.CostUSD, 3.56) || a.CostPerCloseUSD == nil || !near(*a.CostPerCloseUSD, 0.445) {
+		t.Errorf("variant A: %+v", a)
+	}
+	if b.ModelCalls != 30 || !near(b.CostUSD, 3.56) || b.CostPerCloseUSD == nil || !near(*b.CostPerCloseUSD, 0.712) {
+		t.Errorf("variant B: %+v", b)
+	}
+	if p := rep.Pairs[0]; p.Both != 5 || p.BaselineOnly != 3 || p.CandidateOnly != 0 || p.Neither != 2 || p.McNemarP != 0.25 {
+		t.Errorf("pair: %+v, want 5/3/0/2 with p 0.25", p)
 	}
 }
 
