@@ -75,9 +75,10 @@ type recorded struct {
 
 // recorder keeps every request (by X-Gitea-Delivery) before the handler sees it.
 type recorder struct {
-	next http.Handler
-	mu   sync.Mutex
-	byID map[string][]recorded
+	next    http.Handler
+	mu      sync.Mutex
+	byID    map[string][]recorded
+	changed chan struct{} // closed and replaced at every record
 }
 
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -88,6 +89,8 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	id := req.Header.Get("X-Gitea-Delivery")
 	r.byID[id] = append(r.byID[id], recorded{header: req.Header.Clone(), body: body, code: rec.Code})
+	close(r.changed)
+	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
@@ -100,6 +103,27 @@ func (r *recorder) get(id string) []recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.byID[id])
+}
+
+// await returns the requests of delivery id once there is one: the sink sees an event while
+// the handler still runs, before the recorder has its answer.
+func (r *recorder) await(t *testing.T, id string) []recorded {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for {
+		r.mu.Lock()
+		got, changed := slices.Clone(r.byID[id]), r.changed
+		r.mu.Unlock()
+		if len(got) > 0 {
+			return got
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("no request recorded for delivery %s within %s", id, waitLimit)
+		}
+	}
 }
 
 // giteaHooks is one test's repository on the package's Gitea with a webhook to a Handler.
@@ -133,7 +157,7 @@ func newGiteaHooks(t *testing.T) *giteaHooks {
 		Sink: g.sink, Seen: hooks.NewRedisSeen(rdb, prefix, 0), Observer: g.obs,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
-	g.rec = &recorder{next: h, byID: map[string][]recorded{}}
+	g.rec = &recorder{next: h, byID: map[string][]recorded{}, changed: make(chan struct{})}
 	hs := httptest.NewServer(g.rec)
 	t.Cleanup(hs.Close)
 	g.url = hs.URL + "/hooks/tea"
@@ -242,7 +266,7 @@ func TestGiteaDeliveriesBecomeEvents(t *testing.T) {
 	})
 
 	t.Run("TheSameDeliveryReplayedIsADuplicateAndTheSinkIsNotCalled", func(t *testing.T) {
-		got := g.rec.get(comment.DeliveryID)
+		got := g.rec.await(t, comment.DeliveryID)
 		if len(got) != 1 || got[0].code != http.StatusOK {
 			t.Fatalf("recorded %d requests for %s", len(got), comment.DeliveryID)
 		}
