@@ -207,3 +207,52 @@ func TestGCDeletesExperimentsPastTheirRetention(t *testing.T) {
 		t.Errorf("xnew after gc: %v, want kept", err)
 	}
 }
+
+// TestEvalRunRefusesBadInputNamingItBeforeAnythingIsEnqueued: with the real binary, each of an
+// unknown template, a variant field templates do not have, a suite with a duplicate task id, a
+// ref git would refuse and a budget that cannot cover one run makes `eval run` exit non-zero
+// naming it; no experiment, no run item and no task on the eval queue is left behind.
+func TestEvalRunRefusesBadInputNamingItBeforeAnythingIsEnqueued(t *testing.T) {
+	t.Parallel()
+	cfg, _ := setup(t, "  - name: fix\n    repo: REPO\n    goal: g\n    budget: {cost_usd: 0.5}\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n")
+	c := newCLI(t, cfg)
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.yaml", "name: s\ntasks:\n  - {id: a, template: fix}\n")
+	empty := file("empty.yaml", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown template", []string{file("t.yaml", "name: s\ntasks:\n  - {id: a, template: nope}\n"), "--variant", "A=" + empty}, `"nope"`},
+		{"unknown variant field", []string{good, "--variant", "A=" + file("v.yaml", "loop:\n  modle: x\n")}, `field "loop.modle" is not a template field`},
+		{"duplicate task id", []string{file("d.yaml", "name: s\ntasks:\n  - {id: a, template: fix}\n  - {id: a, template: fix}\n"), "--variant", "A=" + empty}, `id "a": duplicate of task #1`},
+		{"bad ref", []string{file("r.yaml", "name: s\ntasks:\n  - {id: a, template: fix, ref: \"-x\"}\n"), "--variant", "A=" + empty}, `ref: "-x" starts with '-'`},
+		{"budget below one run", []string{good, "--variant", "A=" + empty, "--budget", "cost_usd=0.1"}, "budget cost_usd=0.1 cannot cover one run of task a under variant A (its cap is 0.5 USD)"},
+	} {
+		out, errOut, code := c.run(append([]string{"eval", "run"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want it to name %s", tc.name, code, errOut, tc.want)
+		}
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("%s: printed %q, want no experiment id", tc.name, out)
+		}
+	}
+	ctx := context.Background()
+	if page, total, err := evals.NewStore(c.env.Client, c.env.Prefix).List(ctx, 0, 10); err != nil || total != 0 || len(page) != 0 {
+		t.Errorf("experiments after refusals: %d %v", total, err)
+	}
+	if keys, err := c.env.Client.Keys(ctx, evals.ItemPrefix(c.env.Prefix)+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("eval namespace keys after refusals: %v %v", keys, err)
+	}
+	if n, err := c.env.Client.Exists(ctx, "asynq:{"+c.env.Queue+"-eval}:pending").Result(); err != nil || n != 0 {
+		t.Errorf("eval queue after refusals: %d %v", n, err)
+	}
+}
