@@ -235,7 +235,7 @@ func TestEvalRunRefusesBadInputNamingItBeforeAnythingIsEnqueued(t *testing.T) {
 		{"unknown variant field", []string{good, "--variant", "A=" + file("v.yaml", "loop:\n  modle: x\n")}, `field "loop.modle" is not a template field`},
 		{"duplicate task id", []string{file("d.yaml", "name: s\ntasks:\n  - {id: a, template: fix}\n  - {id: a, template: fix}\n"), "--variant", "A=" + empty}, `id "a": duplicate of task #1`},
 		{"bad ref", []string{file("r.yaml", "name: s\ntasks:\n  - {id: a, template: fix, ref: \"-x\"}\n"), "--variant", "A=" + empty}, `ref: "-x" starts with '-'`},
-		{"budget below one run", []string{good, "--variant", "A=" + empty, "--budget", "cost_usd=0.1"}, "budget cost_usd=0.1 cannot cover one run of task a under variant A (its cap is 0.5 USD)"},
+		{"budget below one run", []string{good, "--variant", "A=" + empty, "--budget", "cost_usd=0.1"}, "budget cost_usd=0.1 cannot cover one run of task a under variant A (its cap is 1 USD)"},
 	} {
 		out, errOut, code := c.run(append([]string{"eval", "run"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
