@@ -341,8 +341,16 @@ func TestAnOuterloopRetryCommentFromAWriterRetriesAndFromAReaderDoesNothing(t *t
 	if e.OK || e.Actor != "tea:"+reader.Name || e.Target != it.ID || !strings.Contains(e.Detail, "refused") {
 		t.Fatalf("the reader's command must be refused and audited: %+v", e)
 	}
-	if now, _ := h.Store.Get(context.Background(), it.ID); now.Version != it.Version || now.State != workitems.StateWaiting {
-		t.Fatalf("the reader's command changed the item: %s version %d→%d", now.State, it.Version, now.Version)
+	// The comment is also a pull-request event that wakes the wait to look again (which may
+	// decide to wait on): what the reader must not cause is a new attempt or another decision.
+	now, _ := h.Store.Get(context.Background(), it.ID)
+	if now.State != workitems.StateWaiting || len(now.Attempts) != len(it.Attempts) || len(now.Resolution) != len(it.Resolution) {
+		t.Fatalf("the reader's command changed the item: %s, %d attempts (was %d)", now.State, len(now.Attempts), len(it.Attempts))
+	}
+	for _, d := range now.Decisions[len(it.Decisions):] {
+		if d.Outcome != workitems.OutcomeWait {
+			t.Fatalf("the reader's command led to a decision %s (%s)", d.Outcome, d.Rule)
+		}
 	}
 
 	writer.API(t, http.MethodPost, comments, map[string]string{"body": "/outerloop retry please handle X"}, http.StatusCreated, nil)
@@ -540,9 +548,12 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 	}
 }
 
-// (h) The issue's measured scenario: with two worker slots, three pull requests whose CI answers
-// D after their push do not stop a fourth item (no forge) from starting at once, and each of the
-// three closes about D after its push. D is 10 s, 60 s with OUTERLOOP_LONG=1.
+// (h) The issue's measured scenario: with two worker slots, three pull requests wait for CI
+// and a fourth item (no forge) still runs and closes. No CI answers before that item closed (and
+// not before D after its push): were a waiting item holding a slot, the third pull request
+// could not have been made and the fourth item could not run, and the test would fail waiting
+// for them. Each pull request closes once its CI answered, never before. The delays (D is 10 s,
+// 60 s with OUTERLOOP_LONG=1) are measured and logged, not asserted.
 func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 	t.Parallel()
 	d := 10 * time.Second
@@ -557,12 +568,12 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 `)
 	h.startWorker(t, "measure") // concurrency 2
 	type parked struct {
-		it       *workitems.Item
-		posted   time.Time
-		parkedAt time.Time
+		it     *workitems.Item
+		posted time.Time
 	}
 	waiting := make(chan parked, 3)
 	posted := make(chan parked, 3)
+	quickClosed := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -570,50 +581,46 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 	for i := range 3 {
 		it := h.submit(t, fmt.Sprintf("ci%d", i+1))
 		wg.Add(1)
-		go func() { // the item's CI: it answers D after the push
+		go func() { // the item's CI: it answers D after the push, and not before the quick item closed
 			defer wg.Done()
 			wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
 			defer wcancel()
 			w, err := h.Store.WaitFor(wctx, it.ID, func(it *workitems.Item) bool { return it.Wait != nil || it.State.Terminal() })
 			if err != nil || w.Wait == nil {
-				t.Errorf("%s never waited: %v", it.ID, err)
-				cancel()
+				if ctx.Err() == nil {
+					t.Errorf("%s never waited: %v", it.ID, err)
+				}
 				return
 			}
-			p := parked{it: w, parkedAt: time.Now()}
-			waiting <- p
+			waiting <- parked{it: w}
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(d):
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-quickClosed:
 			}
 			if code, body, err := h.gs.Do(ctx, http.MethodPost, "/repos/"+h.repo.Slug+"/statuses/"+w.Wait.SHA,
 				map[string]string{"context": "test", "state": "success", "target_url": h.gs.URL + "/ci/" + w.Wait.SHA}); err != nil || code != http.StatusCreated {
 				t.Errorf("posting the status: %d %s %v", code, body, err)
 				return
 			}
-			p.posted = time.Now()
-			posted <- p
+			posted <- parked{it: w, posted: time.Now()}
 		}()
 	}
-	var first []parked
-	for len(first) < 2 {
+	for range 3 { // all three wait at once: two slots could not hold them
 		select {
-		case p := <-waiting:
-			first = append(first, p)
-		case <-ctx.Done():
-			t.Fatal("an item never waited")
+		case <-waiting:
 		case <-time.After(3 * time.Minute):
-			t.Fatal("two pull requests never waited")
+			t.Fatal("three pull requests never waited at once: does a waiting item hold a worker slot?")
 		}
 	}
 	quick := h.submit(t, "quick")
 	quick = awaitState(t, h.Store, quick.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
-	select {
-	case p := <-posted:
-		t.Fatalf("the quick item closed only after %s's CI answered", p.it.ID)
-	default:
-	}
+	close(quickClosed)
 	if quick.State != workitems.StateClosed {
 		t.Fatalf("quick: %s %+v", quick.State, quick.Decisions)
 	}
@@ -633,23 +640,17 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 			t.Fatalf("%s: %s\n%v", it.ID, it.State, trail(t, h.sys, it.ID))
 		}
 		closed := it.Decisions[len(it.Decisions)-1].At
-		pushed := p.it.Wait.Since // parked right after the push
-		lag := closed.Sub(pushed)
-		lags = append(lags, lag)
+		if closed.Before(p.posted.Add(-time.Second)) { // the store's and the test's clocks are one host's
+			t.Errorf("%s closed at %v, before its CI answered at %v", it.ID, closed, p.posted)
+		}
+		lags = append(lags, closed.Sub(p.it.Wait.Since)) // parked right after the push
 		if closed.After(last) {
 			last = closed
-		}
-		// About one D: never before it (CI answers at D), within seconds of it (a webhook, a wake).
-		if lag < d || lag > d+d/2+10*time.Second {
-			t.Errorf("%s closed %v after its push, want about %v", it.ID, lag, d)
 		}
 	}
 	t.Logf("D=%v: the quick item waited %v to start and closed %v after it was enqueued; the three PRs closed %v after their pushes; all four took %v",
 		d, startDelay.Round(time.Millisecond), quick.Decisions[len(quick.Decisions)-1].At.Sub(quick.CreatedAt).Round(time.Millisecond),
 		roundAll(lags), last.Sub(start).Round(time.Millisecond))
-	if startDelay > 5*time.Second {
-		t.Errorf("the quick item waited %v to start: a waiting item holds a worker slot?", startDelay)
-	}
 }
 
 func roundAll(ds []time.Duration) []time.Duration {
