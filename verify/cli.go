@@ -17,16 +17,16 @@ import (
 // CLIOptions is everything `outerloop verify` is told besides the report files: with them, a
 // decision taken on an item can be replayed offline from its evidence files.
 type CLIOptions struct {
-	Format   string              // auto (default), gojson, junit, tap or jestjson
-	Template *workitems.Template // decide as this template (nil: a plain done check)
-	ExitCode *int                // the test command's exit status (--exit-code); nil: not given
-	CIFile   string              // a POST /api/evidence body (--ci)
-	DiffFile string              // a unified diff against the base commit (--diff)
-	JSON     bool                // print the whole verdict as one JSON document (--json)
-	Missing  []string            // expected reports that matched no file (a replay manifest's)
-	Module   string              // Go module of the workspace, relating flaky tests to --diff
-	ExitName string              // the command ExitCode came from (a replay manifest's)
-	ExitTail string              // the end of that command's output (a replay manifest's)
+	Format   workitems.ReportFormat // auto (default) or one of workitems.AllReportFormats
+	Template *workitems.Template    // decide as this template (nil: a plain done check)
+	ExitCode *int                   // the test command's exit status (--exit-code); nil: not given
+	CIFile   string                 // a POST /api/evidence body (--ci)
+	DiffFile string                 // a unified diff against the base commit (--diff)
+	JSON     bool                   // print the whole verdict as one JSON document (--json)
+	Missing  []string               // expected reports that matched no file (a replay manifest's)
+	Module   string                 // Go module of the workspace, relating flaky tests to --diff
+	ExitName string                 // the command ExitCode came from (a replay manifest's)
+	ExitTail string                 // the end of that command's output (a replay manifest's)
 }
 
 // CLIVerdict is what `outerloop verify --json` prints.
@@ -51,8 +51,8 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	if format == "" {
 		format = FormatAuto
 	}
-	if !slices.Contains([]string{FormatAuto, FormatGoJSON, FormatJUnit, FormatTAP, FormatJestJSON}, format) {
-		return 2, fmt.Errorf("verify: format %q: want auto, gojson, junit, tap or jestjson", format)
+	if !slices.Contains(workitems.AllReportFormats(), format) {
+		return 2, fmt.Errorf("verify: format %q: want one of %s", format, formatNames())
 	}
 	tmpl := opt.Template
 	if tmpl == nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 func TestRunCLI(t *testing.T) {
@@ -13,7 +15,7 @@ func TestRunCLI(t *testing.T) {
 	cases := []struct {
 		name     string
 		files    []string
-		format   string
+		format   workitems.ReportFormat
 		code     int
 		decision string
 		contains []string

@@ -8,14 +8,18 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
+
+	"outerloop/workitems"
 )
 
-// The report formats.
+// The report formats (workitems.ReportFormat owns them: the config accepts exactly these).
 const (
-	FormatAuto   = "auto"
-	FormatGoJSON = "gojson"
-	FormatJUnit  = "junit"
-	FormatTAP    = "tap"
+	FormatAuto     = workitems.FormatAuto
+	FormatGoJSON   = workitems.FormatGoJSON
+	FormatJUnit    = workitems.FormatJUnit
+	FormatTAP      = workitems.FormatTAP
+	FormatJestJSON = workitems.FormatJestJSON
 )
 
 // ErrUnknownFormat means a report's content is none of the formats we read.
@@ -30,7 +34,7 @@ var (
 
 // detectFormat decides the format from the first bytes of content only; the file name plays no
 // part (a JUnit file named .json is JUnit). It returns "" when unsure.
-func detectFormat(head []byte, _ string) string {
+func detectFormat(head []byte, _ string) workitems.ReportFormat {
 	head = bytes.TrimPrefix(head, utf8BOM)
 	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '<' {
 		if bytes.Contains(head, []byte("<testsuite")) || bytes.Contains(head, []byte("<testcase")) {
@@ -108,7 +112,7 @@ func consoleOutput(head []byte) (tool, option string) {
 }
 
 // ParseReport reads a report in the given format (auto: detected from content).
-func ParseReport(r io.Reader, source, format string, lim Limits) (*Report, error) {
+func ParseReport(r io.Reader, source string, format workitems.ReportFormat, lim Limits) (*Report, error) {
 	br := bufio.NewReaderSize(r, sniffBytes)
 	if format == "" || format == FormatAuto {
 		head, err := br.Peek(sniffBytes)
@@ -137,11 +141,23 @@ func ParseReport(r io.Reader, source, format string, lim Limits) (*Report, error
 }
 
 // ParseFile opens and parses one report file.
-func ParseFile(path, format string, lim Limits) (*Report, error) {
+func ParseFile(path string, format workitems.ReportFormat, lim Limits) (*Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("verify: report: %w", err)
 	}
 	defer f.Close()
 	return ParseReport(f, path, format, lim)
+}
+
+// formatNames lists the report formats for an error message.
+func formatNames() string {
+	var b strings.Builder
+	for i, f := range workitems.AllReportFormats() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(f))
+	}
+	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // TestOutcome is the result of one run of one test.
@@ -111,9 +113,9 @@ func unknownCounts() Counts {
 
 // Report is the evidence one test report gives.
 type Report struct {
-	Source string `json:"source"`           // file or command it came from
-	Format string `json:"format"`           // gojson | junit | tap
-	Flavor string `json:"flavor,omitempty"` // surefire, pytest, jest, gotestsum, tap13, tap14 ...
+	Source string                 `json:"source"`           // file or command it came from
+	Format workitems.ReportFormat `json:"format"`           // never auto
+	Flavor string                 `json:"flavor,omitempty"` // surefire, pytest, jest, gotestsum, tap13, tap14 ...
 	// Conventions names the counting rules of the flavour that were applied (Conventions()).
 	Conventions []string    `json:"conventions,omitempty"`
 	Complete    bool        `json:"complete"` // every started test and package reported an end

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"outerloop/workitems"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,18 +46,18 @@ type EvidenceFile struct {
 // Replay is the manifest (replay.json) of an attempt's evidence files: the `outerloop verify`
 // options that reproduce the decision.
 type Replay struct {
-	Reports  []string `json:"reports"`                // evidence file names, in the order the verifier read them
-	Format   string   `json:"format,omitempty"`       // the template's done_check.format
-	ExitCode *int     `json:"exit_code,omitempty"`    // first non-zero done-check exit code, else 0; nil without commands
-	ExitName string   `json:"exit_command,omitempty"` // the command that gave it
-	ExitTail string   `json:"exit_tail,omitempty"`    // the end of its output (redacted)
-	CI       string   `json:"ci,omitempty"`           // evidence file holding the CI checks (POST /api/evidence shape)
-	Diff     string   `json:"diff,omitempty"`         // evidence file holding the diff
-	Template string   `json:"template"`
-	Missing  []string `json:"missing,omitempty"` // expected reports that matched no file
-	Module   string   `json:"module,omitempty"`  // Go module of the workspace, relating flaky tests to the diff
-	Command  string   `json:"command"`           // the command line, for people
-	Dropped  []string `json:"dropped,omitempty"`
+	Reports  []string               `json:"reports"`                // evidence file names, in the order the verifier read them
+	Format   workitems.ReportFormat `json:"format,omitempty"`       // the template's done_check.format
+	ExitCode *int                   `json:"exit_code,omitempty"`    // first non-zero done-check exit code, else 0; nil without commands
+	ExitName string                 `json:"exit_command,omitempty"` // the command that gave it
+	ExitTail string                 `json:"exit_tail,omitempty"`    // the end of its output (redacted)
+	CI       string                 `json:"ci,omitempty"`           // evidence file holding the CI checks (POST /api/evidence shape)
+	Diff     string                 `json:"diff,omitempty"`         // evidence file holding the diff
+	Template string                 `json:"template"`
+	Missing  []string               `json:"missing,omitempty"` // expected reports that matched no file
+	Module   string                 `json:"module,omitempty"`  // Go module of the workspace, relating flaky tests to the diff
+	Command  string                 `json:"command"`           // the command line, for people
+	Dropped  []string               `json:"dropped,omitempty"`
 }
 
 // evidenceSet gathers files under the bounds.
@@ -118,7 +120,7 @@ func evidenceName(i int, source string) string {
 }
 
 // finish adds the CI, diff and manifest files.
-func (s *evidenceSet) finish(f *Facts, format string, ciRepo string, patch []byte, module string) []EvidenceFile {
+func (s *evidenceSet) finish(f *Facts, format workitems.ReportFormat, ciRepo string, patch []byte, module string) []EvidenceFile {
 	rp := Replay{Format: format, Template: "cli", Missing: s.missing, Module: module}
 	if f.Template != nil && f.Template.Name != "" {
 		rp.Template = f.Template.Name
@@ -160,7 +162,7 @@ func (s *evidenceSet) finish(f *Facts, format string, ciRepo string, patch []byt
 		args = append(args, "--template", rp.Template)
 	}
 	if format != "" && format != FormatAuto {
-		args = append(args, "--format", format)
+		args = append(args, "--format", string(format))
 	}
 	for _, r := range rp.Reports {
 		args = append(args, "--report", r)

@@ -9,10 +9,6 @@ import (
 	"time"
 )
 
-// FormatJestJSON is the JSON report of `jest --json` and `vitest --reporter=json` (the same
-// shape: totals and per-file assertion results).
-const FormatJestJSON = "jestjson"
-
 // maxJestJSON bounds a jest/vitest JSON report: it is one JSON document, decoded whole, so the
 // bound is on its size; a larger report is cut and so incomplete (it can never close).
 const maxJestJSON = 64 << 20

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
 	"outerloop/worker/proc"
 	"outerloop/worker/proc/proctest"
 )

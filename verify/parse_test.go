@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"outerloop/workitems"
 )
 
 // want is what a fixture must parse to. Counts are checked only where set (>= 0 means checked
 // via the field list); failing ids are compared exactly.
 type want struct {
-	format      string
+	format      workitems.ReportFormat
 	complete    bool
 	buildFailed bool
 	total       int
@@ -145,7 +147,8 @@ func TestParseFixtures(t *testing.T) {
 func TestDetectFormat(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name, content, want string
+		name, content string
+		want          workitems.ReportFormat
 	}{
 		{"a TAP stream whose diagnostics look like go test -json stays TAP", "ok 1 - x\n  ---\n  {\"Action\":\"run\",\"Test\":\"T\"}\n  ...\n1..1\n", FormatTAP},
 		{"a TAP stream starting with its plan is TAP", "1..2\nok 1\nok 2\n", FormatTAP},

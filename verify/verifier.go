@@ -364,7 +364,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 	return nil
 }
 
-func (v *Verifier) commandReport(res CommandResult, format string) (*Report, error) {
+func (v *Verifier) commandReport(res CommandResult, format workitems.ReportFormat) (*Report, error) {
 	fh, err := os.Open(res.Stdout)
 	if err != nil {
 		return nil, fmt.Errorf("verify: output of %q: %w", res.Command, err)

@@ -116,12 +116,12 @@ type DiffCheck struct {
 
 // DoneCheck is the evidence that closes an item.
 type DoneCheck struct {
-	Commands []string   `yaml:"commands" json:"commands"`
-	Format   string     `yaml:"format" json:"format"` // auto | gojson | junit | tap
-	Reports  []string   `yaml:"reports" json:"reports"`
-	CI       *CICheck   `yaml:"ci" json:"ci,omitempty"`
-	Diff     *DiffCheck `yaml:"diff" json:"diff,omitempty"`
-	Timeout  Duration   `yaml:"timeout" json:"timeout"`
+	Commands []string     `yaml:"commands" json:"commands"`
+	Format   ReportFormat `yaml:"format" json:"format"` // AllReportFormats
+	Reports  []string     `yaml:"reports" json:"reports"`
+	CI       *CICheck     `yaml:"ci" json:"ci,omitempty"`
+	Diff     *DiffCheck   `yaml:"diff" json:"diff,omitempty"`
+	Timeout  Duration     `yaml:"timeout" json:"timeout"`
 }
 
 // Retry is a template's retry policy.
@@ -365,7 +365,7 @@ func (c *Config) applyDefaults() {
 			t.CatchUpWindow = Duration(6 * 3600 * 1e9)
 		}
 		if t.DoneCheck.Format == "" {
-			t.DoneCheck.Format = "auto"
+			t.DoneCheck.Format = FormatAuto
 		}
 		if t.Retry.SameFailureLimit == 0 {
 			t.Retry.SameFailureLimit = 2
@@ -483,8 +483,8 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 	if len(t.DoneCheck.Commands) == 0 && len(t.DoneCheck.Reports) == 0 && t.DoneCheck.CI == nil {
 		return bad("done_check", "empty: give commands, reports or ci")
 	}
-	if !slices.Contains([]string{"auto", "gojson", "junit", "tap"}, t.DoneCheck.Format) {
-		return bad("done_check.format", "%q is not one of auto, gojson, junit, tap", t.DoneCheck.Format)
+	if !slices.Contains(AllReportFormats(), t.DoneCheck.Format) {
+		return bad("done_check.format", "%q is not one of %s", t.DoneCheck.Format, joinKinds(AllReportFormats()))
 	}
 	if t.DoneCheck.Timeout < 0 {
 		return bad("done_check.timeout", "must not be negative")

@@ -530,12 +530,12 @@ func verifyCmd(g *globals) *cobra.Command {
 	var exitCode int
 	var asJSON bool
 	c := &cobra.Command{
-		Use: "verify [--report FILE]... [--format auto|gojson|junit|tap|jestjson] [--template NAME] " +
+		Use: "verify [--report FILE]... [--format " + reportFormats("|") + "] [--template NAME] " +
 			"[--exit-code N] [--ci FILE] [--diff FILE] [--replay DIR] [--json]",
 		Short: "Decide on evidence files as the verifier would (exit 0 only for close); replays an item's decision offline",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opt := verify.CLIOptions{Format: format, CIFile: ciFile, DiffFile: diffFile, JSON: asJSON}
+			opt := verify.CLIOptions{Format: workitems.ReportFormat(format), CIFile: ciFile, DiffFile: diffFile, JSON: asJSON}
 			if cmd.Flags().Changed("exit-code") {
 				if exitCode < 0 || exitCode > 255 {
 					return fmt.Errorf("--exit-code %d: want 0..255", exitCode)
@@ -581,7 +581,7 @@ func verifyCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringArrayVar(&reports, "report", nil, "report file (repeatable)")
-	c.Flags().StringVar(&format, "format", "auto", "auto, gojson, junit, tap or jestjson")
+	c.Flags().StringVar(&format, "format", "auto", "the reports' format: "+reportFormats(", "))
 	c.Flags().StringVar(&template, "template", "", "decide as this template would (its diff limits and required CI checks; default: a plain done check)")
 	c.Flags().IntVar(&exitCode, "exit-code", 0, "the test command's exit status: non-zero never closes")
 	c.Flags().StringVar(&ciFile, "ci", "", "CI checks as a POST /api/evidence body (JSON)")
@@ -639,4 +639,13 @@ func printWhy(w io.Writer, items []*workitems.Item) {
 			}
 		}
 	}
+}
+
+// reportFormats lists what --format takes: the formats a done check may name.
+func reportFormats(sep string) string {
+	var out []string
+	for _, f := range workitems.AllReportFormats() {
+		out = append(out, string(f))
+	}
+	return strings.Join(out, sep)
 }
