@@ -52,7 +52,7 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 		format = FormatAuto
 	}
 	if !slices.Contains(workitems.AllReportFormats(), format) {
-		return 2, fmt.Errorf("verify: format %q: want one of %s", format, formatNames())
+		return 2, fmt.Errorf("verify: format %q: want one of %s", format, workitems.JoinKinds(workitems.AllReportFormats()))
 	}
 	tmpl := opt.Template
 	if tmpl == nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"strings"
 
 	"outerloop/workitems"
 )
@@ -148,16 +147,4 @@ func ParseFile(path string, format workitems.ReportFormat, lim Limits) (*Report,
 	}
 	defer f.Close()
 	return ParseReport(f, path, format, lim)
-}
-
-// formatNames lists the report formats for an error message.
-func formatNames() string {
-	var b strings.Builder
-	for i, f := range workitems.AllReportFormats() {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(string(f))
-	}
-	return b.String()
 }

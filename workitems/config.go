@@ -53,7 +53,7 @@ type Prices struct {
 // ProviderConfig is a model endpoint. The API key is read from the environment variable
 // APIKeyEnv at use; it never appears in config, logs or events.
 type ProviderConfig struct {
-	Kind      string `yaml:"kind"` // openai-responses | openai-chat | anthropic | replay
+	Kind      ProviderKind `yaml:"kind"` // ProviderKinds
 	BaseURL   string `yaml:"base_url"`
 	APIKeyEnv string `yaml:"api_key_env"`
 	Model     string `yaml:"model"`
@@ -61,9 +61,21 @@ type ProviderConfig struct {
 	File      string `yaml:"file"` // replay: the recording to play
 }
 
+// ProviderKind is the wire protocol of a model provider: what `providers.<name>.kind` may say
+// and what worker/model implements (model.New has a case for each).
+type ProviderKind string
+
+// The provider kinds.
+const (
+	ProviderOpenAIResponses ProviderKind = "openai-responses"
+	ProviderOpenAIChat      ProviderKind = "openai-chat"
+	ProviderAnthropic       ProviderKind = "anthropic"
+	ProviderReplay          ProviderKind = "replay" // a recording, played in order
+)
+
 // ProviderKinds lists the provider kinds.
-func ProviderKinds() []string {
-	return []string{"openai-responses", "openai-chat", "anthropic", "replay"}
+func ProviderKinds() []ProviderKind {
+	return []ProviderKind{ProviderOpenAIResponses, ProviderOpenAIChat, ProviderAnthropic, ProviderReplay}
 }
 
 // LoopKinds lists the built-in inner loop kinds (BuiltinLoopKinds); a deployment's registry
@@ -409,9 +421,9 @@ func (c *Config) ValidateWith(loops LoopRegistry) error {
 	for name, p := range c.Providers {
 		if !slices.Contains(ProviderKinds(), p.Kind) {
 			return &ConfigError{Field: "providers." + name + ".kind",
-				Err: fmt.Errorf("%q is not one of %s", p.Kind, strings.Join(ProviderKinds(), ", "))}
+				Err: fmt.Errorf("%q is not one of %s", p.Kind, JoinKinds(ProviderKinds()))}
 		}
-		if p.Kind == "replay" && p.File == "" {
+		if p.Kind == ProviderReplay && p.File == "" {
 			return &ConfigError{Field: "providers." + name + ".file", Err: errors.New("replay needs a recording file")}
 		}
 		if p.Prices.InputPerMTok < 0 || p.Prices.OutputPerMTok < 0 || p.Prices.CachedInputPerMTok < 0 {
@@ -484,7 +496,7 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 		return bad("done_check", "empty: give commands, reports or ci")
 	}
 	if !slices.Contains(AllReportFormats(), t.DoneCheck.Format) {
-		return bad("done_check.format", "%q is not one of %s", t.DoneCheck.Format, joinKinds(AllReportFormats()))
+		return bad("done_check.format", "%q is not one of %s", t.DoneCheck.Format, JoinKinds(AllReportFormats()))
 	}
 	if t.DoneCheck.Timeout < 0 {
 		return bad("done_check.timeout", "must not be negative")

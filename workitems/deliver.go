@@ -382,7 +382,7 @@ func (c *Config) validateForges() error {
 			return bad("", errors.New(`the name "webhook" is reserved for done_check.ci.provider: webhook`))
 		}
 		if !slices.Contains(AllForgeKinds(), f.Kind) {
-			return bad(".kind", fmt.Errorf("%q is not one of %s", f.Kind, joinKinds(AllForgeKinds())))
+			return bad(".kind", fmt.Errorf("%q is not one of %s", f.Kind, JoinKinds(AllForgeKinds())))
 		}
 		if f.BaseURL == "" {
 			return bad(".base_url", errors.New("missing (the server's URL, e.g. https://gitea.example.com)"))
@@ -406,7 +406,8 @@ func (c *Config) validateForges() error {
 	return nil
 }
 
-func joinKinds[T ~string](ks []T) string {
+// JoinKinds lists a vocabulary's values for a message: "a, b, c".
+func JoinKinds[T ~string](ks []T) string {
 	s := make([]string, len(ks))
 	for i, k := range ks {
 		s[i] = string(k)
@@ -422,7 +423,7 @@ func (c *Config) validateDeliver(t *Template, bad func(field, format string, arg
 		}
 	}
 	if !slices.Contains(AllDeliveryModes(), d.Mode) {
-		return bad("deliver.mode", "%q is not one of %s", d.Mode, joinKinds(AllDeliveryModes()))
+		return bad("deliver.mode", "%q is not one of %s", d.Mode, JoinKinds(AllDeliveryModes()))
 	}
 	if d.Mode != DeliverPatch && d.Forge == "" {
 		return bad("deliver.forge", "mode %s needs a forge (a key of forges)", d.Mode)
@@ -467,7 +468,7 @@ func (c *Config) validateDeliver(t *Template, bad func(field, format string, arg
 		seen[l] = true
 	}
 	if !slices.Contains(AllMergeMethods(), d.MergeMethod) {
-		return bad("deliver.merge_method", "%q is not one of %s", d.MergeMethod, joinKinds(AllMergeMethods()))
+		return bad("deliver.merge_method", "%q is not one of %s", d.MergeMethod, JoinKinds(AllMergeMethods()))
 	}
 	if d.Automerge && d.Mode != DeliverPullRequest {
 		return bad("deliver.automerge", "needs mode pull_request (mode is %s)", d.Mode)
@@ -494,7 +495,7 @@ func (c *Config) validateDeliver(t *Template, bad func(field, format string, arg
 			r.OnChangesRequested = ChangesRetry
 		}
 		if !slices.Contains(AllOnChangesRequested(), r.OnChangesRequested) {
-			return bad("deliver.review.on_changes_requested", "%q is not one of %s", r.OnChangesRequested, joinKinds(AllOnChangesRequested()))
+			return bad("deliver.review.on_changes_requested", "%q is not one of %s", r.OnChangesRequested, JoinKinds(AllOnChangesRequested()))
 		}
 		if r.MaxRounds < 0 || r.MaxRounds > 50 {
 			return bad("deliver.review.max_rounds", "%d is not between 0 and 50", r.MaxRounds)

@@ -73,7 +73,7 @@ func (c *Config) validateTriggers(t *Template) error {
 			return bad(".forge", "%q is not a key of forges (%s)", tr.Forge, c.forgeNames())
 		}
 		if !slices.Contains(AllTriggerEvents(), tr.Event) {
-			return bad(".event", "%q is not one of %s", tr.Event, joinKinds(AllTriggerEvents()))
+			return bad(".event", "%q is not one of %s", tr.Event, JoinKinds(AllTriggerEvents()))
 		}
 		if tr.Repo != "" {
 			if _, _, err := ParseRepoSlug(tr.Repo); err != nil {

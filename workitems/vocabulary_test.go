@@ -34,3 +34,27 @@ func TestEveryReportFormatTheVerifierReadsIsOneATemplateMayName(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryProviderKindIsOneAProviderMayName walks ProviderKinds through validation; a kind
+// outside it is refused naming every accepted one. (worker/model's tests build a provider of
+// each kind.)
+func TestEveryProviderKindIsOneAProviderMayName(t *testing.T) {
+	t.Parallel()
+	cfg := func(kind string) string {
+		return fmt.Sprintf("providers:\n  p: {kind: %s, file: rec.jsonl, api_key_env: K, model: m}\ntemplates:\n  - name: t\n    repo: /tmp/r\n    goal: g\n    budget: {wall_time: 1m}\n    loop: {kind: agent, provider: p}\n    done_check: {commands: [\"true\"]}\n", kind)
+	}
+	for _, k := range ProviderKinds() {
+		if _, err := ParseConfig([]byte(cfg(string(k)))); err != nil {
+			t.Errorf("provider kind %s: %v", k, err)
+		}
+	}
+	_, err := ParseConfig([]byte(cfg("gemini")))
+	if err == nil {
+		t.Fatal("provider kind gemini accepted")
+	}
+	for _, k := range ProviderKinds() {
+		if !strings.Contains(err.Error(), string(k)) {
+			t.Errorf("the refusal %q does not name %s", err, k)
+		}
+	}
+}

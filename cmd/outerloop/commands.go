@@ -530,7 +530,7 @@ func verifyCmd(g *globals) *cobra.Command {
 	var exitCode int
 	var asJSON bool
 	c := &cobra.Command{
-		Use: "verify [--report FILE]... [--format " + reportFormats("|") + "] [--template NAME] " +
+		Use: "verify [--report FILE]... [--format " + strings.ReplaceAll(workitems.JoinKinds(workitems.AllReportFormats()), ", ", "|") + "] [--template NAME] " +
 			"[--exit-code N] [--ci FILE] [--diff FILE] [--replay DIR] [--json]",
 		Short: "Decide on evidence files as the verifier would (exit 0 only for close); replays an item's decision offline",
 		Args:  cobra.NoArgs,
@@ -581,7 +581,7 @@ func verifyCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringArrayVar(&reports, "report", nil, "report file (repeatable)")
-	c.Flags().StringVar(&format, "format", "auto", "the reports' format: "+reportFormats(", "))
+	c.Flags().StringVar(&format, "format", "auto", "the reports' format: "+workitems.JoinKinds(workitems.AllReportFormats()))
 	c.Flags().StringVar(&template, "template", "", "decide as this template would (its diff limits and required CI checks; default: a plain done check)")
 	c.Flags().IntVar(&exitCode, "exit-code", 0, "the test command's exit status: non-zero never closes")
 	c.Flags().StringVar(&ciFile, "ci", "", "CI checks as a POST /api/evidence body (JSON)")
@@ -639,13 +639,4 @@ func printWhy(w io.Writer, items []*workitems.Item) {
 			}
 		}
 	}
-}
-
-// reportFormats lists what --format takes: the formats a done check may name.
-func reportFormats(sep string) string {
-	var out []string
-	for _, f := range workitems.AllReportFormats() {
-		out = append(out, string(f))
-	}
-	return strings.Join(out, sep)
 }

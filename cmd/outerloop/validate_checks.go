@@ -201,7 +201,7 @@ func checkTokens(_ context.Context, v *validation) {
 	}
 	for _, name := range sortedKeys(v.cfg.Providers) {
 		p := v.cfg.Providers[name]
-		if p.Kind == "replay" || p.APIKeyEnv == "" {
+		if p.Kind == workitems.ProviderReplay || p.APIKeyEnv == "" {
 			continue
 		}
 		if os.Getenv(p.APIKeyEnv) == "" {

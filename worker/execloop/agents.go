@@ -162,7 +162,7 @@ func aiderArgs(inv invocation) []string {
 func aiderEnv(inv invocation) map[string]string {
 	env := map[string]string{}
 	if p := inv.Provider; p != nil && inv.APIKey != "" {
-		if p.Kind == "anthropic" {
+		if p.Kind == workitems.ProviderAnthropic {
 			env["ANTHROPIC_API_KEY"] = inv.APIKey
 		} else {
 			env["OPENAI_API_KEY"] = inv.APIKey

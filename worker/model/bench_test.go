@@ -19,13 +19,14 @@ import (
 // and discarded, with no decoding at all.
 func BenchmarkStream(b *testing.B) {
 	for _, bc := range []struct {
-		kind, file string
+		kind workitems.ProviderKind
+		file string
 	}{
 		{model.KindOpenAIResponses, "responses_tool_call.sse"},
 		{model.KindOpenAIChat, "chat_tool_call.sse"},
 		{model.KindAnthropic, "anthropic_tool_use.sse"},
 	} {
-		b.Run(bc.kind, func(b *testing.B) {
+		b.Run(string(bc.kind), func(b *testing.B) {
 			body, err := os.ReadFile("testdata/" + bc.file)
 			if err != nil {
 				b.Fatal(err)
@@ -54,7 +55,7 @@ func BenchmarkStream(b *testing.B) {
 				}
 			}
 		})
-		b.Run("raw/"+bc.kind, func(b *testing.B) {
+		b.Run("raw/"+string(bc.kind), func(b *testing.B) {
 			body, err := os.ReadFile("testdata/" + bc.file)
 			if err != nil {
 				b.Fatal(err)

@@ -55,13 +55,13 @@ func TestProvidersIgnoreTheSDKsEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", leaked)
 	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
 	t.Setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Leak: "+leaked)
-	bodies := map[string]string{
+	bodies := map[workitems.ProviderKind]string{
 		model.KindOpenAIResponses: sse(`{"type":"response.completed","response":{"id":"r","status":"completed","output":[]}}`),
 		model.KindOpenAIChat:      sse(`{"id":"c","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`, "[DONE]"),
 		model.KindAnthropic:       sse(`{"type":"message_start","message":{"id":"m","usage":{"input_tokens":1}}}`, `{"type":"message_stop"}`),
 	}
-	for _, kind := range []string{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
-		t.Run(kind+" sends no key from the environment", func(t *testing.T) {
+	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
+		t.Run(string(kind)+" sends no key from the environment", func(t *testing.T) {
 			fs := newFixtureServer(t, canned{body: bodies[kind]})
 			p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL, Model: "m"}, "p", nil, fs.Client())
 			if err != nil {
@@ -83,13 +83,13 @@ func TestProvidersIgnoreTheSDKsEnvironment(t *testing.T) {
 
 func TestCancelDuringStreamIsNotAModelError(t *testing.T) {
 	t.Parallel()
-	first := map[string]string{
+	first := map[workitems.ProviderKind]string{
 		model.KindOpenAIResponses: `{"type":"response.created","response":{"id":"r","status":"in_progress","output":[]}}`,
 		model.KindOpenAIChat:      `{"id":"c","choices":[{"index":0,"delta":{"content":"thinking"}}]}`,
 		model.KindAnthropic:       `{"type":"message_start","message":{"id":"m","usage":{"input_tokens":1}}}`,
 	}
-	for _, kind := range []string{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
-		t.Run(kind+" returns the cancellation", func(t *testing.T) {
+	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
+		t.Run(string(kind)+" returns the cancellation", func(t *testing.T) {
 			t.Parallel()
 			streaming := make(chan struct{})
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -70,9 +70,9 @@ func TestHTTPErrorClassification(t *testing.T) {
 		{name: "409 is a conflict", status: 409, body: oai("conflict", "busy"), class: workitems.ClassConflict},
 		{name: "an unexpected status is unknown", status: 418, body: "teapot", class: workitems.ClassUnknown},
 	}
-	for _, kind := range []string{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
+	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
 		for _, tt := range tests {
-			t.Run(kind+": "+tt.name, func(t *testing.T) {
+			t.Run(string(kind)+": "+tt.name, func(t *testing.T) {
 				t.Parallel()
 				fs := newFixtureServer(t, canned{status: tt.status, header: tt.header, body: tt.body})
 				p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL, APIKeyEnv: "K", Model: "m"}, "p", key,

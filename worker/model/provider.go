@@ -16,10 +16,10 @@ import (
 
 // The provider kinds of workitems.ProviderConfig.Kind.
 const (
-	KindOpenAIResponses = "openai-responses"
-	KindOpenAIChat      = "openai-chat"
-	KindAnthropic       = "anthropic"
-	KindReplay          = "replay"
+	KindOpenAIResponses = workitems.ProviderOpenAIResponses
+	KindOpenAIChat      = workitems.ProviderOpenAIChat
+	KindAnthropic       = workitems.ProviderAnthropic
+	KindReplay          = workitems.ProviderReplay
 )
 
 // Default base URLs, used when the config names none.
@@ -76,7 +76,7 @@ func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, 
 		}
 	default:
 		return nil, fmt.Errorf("model provider %q: unknown kind %q (want one of %s)", name, cfg.Kind,
-			strings.Join(workitems.ProviderKinds(), ", "))
+			workitems.JoinKinds(workitems.ProviderKinds()))
 	}
 	key := ""
 	if cfg.APIKeyEnv != "" {

@@ -56,8 +56,8 @@ func TestNew(t *testing.T) {
 
 func TestMissingModelIsInvalidInput(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
-		t.Run(kind+" refuses to send without a model", func(t *testing.T) {
+	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
+		t.Run(string(kind)+" refuses to send without a model", func(t *testing.T) {
 			t.Parallel()
 			fs := newFixtureServer(t)
 			p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL}, "p", nil, fs.Client())
@@ -70,5 +70,17 @@ func TestMissingModelIsInvalidInput(t *testing.T) {
 				t.Errorf("err = %v, requests %d; want invalid_input and nothing sent", err, len(fs.requests()))
 			}
 		})
+	}
+}
+
+// TestNewBuildsAProviderOfEveryKindTheConfigAccepts: model.New has a case for each of
+// workitems.ProviderKinds, so a provider the config accepts is one the worker can build.
+func TestNewBuildsAProviderOfEveryKindTheConfigAccepts(t *testing.T) {
+	t.Parallel()
+	for _, k := range workitems.ProviderKinds() {
+		cfg := workitems.ProviderConfig{Kind: k, Model: "m", File: "testdata/example_recording.jsonl"}
+		if _, err := model.New(cfg, "p", func(string) string { return "" }, nil); err != nil {
+			t.Errorf("kind %s: %v", k, err)
+		}
 	}
 }

@@ -284,8 +284,8 @@ func TestErrorsNeverLeakTheKey(t *testing.T) {
 		fmt.Fprintf(w, `{"error":{"message":"bad header %s","type":"invalid_request_error","code":"%s"}}`, auth, auth)
 	}))
 	t.Cleanup(echo.Close)
-	for _, kind := range []string{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
-		t.Run(kind+" redacts the key from an echoed header", func(t *testing.T) {
+	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
+		t.Run(string(kind)+" redacts the key from an echoed header", func(t *testing.T) {
 			t.Parallel()
 			cfg := workitems.ProviderConfig{Kind: kind, BaseURL: echo.URL, APIKeyEnv: "K", Model: "m"}
 			p, err := model.New(cfg, "echo", func(string) string { return key }, echo.Client())

@@ -48,9 +48,9 @@ func TestErrorsCarryNoKeyOrHeaders(t *testing.T) {
 			fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"code\":\"invalid_request_error\",\"message\":\"bad %s\"}}\n\n", echoed(r))
 		}},
 	}
-	for _, kind := range []string{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
+	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
 		for _, rp := range replies {
-			t.Run(kind+": "+rp.name, func(t *testing.T) {
+			t.Run(string(kind)+": "+rp.name, func(t *testing.T) {
 				t.Parallel()
 				srv := httptest.NewServer(http.HandlerFunc(rp.serve))
 				t.Cleanup(srv.Close)
