@@ -54,11 +54,11 @@ type Prices struct {
 // APIKeyEnv at use; it never appears in config, logs or events.
 type ProviderConfig struct {
 	Kind      ProviderKind `yaml:"kind"` // ProviderKinds
-	BaseURL   string `yaml:"base_url"`
-	APIKeyEnv string `yaml:"api_key_env"`
-	Model     string `yaml:"model"`
-	Prices    Prices `yaml:"prices"`
-	File      string `yaml:"file"` // replay: the recording to play
+	BaseURL   string       `yaml:"base_url"`
+	APIKeyEnv string       `yaml:"api_key_env"`
+	Model     string       `yaml:"model"`
+	Prices    Prices       `yaml:"prices"`
+	File      string       `yaml:"file"` // replay: the recording to play
 }
 
 // ProviderKind is the wire protocol of a model provider: what `providers.<name>.kind` may say
