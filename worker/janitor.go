@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
+	"outerloop/internal/periodic"
 	"outerloop/workitems"
 )
 
@@ -28,9 +28,8 @@ type JanitorOptions struct {
 // re-checks the retention on the record it deletes), then this host's workspaces of it. Any
 // number of janitors may run: a deletion another one made first is skipped.
 type Janitor struct {
-	o      JanitorOptions
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	o    JanitorOptions
+	loop periodic.Loop
 }
 
 // NewJanitor returns a janitor (not started).
@@ -61,31 +60,13 @@ type Removed struct {
 
 // Start runs a pass now and then every o.Every until Shutdown.
 func (j *Janitor) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
-	j.wg.Add(1)
-	go func() {
-		defer j.wg.Done()
-		for {
-			if _, err := j.Run(ctx, false); err != nil && ctx.Err() == nil {
-				j.o.Logger.Warn("retention pass failed", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-j.o.Clock.After(j.o.Every):
-			}
-		}
-	}()
+	j.loop = periodic.Loop{Every: j.o.Every, Clock: j.o.Clock, Logger: j.o.Logger, What: "retention pass failed",
+		Pass: func(ctx context.Context) error { _, err := j.Run(ctx, false); return err }}
+	j.loop.Start()
 }
 
 // Shutdown stops the janitor and waits for a pass under way.
-func (j *Janitor) Shutdown() {
-	if j.cancel != nil {
-		j.cancel()
-	}
-	j.wg.Wait()
-}
+func (j *Janitor) Shutdown() { j.loop.Shutdown() }
 
 // Run deletes every item due now, batch after batch until none is left; with dry it only
 // lists them (the first batch per state). It returns what it removed.

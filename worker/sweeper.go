@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"outerloop/internal/periodic"
 	"outerloop/workitems"
 )
 
@@ -37,9 +37,8 @@ type SweeperOptions struct {
 // several hosts, so every worker runs one over its own work dir. After each sweep it reports the
 // disk the workspaces and mirrors use.
 type Sweeper struct {
-	o      SweeperOptions
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	o    SweeperOptions
+	loop periodic.Loop
 }
 
 // NewSweeper returns a sweeper (not started).
@@ -59,31 +58,13 @@ func NewSweeper(o SweeperOptions) *Sweeper {
 
 // Start sweeps now and then every o.Every until Shutdown.
 func (s *Sweeper) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-				s.o.Logger.Warn("workspace sweep failed", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.o.Clock.After(s.o.Every):
-			}
-		}
-	}()
+	s.loop = periodic.Loop{Every: s.o.Every, Clock: s.o.Clock, Logger: s.o.Logger, What: "workspace sweep failed",
+		Pass: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
+	s.loop.Start()
 }
 
-// Shutdown stops the sweeper and waits for a sweep under way.
-func (s *Sweeper) Shutdown() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-}
+// Shutdown stops the sweeper and waits for a pass under way.
+func (s *Sweeper) Shutdown() { s.loop.Shutdown() }
 
 // SweepReport is what one sweep did.
 type SweepReport struct {

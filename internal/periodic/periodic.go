@@ -1,0 +1,57 @@
+// Package periodic runs a background pass now and then at an interval until stopped: the shape
+// of every janitor and sweeper (a pass, a warning when it fails, the next one after Every on
+// the injected clock), written once.
+package periodic
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Clock is what a Loop waits on (workitems.Clock satisfies it).
+type Clock interface {
+	After(d time.Duration) <-chan time.Time
+}
+
+// Loop runs Pass now and then every Every until Shutdown. A failed pass is logged as What and
+// the next one runs on time.
+type Loop struct {
+	Every  time.Duration
+	Clock  Clock
+	Logger *slog.Logger
+	What   string // "retention pass failed", …
+	Pass   func(ctx context.Context) error
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start starts the loop.
+func (l *Loop) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			if err := l.Pass(ctx); err != nil && ctx.Err() == nil {
+				l.Logger.Warn(l.What, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.Clock.After(l.Every):
+			}
+		}
+	}()
+}
+
+// Shutdown stops the loop and waits for a pass under way.
+func (l *Loop) Shutdown() {
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.wg.Wait()
+}
