@@ -62,17 +62,12 @@ func tenTasks() *evals.Suite {
 	return s
 }
 
-// TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction runs ten tasks under a
-// variant that fixes eight and one that fixes five, as real items through a real worker and
-// Redis, and checks the report's numbers against values computed by hand, the gate, and that
-// production saw nothing: no item in its lists, no notification, no template series.
-func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing.T) {
-	t.Parallel()
-	repo := sampleRepo(t)
-	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
-	s.startWorker(t, "w1")
+// runExperiment prepares, starts and drives an experiment of plan to its end (5 minutes at
+// most) and returns it with its last progress.
+func runExperiment(t *testing.T, s *sys, plan evals.Plan) (*evals.Experiment, evals.Progress) {
+	t.Helper()
 	r := s.EvalRunner()
-	e, err := r.Prepare(evals.Plan{Suite: tenTasks(), Variants: []evals.Variant{fixesTasks(t, "A", 8), fixesTasks(t, "B", 5)}, BudgetUSD: 20})
+	e, err := r.Prepare(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +80,20 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, pr
+}
+
+// TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction runs ten tasks under a
+// variant that fixes eight and one that fixes five, as real items through a real worker and
+// Redis, and checks the report's numbers against values computed by hand, the gate, and that
+// production saw nothing: no item in its lists, no notification, no template series.
+func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	r := s.EvalRunner()
+	e, pr := runExperiment(t, s, evals.Plan{Suite: tenTasks(), Variants: []evals.Variant{fixesTasks(t, "A", 8), fixesTasks(t, "B", 5)}, BudgetUSD: 20})
 	if pr.State != evals.StateFinished || pr.Done != 20 || pr.Closed["A"] != 8 || pr.Closed["B"] != 5 {
 		t.Fatalf("progress %+v: want finished, 20 done, A closed 8, B closed 5", pr)
 	}
@@ -221,19 +230,8 @@ func TestRecordedModelsAsVariantsAreComparedOnTasksAtTheirRefs(t *testing.T) {
 		return v
 	}
 	r := s.EvalRunner()
-	e, err := r.Prepare(evals.Plan{Suite: suite, Variants: []evals.Variant{variant("A", "model-a"), variant("B", "model-b")}, BudgetUSD: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	pr, err := r.Drive(ctx, e.ID, 200*time.Millisecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, pr := runExperiment(t, s, evals.Plan{Suite: suite, Variants: []evals.Variant{variant("A", "model-a"), variant("B", "model-b")}, BudgetUSD: 20})
+	ctx := context.Background()
 	if pr.State != evals.StateFinished || pr.Closed["A"] != 8 || pr.Closed["B"] != 5 {
 		it, _ := s.Evals().Store.Get(ctx, e.ItemID(evals.RunRef{Task: "t01", Variant: "A"}))
 		t.Fatalf("progress %+v: want finished, A closed 8, B closed 5; t01/A exited %+v, decided %+v", pr, it.Attempts[0].Exit, it.Decisions)
@@ -279,24 +277,13 @@ func TestAnEvalTaskRunsAtItsRef(t *testing.T) {
 
 	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
 	s.startWorker(t, "w1")
-	r := s.EvalRunner()
 	suite := &evals.Suite{Name: "refs", Tasks: []evals.Task{
 		{ID: "at-branch", Template: "fix-calc", Ref: "fixed"},
 		{ID: "at-commit", Template: "fix-calc", Ref: buggy},
 		{ID: "at-default", Template: "fix-calc"},
 	}}
-	e, err := r.Prepare(evals.Plan{Suite: suite, Variants: []evals.Variant{{Name: "A"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := r.Drive(ctx, e.ID, 200*time.Millisecond, nil); err != nil {
-		t.Fatal(err)
-	}
+	e, _ := runExperiment(t, s, evals.Plan{Suite: suite, Variants: []evals.Variant{{Name: "A"}}})
+	ctx := context.Background()
 	ev := s.Evals()
 	for task, want := range map[string]struct {
 		closed bool

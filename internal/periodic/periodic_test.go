@@ -5,23 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"outerloop/internal/fakeclock"
+	"outerloop/internal/testlog"
 )
-
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 // TestALoopPassesNowThenEveryIntervalAndStopsWithShutdown: the first pass runs at Start, the
 // next only once the clock moved Every; a failed pass is logged and the loop goes on; Shutdown
@@ -31,7 +20,7 @@ func TestALoopPassesNowThenEveryIntervalAndStopsWithShutdown(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))
 	passes := make(chan int, 10)
 	n := 0
-	logs := &logBuf{}
+	logs := &testlog.Buffer{}
 	l := &Loop{Every: time.Minute, Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil)), What: "test pass failed",
 		Pass: func(context.Context) error {
 			n++
@@ -68,9 +57,7 @@ func TestALoopPassesNowThenEveryIntervalAndStopsWithShutdown(t *testing.T) {
 		t.Fatalf("pass %d ran after Shutdown", p)
 	default:
 	}
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	if !strings.Contains(logs.b.String(), "test pass failed") || !strings.Contains(logs.b.String(), "boom") {
-		t.Errorf("the failed pass was not logged: %q", logs.b.String())
+	if out := logs.String(); !strings.Contains(out, "test pass failed") || !strings.Contains(out, "boom") {
+		t.Errorf("the failed pass was not logged: %q", out)
 	}
 }
