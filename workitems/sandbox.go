@@ -13,8 +13,8 @@ import (
 // (mode bwrap; network registries for the agent's tools, script steps, done checks and stop
 // hooks, host for exec agents).
 type Sandbox struct {
-	Mode    string `yaml:"mode" json:"mode,omitempty"`       // bwrap | off
-	Network string `yaml:"network" json:"network,omitempty"` // none | registries | host
+	Mode    SandboxMode    `yaml:"mode" json:"mode,omitempty"`       // SandboxModes
+	Network SandboxNetwork `yaml:"network" json:"network,omitempty"` // SandboxNetworks
 	// Allow names more hosts (host or host:port) the registries network reaches besides the
 	// default registries; a template's list extends the deployment's (sandbox_allow.go).
 	Allow []string `yaml:"allow" json:"allow,omitempty"`
@@ -29,11 +29,34 @@ type Sandbox struct {
 // SandboxBuildCaches lists the build_cache settings.
 func SandboxBuildCaches() []string { return []string{"shared", "workspace"} }
 
+// SandboxMode says whether commands run in the sandbox (worker/proc implements each).
+type SandboxMode string
+
+// The sandbox modes.
+const (
+	SandboxBwrap SandboxMode = "bwrap" // bubblewrap; items are refused where it cannot start
+	SandboxOff   SandboxMode = "off"   // unconfined (only the guard and the scrubbed environment)
+)
+
+// SandboxNetwork says what network a sandboxed command has.
+type SandboxNetwork string
+
+// The sandbox networks.
+const (
+	NetworkNone SandboxNetwork = "none" // own empty network namespace: no Redis, no loopback services
+	// NetworkRegistries: no network of its own either, only the worker's allowlisting proxy
+	// (package egress) through a bridge: the package registries and Sandbox.Allow.
+	NetworkRegistries SandboxNetwork = "registries"
+	NetworkHost       SandboxNetwork = "host" // the host's network (exec agents must reach their model)
+)
+
 // SandboxModes lists the sandbox modes.
-func SandboxModes() []string { return []string{"bwrap", "off"} }
+func SandboxModes() []SandboxMode { return []SandboxMode{SandboxBwrap, SandboxOff} }
 
 // SandboxNetworks lists the sandbox network settings.
-func SandboxNetworks() []string { return []string{"none", "registries", "host"} }
+func SandboxNetworks() []SandboxNetwork {
+	return []SandboxNetwork{NetworkNone, NetworkRegistries, NetworkHost}
+}
 
 // Merge returns s with its empty fields taken from base.
 func (s Sandbox) Merge(base Sandbox) Sandbox {
@@ -53,10 +76,10 @@ func (s Sandbox) Merge(base Sandbox) Sandbox {
 
 func (s Sandbox) validate() error {
 	if s.Mode != "" && !slices.Contains(SandboxModes(), s.Mode) {
-		return fmt.Errorf("mode %q is not one of %s", s.Mode, strings.Join(SandboxModes(), ", "))
+		return fmt.Errorf("mode %q is not one of %s", s.Mode, JoinKinds(SandboxModes()))
 	}
 	if s.Network != "" && !slices.Contains(SandboxNetworks(), s.Network) {
-		return fmt.Errorf("network %q is not one of %s", s.Network, strings.Join(SandboxNetworks(), ", "))
+		return fmt.Errorf("network %q is not one of %s", s.Network, JoinKinds(SandboxNetworks()))
 	}
 	if s.BuildCache != "" && !slices.Contains(SandboxBuildCaches(), s.BuildCache) {
 		return fmt.Errorf("build_cache %q is not one of %s", s.BuildCache, strings.Join(SandboxBuildCaches(), ", "))
@@ -64,7 +87,7 @@ func (s Sandbox) validate() error {
 	if err := s.Limits.validate(); err != nil {
 		return err
 	}
-	if s.Mode == "off" && s.Network == "none" {
+	if s.Mode == SandboxOff && s.Network == NetworkNone {
 		return errors.New("network none needs the sandbox (mode off has the host's network)")
 	}
 	if err := s.validateAllow(); err != nil {

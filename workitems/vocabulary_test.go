@@ -58,3 +58,33 @@ func TestEveryProviderKindIsOneAProviderMayName(t *testing.T) {
 		}
 	}
 }
+
+// TestEverySandboxModeAndNetworkIsOneATemplateMayName walks SandboxModes and SandboxNetworks
+// (worker/proc's Mode and Network are these types) through validation, refusals included.
+func TestEverySandboxModeAndNetworkIsOneATemplateMayName(t *testing.T) {
+	t.Parallel()
+	cfg := func(mode, network string) string {
+		return fmt.Sprintf("templates:\n  - name: t\n    repo: /tmp/r\n    goal: g\n    budget: {wall_time: 1m}\n    sandbox: {mode: %s, network: %s}\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n", mode, network)
+	}
+	for _, m := range SandboxModes() {
+		for _, n := range SandboxNetworks() {
+			_, err := ParseConfig([]byte(cfg(string(m), string(n))))
+			if refused := m == SandboxOff && n != NetworkHost; (err != nil) != refused { // mode off has only the host's network
+				t.Errorf("mode %s network %s: %v (refusal expected: %v)", m, n, err, refused)
+			}
+		}
+	}
+	for _, bad := range [][2]string{{"docker", "none"}, {"bwrap", "lan"}} {
+		_, err := ParseConfig([]byte(cfg(bad[0], bad[1])))
+		if err == nil {
+			t.Fatalf("mode %s network %s accepted", bad[0], bad[1])
+		}
+		list := JoinKinds(SandboxModes())
+		if bad[1] == "lan" {
+			list = JoinKinds(SandboxNetworks())
+		}
+		if !strings.Contains(err.Error(), list) {
+			t.Errorf("the refusal %q does not name %s", err, list)
+		}
+	}
+}

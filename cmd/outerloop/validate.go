@@ -50,8 +50,8 @@ func checkSandbox(ctx context.Context, v *validation) {
 	}
 	v.info = append(v.info, "sandbox: "+r.Describe())
 	for _, t := range v.cfg.Templates {
-		mode := r.ModeFor(proc.Policy{Mode: proc.Mode(t.Sandbox.Mode)})
-		net := t.Sandbox.Network
+		mode := r.ModeFor(proc.Policy{Mode: t.Sandbox.Mode})
+		net := string(t.Sandbox.Network)
 		if net == "" {
 			net = "default (registries for tools, script steps, done checks and stop hooks; host for exec agents)"
 		}

@@ -272,7 +272,7 @@ func NewRunner(ctx context.Context, cfg *workitems.Config, workdir string) (*pro
 	if cfg.Dir != "" {
 		hide = append(hide, cfg.Dir)
 	}
-	return proc.NewRunner(ctx, proc.Setup{Mode: proc.Mode(cfg.Sandbox.Mode), Workdir: workdir, Hide: hide,
+	return proc.NewRunner(ctx, proc.Setup{Mode: cfg.Sandbox.Mode, Workdir: workdir, Hide: hide,
 		Bwrap: os.Getenv("OUTERLOOP_BWRAP")})
 }
 
@@ -281,7 +281,7 @@ func NewRunner(ctx context.Context, cfg *workitems.Config, workdir string) (*pro
 func SandboxProblems(cfg *workitems.Config, r *proc.Runner) []string {
 	var out []string
 	for _, t := range cfg.Templates {
-		if r.ModeFor(proc.Policy{Mode: proc.Mode(t.Sandbox.Mode)}) == proc.ModeBwrap && r.Unavailable != nil {
+		if r.ModeFor(proc.Policy{Mode: t.Sandbox.Mode}) == proc.ModeBwrap && r.Unavailable != nil {
 			out = append(out, fmt.Sprintf("template %q: sandbox mode bwrap cannot start here (%v); its items are refused: %s", t.Name, r.Unavailable, proc.SandboxHint))
 		}
 	}

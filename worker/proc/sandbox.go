@@ -15,32 +15,31 @@ import (
 	"outerloop/workitems"
 )
 
-// Mode says whether commands run in the sandbox.
-type Mode string
+// Mode says whether commands run in the sandbox; workitems owns the vocabulary (the config
+// accepts exactly what this package implements).
+type Mode = workitems.SandboxMode
 
 // Sandbox modes.
 const (
-	ModeBwrap Mode = "bwrap" // bubblewrap; items are refused where it cannot start
-	ModeOff   Mode = "off"   // unconfined (only the guard and the scrubbed environment)
+	ModeBwrap = workitems.SandboxBwrap
+	ModeOff   = workitems.SandboxOff
 )
 
-// Network says what network a sandboxed command has.
-type Network string
+// Network says what network a sandboxed command has (egress.go bridges registries).
+type Network = workitems.SandboxNetwork
 
 // Networks.
 const (
-	NetworkNone Network = "none" // own empty network namespace: no Redis, no loopback services
-	// NetworkRegistries: no network of its own either, only the worker's allowlisting proxy
-	// (package egress) through a bridge (egress.go): the package registries and Policy.Allow.
-	NetworkRegistries Network = "registries"
-	NetworkHost       Network = "host" // the host's network (exec agents must reach their model)
+	NetworkNone       = workitems.NetworkNone
+	NetworkRegistries = workitems.NetworkRegistries
+	NetworkHost       = workitems.NetworkHost
 )
 
-// Modes lists the sandbox modes; Networks the networks.
-func Modes() []Mode { return []Mode{ModeBwrap, ModeOff} }
+// Modes lists the sandbox modes.
+func Modes() []Mode { return workitems.SandboxModes() }
 
 // Networks lists the network settings.
-func Networks() []Network { return []Network{NetworkNone, NetworkRegistries, NetworkHost} }
+func Networks() []Network { return workitems.SandboxNetworks() }
 
 // ErrSandboxUnavailable is returned when the sandbox is required but cannot start.
 var ErrSandboxUnavailable = errors.New("sandbox unavailable")
