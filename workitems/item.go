@@ -11,20 +11,29 @@ import (
 
 // Origin says who created an item.
 type Origin struct {
-	Kind  string    `json:"kind"`            // cron | manual | webhook
-	Actor string    `json:"actor,omitempty"` // person or system that asked
-	Tick  time.Time `json:"tick,omitzero"`   // cron tick the item belongs to
+	Kind  OriginKind `json:"kind"`            // AllOriginKinds
+	Actor string     `json:"actor,omitempty"` // person or system that asked
+	Tick  time.Time  `json:"tick,omitzero"`   // cron tick the item belongs to
 	// Forced is set when a person created the item past the template's max_open (--force).
 	Forced bool `json:"forced,omitempty"`
 }
 
+// OriginKind is what made an item.
+type OriginKind string
+
 // The origin kinds.
 const (
-	OriginCron    = "cron"
-	OriginManual  = "manual"
-	OriginWebhook = "webhook"
-	OriginEval    = "eval" // a run of an experiment (package evals); Actor is the experiment
+	OriginCron    OriginKind = "cron"
+	OriginManual  OriginKind = "manual"
+	OriginWebhook OriginKind = "webhook" // a forge event (a trigger)
+	OriginEval    OriginKind = "eval"    // a run of an experiment (package evals); Actor is the experiment
+	OriginRerun   OriginKind = "rerun"   // a person re-ran another item (Item.RerunOf)
 )
+
+// AllOriginKinds lists the origin kinds.
+func AllOriginKinds() []OriginKind {
+	return []OriginKind{OriginCron, OriginManual, OriginWebhook, OriginEval, OriginRerun}
+}
 
 // Strategy is how an attempt goes about the goal.
 type Strategy struct {

@@ -9,8 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// OriginRerun is the origin kind of an item made by re-running another (Item.RerunOf).
-const OriginRerun = "rerun"
 
 // EventRerun is written to an item's log when a person re-runs it; Data["rerun"] is the new
 // item's id.

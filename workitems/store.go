@@ -155,7 +155,7 @@ func (s *Store) createWrites(ctx context.Context, p redis.Pipeliner, it *Item, b
 	s.indexState(ctx, p, it, "", StateQueued)
 	s.indexSpend(ctx, p, it)
 	s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
-		Actor: it.Origin.Actor, Message: "created by " + it.Origin.Kind, At: now})
+		Actor: it.Origin.Actor, Message: "created by " + string(it.Origin.Kind), At: now})
 }
 
 // Get returns the item with that id.
