@@ -459,7 +459,7 @@ func redactResult(d *workitems.Decision, vd *workitems.Verdict) {
 }
 
 func evidenceRefs(f *Facts) []workitems.EvidenceRef {
-	refs := []workitems.EvidenceRef{{Kind: "exit", Ref: string(f.Exit.Reason), Summary: clip(f.Exit.Message, 200)}}
+	refs := []workitems.EvidenceRef{{Kind: workitems.EvidenceExit, Ref: string(f.Exit.Reason), Summary: clip(f.Exit.Message, 200)}}
 	for _, c := range f.Commands {
 		s := fmt.Sprintf("exit %d in %s", c.ExitCode, c.Elapsed.Round(time.Millisecond))
 		switch {
@@ -470,24 +470,24 @@ func evidenceRefs(f *Facts) []workitems.EvidenceRef {
 		case c.Limit != "":
 			s = c.Limit
 		}
-		refs = append(refs, workitems.EvidenceRef{Kind: "command", Ref: c.Command, Summary: s})
+		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceCommand, Ref: c.Command, Summary: s})
 	}
 	for _, r := range f.Reports {
-		refs = append(refs, workitems.EvidenceRef{Kind: "test_report", Ref: r.Source, Summary: r.Summary()})
+		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceTestReport, Ref: r.Source, Summary: r.Summary()})
 	}
 	for _, m := range f.Missing {
-		refs = append(refs, workitems.EvidenceRef{Kind: "test_report", Ref: "missing", Summary: clip(m, 200)})
+		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceTestReport, Ref: "missing", Summary: clip(m, 200)})
 	}
 	if f.Diff != nil {
-		refs = append(refs, workitems.EvidenceRef{Kind: "diff", Ref: f.Diff.Base,
+		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceDiff, Ref: f.Diff.Base,
 			Summary: fmt.Sprintf("%d files, +%d -%d", len(f.Diff.Files), f.Diff.Added, f.Diff.Deleted)})
 	}
 	if f.CI != nil {
 		for _, ch := range f.CI.Checks {
-			refs = append(refs, workitems.EvidenceRef{Kind: "ci_check", Ref: ch.Name, Summary: string(ch.State) + " @ " + shortSHA(ch.SHA)})
+			refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceCICheck, Ref: ch.Name, Summary: string(ch.State) + " @ " + shortSHA(ch.SHA)})
 		}
 		for _, m := range f.CI.Missing {
-			refs = append(refs, workitems.EvidenceRef{Kind: "ci_check", Ref: m, Summary: "missing"})
+			refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceCICheck, Ref: m, Summary: "missing"})
 		}
 	}
 	return refs

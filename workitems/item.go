@@ -212,11 +212,28 @@ func (k ActorKind) Outcomes() []Outcome {
 	return nil
 }
 
+// EvidenceKind is what a piece of a decision's evidence is.
+type EvidenceKind string
+
+// The evidence kinds.
+const (
+	EvidenceExit       EvidenceKind = "exit"        // the attempt's exit reason
+	EvidenceCommand    EvidenceKind = "command"     // a done-check command and its outcome
+	EvidenceTestReport EvidenceKind = "test_report" // a parsed report, or "missing"
+	EvidenceDiff       EvidenceKind = "diff"        // the attempt's change against its base
+	EvidenceCICheck    EvidenceKind = "ci_check"    // a CI check on the pushed commit, or "missing"
+)
+
+// AllEvidenceKinds lists the evidence kinds.
+func AllEvidenceKinds() []EvidenceKind {
+	return []EvidenceKind{EvidenceExit, EvidenceCommand, EvidenceTestReport, EvidenceDiff, EvidenceCICheck}
+}
+
 // EvidenceRef points at one piece of evidence a decision used.
 type EvidenceRef struct {
-	Kind    string `json:"kind"`              // test_report | ci_check | diff | exit | command
-	Ref     string `json:"ref"`               // file, check name, command
-	Summary string `json:"summary,omitempty"` // one line
+	Kind    EvidenceKind `json:"kind"`              // AllEvidenceKinds
+	Ref     string       `json:"ref"`               // file, check name, command
+	Summary string       `json:"summary,omitempty"` // one line
 }
 
 // Decision is what happened after an attempt, with its reasons.
