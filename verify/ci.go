@@ -190,7 +190,7 @@ func ciSource(cfg *workitems.CICheck) string {
 	if cfg.Forge != "" {
 		return cfg.Forge
 	}
-	return cfg.Provider
+	return string(cfg.Provider)
 }
 
 // headSHA is the workspace's HEAD commit.

@@ -107,16 +107,30 @@ type Loop struct {
 	CommandTimeout Duration `yaml:"command_timeout"`
 }
 
+// CIProvider is where a done check's CI results come from when no forge key names it.
+type CIProvider string
+
+// The CI providers.
+const (
+	// CIProviderGitHub resolves to the forge of kind github (configs written before forges:).
+	CIProviderGitHub CIProvider = "github"
+	// CIProviderWebhook reads results posted to POST /api/evidence.
+	CIProviderWebhook CIProvider = "webhook"
+)
+
+// AllCIProviders lists the CI providers.
+func AllCIProviders() []CIProvider { return []CIProvider{CIProviderGitHub, CIProviderWebhook} }
+
 // CICheck says which CI checks must be green, and how long to wait for them.
 type CICheck struct {
 	// Forge is the key of the forge whose checks are read. Provider github (written before
 	// forges: existed) resolves to the forge of kind github; provider webhook reads results
 	// posted to /api/evidence instead.
-	Forge    string   `yaml:"forge" json:"forge,omitempty"`
-	Provider string   `yaml:"provider" json:"provider,omitempty"` // github | webhook
-	Repo     string   `yaml:"repo" json:"repo"`                   // owner/name (default deliver.repo)
-	Required []string `yaml:"required" json:"required"`
-	Wait     Duration `yaml:"wait" json:"wait"`
+	Forge    string     `yaml:"forge" json:"forge,omitempty"`
+	Provider CIProvider `yaml:"provider" json:"provider,omitempty"` // AllCIProviders
+	Repo     string     `yaml:"repo" json:"repo"`                   // owner/name (default deliver.repo)
+	Required []string   `yaml:"required" json:"required"`
+	Wait     Duration   `yaml:"wait" json:"wait"`
 }
 
 // DiffCheck limits what an attempt may change.

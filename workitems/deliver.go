@@ -278,7 +278,7 @@ func firstLine(s string, n int) string {
 
 // reservedForgeName is the CI provider name a forge key may not take (done_check.ci looks
 // sources up by forge key or provider in one namespace).
-const reservedForgeName = "webhook"
+const reservedForgeName = string(CIProviderWebhook)
 
 func (c *Config) applyForgeDefaults() {
 	for name, f := range c.Forges {
@@ -299,7 +299,7 @@ func (c *Config) applyForgeDefaults() {
 	// kind github; with none, from a default one at api.github.com with GITHUB_TOKEN.
 	for i := range c.Templates {
 		ci := c.Templates[i].DoneCheck.CI
-		if ci == nil || ci.Forge != "" || ci.Provider != string(ForgeGitHub) {
+		if ci == nil || ci.Forge != "" || ci.Provider != CIProviderGitHub {
 			continue
 		}
 		names := c.forgesOfKind(ForgeGitHub)
@@ -518,18 +518,16 @@ func (c *Config) validateCI(t *Template, bad func(field, format string, args ...
 	if ci == nil {
 		return nil
 	}
-	switch ci.Provider {
-	case "", string(ForgeGitHub), "webhook":
-	default:
-		return bad("done_check.ci.provider", "%q is not github or webhook (or give ci.forge)", ci.Provider)
+	if ci.Provider != "" && !slices.Contains(AllCIProviders(), ci.Provider) {
+		return bad("done_check.ci.provider", "%q is not one of %s (or give ci.forge)", ci.Provider, JoinKinds(AllCIProviders()))
 	}
-	if ci.Provider == "webhook" && ci.Forge != "" {
+	if ci.Provider == CIProviderWebhook && ci.Forge != "" {
 		return bad("done_check.ci.forge", "provider webhook reads results posted to /api/evidence: drop forge or provider")
 	}
 	if ci.Provider == "" && ci.Forge == "" {
 		return bad("done_check.ci.forge", "missing: name a key of forges (or provider: webhook)")
 	}
-	if ci.Provider == string(ForgeGitHub) && ci.Forge == "" {
+	if ci.Provider == CIProviderGitHub && ci.Forge == "" {
 		if names := c.forgesOfKind(ForgeGitHub); len(names) > 1 {
 			return bad("done_check.ci.provider", "github is ambiguous: forges %s are of kind github; name one in ci.forge", strings.Join(names, ", "))
 		}
@@ -540,7 +538,7 @@ func (c *Config) validateCI(t *Template, bad func(field, format string, args ...
 		if !ok {
 			return bad("done_check.ci.forge", "%q is not a key of forges (%s)", ci.Forge, c.forgeNames())
 		}
-		if ci.Provider == string(ForgeGitHub) && f.Kind != ForgeGitHub {
+		if ci.Provider == CIProviderGitHub && f.Kind != ForgeGitHub {
 			return bad("done_check.ci.forge", "%q is of kind %s, but provider says github", ci.Forge, f.Kind)
 		}
 		if ci.Repo == "" {

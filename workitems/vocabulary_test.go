@@ -88,3 +88,21 @@ func TestEverySandboxModeAndNetworkIsOneATemplateMayName(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCIProviderIsOneADoneCheckMayName walks AllCIProviders through validation (github
+// with its forge of kind github, webhook alone); another provider is refused naming them.
+func TestEveryCIProviderIsOneADoneCheckMayName(t *testing.T) {
+	t.Parallel()
+	cfg := func(provider string) string {
+		return fmt.Sprintf("forges: {gh: {kind: github, token_env: T}}\ntemplates:\n  - name: t\n    repo: /tmp/r\n    goal: g\n    budget: {wall_time: 1m}\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {ci: {provider: %s, repo: a/b, required: [test]}}\n", provider)
+	}
+	for _, p := range AllCIProviders() {
+		if _, err := ParseConfig([]byte(cfg(string(p)))); err != nil {
+			t.Errorf("provider %s: %v", p, err)
+		}
+	}
+	_, err := ParseConfig([]byte(cfg("jenkins")))
+	if err == nil || !strings.Contains(err.Error(), JoinKinds(AllCIProviders())) {
+		t.Fatalf("provider jenkins: %v, want it refused naming %s", err, JoinKinds(AllCIProviders()))
+	}
+}

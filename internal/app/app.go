@@ -226,7 +226,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Workspaces.Credentials = a.repoCredentials
 	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
 	a.EvidenceFiles = verify.NewRedisEvidenceStore(a.Redis, o.Prefix, 30*24*time.Hour)
-	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI("webhook", a.CIStore),
+	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), a.CIStore),
 		verify.WithEvidenceStore(a.EvidenceFiles)}
 	for name, f := range a.Forges {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
