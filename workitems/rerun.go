@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-
 // EventRerun is written to an item's log when a person re-runs it; Data["rerun"] is the new
 // item's id.
 const EventRerun EventType = "rerun"
