@@ -138,7 +138,7 @@ func escalate(tail string) func(it *workitems.Item) error {
 		it.Decisions = append(it.Decisions, d)
 		it.Spend = a.Spend
 		it.Escalation = &workitems.Escalation{Reason: "the same test failed twice", Summary: "TestAdd: Add(2, 3) = -1, want 5",
-			At: now, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
+			At: now, Actions: []workitems.EscalationAction{"close", "retry", "raise_budget", "cancel"}}
 		return it.SetState(workitems.StateEscalated)
 	}
 }

@@ -214,7 +214,7 @@ type escalationRow struct {
 	Decision *workitems.Decision
 	Verified *workitems.Verdict
 	Exit     *workitems.Exit
-	Actions  []string
+	Actions  []workitems.EscalationAction
 	Summary  string // the escalation's summary, unless the test summary says the same
 }
 

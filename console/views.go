@@ -237,16 +237,16 @@ func outcomeClass(o workitems.Outcome) string {
 }
 
 // actionLabel is how a suggested action reads in the inbox.
-func actionLabel(a string) string {
+func actionLabel(a workitems.EscalationAction) string {
 	switch a {
-	case "close":
+	case workitems.SuggestClose:
 		return "close as done"
-	case "retry":
+	case workitems.SuggestRetry:
 		return "retry with input"
-	case "raise_budget":
+	case workitems.SuggestRaiseBudget:
 		return "raise a budget"
 	}
-	return a
+	return string(a)
 }
 
 func funcs() template.FuncMap {

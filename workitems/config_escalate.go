@@ -35,7 +35,7 @@ func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason Confi
 		}
 		it.Decisions = append(it.Decisions, d)
 		it.Escalation = &Escalation{Reason: string(reason), Summary: summary, At: at,
-			Actions: []string{"cancel", "retry", "close"}}
+			Actions: []EscalationAction{SuggestCancel, SuggestRetry, SuggestClose}}
 		return []Event{{Type: EventEscalated, Attempt: it.Attempt, Actor: "worker", Message: summary,
 			Data: map[string]string{"reason": string(reason)}}}, it.SetState(StateEscalated)
 	})

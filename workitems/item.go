@@ -289,6 +289,23 @@ func AllResolutionActions() []ResolutionAction {
 	return []ResolutionAction{ResolveClose, ResolveRetry, ResolveCancel}
 }
 
+// EscalationAction is what an escalation suggests a person do: a resolution action, or
+// raise_budget (a retry with a larger budget).
+type EscalationAction string
+
+// The escalation actions.
+const (
+	SuggestClose       EscalationAction = EscalationAction(ResolveClose)
+	SuggestRetry       EscalationAction = EscalationAction(ResolveRetry)
+	SuggestCancel      EscalationAction = EscalationAction(ResolveCancel)
+	SuggestRaiseBudget EscalationAction = "raise_budget"
+)
+
+// AllEscalationActions lists the escalation actions.
+func AllEscalationActions() []EscalationAction {
+	return []EscalationAction{SuggestClose, SuggestRetry, SuggestRaiseBudget, SuggestCancel}
+}
+
 // Attempt is one run of an inner loop for an item.
 type Attempt struct {
 	N         int          `json:"n"`
@@ -324,12 +341,12 @@ type Verdict struct {
 
 // Escalation is why an item waits for a person.
 type Escalation struct {
-	Reason  string    `json:"reason"`
-	Summary string    `json:"summary,omitempty"`
-	Cause   string    `json:"cause,omitempty"`  // the sandbox's doing and the setting to change (Decision.Cause)
-	Output  string    `json:"output,omitempty"` // the failing command's last lines, redacted
-	At      time.Time `json:"at"`
-	Actions []string  `json:"actions,omitempty"` // suggested: close, retry, raise budget, cancel
+	Reason  string             `json:"reason"`
+	Summary string             `json:"summary,omitempty"`
+	Cause   string             `json:"cause,omitempty"`  // the sandbox's doing and the setting to change (Decision.Cause)
+	Output  string             `json:"output,omitempty"` // the failing command's last lines, redacted
+	At      time.Time          `json:"at"`
+	Actions []EscalationAction `json:"actions,omitempty"` // what a person is suggested to do
 }
 
 // Item is one unit of work: a goal from a template, worked on by attempts until closed.

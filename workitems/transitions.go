@@ -178,7 +178,7 @@ func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event,
 		return evs, take(op, it, StateRetryWait)
 	case OutcomeEscalate:
 		it.Escalation = &Escalation{Reason: d.Rule, Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
-			Cause: d.Cause, Output: d.Output, At: d.At, Actions: []string{"close", "retry", "raise_budget", "cancel"}}
+			Cause: d.Cause, Output: d.Output, At: d.At, Actions: AllEscalationActions()}
 		evs = append(evs, Event{Type: EventEscalated, Attempt: a.N, Message: it.Escalation.Summary,
 			Data: map[string]string{"reason": d.Rule}})
 		return evs, take(op, it, StateEscalated)
