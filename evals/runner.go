@@ -52,6 +52,9 @@ func (r *Runner) build(e *Experiment) (*workitems.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.State != StateRunning {
+		return c, nil // an ended experiment's report builds once per read; keep no copy
+	}
 	for old := range r.built { // keep only builds over the config in force
 		if old.base != base {
 			delete(r.built, old)

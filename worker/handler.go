@@ -402,6 +402,9 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	if redisUnavailable(err) { // both are reads of the store alone
 		return loopResult{unavailable: err}
 	}
+	if err != nil && ctx.Err() != nil { // stopped before it began (see below)
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitAborted, Message: err.Error()}}
+	}
 	if err != nil {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}}
 	}
@@ -427,6 +430,11 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	w, resumed, err := h.workspace(ctx, it, tmpl, fence, cp, resumed, env, log)
 	if storeUnavailable(err) {
 		return loopResult{unavailable: err}
+	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped while the workspace was prepared (a shutdown's yield, a lost lease): not the
+		// attempt's failure; the caller reads the cause.
+		return loopResult{exit: workitems.Exit{Reason: workitems.ExitAborted, Message: err.Error()}, spend: meter.Spent()}
 	}
 	if err != nil {
 		class := workitems.ClassOf(err)

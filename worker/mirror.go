@@ -226,22 +226,29 @@ func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want, at stri
 // resolveAt finds ref in a fetched mirror: a branch, then a tag, then a commit (asked of the
 // server by id when no ref reaches it). branch reports the first.
 func resolveAt(ctx context.Context, rm remote, dir, ref string) (commit string, branch bool, err error) {
+	// An abbreviated id is found only when a fetched branch or tag reaches its commit (a
+	// server is asked by full id only).
 	if c, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+ref+"^{commit}"); err == nil {
 		return c, true, nil
 	}
 	if c, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/tags/"+ref+"^{commit}"); err == nil {
 		return c, false, nil
 	}
+	var fetchErr error
 	if hexRE.MatchString(ref) {
-		if !hasCommit(ctx, dir, ref) {
-			_, _ = rm.git(ctx, dir, "fetch", "--quiet", rm.src, ref)
+		if !hasCommit(ctx, dir, ref) { // a full id no branch reaches: ask the server for it
+			_, fetchErr = rm.git(ctx, dir, "fetch", "--quiet", rm.src, ref)
 		}
 		if c, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err == nil {
 			return c, false, nil
 		}
 	}
-	return "", false, workitems.Classify(workitems.ClassNotFound,
-		fmt.Errorf("worker: ref %q is not a branch, tag or commit of %s", ref, RedactSource(rm.src)))
+	err = fmt.Errorf("worker: ref %q is not a branch, tag or commit of %s", ref, RedactSource(rm.src))
+	if fetchErr != nil { // the fetch by id failed: say why (it may be the network, not the ref)
+		err = fmt.Errorf("%w (fetching it by id: %w)", err, rm.wrap(fetchErr))
+		return "", false, err
+	}
+	return "", false, workitems.Classify(workitems.ClassNotFound, err)
 }
 
 // hexRE matches what may be a commit id, abbreviated or full (SHA-1 or SHA-256).

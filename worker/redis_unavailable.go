@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"syscall"
 	"time"
 
@@ -24,6 +25,12 @@ const RedisBlipRetryDelay = 2 * time.Second
 // (asynq's timeout, a cancel): those keep their own handling.
 func redisUnavailable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	// An HTTP client's error (a forge, a model provider) is a net.Error too, but never Redis's:
+	// it is the attempt's, with asynq's backoff and a count against MaxRetry.
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return false
 	}
 	var ne net.Error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -103,5 +104,62 @@ func TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed(t *testin
 	}
 	if d := retryDelay(0, fmt.Errorf("worker: set up attempt: %w", err), asynq.NewTask(workitems.TaskTypeAttempt, nil)); d != RedisBlipRetryDelay {
 		t.Errorf("handed back for %s, want %s", d, RedisBlipRetryDelay)
+	}
+}
+
+// TestAForgeOutageIsTheAttemptsFailureNotARedisBlip: an HTTP client's refused connection (a
+// forge or a model provider down: a *url.Error, which is a net.Error) keeps asynq's backoff and
+// counts against MaxRetry; only Redis's own errors are retried at once and uncounted.
+func TestAForgeOutageIsTheAttemptsFailureNotARedisBlip(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	_, err = http.Get("http://" + addr + "/api/v1/repos/acme/calc/pulls")
+	if err == nil {
+		t.Fatal("the request to a closed port succeeded")
+	}
+	wrapped := fmt.Errorf("worker: deliver it attempt 1: %w", err)
+	if redisUnavailable(wrapped) {
+		t.Fatalf("%v is taken for Redis being down", wrapped)
+	}
+	if d := retryDelay(0, wrapped, asynq.NewTask(workitems.TaskTypeAttempt, nil)); d < 15*time.Second || !isFailure(wrapped) {
+		t.Errorf("a forge outage: retried after %s, counted %v; want asynq's backoff and counted", d, isFailure(wrapped))
+	}
+}
+
+// TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed: a shutdown (or a lost
+// lease) that cancels the attempt as it is set up (here before its first store read; the
+// workspace's preparation takes the same check) ends the loop as aborted, which the handler
+// turns into a yield; it is neither a transient error nor the attempt's failure (not_found).
+func TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed(t *testing.T) {
+	t.Parallel()
+	env := redistest.New(t)
+	store := workitems.NewStore(env.Client, env.Prefix)
+	ctx := context.Background()
+	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := store.StartAttempt(ctx, fence, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loops := NewRegistry()
+	ran := false
+	loops.Register("script", InnerLoopFunc(func(context.Context, *Attempt) workitems.Exit { ran = true; return workitems.Exit{} }))
+	h := NewHandler(HandlerOptions{Store: store, Loops: loops, Workspaces: &Workspaces{Root: t.TempDir(), Deployment: "t"}})
+	runCtx, cancel := context.WithCancelCause(ctx)
+	cancel(ErrYield) // the shutdown came first
+	tmpl := &workitems.Template{Name: "t", Repo: sourceRepo(t, 2, 1), Loop: workitems.Loop{Kind: "script"}}
+	r := h.runLoop(runCtx, it, tmpl, fence, false, slog.New(slog.DiscardHandler))
+	if r.exit.Reason != workitems.ExitAborted || ran {
+		t.Fatalf("exit %+v (loop ran: %v), want aborted before the loop", r.exit, ran)
 	}
 }
