@@ -318,6 +318,37 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// IndexEnded puts every ended experiment that the ended index lacks into it (experiments that
+// ended before the index existed, or under an older binary), a page at a time; it returns how
+// many it added.
+func (s *Store) IndexEnded(ctx context.Context) (int, error) {
+	added := 0
+	for offset := 0; ; offset += 100 {
+		page, _, err := s.Page(ctx, offset, 100)
+		if err != nil {
+			return added, err
+		}
+		if len(page) == 0 {
+			return added, nil
+		}
+		for _, l := range page {
+			e := l.Experiment
+			if e.State == StateRunning {
+				continue
+			}
+			at := e.EndedAt
+			if at.IsZero() {
+				at = e.CreatedAt
+			}
+			n, err := s.rdb.ZAddNX(ctx, s.k.ended(), redis.Z{Score: float64(at.UnixMilli()), Member: e.ID}).Result()
+			if err != nil {
+				return added, fmt.Errorf("evals: index ended experiment %s: %w", e.ID, err)
+			}
+			added += int(n)
+		}
+	}
+}
+
 // EndedBefore returns up to n ids of experiments that ended before t, oldest first (the
 // retention janitor's candidates).
 func (s *Store) EndedBefore(ctx context.Context, t time.Time, n int) ([]string, error) {

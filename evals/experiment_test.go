@@ -215,3 +215,29 @@ func TestTheJanitorDeletesEndedExperimentsWithTheirItemsOnceTheirRetentionPassed
 		t.Errorf("listed %d of %d after the pass, want 3 of 3", len(page), total)
 	}
 }
+
+// TestTheJanitorFindsExperimentsThatEndedBeforeTheEndedIndexExisted: an ended experiment the
+// ended index lacks (written by an older binary) is indexed by the janitor's first pass and
+// deleted once its retention passed.
+func TestTheJanitorFindsExperimentsThatEndedBeforeTheEndedIndexExisted(t *testing.T) {
+	t.Parallel()
+	env := redistest.New(t)
+	exps := NewStore(env.Client, env.Prefix)
+	items := workitems.NewStore(env.Client, ItemPrefix(env.Prefix))
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if err := exps.Create(ctx, experiment("old", now.AddDate(0, 0, -100), "t1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exps.End(ctx, "old", StateFinished, "", now.AddDate(0, 0, -99)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.ZRem(ctx, exps.k.ended(), "old").Err(); err != nil { // as an older binary left it
+		t.Fatal(err)
+	}
+	j := NewJanitor(JanitorOptions{Exps: exps, Items: items, Retention: 90 * 24 * time.Hour, Clock: fakeclock.New(now)})
+	removed, err := j.Run(ctx, false)
+	if err != nil || !slices.Equal(removed, []string{"old"}) {
+		t.Fatalf("removed %v %v, want old", removed, err)
+	}
+}

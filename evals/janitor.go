@@ -34,8 +34,9 @@ type JanitorOptions struct {
 // (a worker caught mid-attempt) keeps its experiment until the next pass. Any number of
 // janitors may run: what another deleted first is skipped.
 type Janitor struct {
-	o    JanitorOptions
-	loop periodic.Loop
+	o       JanitorOptions
+	loop    periodic.Loop
+	indexed bool // IndexEnded ran (once per janitor)
 }
 
 // NewJanitor returns a janitor (not started).
@@ -70,6 +71,12 @@ func (j *Janitor) Shutdown() { j.loop.Shutdown() }
 
 // Run deletes the experiments due now (with dry, only lists them) and returns their ids.
 func (j *Janitor) Run(ctx context.Context, dry bool) ([]string, error) {
+	if !j.indexed {
+		if _, err := j.o.Exps.IndexEnded(ctx); err != nil {
+			return nil, err
+		}
+		j.indexed = true
+	}
 	var out []string
 	seen := map[string]bool{}
 	for {
