@@ -35,7 +35,7 @@ type JanitorOptions struct {
 // janitors may run: what another deleted first is skipped.
 type Janitor struct {
 	o       JanitorOptions
-	loop    periodic.Loop
+	loop    *periodic.Loop
 	indexed bool // IndexEnded ran (once per janitor)
 }
 
@@ -56,13 +56,14 @@ func NewJanitor(o JanitorOptions) *Janitor {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Janitor{o: o}
+	j := &Janitor{o: o}
+	j.loop = &periodic.Loop{Every: o.Every, Clock: o.Clock, Logger: o.Logger, What: "experiment retention pass failed",
+		Pass: func(ctx context.Context) error { _, err := j.Run(ctx, false); return err }}
+	return j
 }
 
 // Start runs a pass now and then every o.Every until Shutdown.
 func (j *Janitor) Start() {
-	j.loop = periodic.Loop{Every: j.o.Every, Clock: j.o.Clock, Logger: j.o.Logger, What: "experiment retention pass failed",
-		Pass: func(ctx context.Context) error { _, err := j.Run(ctx, false); return err }}
 	j.loop.Start()
 }
 

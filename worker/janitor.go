@@ -29,7 +29,7 @@ type JanitorOptions struct {
 // number of janitors may run: a deletion another one made first is skipped.
 type Janitor struct {
 	o    JanitorOptions
-	loop periodic.Loop
+	loop *periodic.Loop
 }
 
 // NewJanitor returns a janitor (not started).
@@ -47,7 +47,10 @@ func NewJanitor(o JanitorOptions) *Janitor {
 		o.Logger = slog.Default()
 	}
 	o.Retention = o.Retention.WithDefaults()
-	return &Janitor{o: o}
+	j := &Janitor{o: o}
+	j.loop = &periodic.Loop{Every: o.Every, Clock: o.Clock, Logger: o.Logger, What: "retention pass failed",
+		Pass: func(ctx context.Context) error { _, err := j.Run(ctx, false); return err }}
+	return j
 }
 
 // Removed is one item a janitor pass deleted (or, dry, would delete).
@@ -60,8 +63,6 @@ type Removed struct {
 
 // Start runs a pass now and then every o.Every until Shutdown.
 func (j *Janitor) Start() {
-	j.loop = periodic.Loop{Every: j.o.Every, Clock: j.o.Clock, Logger: j.o.Logger, What: "retention pass failed",
-		Pass: func(ctx context.Context) error { _, err := j.Run(ctx, false); return err }}
 	j.loop.Start()
 }
 

@@ -38,7 +38,7 @@ type SweeperOptions struct {
 // disk the workspaces and mirrors use.
 type Sweeper struct {
 	o    SweeperOptions
-	loop periodic.Loop
+	loop *periodic.Loop
 }
 
 // NewSweeper returns a sweeper (not started).
@@ -53,13 +53,14 @@ func NewSweeper(o SweeperOptions) *Sweeper {
 		o.Logger = slog.Default()
 	}
 	o.Retention = o.Retention.WithDefaults()
-	return &Sweeper{o: o}
+	s := &Sweeper{o: o}
+	s.loop = &periodic.Loop{Every: o.Every, Clock: o.Clock, Logger: o.Logger, What: "workspace sweep failed",
+		Pass: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
+	return s
 }
 
 // Start sweeps now and then every o.Every until Shutdown.
 func (s *Sweeper) Start() {
-	s.loop = periodic.Loop{Every: s.o.Every, Clock: s.o.Clock, Logger: s.o.Logger, What: "workspace sweep failed",
-		Pass: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
 	s.loop.Start()
 }
 

@@ -24,12 +24,18 @@ type Loop struct {
 	What   string // "retention pass failed", …
 	Pass   func(ctx context.Context) error
 
+	mu     sync.Mutex
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// Start starts the loop.
+// Start starts the loop; starting a running loop does nothing.
 func (l *Loop) Start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cancel != nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	l.wg.Add(1)
@@ -48,10 +54,14 @@ func (l *Loop) Start() {
 	}()
 }
 
-// Shutdown stops the loop and waits for a pass under way.
+// Shutdown stops the loop and waits for a pass under way; the loop may be started again.
 func (l *Loop) Shutdown() {
-	if l.cancel != nil {
-		l.cancel()
+	l.mu.Lock()
+	cancel := l.cancel
+	l.cancel = nil
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 	l.wg.Wait()
 }

@@ -31,10 +31,14 @@ func TestALoopPassesNowThenEveryIntervalAndStopsWithShutdown(t *testing.T) {
 			return nil
 		}}
 	l.Start()
+	l.Start() // a second Start of a running loop does nothing
 	if got := <-passes; got != 1 {
 		t.Fatalf("first pass %d", got)
 	}
 	clock.BlockUntil(1, nil) // the loop waits on the clock
+	if n := clock.Waiters(); n != 1 {
+		t.Fatalf("%d loops wait on the clock, want one", n)
+	}
 	select {
 	case p := <-passes:
 		t.Fatalf("pass %d ran before the clock moved", p)
