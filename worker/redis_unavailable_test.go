@@ -78,22 +78,12 @@ func TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed(t *testin
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := workitems.NewStore(rdb, "t:")
-	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
-		t.Fatal(err)
-	}
-	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, _, err := store.StartAttempt(ctx, fence, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	it, fence := runningAttempt(t, store)
 	h := NewHandler(HandlerOptions{Store: store, Workspaces: &Workspaces{Root: t.TempDir(), Deployment: "t"}})
 	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now), obs: nopObserver{}}
 	log := slog.New(slog.DiscardHandler)
 
-	_, _, err = h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: filepath.Join(t.TempDir(), "missing")}, fence, cp, false, nil, log)
+	_, _, err := h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: filepath.Join(t.TempDir(), "missing")}, fence, cp, false, nil, log)
 	if err == nil || storeUnavailable(err) {
 		t.Fatalf("a missing repository: %v, want the attempt's error, not Redis unavailable", err)
 	}
@@ -140,17 +130,7 @@ func TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed(t *testin
 	env := redistest.New(t)
 	store := workitems.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
-	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
-		t.Fatal(err)
-	}
-	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, _, err := store.StartAttempt(ctx, fence, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	it, fence := runningAttempt(t, store)
 	loops := NewRegistry()
 	ran := false
 	loops.Register("script", InnerLoopFunc(func(context.Context, *Attempt) workitems.Exit { ran = true; return workitems.Exit{} }))
@@ -162,4 +142,22 @@ func TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed(t *testin
 	if r.exit.Reason != workitems.ExitAborted || ran {
 		t.Fatalf("exit %+v (loop ran: %v), want aborted before the loop", r.exit, ran)
 	}
+}
+
+// runningAttempt creates item "it" and starts its first attempt under worker "w".
+func runningAttempt(t *testing.T, store *workitems.Store) (*workitems.Item, *workitems.Fence) {
+	t.Helper()
+	ctx := context.Background()
+	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _, err := store.StartAttempt(ctx, fence, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it, fence
 }
