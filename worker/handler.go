@@ -321,6 +321,8 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 		// However the attempt ends here (exit, yield, lost lease, cancel), it no longer runs here.
 		defer h.o.Observer.ClearRunningCost(it.ID)
 		r := h.runLoop(runCtx, it, tmpl, fence, resumed, log)
+		// The loop has stopped: its cost is charged, not running, before the item may close.
+		h.o.Observer.ClearRunningCost(it.ID)
 		exit, spend := r.exit, r.spend
 		ws, base = r.workspace, r.base
 		switch cause := context.Cause(runCtx); {
