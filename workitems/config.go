@@ -165,6 +165,11 @@ type Template struct {
 	MaxOpen         int       `yaml:"max_open"`
 	DailyCostCapUSD float64   `yaml:"daily_cost_cap_usd"`
 	Repo            string    `yaml:"repo"`
+	// Repos and ReposFrom make a fleet template: one item per repository at every tick
+	// (fleet.go); Fleet bounds them.
+	Repos     []string   `yaml:"repos" json:",omitempty"`
+	ReposFrom *ReposFrom `yaml:"repos_from" json:",omitempty"`
+	Fleet     *Fleet     `yaml:"fleet" json:",omitempty"`
 	Goal            string    `yaml:"goal"`
 	Loop            Loop      `yaml:"loop"`
 	DoneCheck       DoneCheck `yaml:"done_check"`
@@ -515,10 +520,18 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 	if t.DoneCheck.Timeout < 0 {
 		return bad("done_check.timeout", "must not be negative")
 	}
-	if err := c.validateDeliver(t, bad); err != nil {
+	if err := c.validateFleet(t, bad); err != nil {
 		return err
 	}
-	if err := c.validateCI(t, bad); err != nil {
+	// A fleet's deliver and CI sections are checked as one of its repositories sees them.
+	probe := t
+	if t.IsFleet() {
+		probe = t.fleetProbe()
+	}
+	if err := c.validateDeliver(probe, bad); err != nil {
+		return err
+	}
+	if err := c.validateCI(probe, bad); err != nil {
 		return err
 	}
 	if err := c.validateTemplateNotify(t); err != nil {

@@ -99,6 +99,9 @@ type Deliver struct {
 	// Review makes the pull request's review evidence: the item waits for it after green CI
 	// (nil: no review is waited for, the item closes on its evidence).
 	Review *Review `yaml:"review" json:"review,omitempty"`
+	// Rebase says when an open pull request whose base moved gets a new commit (default
+	// conflicted); a retry or a review round always may.
+	Rebase RebasePolicy `yaml:"rebase" json:"rebase,omitempty"`
 }
 
 // OnChangesRequested is what a review that requests changes leads to.

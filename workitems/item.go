@@ -383,6 +383,9 @@ type Item struct {
 	// Ref is the branch, tag or commit of the template's repository that new attempts start
 	// from (empty: the tip of its default branch). Evals set it to run a task where it was.
 	Ref string `json:"ref,omitempty"`
+	// Repo is the repository of a fleet template's item (empty: the template's repo); see
+	// Config.ItemTemplate.
+	Repo string `json:"repo,omitempty"`
 }
 
 // Resolution records a person's action on an escalated item.
