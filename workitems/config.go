@@ -158,27 +158,27 @@ type Retry struct {
 
 // Template is a kind of work, from outerloop.yaml.
 type Template struct {
-	Name            string    `yaml:"name"`
-	Schedule        string    `yaml:"schedule"`
-	CatchUp         string    `yaml:"catch_up"` // none | last
-	CatchUpWindow   Duration  `yaml:"catch_up_window"`
-	MaxOpen         int       `yaml:"max_open"`
-	DailyCostCapUSD float64   `yaml:"daily_cost_cap_usd"`
-	Repo            string    `yaml:"repo"`
+	Name            string   `yaml:"name"`
+	Schedule        string   `yaml:"schedule"`
+	CatchUp         string   `yaml:"catch_up"` // none | last
+	CatchUpWindow   Duration `yaml:"catch_up_window"`
+	MaxOpen         int      `yaml:"max_open"`
+	DailyCostCapUSD float64  `yaml:"daily_cost_cap_usd"`
+	Repo            string   `yaml:"repo"`
 	// Repos and ReposFrom make a fleet template: one item per repository at every tick
 	// (fleet.go); Fleet bounds them.
-	Repos     []string   `yaml:"repos" json:",omitempty"`
-	ReposFrom *ReposFrom `yaml:"repos_from" json:",omitempty"`
-	Fleet     *Fleet     `yaml:"fleet" json:",omitempty"`
-	Goal            string    `yaml:"goal"`
-	Loop            Loop      `yaml:"loop"`
-	DoneCheck       DoneCheck `yaml:"done_check"`
-	Deliver         Deliver   `yaml:"deliver"`
-	Budget          Budget    `yaml:"budget"`
-	ItemBudget      Budget    `yaml:"item_budget"`
-	MaxAttempts     int       `yaml:"max_attempts"`
-	Retry           Retry     `yaml:"retry"`
-	Escalate        string    `yaml:"escalate"` // who is told (free text: team, channel)
+	Repos       []string   `yaml:"repos" json:",omitempty"`
+	ReposFrom   *ReposFrom `yaml:"repos_from" json:",omitempty"`
+	Fleet       *Fleet     `yaml:"fleet" json:",omitempty"`
+	Goal        string     `yaml:"goal"`
+	Loop        Loop       `yaml:"loop"`
+	DoneCheck   DoneCheck  `yaml:"done_check"`
+	Deliver     Deliver    `yaml:"deliver"`
+	Budget      Budget     `yaml:"budget"`
+	ItemBudget  Budget     `yaml:"item_budget"`
+	MaxAttempts int        `yaml:"max_attempts"`
+	Retry       Retry      `yaml:"retry"`
+	Escalate    string     `yaml:"escalate"` // who is told (free text: team, channel)
 	// Sandbox confines the template's commands (merged with the deployment's at load).
 	Sandbox Sandbox `yaml:"sandbox"`
 	// OperatorFiles are the files outside the workspace the template's commands name, shown
