@@ -89,6 +89,17 @@ func forDailyCap(template string, t *workitems.Template, at time.Time) Notificat
 	return n
 }
 
+// forFleetPaused returns the notification of fleet template t's breaker pausing it at at.
+func forFleetPaused(template string, t *workitems.Template, reason string, at time.Time) Notification {
+	n := Notification{ID: fmt.Sprintf("%s:%s:%d", workitems.NotifyFleetPaused, template, at.UnixMilli()), Event: workitems.NotifyFleetPaused,
+		At: at.UTC(), Template: template, Reason: "fleet_breaker"}
+	if t != nil {
+		n.Escalate = t.Escalate
+	}
+	n.Headline = fmt.Sprintf("template %s paused itself: %s; resume it with `outerloop templates resume %s`", template, reason, template)
+	return n
+}
+
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {

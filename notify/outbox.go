@@ -163,6 +163,16 @@ func (o *Outbox) LimitHook() workitems.LimitHook {
 	}
 }
 
+// FleetPaused queues the notification of a fleet template's breaker pausing it.
+func (o *Outbox) FleetPaused(ctx context.Context, template, reason string) error {
+	t, sinks := o.targets(template, workitems.NotifyFleetPaused)
+	if len(sinks) == 0 {
+		return nil
+	}
+	_, err := o.Enqueue(ctx, forFleetPaused(template, t, reason, o.now()), sinks)
+	return err
+}
+
 // Enqueue queues n to each of sinks and returns how many deliveries are new.
 func (o *Outbox) Enqueue(ctx context.Context, n Notification, sinks []string) (int, error) {
 	cmds, err := o.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { return o.queue(ctx, p, n, sinks) })

@@ -119,6 +119,7 @@ func (q *Queue) Rerun(ctx context.Context, id, actor string) (*workitems.Item, e
 	}
 	it := newItem(cfg, t, manualID(t.Name, q.clock.Now()), workitems.Origin{Kind: workitems.OriginRerun, Actor: actor},
 		workitems.RerunInput(orig))
+	it.Ref, it.Repo = orig.Ref, orig.Repo // the same repository, from the same place
 	if err := q.store.CreateRerun(ctx, id, it, workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"outerloop/fleet"
 	"outerloop/workitems"
 )
 
@@ -37,6 +38,7 @@ type Queue struct {
 	log       *slog.Logger
 	obs       DecisionObserver
 	maxRetry  int
+	fleet     *fleet.Gate
 }
 
 // DecisionObserver counts decisions on items (metrics.Metrics implements it). The Queue reports
@@ -56,6 +58,9 @@ type QueueOptions struct {
 	Logger   *slog.Logger
 	Observer DecisionObserver // counts people's decisions (default: none)
 	MaxRetry int              // asynq retries, for crash recovery only (default 25)
+	// Fleet is the gate of fleet templates' limits (nil: none; a fleet's items then run
+	// unlimited).
+	Fleet *fleet.Gate
 }
 
 // NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
@@ -76,7 +81,7 @@ func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Ins
 		o.Observer = nopDecisions{}
 	}
 	q := &Queue{store: store, client: client, inspector: inspector, queue: o.Queue,
-		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry}
+		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry, fleet: o.Fleet}
 	q.cfg.Store(cfg)
 	return q
 }
@@ -106,6 +111,9 @@ type Request struct {
 	// Ref is the branch, tag or commit the item's attempts start from (empty: the repository's
 	// default branch).
 	Ref string
+	// Repo is the repository of a fleet template's item (one of its repos); required for a
+	// fleet template, refused for any other.
+	Repo string
 }
 
 // Submit creates an item from a template and enqueues its first attempt. For a cron tick the
@@ -134,8 +142,11 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	if id == "" {
 		id = manualID(t.Name, q.clock.Now())
 	}
+	if err := checkRepo(t, r.Repo); err != nil {
+		return nil, err
+	}
 	it := newItem(cfg, t, id, r.Origin, r.Input)
-	it.Ref = r.Ref
+	it.Ref, it.Repo = r.Ref, r.Repo
 	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
 	forced := q.applyForce(&r, t, it, &lim)
 	if err := q.store.Create(ctx, it, lim); err != nil {
@@ -143,6 +154,12 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	}
 	if forced {
 		q.recordForce(ctx, it, t)
+	}
+	if held, err := q.holdInFleet(ctx, t, it); held || err != nil {
+		if err != nil { // the item is safe in the store; reconcile enqueues it, and its task meets the gate
+			q.log.Warn("fleet hold failed; reconcile will enqueue the item", "item", it.ID, "err", err)
+		}
+		return it, nil
 	}
 	if err := q.EnqueueAttempt(ctx, it); err != nil {
 		// The item is safe in the store; Reconcile enqueues it later.
@@ -275,6 +292,9 @@ func (q *Queue) Reconcile(ctx context.Context, olderThan time.Duration) (int, er
 				}
 				if q.clock.Now().Sub(it.UpdatedAt) < olderThan {
 					continue
+				}
+				if st == workitems.StateQueued && q.heldInFleet(ctx, it) {
+					continue // waits its turn on purpose: the fleet's admitter enqueues it
 				}
 				if st == workitems.StateQueued && q.inspector != nil {
 					// A live task delivers the item; an archived one (retries used up) would

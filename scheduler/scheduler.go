@@ -84,7 +84,9 @@ type TickResult struct {
 	// Missed is, with caught_up and misfire_dropped, how many ticks were missed in the gap
 	// (Tick is the newest of them).
 	Missed int
-	Err    error
+	// Fleet is what a fleet template's tick did per repository (Item is then empty).
+	Fleet *FleetTick
+	Err   error
 }
 
 // Options configures a Scheduler.
@@ -96,6 +98,11 @@ type Options struct {
 	OnTick func(TickResult)
 	// OnReplan is called after a replan (Replan) is applied, with the number of schedules.
 	OnReplan func(int)
+	// Repos lists the repositories of repos_from templates (nil: their ticks fail, saying so).
+	Repos RepoSource
+	// Fleet grants a limited fleet's items right after its tick made them (nil: the next
+	// round of the workers' admitters does).
+	Fleet FleetAdmitter
 }
 
 // Scheduler runs the cron schedules of the templates that have one.
@@ -107,6 +114,8 @@ type Scheduler struct {
 	obs     Observer
 	onTick  func(TickResult)
 	onPlan  func(int)
+	repos   RepoSource
+	fleet   FleetAdmitter
 	entries []*entry
 	// mu guards replacing entries (a replan) against NextRun; the run goroutine is the only
 	// writer, so it reads them without it.
@@ -137,7 +146,7 @@ func New(q *Queue, o Options) (*Scheduler, error) {
 		o.Observer = nopObserver{}
 	}
 	s := &Scheduler{q: q, k: keys{p: q.store.Prefix()}, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick,
-		onPlan: o.OnReplan, wake: make(chan struct{}, 1)}
+		onPlan: o.OnReplan, wake: make(chan struct{}, 1), repos: o.Repos, fleet: o.Fleet}
 	entries, err := plan(q.Config(), nil, time.Time{})
 	if err != nil {
 		return nil, err
@@ -298,8 +307,13 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 	}
 	paused, err := s.q.skipPaused(ctx, e.tmpl.Name, at)
 	if err == nil && !paused {
-		_, err = s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
-			Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+		if e.tmpl.IsFleet() {
+			r.Fleet, err = s.fleetTick(ctx, e.tmpl, at)
+			r.Item = ""
+		} else {
+			_, err = s.q.Submit(ctx, Request{Template: e.tmpl.Name, ID: id,
+				Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+		}
 	}
 	switch {
 	case paused:
@@ -314,6 +328,11 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 			r.Outcome = TickCaughtUp
 		}
 		s.obs.SchedulerTick(e.tmpl.Name)
+		if r.Fleet != nil {
+			s.log.Info("tick: fleet items created", "template", e.tmpl.Name, "tick", at.UTC(), "via", kind, "repos", r.Fleet.Repos,
+				"created", r.Fleet.Created, "existing", r.Fleet.Existing, "skipped", r.Fleet.SkippedCount(), "failed", r.Fleet.Failed)
+			break
+		}
 		s.log.Info("tick: item created", "template", e.tmpl.Name, "tick", at.UTC(), "item", id, "via", kind)
 	case errors.Is(err, workitems.ErrExists):
 		r.Outcome = TickExists

@@ -129,7 +129,7 @@ func (p *Poller) poll(ctx context.Context, id string) {
 		return
 	}
 	cfg := p.Config()
-	tmpl, ok := cfg.Template(it.Template)
+	tmpl, ok := cfg.ItemTemplate(it)
 	if !ok {
 		p.wake(ctx, it, workitems.WakePoll, PollDecided, log) // the wake escalates it: template removed
 		return

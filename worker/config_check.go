@@ -50,6 +50,9 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 		}
 	}
 	if reason == "" {
+		if it.Repo != "" && tmpl.IsFleet() {
+			tmpl = tmpl.ForRepo(it.Repo) // one repository of the fleet: its delivery and CI
+		}
 		return tmpl, false, nil
 	}
 	// The lease first: an execution of this attempt still running elsewhere (under an older

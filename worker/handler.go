@@ -41,6 +41,12 @@ type VerifyInput struct {
 	NetworkRefused []string
 }
 
+// FleetGate is the limits of a fleet template's items (fleet.Gate): Acquire says whether an
+// attempt may start now, or holds its item in line (false) until its turn comes.
+type FleetGate interface {
+	Acquire(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error)
+}
+
 // Enqueuer puts an item's current attempt on the queue (scheduler.Queue).
 type Enqueuer interface {
 	EnqueueAttempt(ctx context.Context, it *workitems.Item) error
@@ -83,6 +89,7 @@ type HandlerOptions struct {
 	Loops      *Registry
 	Verifier   Verifier
 	Enqueuer   Enqueuer
+	Fleet      FleetGate   // fleet templates' limits (nil: none)
 	Workspaces *Workspaces // default: under $TMPDIR/outerloop-work
 	Deliverer  Deliverer   // nil: decisions are recorded as the verifier made them, nothing is committed
 	Evidence   Evidence    // reads and judges a waiting item's evidence (wake tasks)
@@ -289,6 +296,15 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 	tmpl, done, err := h.templateFor(ctx, it, log)
 	if done || err != nil {
 		return err
+	}
+	if h.o.Fleet != nil && it.Repo != "" {
+		// A fleet's limits: past them the item waits its turn in line, and this task ends.
+		if ok, err := h.o.Fleet.Acquire(ctx, tmpl, it); err != nil {
+			return err
+		} else if !ok {
+			log.Info("attempt held: the fleet's limits are reached; it starts when its turn comes", "template", it.Template)
+			return nil
+		}
 	}
 	holder := h.o.WorkerID + "/" + randomHex(4)
 	fence, err := st.AcquireLease(ctx, id, n, holder, h.o.LeaseTTL)

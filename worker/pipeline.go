@@ -45,7 +45,7 @@ type Precondition struct {
 
 // templateOrName is the item's template in the config in force, or a stand-in with its name.
 func (h *Handler) templateOrName(it *workitems.Item) *workitems.Template {
-	if t, ok := h.config().Template(it.Template); ok {
+	if t, ok := h.config().ItemTemplate(it); ok {
 		return t
 	}
 	return &workitems.Template{Name: it.Template}
@@ -165,7 +165,7 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	}
 	n := it.Wait.Attempt
 	events := &storeSink{store: h.o.Store, item: it.ID, attempt: n, log: log}
-	tmpl, ok := h.config().Template(it.Template)
+	tmpl, ok := h.config().ItemTemplate(it)
 	var res JudgeResult
 	if !ok {
 		res.Decision = h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: n,

@@ -37,6 +37,9 @@ type ServerOptions struct {
 	Sweeper *Sweeper
 	// Janitor deletes items whose retention passed; started and stopped with the server.
 	Janitor *Janitor
+	// Fleet grants fleet items their turn (fleet.Admitter's loop); started and stopped with
+	// the server.
+	Fleet Service
 	// Lanes are further namespaces of items this server runs in the same slots, below its own
 	// queue in priority (evals: an experiment's runs take what production leaves).
 	Lanes []Lane
@@ -169,6 +172,9 @@ func (s *Server) Start() error {
 	}
 	if s.o.Sweeper != nil {
 		s.o.Sweeper.Start()
+	}
+	if s.o.Fleet != nil {
+		s.o.Fleet.Start()
 	}
 	s.repair(ctx, s.enqueuer, true)
 	for _, l := range s.o.Lanes {
@@ -323,6 +329,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	if s.o.Sweeper != nil {
 		s.o.Sweeper.Shutdown()
+	}
+	if s.o.Fleet != nil {
+		s.o.Fleet.Shutdown()
 	}
 	for _, l := range s.o.Lanes {
 		if l.Sweeper != nil {

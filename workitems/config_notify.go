@@ -22,11 +22,14 @@ const (
 	// NotifyDailyCap: a template reached its daily cost cap, so its ticks are skipped until
 	// the next UTC day (told once per template and day).
 	NotifyDailyCap NotifyEvent = "daily_cap"
+	// NotifyFleetPaused: a fleet template's breaker paused it after consecutive failures
+	// (fleet.pause_after_failures); it stays paused until a person resumes it.
+	NotifyFleetPaused NotifyEvent = "fleet_paused"
 )
 
 // AllNotifyEvents lists every NotifyEvent.
 func AllNotifyEvents() []NotifyEvent {
-	return []NotifyEvent{NotifyEscalation, NotifyFailure, NotifyDailyCap}
+	return []NotifyEvent{NotifyEscalation, NotifyFailure, NotifyDailyCap, NotifyFleetPaused}
 }
 
 // NotifySinkKind is how a sink is called.

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/delivery"
+	"outerloop/fleet"
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/internal/redisconn"
@@ -87,6 +88,10 @@ type Options struct {
 	OnReload func(ReloadResult)
 	// OnReplan is told when the scheduler applied a reloaded config's schedules.
 	OnReplan func(schedules int)
+	// FleetEvery is how often each worker's fleet admitter runs a round (default 5s);
+	// FleetPRCheckEvery how often a fleet blocked on max_open_prs reads its open pull requests
+	// from the forge (default 1m).
+	FleetEvery, FleetPRCheckEvery time.Duration
 }
 
 // App is the wired system.
@@ -116,6 +121,9 @@ type App struct {
 	// Outbox holds the notifications of escalations, failures and daily caps (queued by the
 	// store's hooks); Dispatcher sends them.
 	Outbox *notify.Outbox
+	// Fleet is the gate of fleet templates' limits; its slots and pull requests are kept in
+	// the store's transitions (fleet.Gate.TransitionHook).
+	Fleet *fleet.Gate
 	// Workspaces makes and removes this process's attempt workspaces (shared by its handlers
 	// and its sweeper, so mirror locks are shared too).
 	Workspaces *worker.Workspaces
@@ -187,8 +195,10 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.AsynqOpt = conn.AsynqOpt()
 	// Escalations and failures queue their notifications in the transition's own MULTI.
 	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock.Now, o.Logger.With("component", "notify"))
+	a.Fleet = fleet.NewGate(a.Redis, o.Prefix, o.Clock)
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now),
-		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithLimitHook(a.Outbox.LimitHook()))
+		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithTransitionHook(a.Fleet.TransitionHook()),
+		workitems.WithLimitHook(a.Outbox.LimitHook()))
 	// Stores written before the ordered indexes get them built once, here (one GET when current).
 	if cur, err := a.Store.IndexesCurrent(ctx); err != nil {
 		a.Close()
@@ -212,7 +222,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Metrics.SetStatsSource(a.Store.Stats)
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
-		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics})
+		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet})
 	a.initReload()
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
@@ -301,7 +311,7 @@ func (a *App) QueueName() string { return a.opts.Queue }
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{V: a.Verifier, J: a.Judge},
-		Enqueuer: a.Queue, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
+		Enqueuer: a.Queue, Fleet: a.Fleet, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
 		Evidence: EvidenceAdapter{a.Judge},
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
 		ProgressEvery: a.opts.ProgressEvery,
@@ -311,7 +321,7 @@ func (a *App) Handler(workerID string) *worker.Handler {
 // Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
 	so := worker.ServerOptions{Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper(),
-		Janitor: a.Janitor(), Lanes: []worker.Lane{a.evalLane(workerID)}}
+		Janitor: a.Janitor(), Lanes: []worker.Lane{a.evalLane(workerID)}, Fleet: a.Admitter().Loop()}
 	if ttl := a.opts.LeaseTTL; ttl > 0 && ttl/3 < 5*time.Second {
 		so.RecoverEvery = ttl / 3 // a short lease is for a quick recovery: look as often as it is renewed
 	}
@@ -353,7 +363,7 @@ func (a *App) Dispatcher(id string) (*notify.Dispatcher, error) {
 // Scheduler returns the cron scheduler (not started).
 func (a *App) Scheduler(onTick func(scheduler.TickResult)) (*scheduler.Scheduler, error) {
 	s, err := scheduler.New(a.Queue, scheduler.Options{Clock: a.opts.Clock, Logger: a.Logger, Observer: a.Metrics, OnTick: onTick,
-		OnReplan: a.opts.OnReplan})
+		OnReplan: a.opts.OnReplan, Fleet: a.Admitter()})
 	if err == nil {
 		a.mu.Lock()
 		a.sched = s // a reload re-plans it

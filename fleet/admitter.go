@@ -1,0 +1,235 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"outerloop/internal/periodic"
+	"outerloop/workitems"
+)
+
+// Enqueuer enqueues a granted item's attempt task (the scheduler's queue).
+type Enqueuer interface {
+	EnqueueHeld(ctx context.Context, id string) error
+}
+
+// Pauser pauses and reads the pause of a template (the scheduler's queue): the breaker's pause
+// is a person's pause, by actor outerloop.
+type Pauser interface {
+	Paused(ctx context.Context, template string) (bool, error)
+	// PauseFleet pauses the template; false when it was paused already.
+	PauseFleet(ctx context.Context, template, reason string) (bool, error)
+}
+
+// PRStates reads whether a pull request is still open (the deployment's forges).
+type PRStates interface {
+	PROpen(ctx context.Context, forge, repo string, number int) (bool, error)
+}
+
+// Notifier tells people that the breaker paused a template (package notify's outbox).
+type Notifier interface {
+	FleetPaused(ctx context.Context, template, reason string) error
+}
+
+// Admitter grants held items as their turn comes, reads whether the pull requests that fill
+// max_open_prs closed, and trips the breaker. Every worker runs one; rounds at once are safe
+// (the gate's scripts are atomic and a task's enqueue is idempotent).
+type Admitter struct {
+	Gate     *Gate
+	Config   func() *workitems.Config
+	Enqueuer Enqueuer
+	Pauser   Pauser
+	PRs      PRStates // nil: closed pull requests are learnt only from their items
+	Notifier Notifier // nil: the pause is logged and shown, not sent
+	Clock    workitems.Clock
+	Logger   *slog.Logger
+	// Every is how often a round runs (default 5s); PRCheckEvery how often a template blocked
+	// on max_open_prs has its open pull requests read from the forge (default 1m).
+	Every, PRCheckEvery time.Duration
+
+	mu      sync.Mutex
+	checked map[string]time.Time // template → last PR check
+}
+
+// BreakerActor is who the breaker's pause is recorded as.
+const BreakerActor = "outerloop"
+
+// grantBatch bounds how many items one round grants per template.
+const grantBatch = 100
+
+// Loop returns the periodic loop of rounds (started and stopped with the worker server).
+func (a *Admitter) Loop() *periodic.Loop {
+	every := a.Every
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	return &periodic.Loop{Every: every, Clock: a.clock(), Logger: a.log(), What: "fleet round failed", Pass: func(ctx context.Context) error {
+		_, err := a.Round(ctx)
+		return err
+	}}
+}
+
+// Round runs once over the fleet templates and returns how many items it granted.
+func (a *Admitter) Round(ctx context.Context) (int, error) {
+	cfg := a.Config()
+	granted := 0
+	var errs []error
+	for i := range cfg.Templates {
+		t := &cfg.Templates[i]
+		if !t.IsFleet() || t.Fleet == nil {
+			continue
+		}
+		if t.Fleet.PauseAfterFailures > 0 {
+			if err := a.breaker(ctx, t); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if !t.Fleet.Limited() {
+			continue
+		}
+		n, err := a.admit(ctx, t)
+		granted += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return granted, errors.Join(errs...)
+}
+
+// Admit grants what t's limits let go now and enqueues it (the tick calls it after making
+// the items of a tick; rounds call it for every template).
+func (a *Admitter) admit(ctx context.Context, t *workitems.Template) (int, error) {
+	if paused, err := a.Pauser.Paused(ctx, t.Name); err != nil {
+		return 0, err
+	} else if paused {
+		return 0, nil // a paused fleet's items wait in line until it is resumed
+	}
+	u, err := a.Gate.Usage(ctx, t.Name)
+	if err != nil || u.Held == 0 {
+		return 0, err
+	}
+	if t.Fleet.MaxOpenPRs > 0 && u.OpenPRs+u.Reserved >= int64(t.Fleet.MaxOpenPRs) {
+		if err := a.checkPRs(ctx, t); err != nil {
+			a.log().Warn("fleet: open pull requests not read; the next round tries again", "template", t.Name, "err", err)
+		}
+	}
+	ids, err := a.Gate.Admit(ctx, t, grantBatch)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if err := a.Enqueuer.EnqueueHeld(ctx, id); err != nil {
+			// Granted, so it holds its slot; the queue's reconcile enqueues it.
+			a.log().Warn("fleet: granted item not enqueued; reconcile enqueues it", "template", t.Name, "item", id, "err", err)
+			continue
+		}
+		a.log().Info("fleet: item's turn came", "template", t.Name, "item", id)
+	}
+	return len(ids), nil
+}
+
+// Admit grants and enqueues what t's limits let go now.
+func (a *Admitter) Admit(ctx context.Context, t *workitems.Template) (int, error) {
+	if !t.Fleet.Limited() {
+		return 0, nil
+	}
+	return a.admit(ctx, t)
+}
+
+// checkPRs reads from the forge whether the template's open pull requests are still open, at
+// most once per PRCheckEvery: a person merging one by hand frees its place.
+func (a *Admitter) checkPRs(ctx context.Context, t *workitems.Template) error {
+	if a.PRs == nil {
+		return nil
+	}
+	every := a.PRCheckEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	now := a.clock().Now()
+	a.mu.Lock()
+	if a.checked == nil {
+		a.checked = map[string]time.Time{}
+	}
+	if last, ok := a.checked[t.Name]; ok && now.Sub(last) < every {
+		a.mu.Unlock()
+		return nil
+	}
+	a.checked[t.Name] = now
+	a.mu.Unlock()
+	prs, err := a.Gate.OpenPRs(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	for key := range prs {
+		repo, number, ok := splitPRKey(key)
+		if !ok {
+			continue
+		}
+		rt := t.ForRepo(repo)
+		open, err := a.PRs.PROpen(ctx, rt.Deliver.Forge, rt.Deliver.Repo, number)
+		if err != nil {
+			return fmt.Errorf("fleet: template %s: pull request %s: %w", t.Name, key, err)
+		}
+		if !open {
+			if err := a.Gate.PRClosed(ctx, t.Name, key); err != nil {
+				return err
+			}
+			a.log().Info("fleet: pull request closed; its place is free", "template", t.Name, "pr", key)
+		}
+	}
+	return nil
+}
+
+func splitPRKey(key string) (repo string, number int, ok bool) {
+	i := strings.LastIndexByte(key, '#')
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(key[i+1:])
+	return key[:i], n, err == nil && n > 0
+}
+
+// breaker pauses t when its failure streak reached pause_after_failures.
+func (a *Admitter) breaker(ctx context.Context, t *workitems.Template) error {
+	n, err := a.Gate.Trip(ctx, t.Name, t.Fleet.PauseAfterFailures)
+	if err != nil || n == 0 {
+		return err
+	}
+	reason := fmt.Sprintf("%d items in a row ended failed or escalated (fleet.pause_after_failures: %d)", n, t.Fleet.PauseAfterFailures)
+	paused, err := a.Pauser.PauseFleet(ctx, t.Name, reason)
+	if err != nil {
+		return fmt.Errorf("fleet: template %s: pause: %w", t.Name, err)
+	}
+	if !paused {
+		a.log().Info("fleet: breaker tripped on a paused template", "template", t.Name, "failures", n)
+		return nil
+	}
+	a.log().Warn("fleet: template paused by its breaker", "template", t.Name, "failures", n, "reason", reason)
+	if a.Notifier != nil {
+		if err := a.Notifier.FleetPaused(ctx, t.Name, reason); err != nil {
+			return fmt.Errorf("fleet: template %s: notify pause: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *Admitter) clock() workitems.Clock {
+	if a.Clock == nil {
+		return workitems.SystemClock{}
+	}
+	return a.Clock
+}
+
+func (a *Admitter) log() *slog.Logger {
+	if a.Logger == nil {
+		return slog.Default()
+	}
+	return a.Logger
+}

@@ -1,0 +1,277 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
+)
+
+// Gate is the fleet limits in Redis (see the package doc).
+type Gate struct {
+	rdb   redis.UniversalClient
+	k     keys
+	clock workitems.Clock
+}
+
+// NewGate returns the gate under the store's prefix.
+func NewGate(rdb redis.UniversalClient, prefix string, clock workitems.Clock) *Gate {
+	if clock == nil {
+		clock = workitems.SystemClock{}
+	}
+	return &Gate{rdb: rdb, k: keys{p: prefix}, clock: clock}
+}
+
+// hour is the window of prs_per_hour.
+const hour = time.Hour
+
+// lookAhead bounds how far down the line one admission looks for items that open no pull
+// request while the head waits for a place (a round's cost stays O(lookAhead)).
+const lookAhead = 1000
+
+// freeLua is the one test of the limits both scripts share: may one more item run, and, when
+// it may open a pull request (needs), one more pull request be counted?
+//
+//	KEYS: held, haspr, running, reserved, prs, opened, repos
+//	ARGV[1] concurrency, ARGV[2] max_open_prs, ARGV[3] prs_per_hour, ARGV[4] now (ms)
+const freeLua = `
+local function free(needs)
+  local conc = tonumber(ARGV[1])
+  if conc > 0 and redis.call('SCARD', KEYS[3]) >= conc then return false end
+  if not needs then return true end
+  local reserved = redis.call('SCARD', KEYS[4])
+  local maxOpen = tonumber(ARGV[2])
+  if maxOpen > 0 and redis.call('HLEN', KEYS[5]) + reserved >= maxOpen then return false end
+  local perHour = tonumber(ARGV[3])
+  if perHour > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', tonumber(ARGV[4]) - ` + "3600000" + `)
+    if redis.call('ZCARD', KEYS[6]) + reserved >= perHour then return false end
+  end
+  return true
+end
+local function take(item, needs)
+  redis.call('ZREM', KEYS[1], item)
+  redis.call('SREM', KEYS[2], item)
+  redis.call('SADD', KEYS[3], item)
+  if needs then redis.call('SADD', KEYS[4], item) end
+end
+`
+
+// acquireScript lets an item's attempt run, or holds it.
+//
+//	ARGV[5] item, ARGV[6] order (ms), ARGV[7] needs a PR (1/0), ARGV[8] already running (1/0),
+//	ARGV[9] repository
+//
+// Returns 1 when the item may run, 0 when it is held.
+var acquireScript = redis.NewScript(freeLua + `
+local item, needs = ARGV[5], ARGV[7] == '1'
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[7], ARGV[9], item) end
+if redis.call('SISMEMBER', KEYS[3], item) == 1 then return 1 end
+if ARGV[8] == '1' then take(item, needs) return 1 end
+local head = redis.call('ZRANGE', KEYS[1], 0, 0)
+if (#head == 0 or head[1] == item) and free(needs) then take(item, needs) return 1 end
+-- One that opens no pull request passes a line that waits for pull request places.
+if not needs and free(false) and not free(true) then take(item, needs) return 1 end
+redis.call('ZADD', KEYS[1], 'NX', ARGV[6], item)
+if needs then redis.call('SREM', KEYS[2], item) else redis.call('SADD', KEYS[2], item) end
+return 0
+`)
+
+// holdScript holds a new item (the tick's: its task is enqueued when the Admitter grants it).
+//
+//	ARGV[5] item, ARGV[6] order (ms), ARGV[7] repository
+var holdScript = redis.NewScript(`
+redis.call('ZADD', KEYS[1], 'NX', ARGV[6], ARGV[5])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[7], ARGV[7], ARGV[5]) end
+return 1
+`)
+
+// admitScript grants held items, in order, while the limits let them go.
+//
+//	ARGV[5] the most to grant, ARGV[6] how far down the line to look
+//
+// Returns the granted items.
+var admitScript = redis.NewScript(freeLua + `
+local granted, prBlocked = {}, false
+local line = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[6]) - 1)
+for _, item in ipairs(line) do
+  if #granted >= tonumber(ARGV[5]) or not free(false) then break end
+  local needs = redis.call('SISMEMBER', KEYS[2], item) == 0
+  -- In order: once one waits for a pull request place, those behind it that need one wait
+  -- too; one that needs none may go past.
+  if needs and not prBlocked and not free(true) then prBlocked = true end
+  if not (needs and prBlocked) then
+    take(item, needs)
+    granted[#granted + 1] = item
+  end
+end
+return granted
+`)
+
+// limitArgs are ARGV[1..4] of the scripts.
+func (g *Gate) limitArgs(f *workitems.Fleet) []any {
+	var c, m, h int
+	if f != nil {
+		c, m, h = f.Concurrency, f.MaxOpenPRs, f.PRsPerHour
+	}
+	return []any{c, m, h, g.clock.Now().UnixMilli()}
+}
+
+// NeedsPR reports whether an attempt of it may open a pull request of t: t delivers pull
+// requests and the item has none open.
+func NeedsPR(t *workitems.Template, it *workitems.Item) bool {
+	if t.Deliver.Mode != workitems.DeliverPullRequest {
+		return false
+	}
+	d := it.Delivery
+	return d == nil || d.PR == nil || d.PR.State != workitems.PROpen
+}
+
+// order is where an item waits: by creation, so a tick's items go in the order it made them.
+func order(it *workitems.Item) int64 { return it.CreatedAt.UnixMilli() }
+
+// Acquire asks whether the item's attempt may run now under t's limits: true takes a slot
+// (kept until the item leaves running and verifying); false holds the item in order, and the
+// Admitter enqueues it when its turn comes. An item already running (a resumed attempt) always
+// may. A template without limits always may, and nothing is written.
+func (g *Gate) Acquire(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error) {
+	if !t.Fleet.Limited() {
+		return true, nil
+	}
+	running := it.State == workitems.StateRunning || it.State == workitems.StateVerifying
+	args := append(g.limitArgs(t.Fleet), it.ID, order(it), flag(NeedsPR(t, it)), flag(running), it.Repo)
+	n, err := acquireScript.Run(ctx, g.rdb, g.k.gateKeys(t.Name), args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("fleet: template %s: acquire %s: %w", t.Name, it.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Hold puts a new item of a limited template in line without a task; the Admitter enqueues it
+// when its turn comes.
+func (g *Gate) Hold(ctx context.Context, t *workitems.Template, it *workitems.Item) error {
+	args := append(g.limitArgs(t.Fleet), it.ID, order(it), it.Repo)
+	if err := holdScript.Run(ctx, g.rdb, g.k.gateKeys(t.Name), args...).Err(); err != nil {
+		return fmt.Errorf("fleet: template %s: hold %s: %w", t.Name, it.ID, err)
+	}
+	return nil
+}
+
+// Record notes a repository's newest item (the fleet view), for a template without limits.
+func (g *Gate) Record(ctx context.Context, t *workitems.Template, it *workitems.Item) error {
+	if it.Repo == "" {
+		return nil
+	}
+	if err := g.rdb.HSet(ctx, g.k.repos(t.Name), it.Repo, it.ID).Err(); err != nil {
+		return fmt.Errorf("fleet: template %s: record %s: %w", t.Name, it.ID, err)
+	}
+	return nil
+}
+
+// Admit grants up to max held items of t, in order, as far as its limits allow, and returns
+// them: their tasks are the caller's to enqueue (an item granted and never enqueued is found
+// by the queue's reconcile, and its task passes Acquire: it holds the slot).
+func (g *Gate) Admit(ctx context.Context, t *workitems.Template, max int) ([]string, error) {
+	args := append(g.limitArgs(t.Fleet), max, lookAhead)
+	ids, err := admitScript.Run(ctx, g.rdb, g.k.gateKeys(t.Name), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: template %s: admit: %w", t.Name, err)
+	}
+	return ids, nil
+}
+
+// Held reports whether the item waits its turn in the gate (its task is not enqueued on
+// purpose: the queue's reconcile leaves it).
+func (g *Gate) Held(ctx context.Context, template, id string) (bool, error) {
+	err := g.rdb.ZScore(ctx, g.k.held(template), id).Err()
+	if err == redis.Nil {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("fleet: template %s: held %s: %w", template, id, err)
+	}
+	return true, nil
+}
+
+// Usage is what holds a template's limits now.
+type Usage struct {
+	Held, Running, Reserved, OpenPRs, OpenedLastHour int64
+	Streak                                           int64
+}
+
+// Usage reads a template's counts.
+func (g *Gate) Usage(ctx context.Context, template string) (Usage, error) {
+	now := g.clock.Now().UnixMilli()
+	var c [6]*redis.IntCmd
+	var s *redis.StringCmd
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		c[0] = p.ZCard(ctx, g.k.held(template))
+		c[1] = p.SCard(ctx, g.k.running(template))
+		c[2] = p.SCard(ctx, g.k.reserved(template))
+		c[3] = p.HLen(ctx, g.k.prs(template))
+		c[4] = p.ZCount(ctx, g.k.opened(template), strconv.FormatInt(now-hour.Milliseconds()+1, 10), "+inf")
+		s = p.Get(ctx, g.k.streak(template))
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return Usage{}, fmt.Errorf("fleet: template %s: usage: %w", template, err)
+	}
+	u := Usage{Held: c[0].Val(), Running: c[1].Val(), Reserved: c[2].Val(), OpenPRs: c[3].Val(), OpenedLastHour: c[4].Val()}
+	u.Streak, _ = s.Int64()
+	return u, nil
+}
+
+// OpenPRs returns the template's open pull requests: "<repo>#<n>" → item.
+func (g *Gate) OpenPRs(ctx context.Context, template string) (map[string]string, error) {
+	m, err := g.rdb.HGetAll(ctx, g.k.prs(template)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: template %s: open pull requests: %w", template, err)
+	}
+	return m, nil
+}
+
+// PRClosed forgets an open pull request that closed (read from the forge by the Admitter).
+func (g *Gate) PRClosed(ctx context.Context, template, key string) error {
+	if err := g.rdb.HDel(ctx, g.k.prs(template), key).Err(); err != nil {
+		return fmt.Errorf("fleet: template %s: pull request %s closed: %w", template, key, err)
+	}
+	return nil
+}
+
+// Repos returns the template's repositories with their newest item, sorted by repository,
+// from offset, at most limit (O(repositories) of one hash: a fleet's size, not its history).
+func (g *Gate) Repos(ctx context.Context, template string) (map[string]string, error) {
+	m, err := g.rdb.HGetAll(ctx, g.k.repos(template)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: template %s: repositories: %w", template, err)
+	}
+	return m, nil
+}
+
+// tripScript resets the failure streak when it reached the limit and says so: the one that
+// trips the breaker pauses the template, once.
+var tripScript = redis.NewScript(`
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then redis.call('SET', KEYS[1], 0) return n end
+return 0
+`)
+
+// Trip reports the failure streak when it reached limit, resetting it (0: not reached).
+func (g *Gate) Trip(ctx context.Context, template string, limit int) (int, error) {
+	n, err := tripScript.Run(ctx, g.rdb, []string{g.k.streak(template)}, limit).Int()
+	if err != nil {
+		return 0, fmt.Errorf("fleet: template %s: breaker: %w", template, err)
+	}
+	return n, nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,287 @@
+package fleet_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"outerloop/fleet"
+	"outerloop/internal/fakeclock"
+	"outerloop/internal/redistest"
+	"outerloop/workitems"
+)
+
+var t0 = time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+
+type rig struct {
+	t     *testing.T
+	env   *redistest.Env
+	gate  *fleet.Gate
+	clock *fakeclock.Clock
+	tmpl  *workitems.Template
+	items map[string]*workitems.Item
+}
+
+func newRig(t *testing.T, f workitems.Fleet) *rig {
+	t.Helper()
+	env := redistest.New(t)
+	clock := fakeclock.New(t0)
+	tmpl := &workitems.Template{Name: "deps", Repos: []string{"https://forge.example/acme/a.git"}, Fleet: &f,
+		Deliver: workitems.Deliver{Mode: workitems.DeliverPullRequest, Forge: "gitea"}}
+	return &rig{t: t, env: env, gate: fleet.NewGate(env.Client, env.Prefix, clock), clock: clock, tmpl: tmpl, items: map[string]*workitems.Item{}}
+}
+
+// item makes a queued item of the fleet, created n ms after t0 (its place in line).
+func (r *rig) item(id string, n int) *workitems.Item {
+	it := &workitems.Item{ID: id, Template: r.tmpl.Name, Repo: "https://forge.example/acme/" + id + ".git", State: workitems.StateQueued,
+		CreatedAt: t0.Add(time.Duration(n) * time.Millisecond)}
+	r.items[id] = it
+	return it
+}
+
+func (r *rig) acquire(id string) bool {
+	r.t.Helper()
+	ok, err := r.gate.Acquire(context.Background(), r.tmpl, r.items[id])
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ok
+}
+
+func (r *rig) admit() []string {
+	r.t.Helper()
+	ids, err := r.gate.Admit(context.Background(), r.tmpl, 100)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ids
+}
+
+// move runs the gate's transition hook as the store runs it: in the MULTI of the transition.
+func (r *rig) move(id string, to workitems.State, d *workitems.Delivery) {
+	r.t.Helper()
+	it := r.items[id]
+	from := it.State
+	it.State, it.Delivery = to, d
+	ctx := context.Background()
+	if _, err := r.env.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		r.gate.TransitionHook()(ctx, p, it, from, nil)
+		return nil
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) usage() fleet.Usage {
+	r.t.Helper()
+	u, err := r.gate.Usage(context.Background(), r.tmpl.Name)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return u
+}
+
+func prOpened(n int) *workitems.Delivery {
+	return &workitems.Delivery{Outcome: workitems.DeliveryPROpened, PR: &workitems.PullRequest{Number: n, State: workitems.PROpen}}
+}
+
+func TestConcurrencyHoldsItemsInOrderAndAnEndedAttemptLetsTheNextGo(t *testing.T) {
+	r := newRig(t, workitems.Fleet{Concurrency: 2})
+	for i, id := range []string{"a", "b", "c", "d"} {
+		r.item(id, i)
+	}
+	if !r.acquire("a") || !r.acquire("b") {
+		t.Fatal("the first two must run")
+	}
+	r.move("a", workitems.StateRunning, nil)
+	r.move("b", workitems.StateRunning, nil)
+	if r.acquire("d") || r.acquire("c") {
+		t.Fatal("a third must wait while two run")
+	}
+	if u := r.usage(); u.Held != 2 || u.Running != 2 {
+		t.Fatalf("usage %+v", u)
+	}
+	if got := r.admit(); len(got) != 0 {
+		t.Fatalf("admitted %v with no slot free", got)
+	}
+	r.move("a", workitems.StateVerifying, nil) // still its attempt: keeps the slot
+	if got := r.admit(); len(got) != 0 {
+		t.Fatalf("admitted %v while a verifies", got)
+	}
+	r.move("a", workitems.StateClosed, nil)
+	// c was created before d: it goes first, though d asked first.
+	if got := r.admit(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("admitted %v, want [c]", got)
+	}
+	if !r.acquire("c") {
+		t.Fatal("a granted item's task must run")
+	}
+	// A new item that finds a free slot still queues behind the line.
+	r.move("b", workitems.StateWaiting, nil) // parked for CI: holds no slot
+	r.item("e", 10)
+	if r.acquire("e") {
+		t.Fatal("e must not pass d, which waits ahead of it")
+	}
+	if got := r.admit(); !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("admitted %v, want [d]", got)
+	}
+}
+
+func TestAResumedAttemptAlwaysKeepsRunning(t *testing.T) {
+	r := newRig(t, workitems.Fleet{Concurrency: 1})
+	r.item("a", 0)
+	r.item("b", 1)
+	if !r.acquire("a") {
+		t.Fatal("a must run")
+	}
+	r.items["b"].State = workitems.StateRunning // running before the limit (a config reload)
+	if !r.acquire("b") {
+		t.Fatal("a running attempt must not be held")
+	}
+}
+
+func TestMaxOpenPRsCountsOpenPullRequestsAndItemsThatMayOpenOne(t *testing.T) {
+	r := newRig(t, workitems.Fleet{MaxOpenPRs: 2})
+	for i, id := range []string{"a", "b", "c", "d"} {
+		r.item(id, i)
+	}
+	if !r.acquire("a") || !r.acquire("b") {
+		t.Fatal("two may open a pull request")
+	}
+	if r.acquire("c") || r.acquire("d") {
+		t.Fatal("c and d must wait: two pull requests may be opened")
+	}
+	r.move("a", workitems.StateRunning, nil)
+	r.move("b", workitems.StateRunning, nil)
+	r.move("a", workitems.StateWaiting, prOpened(7)) // a opened its pull request
+	if u := r.usage(); u.OpenPRs != 1 || u.Reserved != 1 {
+		t.Fatalf("usage %+v", u)
+	}
+	if got := r.admit(); len(got) != 0 {
+		t.Fatalf("admitted %v: one open and one may open", got)
+	}
+	r.move("b", workitems.StateClosed, nil) // b changed nothing: no pull request
+	if got := r.admit(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("admitted %v, want [c]", got)
+	}
+	// a's retry has its pull request already: it needs no new place.
+	r.move("a", workitems.StateRetryWait, prOpened(7))
+	r.items["a"].State = workitems.StateQueued
+	if !r.acquire("a") {
+		t.Fatal("an item with an open pull request must not wait for a new place")
+	}
+	// c may open one, a's is open: full. Then a's pull request merges: its place frees for d.
+	if got := r.admit(); len(got) != 0 {
+		t.Fatalf("admitted %v: one open and one may open", got)
+	}
+	r.move("a", workitems.StateClosed, &workitems.Delivery{Outcome: workitems.DeliveryMerged, PR: &workitems.PullRequest{Number: 7, State: workitems.PRMerged}})
+	if got := r.admit(); !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("admitted %v, want [d] once a's pull request merged", got)
+	}
+	r.move("c", workitems.StateRunning, nil)
+	r.move("c", workitems.StateWaiting, prOpened(9))
+	// A pull request a person closed, read from the forge, frees its place too.
+	if err := r.gate.PRClosed(context.Background(), r.tmpl.Name, fleet.PRKey(r.items["c"].Repo, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if u := r.usage(); u.OpenPRs != 0 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+func TestPRsPerHourWaitsForTheHourToRoll(t *testing.T) {
+	r := newRig(t, workitems.Fleet{PRsPerHour: 2})
+	for i, id := range []string{"a", "b", "c"} {
+		r.item(id, i)
+	}
+	r.acquire("a")
+	r.acquire("b")
+	for _, id := range []string{"a", "b"} {
+		r.move(id, workitems.StateRunning, nil)
+		r.move(id, workitems.StateWaiting, prOpened(int(id[0])))
+		r.move(id, workitems.StateClosed, &workitems.Delivery{Outcome: workitems.DeliveryPROpened, PR: &workitems.PullRequest{Number: int(id[0]), State: workitems.PRMerged}})
+	}
+	if r.acquire("c") {
+		t.Fatal("c must wait: two pull requests opened this hour")
+	}
+	r.clock.Advance(59 * time.Minute)
+	if got := r.admit(); len(got) != 0 {
+		t.Fatalf("admitted %v within the hour", got)
+	}
+	r.clock.Advance(time.Minute + time.Millisecond)
+	if got := r.admit(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("admitted %v, want [c] once the hour rolled", got)
+	}
+	if u := r.usage(); u.OpenedLastHour != 0 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+func TestAnItemThatEndsWhileHeldLeavesTheLine(t *testing.T) {
+	r := newRig(t, workitems.Fleet{Concurrency: 1})
+	r.item("a", 0)
+	r.item("b", 1)
+	r.item("c", 2)
+	r.acquire("a")
+	r.acquire("b")
+	r.acquire("c")
+	r.move("b", workitems.StateCancelled, nil)
+	r.move("a", workitems.StateClosed, nil)
+	if got := r.admit(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("admitted %v, want [c]: b was cancelled", got)
+	}
+	if held, _ := r.gate.Held(context.Background(), r.tmpl.Name, "b"); held {
+		t.Fatal("a cancelled item must not stay in line")
+	}
+}
+
+func TestTheFailureStreakCountsEndsAcrossRepositoriesAndACloseResetsIt(t *testing.T) {
+	r := newRig(t, workitems.Fleet{PauseAfterFailures: 3})
+	ctx := context.Background()
+	steps := []struct {
+		id     string
+		to     workitems.State
+		streak int64
+	}{
+		{"a", workitems.StateFailed, 1},
+		{"b", workitems.StateEscalated, 2},
+		{"c", workitems.StateClosed, 0}, // one repository's success resets it
+		{"d", workitems.StateEscalated, 1},
+		{"e", workitems.StateCancelled, 1}, // a person's cancel is no failure
+		{"f", workitems.StateFailed, 2},
+	}
+	for i, s := range steps {
+		r.item(s.id, i)
+		r.items[s.id].State = workitems.StateVerifying
+		r.move(s.id, s.to, nil)
+		if u := r.usage(); u.Streak != s.streak {
+			t.Fatalf("after %s %s: streak %d, want %d", s.id, s.to, u.Streak, s.streak)
+		}
+	}
+	if n, err := r.gate.Trip(ctx, r.tmpl.Name, 3); err != nil || n != 0 {
+		t.Fatalf("trip at 2 of 3: %d %v", n, err)
+	}
+	r.item("g", 9)
+	r.items["g"].State = workitems.StateVerifying
+	r.move("g", workitems.StateFailed, nil)
+	if n, err := r.gate.Trip(ctx, r.tmpl.Name, 3); err != nil || n != 3 {
+		t.Fatalf("trip at 3 of 3: %d %v", n, err)
+	}
+	if n, _ := r.gate.Trip(ctx, r.tmpl.Name, 3); n != 0 {
+		t.Fatalf("the breaker trips once: %d", n)
+	}
+}
+
+func TestATemplateWithoutLimitsWritesNothing(t *testing.T) {
+	r := newRig(t, workitems.Fleet{PauseAfterFailures: 2})
+	r.item("a", 0)
+	if !r.acquire("a") {
+		t.Fatal("no limit: it runs")
+	}
+	if u := r.usage(); u.Running != 0 || u.Held != 0 {
+		t.Fatalf("usage %+v", u)
+	}
+}

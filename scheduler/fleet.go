@@ -1,0 +1,207 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"outerloop/workitems"
+)
+
+// Fleets. A fleet template (repos: or repos_from:) makes, at every tick, one item per
+// repository, each with a deterministic id (workitems.FleetItemID), so every replica makes
+// each once. The repositories come from a RepoSource; one that cannot be read is skipped and
+// counted, never fatal to the tick. A template with fleet limits puts its new items in the
+// gate's line (package fleet) instead of on the queue: the admitter enqueues them in order as
+// its limits let them go.
+
+// ErrBadRepo refuses a request whose repository does not fit its template: a fleet template's
+// item names one of its repositories, any other template's names none.
+var ErrBadRepo = errors.New("bad repository for the template")
+
+func checkRepo(t *workitems.Template, repo string) error {
+	switch {
+	case !t.IsFleet() && repo != "":
+		return workitems.Classify(workitems.ClassInvalidInput,
+			fmt.Errorf("scheduler: template %q: repo %q: %w (it has one repository: %s)", t.Name, repo, ErrBadRepo, t.Repo))
+	case t.IsFleet() && strings.TrimSpace(repo) == "":
+		return workitems.Classify(workitems.ClassInvalidInput,
+			fmt.Errorf("scheduler: template %q: %w: a fleet template's item names one of its repositories", t.Name, ErrBadRepo))
+	case len(t.Repos) > 0 && !containsRepo(t.Repos, repo):
+		return workitems.Classify(workitems.ClassInvalidInput,
+			fmt.Errorf("scheduler: template %q: repo %q: %w (not one of its repos)", t.Name, repo, ErrBadRepo))
+	}
+	return nil
+}
+
+func containsRepo(repos []string, repo string) bool {
+	k := repoKey(repo)
+	for _, r := range repos {
+		if repoKey(r) == k {
+			return true
+		}
+	}
+	return false
+}
+
+func repoKey(r string) string { return strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git")) }
+
+// holdInFleet puts a new fleet item in its template's line when the template has limits
+// (true: its task is the admitter's to enqueue), and records it as its repository's newest.
+func (q *Queue) holdInFleet(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error) {
+	if q.fleet == nil || it.Repo == "" {
+		return false, nil
+	}
+	if !t.Fleet.Limited() {
+		return false, q.fleet.Record(ctx, t, it)
+	}
+	if err := q.fleet.Hold(ctx, t, it); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// heldInFleet reports whether a queued item waits in its fleet's line (not lost: unqueued on
+// purpose). An error counts as not held: reconcile enqueues it and its task meets the gate.
+func (q *Queue) heldInFleet(ctx context.Context, it *workitems.Item) bool {
+	if q.fleet == nil || it.Repo == "" {
+		return false
+	}
+	held, err := q.fleet.Held(ctx, it.Template, it.ID)
+	return err == nil && held
+}
+
+// EnqueueHeld enqueues the attempt of an item the fleet's admitter granted.
+func (q *Queue) EnqueueHeld(ctx context.Context, id string) error {
+	it, err := q.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if it.State != workitems.StateQueued {
+		return nil // cancelled or moved on meanwhile: nothing to run
+	}
+	return q.EnqueueAttempt(ctx, it)
+}
+
+// Paused reports whether a template is paused.
+func (q *Queue) Paused(ctx context.Context, template string) (bool, error) {
+	p, err := q.PauseOf(ctx, template)
+	return p != nil, err
+}
+
+// PauseFleet is the fleet breaker's pause, recorded with actor outerloop; false when the
+// template was paused already.
+func (q *Queue) PauseFleet(ctx context.Context, template, reason string) (bool, error) {
+	_, err := q.Pause(ctx, template, "outerloop", reason)
+	if errors.Is(err, ErrAlreadyPaused) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// RepoSource lists the repositories of a repos_from template at a tick (package
+// fleet/discover, through the template's forge).
+type RepoSource interface {
+	FleetRepos(ctx context.Context, t *workitems.Template) (FleetRepos, error)
+}
+
+// FleetRepos is a fleet's repositories at one tick: the ones to work on, in order, and how
+// many were skipped for each reason (archived, empty, unreadable, excluded).
+type FleetRepos struct {
+	Repos   []string
+	Skipped map[string]int
+}
+
+// FleetAdmitter grants the items a limited fleet's tick just put in line (fleet.Admitter).
+type FleetAdmitter interface {
+	Admit(ctx context.Context, t *workitems.Template) (int, error)
+}
+
+// FleetTick is what one tick of a fleet template did.
+type FleetTick struct {
+	Repos    int            // repositories worked on
+	Created  int            // items made
+	Existing int            // items another replica (or an earlier run of this tick) made
+	Skipped  map[string]int // repositories skipped, by reason
+	Failed   int            // items not made for an error (each logged)
+	Granted  int            // items the gate let start at once (limited fleets)
+}
+
+// SkippedCount is how many repositories the tick skipped.
+func (f *FleetTick) SkippedCount() int {
+	n := 0
+	for _, c := range f.Skipped {
+		n += c
+	}
+	return n
+}
+
+// fleetTick makes one item per repository of a fleet template's tick. Its error is nil when
+// any item was made, ErrExists when every one existed, a limit's when a limit refused them, or
+// the first failure.
+func (s *Scheduler) fleetTick(ctx context.Context, t *workitems.Template, at time.Time) (*FleetTick, error) {
+	var fr FleetRepos
+	switch {
+	case len(t.Repos) > 0:
+		fr.Repos = t.Repos
+	case s.repos == nil:
+		return nil, fmt.Errorf("scheduler: template %q: repos_from has no repository source in this process", t.Name)
+	default:
+		var err error
+		if fr, err = s.repos.FleetRepos(ctx, t); err != nil && len(fr.Repos) == 0 {
+			return nil, fmt.Errorf("scheduler: template %q: repos_from: %w", t.Name, err)
+		} else if err != nil {
+			s.log.Warn("fleet: repositories listed from an older listing", "template", t.Name, "err", err)
+		}
+	}
+	ft := &FleetTick{Repos: len(fr.Repos), Skipped: fr.Skipped}
+	for reason, n := range fr.Skipped {
+		s.log.Info("fleet: repositories skipped", "template", t.Name, "reason", reason, "count", n)
+	}
+	var first, limit error
+	for _, repo := range fr.Repos {
+		if ctx.Err() != nil {
+			return ft, ctx.Err()
+		}
+		_, err := s.q.Submit(ctx, Request{Template: t.Name, ID: workitems.FleetItemID(t.Name, at, repo), Repo: repo,
+			Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+		switch {
+		case err == nil:
+			ft.Created++
+		case errors.Is(err, workitems.ErrExists):
+			ft.Existing++
+		case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
+			limit = err // the rest would be refused too
+		default:
+			ft.Failed++
+			s.log.Warn("fleet: item not made; the repository is skipped this tick", "template", t.Name, "repo", repo, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+		if limit != nil {
+			ft.Failed += len(fr.Repos) - ft.Created - ft.Existing - ft.Failed
+			break
+		}
+	}
+	if ft.Created > 0 && s.fleet != nil {
+		n, err := s.fleet.Admit(ctx, t)
+		ft.Granted = n
+		if err != nil {
+			s.log.Warn("fleet: items not granted at the tick; the workers' admitters grant them", "template", t.Name, "err", err)
+		}
+	}
+	switch {
+	case ft.Created > 0:
+		return ft, nil
+	case limit != nil:
+		return ft, limit
+	case first != nil:
+		return ft, first
+	case ft.Existing > 0:
+		return ft, workitems.ErrExists
+	}
+	return ft, nil // no repository to work on
+}
