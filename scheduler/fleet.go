@@ -46,7 +46,9 @@ func containsRepo(repos []string, repo string) bool {
 	return false
 }
 
-func repoKey(r string) string { return strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git")) }
+func repoKey(r string) string {
+	return strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git"))
+}
 
 // holdInFleet puts a new fleet item in its template's line when the template has limits
 // (true: its task is the admitter's to enqueue), and records it as its repository's newest.

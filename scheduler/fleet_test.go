@@ -1,0 +1,248 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"outerloop/fleet"
+	"outerloop/internal/fakeclock"
+	"outerloop/internal/redistest"
+	"outerloop/scheduler"
+	"outerloop/workitems"
+)
+
+const fleetYAML = `
+defaults:
+  budget: {wall_time: 10m}
+forges:
+  tea: {kind: gitea, base_url: https://gitea.example.com, token_env: TEA_TOKEN}
+templates:
+  - name: deps
+    schedule: "0 3 * * *"
+    repos: [%s]
+    goal: bump
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    deliver: {forge: tea, mode: pull_request}
+    %s
+  - name: discovered
+    schedule: "0 3 * * *"
+    repos_from: {forge: tea, owner: acme, topic: go}
+    goal: bump
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    deliver: {forge: tea}
+`
+
+func fleetRepos(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("https://gitea.example.com/acme/r%02d.git", i))
+	}
+	return out
+}
+
+type fleetFixture struct {
+	*fixture
+	gate  *fleet.Gate
+	clock *fakeclock.Clock
+}
+
+func newFleetFixture(t *testing.T, repos []string, fleetLine string) *fleetFixture {
+	t.Helper()
+	cfg, err := workitems.ParseConfig(fmt.Appendf(nil, fleetYAML, strings.Join(repos, ", "), fleetLine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	insp := asynq.NewInspector(redistest.AsynqOpt(t))
+	t.Cleanup(func() { _ = insp.Close() })
+	clock := fakeclock.New(time.Date(2026, 12, 3, 2, 59, 0, 0, time.UTC))
+	gate := fleet.NewGate(env.Client, env.Prefix, clock)
+	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now), workitems.WithTransitionHook(gate.TransitionHook()))
+	return &fleetFixture{fixture: &fixture{env: env, store: store, cfg: cfg, insp: insp}, gate: gate, clock: clock}
+}
+
+func (f *fleetFixture) queue(t *testing.T) *scheduler.Queue {
+	c := asynq.NewClient(redistest.AsynqOpt(t))
+	t.Cleanup(func() { _ = c.Close() })
+	return scheduler.NewQueue(f.store, c, f.insp, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue, Clock: f.clock, Fleet: f.gate})
+}
+
+// tick starts replicas schedulers, moves the clock to 03:00 and returns every replica's result.
+func (f *fleetFixture) tick(t *testing.T, replicas int, o scheduler.Options) []scheduler.TickResult {
+	t.Helper()
+	log := newTickLog()
+	o.Clock, o.OnTick = f.clock, log.add
+	for range replicas {
+		s, err := scheduler.New(f.queue(t), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start(context.Background())
+		t.Cleanup(s.Shutdown)
+	}
+	// Each replica waits for two schedules (deps and discovered).
+	f.clock.BlockUntil(replicas, nil)
+	f.clock.Advance(time.Minute)
+	return log.await(t, 2*replicas)
+}
+
+func only(rs []scheduler.TickResult, template string) []scheduler.TickResult {
+	var out []scheduler.TickResult
+	for _, r := range rs {
+		if r.Template == template {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestTwoReplicasMakeEachRepositorysItemOnce(t *testing.T) {
+	t.Parallel()
+	repos := fleetRepos(7)
+	f := newFleetFixture(t, repos, "")
+	res := only(f.tick(t, 2, scheduler.Options{}), "deps")
+	created, existing := 0, 0
+	for _, r := range res {
+		if r.Fleet == nil || r.Fleet.Repos != 7 || r.Fleet.Failed != 0 {
+			t.Fatalf("fleet tick %+v", r.Fleet)
+		}
+		created += r.Fleet.Created
+		existing += r.Fleet.Existing
+	}
+	if created != 7 || existing != 7 {
+		t.Fatalf("created %d, existing %d over two replicas: want each of 7 made once", created, existing)
+	}
+	items, err := f.store.List(context.Background(), workitems.ListOptions{Template: "deps"})
+	if err != nil || len(items) != 7 {
+		t.Fatalf("items %d %v", len(items), err)
+	}
+	cfg := f.cfg
+	seen := map[string]bool{}
+	for _, it := range items {
+		if !slices.Contains(repos, it.Repo) || seen[it.Repo] {
+			t.Fatalf("item %s of repo %q", it.ID, it.Repo)
+		}
+		seen[it.Repo] = true
+		if it.ID != workitems.FleetItemID("deps", time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC), it.Repo) {
+			t.Errorf("item id %s is not the tick's and the repository's", it.ID)
+		}
+		// Each runs, delivers and reads CI as its own repository.
+		tmpl, _ := cfg.ItemTemplate(it)
+		if want := strings.TrimSuffix(strings.TrimPrefix(it.Repo, "https://gitea.example.com/"), ".git"); tmpl.Repo != it.Repo || tmpl.Deliver.Repo != want {
+			t.Errorf("item %s: repo %q deliver.repo %q, want %q", it.ID, tmpl.Repo, tmpl.Deliver.Repo, want)
+		}
+	}
+	// No limits: every item's task is on the queue at once.
+	tasks, err := f.insp.ListPendingTasks(f.env.Queue)
+	if err != nil || len(tasks) != 7 {
+		t.Fatalf("pending tasks %d %v", len(tasks), err)
+	}
+	repoIdx, _ := f.gate.Repos(context.Background(), "deps")
+	if len(repoIdx) != 7 {
+		t.Fatalf("fleet view knows %d repositories, want 7", len(repoIdx))
+	}
+}
+
+type staticSource struct {
+	repos FleetReposFunc
+}
+
+type FleetReposFunc func() (scheduler.FleetRepos, error)
+
+func (s staticSource) FleetRepos(context.Context, *workitems.Template) (scheduler.FleetRepos, error) {
+	return s.repos()
+}
+
+func TestALimitedFleetsTickHoldsItsItemsAndGrantsWhatTheLimitAllows(t *testing.T) {
+	t.Parallel()
+	f := newFleetFixture(t, fleetRepos(5), "fleet: {concurrency: 2}")
+	q := f.queue(t)
+	adm := &fleet.Admitter{Gate: f.gate, Config: q.Config, Enqueuer: q, Pauser: q, Clock: f.clock}
+	src := staticSource{repos: func() (scheduler.FleetRepos, error) {
+		return scheduler.FleetRepos{Repos: []string{"https://gitea.example.com/acme/x.git"}, Skipped: map[string]int{"archived": 1, "unreadable": 2}}, nil
+	}}
+	res := f.tick(t, 1, scheduler.Options{Fleet: adm, Repos: src})
+	deps := only(res, "deps")[0]
+	if deps.Outcome != scheduler.TickCreated || deps.Fleet.Created != 5 || deps.Fleet.Granted != 2 {
+		t.Fatalf("deps tick: %s %+v", deps.Outcome, deps.Fleet)
+	}
+	disc := only(res, "discovered")[0]
+	if disc.Fleet == nil || disc.Fleet.Created != 1 || disc.Fleet.SkippedCount() != 3 || disc.Fleet.Skipped["unreadable"] != 2 {
+		t.Fatalf("discovered tick: %s %+v", disc.Outcome, disc.Fleet)
+	}
+	// Two granted tasks on the queue (and the unlimited discovered one); three wait in line, and
+	// reconcile leaves them there.
+	pending := func() int {
+		tasks, err := f.insp.ListPendingTasks(f.env.Queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tasks)
+	}
+	if n := pending(); n != 3 {
+		t.Fatalf("%d pending tasks, want 2 granted + 1 unlimited", n)
+	}
+	f.clock.Advance(time.Hour)
+	if n, err := q.Reconcile(context.Background(), time.Minute); err != nil || n != 0 {
+		t.Fatalf("reconcile enqueued %d held items (%v): they wait on purpose", n, err)
+	}
+	u, _ := f.gate.Usage(context.Background(), "deps")
+	if u.Held != 3 || u.Running != 2 {
+		t.Fatalf("usage %+v", u)
+	}
+	// One granted item ends: the next round lets the first held one go.
+	items, _ := f.store.List(context.Background(), workitems.ListOptions{Template: "deps"})
+	var granted []string
+	for _, it := range items {
+		if held, _ := f.gate.Held(context.Background(), "deps", it.ID); !held {
+			granted = append(granted, it.ID)
+		}
+	}
+	if len(granted) != 2 {
+		t.Fatalf("granted %v", granted)
+	}
+	if _, err := q.Resolve(context.Background(), granted[0], workitems.Resolution{Action: workitems.ResolveCancel, Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := adm.Round(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("round granted %d (%v), want 1", n, err)
+	}
+	if n := pending(); n != 4 {
+		t.Fatalf("%d pending tasks after the round, want 4", n)
+	}
+}
+
+func TestAFleetRequestMustNameOneOfItsRepositories(t *testing.T) {
+	t.Parallel()
+	f := newFleetFixture(t, fleetRepos(2), "")
+	q := f.queue(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		template, repo, want string
+	}{
+		{"deps", "", "names one of its repositories"},
+		{"deps", "https://gitea.example.com/acme/other.git", "not one of its repos"},
+	} {
+		_, err := q.Submit(ctx, scheduler.Request{Template: tc.template, Repo: tc.repo})
+		if !errors.Is(err, scheduler.ErrBadRepo) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s repo %q: %v, want %q", tc.template, tc.repo, err, tc.want)
+		}
+	}
+	if items, _ := f.store.List(ctx, workitems.ListOptions{}); len(items) != 0 {
+		t.Fatalf("a refused request made %d items", len(items))
+	}
+	it, err := q.Submit(ctx, scheduler.Request{Template: "deps", Repo: "https://gitea.example.com/acme/r01"})
+	if err != nil || it.Repo != "https://gitea.example.com/acme/r01" {
+		t.Fatalf("a listed repository (without .git): %v", err)
+	}
+}
