@@ -222,25 +222,31 @@ func TestParseRetryAfter(t *testing.T) {
 
 func TestOneForgesCallsShareItsRateGate(t *testing.T) {
 	t.Parallel()
-	clock := fakeclock.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
-	s := newScriptedServer(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "600"}})
-	f, err := New(Config{Name: "tea", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitea, BaseURL: s.srv.URL,
-		TokenEnv: "T"}, Getenv: func(string) string { return "tok" }, Clock: clock, MaxRateWait: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.Repository(bg, "acme/one")
-	if e := wantErr(t, err, workitems.ClassTransient, ErrRateLimited); !e.RetryAt.Equal(clock.Now().Add(10 * time.Minute)) {
-		t.Fatalf("retry at %s", e.RetryAt)
-	}
-	// Another operation on another repository: refused before it is sent, with the reset.
-	_, err = f.Checks(bg, "acme/two", "abc")
-	if e := wantErr(t, err, workitems.ClassTransient, ErrRateLimited); !e.RetryAt.Equal(clock.Now().Add(10*time.Minute)) || s.requests() != 1 {
-		t.Fatalf("retry at %s after %d requests", e.RetryAt, s.requests())
-	}
-	_, err = f.(RepoLister).ListRepos(bg, RepoQuery{Owner: "acme"})
-	wantErr(t, err, workitems.ClassTransient, ErrRateLimited)
-	if s.requests() != 1 {
-		t.Fatalf("%d requests sent past the limit", s.requests())
+	for _, kind := range workitems.AllForgeKinds() {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			clock := fakeclock.New(time.Now().Truncate(time.Second))
+			s := newScriptedServer(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "600"}})
+			f, err := New(Config{Name: "f", ForgeConfig: workitems.ForgeConfig{Kind: kind, BaseURL: s.srv.URL,
+				TokenEnv: "T"}, Getenv: func(string) string { return "tok" }, Clock: clock, MaxRateWait: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reset := clock.Now().Add(10 * time.Minute)
+			_, err = f.Repository(bg, "acme/one")
+			if e := wantErr(t, err, workitems.ClassTransient, ErrRateLimited); !e.RetryAt.Equal(reset) {
+				t.Fatalf("retry at %s, want %s", e.RetryAt, reset)
+			}
+			// Other operations on other repositories: refused before they are sent, with the reset.
+			_, err = f.Checks(bg, "acme/two", "abc")
+			if e := wantErr(t, err, workitems.ClassTransient, ErrRateLimited); !e.RetryAt.Equal(reset) {
+				t.Fatalf("retry at %s, want %s", e.RetryAt, reset)
+			}
+			_, err = f.(RepoLister).ListRepos(bg, RepoQuery{Owner: "acme"})
+			wantErr(t, err, workitems.ClassTransient, ErrRateLimited)
+			if s.requests() != 1 || clock.Waiters() != 0 {
+				t.Fatalf("%d requests sent, %d waiting past the limit", s.requests(), clock.Waiters())
+			}
+		})
 	}
 }
