@@ -54,8 +54,10 @@ func (s *scriptedServer) requests() int {
 	return s.n
 }
 
-func gateClient(clock *fakeclock.Clock, maxWait time.Duration) *http.Client {
-	return &http.Client{Transport: &rateGate{base: http.DefaultTransport, clock: clock, maxWait: maxWait}}
+// gateClient is a client through a gate over the server's own transport (not the shared
+// default one, whose idle connections another test's server closes).
+func gateClient(s *scriptedServer, clock *fakeclock.Clock, maxWait time.Duration) *http.Client {
+	return &http.Client{Transport: &rateGate{base: s.srv.Client().Transport, clock: clock, maxWait: maxWait}}
 }
 
 func get(ctx context.Context, c *http.Client, url string) (int, error) {
@@ -103,7 +105,7 @@ func TestRateGateHoldsLaterRequestsUntilRetryAfter(t *testing.T) {
 			t.Parallel()
 			clock := fakeclock.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
 			s := newScriptedServer(t, scripted{status: status, header: map[string]string{"Retry-After": "30"}})
-			c := gateClient(clock, time.Minute)
+			c := gateClient(s, clock, time.Minute)
 			if code, err := get(bg, c, s.srv.URL); err != nil || code != status {
 				t.Fatalf("first answer %d, %v", code, err)
 			}
@@ -119,7 +121,7 @@ func TestRateGateHoldsLaterRequestsUntilTheRateLimitResets(t *testing.T) {
 	// A success that spent the last request of the window: the next one must wait.
 	s := newScriptedServer(t, scripted{status: http.StatusOK, header: map[string]string{
 		"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(reset.Unix(), 10)}})
-	c := gateClient(clock, 2*time.Minute)
+	c := gateClient(s, clock, 2*time.Minute)
 	if _, err := get(bg, c, s.srv.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestRateGateReadsAnHTTPDateRetryAfter(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
 	s := newScriptedServer(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{
 		"Retry-After": clock.Now().Add(45 * time.Second).Format(http.TimeFormat)}})
-	c := gateClient(clock, time.Minute)
+	c := gateClient(s, clock, time.Minute)
 	if _, err := get(bg, c, s.srv.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestRateGateRefusesAWaitPastMaxWaitWithoutSending(t *testing.T) {
 	reset := clock.Now().Add(time.Hour)
 	s := newScriptedServer(t, scripted{status: http.StatusForbidden, header: map[string]string{
 		"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(reset.Unix(), 10)}})
-	c := gateClient(clock, 2*time.Minute)
+	c := gateClient(s, clock, 2*time.Minute)
 	if _, err := get(bg, c, s.srv.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func TestRateGateWaitEndsWithTheContext(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
 	s := newScriptedServer(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "60"}})
-	c := gateClient(clock, 2*time.Minute)
+	c := gateClient(s, clock, 2*time.Minute)
 	if _, err := get(bg, c, s.srv.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestRateGateIgnoresRefusalsWithoutALimit(t *testing.T) {
 		scripted{status: http.StatusOK, header: map[string]string{"Retry-After": "60"}},           // not a refusal
 		scripted{status: http.StatusOK, header: map[string]string{"X-RateLimit-Remaining": "12"}}, // budget left
 		scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "soon"}})
-	c := gateClient(clock, 2*time.Minute)
+	c := gateClient(s, clock, 2*time.Minute)
 	for i := range 5 {
 		if _, err := get(bg, c, s.srv.URL); err != nil {
 			t.Fatalf("request %d: %v", i, err)
@@ -228,7 +230,8 @@ func TestOneForgesCallsShareItsRateGate(t *testing.T) {
 			clock := fakeclock.New(time.Now().Truncate(time.Second))
 			s := newScriptedServer(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "600"}})
 			f, err := New(Config{Name: "f", ForgeConfig: workitems.ForgeConfig{Kind: kind, BaseURL: s.srv.URL,
-				TokenEnv: "T"}, Getenv: func(string) string { return "tok" }, Clock: clock, MaxRateWait: time.Minute})
+				TokenEnv: "T"}, Getenv: func(string) string { return "tok" }, Clock: clock, MaxRateWait: time.Minute,
+				HTTPClient: s.srv.Client()})
 			if err != nil {
 				t.Fatal(err)
 			}

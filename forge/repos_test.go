@@ -19,15 +19,16 @@ import (
 
 // countingTransport counts the requests whose path contains sub.
 type countingTransport struct {
-	sub string
-	n   atomic.Int32
+	sub  string
+	base http.RoundTripper // its own: another test's httptest server closes the default one's connections
+	n    atomic.Int32
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.Contains(r.URL.Path, c.sub) {
 		c.n.Add(1)
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return c.base.RoundTrip(r)
 }
 
 // giteaFleet creates an organisation with 12 repositories: r00…r09 with the topic "fleet"
@@ -81,7 +82,9 @@ func TestGiteaListsAnOrganisationsRepositoriesPageByPage(t *testing.T) {
 	e := &giteaEnv{srv: srv}
 	list := func(t *testing.T, pageSize int, q RepoQuery) ([]ListedRepo, int) {
 		t.Helper()
-		ct := &countingTransport{sub: "/orgs/" + org + "/repos"}
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		ct := &countingTransport{sub: "/orgs/" + org + "/repos", base: tr}
 		f := e.forge(t, srv.URL, srv.Getenv("GITEA_TOKEN"), func(c *Config) {
 			c.listPageSize, c.HTTPClient = pageSize, &http.Client{Transport: ct}
 		}).(RepoLister)
@@ -225,7 +228,7 @@ func TestGitHubListsRepositoriesFollowingTheLinkHeader(t *testing.T) {
 	t.Cleanup(api.Close)
 	f, err := New(Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
 		BaseURL: api.URL, TokenEnv: "T"}, Getenv: func(string) string { return ghToken }, Clock: &recClock{},
-		listPageSize: 3})
+		HTTPClient: api.Client(), listPageSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
