@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,17 +64,17 @@ func canPull(pull *bool, private bool) bool {
 	return !private
 }
 
-func (g *gitea) listError(op, owner string, err error) error {
-	return &Error{Forge: g.cfg.Name, Op: op, Repo: owner, Class: workitems.ClassInvalidInput, Err: err}
+func (g *gitea) listError(op string, err error) error {
+	return &Error{Forge: g.cfg.Name, Op: op, Class: workitems.ClassInvalidInput, Err: err}
 }
 
 // ListRepos reads /orgs/{owner}/repos (a 404 there: /users/{owner}/repos) page by page.
 // Topics are filtered here, on each repository's topics field: Gitea's /repos/search with
 // topic=true also matches repositories the owner merely contributes to.
 func (g *gitea) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, error) {
-	const op = "list repositories"
+	op := "list repositories of " + q.Owner // errors name the owner (Error.Repo is for owner/name)
 	if q.Owner == "" {
-		return nil, g.listError(op, q.Owner, errors.New("no owner"))
+		return nil, g.listError("list repositories", errors.New("no owner"))
 	}
 	size := g.cfg.listPageSize
 	if size <= 0 {
@@ -89,14 +90,14 @@ func (g *gitea) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, error
 		var err error
 		if org {
 			rs, resp, err = c.ListOrgRepos(q.Owner, gsdk.ListOrgReposOptions{ListOptions: lo})
-			if page == 1 && resp != nil && resp.Response != nil && resp.StatusCode == 404 {
+			if page == 1 && resp != nil && resp.Response != nil && resp.StatusCode == http.StatusNotFound {
 				org = false // a user, not an organisation
 				rs, resp, err = c.ListUserRepos(q.Owner, gsdk.ListReposOptions{ListOptions: lo})
 			}
 		} else {
 			rs, resp, err = c.ListUserRepos(q.Owner, gsdk.ListReposOptions{ListOptions: lo})
 		}
-		if err := g.fail(ctx, op, q.Owner, resp, err); err != nil {
+		if err := g.fail(ctx, op, "", resp, err); err != nil {
 			return nil, err
 		}
 		for _, r := range rs {
@@ -112,7 +113,7 @@ func (g *gitea) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, error
 		}
 		seen := (page-1)*size + len(rs)
 		if seen > MaxListedRepos {
-			return nil, g.listError(op, q.Owner, fmt.Errorf("more than %d repositories", MaxListedRepos))
+			return nil, g.listError(op, fmt.Errorf("more than %d repositories", MaxListedRepos))
 		}
 		// A short page is the last; so is one that reaches the total Gitea counted.
 		total, terr := strconv.Atoi(resp.Header.Get("X-Total-Count"))
@@ -125,9 +126,9 @@ func (g *gitea) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, error
 // ListRepos reads /orgs/{owner}/repos (a 404 there: /users/{owner}/repos), following the Link
 // header's next page.
 func (g *gitHub) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, error) {
-	const op = "list repositories"
+	op := "list repositories of " + q.Owner // errors name the owner (Error.Repo is for owner/name)
 	if q.Owner == "" {
-		return nil, &Error{Forge: g.cfg.Name, Op: op, Class: workitems.ClassInvalidInput, Err: errors.New("no owner")}
+		return nil, &Error{Forge: g.cfg.Name, Op: "list repositories", Class: workitems.ClassInvalidInput, Err: errors.New("no owner")}
 	}
 	size := g.cfg.listPageSize
 	if size <= 0 {
@@ -151,10 +152,10 @@ func (g *gitHub) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, erro
 			resp = r
 			return r, err
 		}
-		err := g.do(ctx, op, q.Owner, list)
+		err := g.do(ctx, op, "", list)
 		if org && lo.Page == 0 && errors.Is(err, ErrNotFound) {
 			org = false // a user, not an organisation
-			err = g.do(ctx, op, q.Owner, list)
+			err = g.do(ctx, op, "", list)
 		}
 		if err != nil {
 			return nil, err
@@ -172,7 +173,7 @@ func (g *gitHub) ListRepos(ctx context.Context, q RepoQuery) ([]ListedRepo, erro
 				CanPull: canPull(pull, r.GetPrivate()), Topics: r.Topics})
 		}
 		if seen += len(rs); seen > MaxListedRepos {
-			return nil, &Error{Forge: g.cfg.Name, Op: op, Repo: q.Owner, Class: workitems.ClassInvalidInput,
+			return nil, &Error{Forge: g.cfg.Name, Op: op, Class: workitems.ClassInvalidInput,
 				Err: fmt.Errorf("more than %d repositories", MaxListedRepos)}
 		}
 		if resp.NextPage == 0 {
