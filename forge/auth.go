@@ -95,8 +95,11 @@ func authClient(cfg Config, scheme string) *http.Client {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = &tokenTransport{base: base, timeout: cfg.RequestTimeout, getenv: cfg.Getenv, env: cfg.TokenEnv,
-		scheme: scheme, logger: cfg.Logger, forge: cfg.Name}
+	// The rate gate sits outside the token transport so that waiting for a limit's reset does
+	// not count against the per-request timeout.
+	c.Transport = &rateGate{clock: cfg.Clock, maxWait: cfg.MaxRateWait,
+		base: &tokenTransport{base: base, timeout: cfg.RequestTimeout, getenv: cfg.Getenv, env: cfg.TokenEnv,
+			scheme: scheme, logger: cfg.Logger, forge: cfg.Name}}
 	return &c
 }
 

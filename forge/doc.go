@@ -57,7 +57,16 @@
 //
 // Waits (rate limits, Gitea indexing a pushed branch, Gitea checking mergeability) go through
 // the injected workitems.Clock and are bounded; longer waits are returned as transient errors
-// for the caller to schedule.
+// for the caller to schedule. A forge's rate limit is remembered in its HTTP client, shared by
+// every call: after a 429 or 403 with Retry-After, or an answer with X-RateLimit-Remaining: 0
+// and X-RateLimit-Reset, later requests wait for the reset (up to MaxRateWait and the caller's
+// context) or, past MaxRateWait, fail at once with ErrRateLimited and RetryAt, without sending.
+//
+// Both forges are RepoListers: ListRepos lists an owner's repositories (an organisation, else
+// a user; every page, bounded by MaxListedRepos), optionally with a topic, each with its clone
+// URL, default branch, archived, empty and whether the token can pull it: what a fleet
+// template's repos_from discovers (package fleet/discover). GitHub reports no emptiness: a
+// repository of size 0 counts as empty.
 //
 // Kind-specific behaviour, documented here once:
 //   - GitHub: reviews are read from the first page and then the last pages (Link rel="last"),

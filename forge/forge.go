@@ -196,6 +196,9 @@ type Config struct {
 	// doubling (defaults 6 and 250ms: about 8 s in all).
 	Tries     int
 	RetryBase time.Duration
+
+	// listPageSize is ListRepos's page size (default: each forge's largest); tests page small.
+	listPageSize int
 }
 
 func (c *Config) withDefaults() {

@@ -58,14 +58,19 @@ func (g *gitea) fail(ctx context.Context, op, repo string, resp *gsdk.Response, 
 	}
 	e := &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Err: err}
 	var mt *missingTokenError
+	var gate *rateLimitedError
 	switch {
 	case errors.As(err, &mt):
 		e.Class, e.Err = workitems.ClassInvalidInput, mt
+	case errors.As(err, &gate):
+		// Not sent: an earlier answer's limit has not reset yet.
+		e.Class, e.Err, e.RetryAt = workitems.ClassTransient, ErrRateLimited, gate.Until
 	case resp != nil && resp.Response != nil && resp.StatusCode >= 400:
 		e.StatusCode, e.Class, e.Message = resp.StatusCode, classForStatus(resp.StatusCode), clip(err.Error(), 300)
 		e.Err = cmp.Or(sentinelForStatus(resp.StatusCode), error(errors.New(http.StatusText(resp.StatusCode))))
 		if resp.StatusCode == http.StatusTooManyRequests {
-			e.Err, e.RetryAt = ErrRateLimited, g.cfg.Clock.Now().Add(retryAfter(resp.Response, 0))
+			now := g.cfg.Clock.Now()
+			e.Err, e.RetryAt = ErrRateLimited, now.Add(retryAfter(resp.Response, now, 0))
 		}
 	case ctx.Err() != nil:
 		e.Class, e.Err = workitems.ClassUnknown, ctx.Err()

@@ -77,10 +77,11 @@ func (g *gitHub) classify(ctx context.Context, op, repo string, resp *github.Res
 		e.StatusCode = resp.StatusCode
 	}
 	var (
-		rl  *github.RateLimitError
-		ab  *github.AbuseRateLimitError
-		er  *github.ErrorResponse
-		acc *github.AcceptedError
+		gate *rateLimitedError
+		rl   *github.RateLimitError
+		ab   *github.AbuseRateLimitError
+		er   *github.ErrorResponse
+		acc  *github.AcceptedError
 	)
 	switch {
 	case errors.Is(err, ErrMissingToken):
@@ -89,6 +90,9 @@ func (g *gitHub) classify(ctx context.Context, op, repo string, resp *github.Res
 		if errors.As(err, &mt) {
 			e.Err = mt
 		}
+	case errors.As(err, &gate):
+		// Not sent: an earlier answer's limit has not reset yet.
+		e.Class, e.Err, e.RetryAt, e.StatusCode = workitems.ClassTransient, ErrRateLimited, gate.Until, 0
 	case errors.As(err, &rl):
 		e.Class, e.Err, e.RetryAt, e.Message = workitems.ClassTransient, ErrRateLimited, rl.Rate.Reset.Time, clip(rl.Message, 300)
 	case errors.As(err, &ab):
@@ -102,7 +106,8 @@ func (g *gitHub) classify(ctx context.Context, op, repo string, resp *github.Res
 		e.Err = cmp.Or(sentinelForStatus(e.StatusCode), error(errors.New(http.StatusText(e.StatusCode))))
 		if e.StatusCode == http.StatusTooManyRequests {
 			// A 429 without GitHub's rate-limit headers: honour Retry-After when given.
-			e.Err, e.RetryAt = ErrRateLimited, g.cfg.Clock.Now().Add(retryAfter(er.Response, time.Minute))
+			now := g.cfg.Clock.Now()
+			e.Err, e.RetryAt = ErrRateLimited, now.Add(retryAfter(er.Response, now, time.Minute))
 		}
 	case ctx.Err() != nil:
 		e.Class, e.Err = workitems.ClassUnknown, ctx.Err()
@@ -120,11 +125,11 @@ func errorMessage(er *github.ErrorResponse) string {
 	return strings.Join(parts, "; ")
 }
 
-// retryAfter reads a Retry-After header in seconds, or def.
-func retryAfter(r *http.Response, def time.Duration) time.Duration {
+// retryAfter reads a Retry-After header (seconds or an HTTP date), or def.
+func retryAfter(r *http.Response, now time.Time, def time.Duration) time.Duration {
 	if r != nil {
-		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err == nil && s >= 0 {
-			return time.Duration(s) * time.Second
+		if d, ok := parseRetryAfter(r.Header.Get("Retry-After"), now); ok {
+			return d
 		}
 	}
 	return def
