@@ -86,6 +86,9 @@ func (q *Queue) RunNow(ctx context.Context, template, actor, input string, force
 	if err := checkControl(actor, ""); err != nil {
 		return nil, err
 	}
+	if t, ok := q.Config().Template(template); ok && t.IsFleet() {
+		return q.runFleetNow(ctx, t, actor, input)
+	}
 	it, err := q.Submit(ctx, Request{Template: template, Input: input, Force: force,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: actor}})
 	if err != nil {

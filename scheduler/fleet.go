@@ -129,6 +129,7 @@ type FleetTick struct {
 	Skipped  map[string]int // repositories skipped, by reason
 	Failed   int            // items not made for an error (each logged)
 	Granted  int            // items the gate let start at once (limited fleets)
+	Items    []string       // the items made, in the order of the repositories
 }
 
 // SkippedCount is how many repositories the tick skipped.
@@ -140,45 +141,62 @@ func (f *FleetTick) SkippedCount() int {
 	return n
 }
 
-// fleetTick makes one item per repository of a fleet template's tick. Its error is nil when
-// any item was made, ErrExists when every one existed, a limit's when a limit refused them, or
-// the first failure.
+// fleetTick makes the items of a fleet template's tick and grants what its limits let go.
 func (s *Scheduler) fleetTick(ctx context.Context, t *workitems.Template, at time.Time) (*FleetTick, error) {
+	ft, err := s.q.SubmitFleet(ctx, t, workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}, "",
+		func(repo string) string { return workitems.FleetItemID(t.Name, at, repo) })
+	if ft != nil && ft.Created > 0 && s.fleet != nil {
+		n, aerr := s.fleet.Admit(ctx, t)
+		ft.Granted = n
+		if aerr != nil {
+			s.log.Warn("fleet: items not granted at the tick; the workers' admitters grant them", "template", t.Name, "err", aerr)
+		}
+	}
+	return ft, err
+}
+
+// SubmitFleet makes one item per repository of a fleet template, with the id idFor gives it.
+// Its error is nil when any item was made, ErrExists when every one existed, a limit's when a
+// limit refused them, or the first failure; a repository that fails is skipped, never fatal.
+func (q *Queue) SubmitFleet(ctx context.Context, t *workitems.Template, origin workitems.Origin, input string,
+	idFor func(repo string) string) (*FleetTick, error) {
 	var fr FleetRepos
 	switch {
 	case len(t.Repos) > 0:
 		fr.Repos = t.Repos
-	case s.repos == nil:
+	case t.ReposFrom == nil:
+		return nil, fmt.Errorf("scheduler: template %q: %w: it has one repository", t.Name, ErrBadRepo)
+	case q.repos == nil:
 		return nil, fmt.Errorf("scheduler: template %q: repos_from has no repository source in this process", t.Name)
 	default:
 		var err error
-		if fr, err = s.repos.FleetRepos(ctx, t); err != nil && len(fr.Repos) == 0 {
+		if fr, err = q.repos.FleetRepos(ctx, t); err != nil && len(fr.Repos) == 0 {
 			return nil, fmt.Errorf("scheduler: template %q: repos_from: %w", t.Name, err)
 		} else if err != nil {
-			s.log.Warn("fleet: repositories listed from an older listing", "template", t.Name, "err", err)
+			q.log.Warn("fleet: repositories listed from an older listing", "template", t.Name, "err", err)
 		}
 	}
 	ft := &FleetTick{Repos: len(fr.Repos), Skipped: fr.Skipped}
 	for reason, n := range fr.Skipped {
-		s.log.Info("fleet: repositories skipped", "template", t.Name, "reason", reason, "count", n)
+		q.log.Info("fleet: repositories skipped", "template", t.Name, "reason", reason, "count", n)
 	}
 	var first, limit error
 	for _, repo := range fr.Repos {
 		if ctx.Err() != nil {
 			return ft, ctx.Err()
 		}
-		_, err := s.q.Submit(ctx, Request{Template: t.Name, ID: workitems.FleetItemID(t.Name, at, repo), Repo: repo,
-			Origin: workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}})
+		_, err := q.Submit(ctx, Request{Template: t.Name, ID: idFor(repo), Repo: repo, Origin: origin, Input: input})
 		switch {
 		case err == nil:
 			ft.Created++
+			ft.Items = append(ft.Items, idFor(repo))
 		case errors.Is(err, workitems.ErrExists):
 			ft.Existing++
 		case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
 			limit = err // the rest would be refused too
 		default:
 			ft.Failed++
-			s.log.Warn("fleet: item not made; the repository is skipped this tick", "template", t.Name, "repo", repo, "err", err)
+			q.log.Warn("fleet: item not made; the repository is skipped this time", "template", t.Name, "repo", repo, "err", err)
 			if first == nil {
 				first = err
 			}
@@ -186,13 +204,6 @@ func (s *Scheduler) fleetTick(ctx context.Context, t *workitems.Template, at tim
 		if limit != nil {
 			ft.Failed += len(fr.Repos) - ft.Created - ft.Existing - ft.Failed
 			break
-		}
-	}
-	if ft.Created > 0 && s.fleet != nil {
-		n, err := s.fleet.Admit(ctx, t)
-		ft.Granted = n
-		if err != nil {
-			s.log.Warn("fleet: items not granted at the tick; the workers' admitters grant them", "template", t.Name, "err", err)
 		}
 	}
 	switch {
@@ -206,4 +217,38 @@ func (s *Scheduler) fleetTick(ctx context.Context, t *workitems.Template, at tim
 		return ft, workitems.ErrExists
 	}
 	return ft, nil // no repository to work on
+}
+
+// runFleetNow is RunNow of a fleet template: RunFleet, answering with its first item.
+func (q *Queue) runFleetNow(ctx context.Context, t *workitems.Template, actor, input string) (*workitems.Item, error) {
+	ft, err := q.RunFleet(ctx, t.Name, actor, input)
+	if err != nil {
+		return nil, err
+	}
+	if len(ft.Items) == 0 {
+		return nil, fmt.Errorf("scheduler: run %q: no repository to work on (%d skipped)", t.Name, ft.SkippedCount())
+	}
+	return q.store.Get(ctx, ft.Items[0])
+}
+
+// RunFleet makes, at once, one item per repository of a fleet template (a manual tick of it:
+// templates run, the console's and the API's run now), logged as a control.
+func (q *Queue) RunFleet(ctx context.Context, template, actor, input string) (*FleetTick, error) {
+	if err := checkControl(actor, ""); err != nil {
+		return nil, err
+	}
+	t, ok := q.Config().Template(template)
+	if !ok {
+		return nil, fmt.Errorf("scheduler: template %q: %w", template, ErrUnknownTemplate)
+	}
+	now := q.clock.Now()
+	suffix := manualID("", now)[len("@")+len("20060102T150405Z"):] // a run's own: two runs in a second differ
+	ft, err := q.SubmitFleet(ctx, t, workitems.Origin{Kind: workitems.OriginManual, Actor: actor}, input,
+		func(repo string) string { return workitems.FleetItemID(t.Name, now, repo) + suffix })
+	if err != nil {
+		return ft, err
+	}
+	q.logControl(ctx, ControlRecord{Action: ControlRunNow, Template: template, Actor: actor, At: now.UTC()})
+	q.log.Info("fleet template run now", "template", template, "actor", actor, "items", ft.Created)
+	return ft, nil
 }

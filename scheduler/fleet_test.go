@@ -51,8 +51,9 @@ func fleetRepos(n int) []string {
 
 type fleetFixture struct {
 	*fixture
-	gate  *fleet.Gate
-	clock *fakeclock.Clock
+	gate   *fleet.Gate
+	clock  *fakeclock.Clock
+	source scheduler.RepoSource
 }
 
 func newFleetFixture(t *testing.T, repos []string, fleetLine string) *fleetFixture {
@@ -73,7 +74,7 @@ func newFleetFixture(t *testing.T, repos []string, fleetLine string) *fleetFixtu
 func (f *fleetFixture) queue(t *testing.T) *scheduler.Queue {
 	c := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = c.Close() })
-	return scheduler.NewQueue(f.store, c, f.insp, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue, Clock: f.clock, Fleet: f.gate})
+	return scheduler.NewQueue(f.store, c, f.insp, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue, Clock: f.clock, Fleet: f.gate, Repos: f.source})
 }
 
 // tick starts replicas schedulers, moves the clock to 03:00 and returns every replica's result.
@@ -165,12 +166,12 @@ func (s staticSource) FleetRepos(context.Context, *workitems.Template) (schedule
 func TestALimitedFleetsTickHoldsItsItemsAndGrantsWhatTheLimitAllows(t *testing.T) {
 	t.Parallel()
 	f := newFleetFixture(t, fleetRepos(5), "fleet: {concurrency: 2}")
-	q := f.queue(t)
-	adm := &fleet.Admitter{Gate: f.gate, Config: q.Config, Enqueuer: q, Pauser: q, Clock: f.clock}
-	src := staticSource{repos: func() (scheduler.FleetRepos, error) {
+	f.source = staticSource{repos: func() (scheduler.FleetRepos, error) {
 		return scheduler.FleetRepos{Repos: []string{"https://gitea.example.com/acme/x.git"}, Skipped: map[string]int{"archived": 1, "unreadable": 2}}, nil
 	}}
-	res := f.tick(t, 1, scheduler.Options{Fleet: adm, Repos: src})
+	q := f.queue(t)
+	adm := &fleet.Admitter{Gate: f.gate, Config: q.Config, Enqueuer: q, Pauser: q, Clock: f.clock}
+	res := f.tick(t, 1, scheduler.Options{Fleet: adm})
 	deps := only(res, "deps")[0]
 	if deps.Outcome != scheduler.TickCreated || deps.Fleet.Created != 5 || deps.Fleet.Granted != 2 {
 		t.Fatalf("deps tick: %s %+v", deps.Outcome, deps.Fleet)

@@ -39,6 +39,7 @@ type Queue struct {
 	obs       DecisionObserver
 	maxRetry  int
 	fleet     *fleet.Gate
+	repos     RepoSource
 }
 
 // DecisionObserver counts decisions on items (metrics.Metrics implements it). The Queue reports
@@ -61,6 +62,8 @@ type QueueOptions struct {
 	// Fleet is the gate of fleet templates' limits (nil: none; a fleet's items then run
 	// unlimited).
 	Fleet *fleet.Gate
+	// Repos lists the repositories of repos_from templates (nil: their ticks fail, saying so).
+	Repos RepoSource
 }
 
 // NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
@@ -81,7 +84,7 @@ func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Ins
 		o.Observer = nopDecisions{}
 	}
 	q := &Queue{store: store, client: client, inspector: inspector, queue: o.Queue,
-		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry, fleet: o.Fleet}
+		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry, fleet: o.Fleet, repos: o.Repos}
 	q.cfg.Store(cfg)
 	return q
 }

@@ -98,8 +98,6 @@ type Options struct {
 	OnTick func(TickResult)
 	// OnReplan is called after a replan (Replan) is applied, with the number of schedules.
 	OnReplan func(int)
-	// Repos lists the repositories of repos_from templates (nil: their ticks fail, saying so).
-	Repos RepoSource
 	// Fleet grants a limited fleet's items right after its tick made them (nil: the next
 	// round of the workers' admitters does).
 	Fleet FleetAdmitter
@@ -114,7 +112,6 @@ type Scheduler struct {
 	obs     Observer
 	onTick  func(TickResult)
 	onPlan  func(int)
-	repos   RepoSource
 	fleet   FleetAdmitter
 	entries []*entry
 	// mu guards replacing entries (a replan) against NextRun; the run goroutine is the only
@@ -146,7 +143,7 @@ func New(q *Queue, o Options) (*Scheduler, error) {
 		o.Observer = nopObserver{}
 	}
 	s := &Scheduler{q: q, k: keys{p: q.store.Prefix()}, clock: o.Clock, log: o.Logger, obs: o.Observer, onTick: o.OnTick,
-		onPlan: o.OnReplan, wake: make(chan struct{}, 1), repos: o.Repos, fleet: o.Fleet}
+		onPlan: o.OnReplan, wake: make(chan struct{}, 1), fleet: o.Fleet}
 	entries, err := plan(q.Config(), nil, time.Time{})
 	if err != nil {
 		return nil, err

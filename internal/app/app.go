@@ -22,6 +22,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/fleet"
+	"outerloop/fleet/discover"
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/internal/redisconn"
@@ -222,7 +223,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.Metrics.SetStatsSource(a.Store.Stats)
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
-		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet})
+		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet,
+			Repos: fleetRepos{a: a, d: discover.New(discover.Config{Redis: a.Redis, Prefix: o.Prefix, Clock: o.Clock,
+				Logger: o.Logger.With("component", "fleet")})}})
 	a.initReload()
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results

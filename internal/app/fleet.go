@@ -5,7 +5,10 @@ import (
 	"fmt"
 
 	"outerloop/fleet"
+	"outerloop/fleet/discover"
 	"outerloop/forge"
+	"outerloop/scheduler"
+	"outerloop/workitems"
 )
 
 // Admitter returns the fleet admitter over this app's gate, queue, forges and outbox (a
@@ -29,4 +32,35 @@ func (f forgePRs) PROpen(ctx context.Context, forgeKey, repo string, number int)
 		return false, err
 	}
 	return pr.State == forge.PROpen, nil
+}
+
+// fleetRepos lists a repos_from template's repositories through its forge, cached in Redis
+// (package fleet/discover), for the scheduler's ticks.
+type fleetRepos struct {
+	d *discover.Discoverer
+	a *App // its forges: made after the queue
+}
+
+func (f fleetRepos) FleetRepos(ctx context.Context, t *workitems.Template) (scheduler.FleetRepos, error) {
+	rf := t.ReposFrom
+	fg, err := f.a.Forges.Get(rf.Forge)
+	if err != nil {
+		return scheduler.FleetRepos{}, err
+	}
+	l, ok := fg.(forge.RepoLister)
+	if !ok {
+		return scheduler.FleetRepos{}, fmt.Errorf("app: forge %q cannot list repositories", rf.Forge)
+	}
+	res, err := f.d.Discover(ctx, *rf, l)
+	if res == nil {
+		return scheduler.FleetRepos{}, err
+	}
+	out := scheduler.FleetRepos{Skipped: map[string]int{}}
+	for _, r := range res.Repos {
+		out.Repos = append(out.Repos, r.CloneURL)
+	}
+	for reason, n := range res.Skipped {
+		out.Skipped[string(reason)] = n
+	}
+	return out, err // with a stale listing: its repositories and why it is stale
 }

@@ -1,0 +1,148 @@
+package app_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"outerloop/internal/app"
+	"outerloop/internal/giteatest"
+	"outerloop/worker"
+	"outerloop/workitems"
+)
+
+// giteaOrgFleet makes a private organisation of twelve repositories: r00…r09 with topic go
+// (r08 archived, r09 empty), x10 and x11 without it. The fleet discovered by topic go is
+// r00…r07.
+func giteaOrgFleet(t *testing.T, gs *giteatest.Server) string {
+	t.Helper()
+	org := "fleet-" + strings.ToLower(rand.Text()[:10])
+	gs.API(t, http.MethodPost, "/orgs", map[string]any{"username": org, "visibility": "private"}, http.StatusCreated, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	ctx := context.Background()
+	for i := range 12 {
+		wg.Go(func() {
+			name, topics := fmt.Sprintf("r%02d", i), []string{"go"}
+			if i >= 10 {
+				name, topics = fmt.Sprintf("x%02d", i), []string{"other"}
+			}
+			body := map[string]any{"name": name, "default_branch": "main", "private": true, "auto_init": i != 9}
+			if code, b, err := gs.Do(ctx, http.MethodPost, "/orgs/"+org+"/repos", body); err != nil || code != http.StatusCreated {
+				errs <- fmt.Errorf("create %s: %d %v %s", name, code, err, b)
+				return
+			}
+			if code, b, err := gs.Do(ctx, http.MethodPut, "/repos/"+org+"/"+name+"/topics", map[string]any{"topics": topics}); err != nil || code != http.StatusNoContent {
+				errs <- fmt.Errorf("topics of %s: %d %v %s", name, code, err, b)
+				return
+			}
+			if i == 8 {
+				if code, b, err := gs.Do(ctx, http.MethodPatch, "/repos/"+org+"/"+name, map[string]any{"archived": true}); err != nil || code != http.StatusOK {
+					errs <- fmt.Errorf("archive %s: %d %v %s", name, code, err, b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return org
+}
+
+// openPRs counts the open pull requests over the organisation's fleet repositories.
+func openPRs(t *testing.T, gs *giteatest.Server, org string) int {
+	t.Helper()
+	n := 0
+	for i := range 8 {
+		var prs []struct{ Number int }
+		gs.API(t, http.MethodGet, fmt.Sprintf("/repos/%s/r%02d/pulls?state=open", org, i), nil, http.StatusOK, &prs)
+		n += len(prs)
+	}
+	return n
+}
+
+// On the real Gitea: a fleet discovered by topic (archived and empty repositories skipped and
+// counted) with max_open_prs 3. Three items open their pull requests; the other five wait in
+// line without a worker; each merge of one of the open pull requests lets exactly one more go,
+// in order, and never more than three are open.
+func TestAFleetOnGiteaKeepsAtMostMaxOpenPRsOpenWhileTheyAreMergedOneByOne(t *testing.T) {
+	t.Parallel()
+	gs := giteatest.Shared(t)
+	org := giteaOrgFleet(t, gs)
+	cfg := forgeConfig(t, gs, fmt.Sprintf(`  - name: bump
+    repos_from: {forge: tea, owner: %s, topic: go}
+    fleet: {max_open_prs: 3}
+    goal: bump the dependencies
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["test -s BUMP.md"]}
+    deliver: {forge: tea, mode: pull_request}
+`, org))
+	loop := worker.InnerLoopFunc(func(ctx context.Context, at *worker.Attempt) workitems.Exit {
+		if err := os.WriteFile(filepath.Join(at.Workspace, "BUMP.md"), []byte("bumped\n"), 0o644); err != nil {
+			return workitems.Exit{Reason: workitems.ExitFailed, Message: err.Error()}
+		}
+		return workitems.Exit{Reason: workitems.ExitCompleted}
+	})
+	token := gs.Getenv(tokenVar)
+	s := openWith(t, cfg, func(o *app.Options) {
+		o.Getenv = token
+		o.Loops = map[string]worker.InnerLoop{"script": loop}
+		o.FleetEvery, o.FleetPRCheckEvery = 50*time.Millisecond, 100*time.Millisecond
+	})
+	ctx := context.Background()
+	ft, err := s.Queue.RunFleet(ctx, "bump", "alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ft.Repos != 8 || ft.Created != 8 || ft.Skipped["archived"] != 1 || ft.Skipped["empty"] != 1 || ft.SkippedCount() != 2 {
+		t.Fatalf("fleet run: %+v", ft)
+	}
+	for i, id := range ft.Items {
+		if it, _ := s.Store.Get(ctx, id); !strings.HasSuffix(it.Repo, fmt.Sprintf("/%s/r%02d.git", org, i)) {
+			t.Fatalf("item %d is of %s, want r%02d (the fleet sorted)", i, it.Repo, i)
+		}
+	}
+	startAppWorker(t, s.App, 4, "w")
+	closed := func(id string) *workitems.Item {
+		t.Helper()
+		it := awaitState(t, s.Store, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		if it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.PR == nil {
+			t.Fatalf("%s: %s, delivery %+v", id, it.State, it.Delivery)
+		}
+		return it
+	}
+	var open []*workitems.Item
+	for _, id := range ft.Items[:3] {
+		open = append(open, closed(id))
+	}
+	u, err := s.Fleet.Usage(ctx, "bump")
+	if err != nil || u.OpenPRs != 3 || u.Held != 5 {
+		t.Fatalf("usage %+v %v: three open, five in line", u, err)
+	}
+	if n := openPRs(t, gs, org); n != 3 {
+		t.Fatalf("%d open pull requests on the forge, want 3", n)
+	}
+	for k, id := range ft.Items[3:] {
+		// Merge the oldest open one: exactly the next in line goes.
+		m := open[0]
+		open = open[1:]
+		slug, _ := workitems.RepoSlugFromURL(m.Repo)
+		gs.MergePullRequest(t, giteatest.Repo{Slug: slug, CloneURL: m.Repo}, m.Delivery.PR.Number)
+		open = append(open, closed(id))
+		if n := openPRs(t, gs, org); n != 3 {
+			t.Fatalf("after merge %d: %d open pull requests, want 3", k+1, n)
+		}
+		if u, _ := s.Fleet.Usage(ctx, "bump"); u.Held != int64(4-k) {
+			t.Fatalf("after merge %d: %d in line, want %d", k+1, u.Held, 4-k)
+		}
+	}
+}
