@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,30 @@ func containsRepo(repos []string, repo string) bool {
 
 func repoKey(r string) string {
 	return strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git"))
+}
+
+// fleetRepoOf is the repository of a fleet template that a forge event's repository (owner/name
+// on forge key) is: one of its repos, or, for repos_from, one of the owner's not excluded
+// (its clone URL on the forge). false: the event is about a repository outside the fleet.
+func fleetRepoOf(cfg *workitems.Config, t *workitems.Template, forgeKey, slug string) (string, bool) {
+	for _, r := range t.Repos {
+		if s, err := workitems.RepoSlugFromURL(r); err == nil && strings.EqualFold(s, slug) {
+			return r, true
+		}
+	}
+	rf := t.ReposFrom
+	if rf == nil || rf.Forge != forgeKey {
+		return "", false
+	}
+	owner, _, err := workitems.ParseRepoSlug(slug)
+	if err != nil || !strings.EqualFold(owner, rf.Owner) || slices.ContainsFunc(rf.Exclude, func(x string) bool { return strings.EqualFold(x, slug) }) {
+		return "", false
+	}
+	f, ok := cfg.Forges[forgeKey]
+	if !ok {
+		return "", false
+	}
+	return strings.TrimRight(f.BaseURL, "/") + "/" + slug + ".git", true
 }
 
 // holdInFleet puts a new fleet item in its template's line when the template has limits

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/fleet"
+	"outerloop/hooks"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/scheduler"
@@ -245,5 +246,69 @@ func TestAFleetRequestMustNameOneOfItsRepositories(t *testing.T) {
 	it, err := q.Submit(ctx, scheduler.Request{Template: "deps", Repo: "https://gitea.example.com/acme/r01"})
 	if err != nil || it.Repo != "https://gitea.example.com/acme/r01" {
 		t.Fatalf("a listed repository (without .git): %v", err)
+	}
+}
+
+// A forge event makes a fleet template's item on the event's repository when it is one of the
+// fleet's, and nothing for a repository outside it.
+func TestATriggerOnAFleetWorksOnTheEventsRepository(t *testing.T) {
+	t.Parallel()
+	cfg, err := workitems.ParseConfig([]byte(`
+defaults: {budget: {wall_time: 10m}}
+forges:
+  tea: {kind: gitea, base_url: "https://gitea.example.com/", token_env: TEA_TOKEN}
+templates:
+  - name: listed
+    repos: [https://gitea.example.com/acme/a.git, https://gitea.example.com/acme/b.git]
+    goal: fix
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    triggers: [{forge: tea, event: labeled, label: fix}]
+  - name: found
+    repos_from: {forge: tea, owner: acme, exclude: [acme/legacy]}
+    goal: fix
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    triggers: [{forge: tea, event: labeled, label: fix}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	store := workitems.NewStore(env.Client, env.Prefix)
+	c := asynq.NewClient(redistest.AsynqOpt(t))
+	t.Cleanup(func() { _ = c.Close() })
+	q := scheduler.NewQueue(store, c, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
+	tr := scheduler.NewTriggers(q, q.Config, nil)
+	ev := func(repo string, n int) hooks.Event {
+		return hooks.Event{Kind: hooks.KindLabeled, Forge: "tea", Repo: repo, Sender: "alice", Number: n,
+			Labeled: &hooks.Labeled{Labels: []string{"fix"}, Current: true, User: "alice", Title: "t"}}
+	}
+	ctx := context.Background()
+	for _, e := range []hooks.Event{ev("acme/B", 1), ev("acme/legacy", 2), ev("other/a", 3), ev("acme/c", 4)} {
+		if err := tr.Trigger(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, err := store.List(ctx, workitems.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range items {
+		got[it.Template+"/"+it.Origin.Actor+"/"+it.Repo] = it.ID
+	}
+	want := []string{
+		"listed/tea:alice/https://gitea.example.com/acme/b.git", // its own entry, whatever the event's case
+		"found/tea:alice/https://gitea.example.com/acme/B.git",
+		"found/tea:alice/https://gitea.example.com/acme/c.git",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("items %v, want %v", got, want)
+	}
+	for _, w := range want {
+		if _, ok := got[w]; !ok {
+			t.Fatalf("items %v, want %v", got, want)
+		}
 	}
 }
