@@ -48,14 +48,17 @@ func checkRepos(ctx context.Context, v *validation) {
 	forges := map[string][]string{} // the forges the repo's templates name, for checkForgeRepo
 	var order []string
 	for i, t := range v.cfg.Templates {
-		if t.Repo == "" {
-			continue
+		repos := t.Repos // a fleet's listed repositories (repos_from is listed at its ticks)
+		if t.Repo != "" {
+			repos = []string{t.Repo}
 		}
-		if _, ok := users[t.Repo]; !ok {
-			order = append(order, t.Repo)
+		for _, repo := range repos {
+			if _, ok := users[repo]; !ok {
+				order = append(order, repo)
+			}
+			users[repo] = append(users[repo], t.Name)
+			forges[repo] = append(forges[repo], forge.TemplateForges(&v.cfg.Templates[i])...)
 		}
-		users[t.Repo] = append(users[t.Repo], t.Name)
-		forges[t.Repo] = append(forges[t.Repo], forge.TemplateForges(&v.cfg.Templates[i])...)
 	}
 	for _, repo := range order {
 		who := templatesList(users[repo])
