@@ -5,7 +5,7 @@
 //
 // The limits are a gate in Redis, per template:
 //
-//	held      zset  items waiting their turn, by creation (ms); ties by id
+//	held      zset  items waiting their turn, by creation (µs); ties by id
 //	running   set   items holding a slot: admitted and not yet out of running/verifying
 //	reserved  set   running items that may still open a pull request (no open one yet)
 //	prs       hash  the template's open pull requests: "<repo>#<n>" → item

@@ -63,7 +63,7 @@ end
 
 // acquireScript lets an item's attempt run, or holds it.
 //
-//	ARGV[5] item, ARGV[6] order (ms), ARGV[7] needs a PR (1/0), ARGV[8] already running (1/0),
+//	ARGV[5] item, ARGV[6] order (µs), ARGV[7] needs a PR (1/0), ARGV[8] already running (1/0),
 //	ARGV[9] repository
 //
 // Returns 1 when the item may run, 0 when it is held.
@@ -83,7 +83,7 @@ return 0
 
 // holdScript holds a new item (the tick's: its task is enqueued when the Admitter grants it).
 //
-//	ARGV[5] item, ARGV[6] order (ms), ARGV[7] repository
+//	ARGV[5] item, ARGV[6] order (µs), ARGV[7] repository
 var holdScript = redis.NewScript(`
 redis.call('ZADD', KEYS[1], 'NX', ARGV[6], ARGV[5])
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[7], ARGV[7], ARGV[5]) end
@@ -131,8 +131,9 @@ func NeedsPR(t *workitems.Template, it *workitems.Item) bool {
 	return d == nil || d.PR == nil || d.PR.State != workitems.PROpen
 }
 
-// order is where an item waits: by creation, so a tick's items go in the order it made them.
-func order(it *workitems.Item) int64 { return it.CreatedAt.UnixMilli() }
+// order is where an item waits: by creation, to the microsecond (exact in a float score until
+// the year 2255), so a tick's items go in the order it made them.
+func order(it *workitems.Item) int64 { return it.CreatedAt.UnixMicro() }
 
 // Acquire asks whether the item's attempt may run now under t's limits: true takes a slot
 // (kept until the item leaves running and verifying); false holds the item in order, and the

@@ -5,7 +5,7 @@ package fleet
 type keys struct{ p string }
 
 func (k keys) base(template string) string     { return k.p + "fleet:{" + template + "}:" }
-func (k keys) held(template string) string     { return k.base(template) + "held" }     // zset: item → created (ms)
+func (k keys) held(template string) string     { return k.base(template) + "held" }     // zset: item → created (µs)
 func (k keys) hasPR(template string) string    { return k.base(template) + "haspr" }    // set: held items with an open PR
 func (k keys) running(template string) string  { return k.base(template) + "running" }  // set: items holding a slot
 func (k keys) reserved(template string) string { return k.base(template) + "reserved" } // set: running items that may open a PR

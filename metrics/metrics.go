@@ -98,9 +98,11 @@ type Metrics struct {
 	// noSeriesAhead: see WithoutSeriesAhead.
 	noSeriesAhead bool
 
-	cfg     atomic.Pointer[configView]
-	cfgMu   sync.Mutex // serialises SetConfig
-	running *runningCollector
+	cfg          atomic.Pointer[configView]
+	cfgMu        sync.Mutex // serialises SetConfig
+	running      *runningCollector
+	fleet        *fleetCollector
+	fleetSkipped *prometheus.CounterVec
 
 	attemptsStarted *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
@@ -205,6 +207,9 @@ func New(opts ...Option) *Metrics {
 	}, []string{"template"})
 	m.stats = newStatsCollector(m)
 	m.running = newRunningCollector(m)
+	m.fleet = newFleetCollector()
+	m.fleetSkipped = counterVec("fleet_repos_skipped_total", "Repositories a fleet template's ticks skipped, by reason (archived, empty, unreadable, excluded).",
+		"template", "reason")
 	m.waits = newWaitMetrics()
 	m.webhooks = newWebhookCounter()
 
@@ -218,7 +223,7 @@ func New(opts ...Option) *Metrics {
 		m.schedulerTicks, m.schedulerSkips, m.schedulerMisfires,
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
-		m.stats, m.running,
+		m.stats, m.running, m.fleet, m.fleetSkipped,
 		m.waits.duration, m.waits.polls, m.webhooks,
 	)
 	return m

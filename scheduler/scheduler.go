@@ -38,13 +38,16 @@ type Observer interface {
 	SchedulerTick(template string)
 	SchedulerSkip(template, reason string)
 	SchedulerMisfire(template string, n int)
+	// FleetReposSkipped counts the repositories a fleet template's tick skipped, by reason.
+	FleetReposSkipped(template string, skipped map[string]int)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) SchedulerTick(string)         {}
-func (nopObserver) SchedulerSkip(string, string) {}
-func (nopObserver) SchedulerMisfire(string, int) {}
+func (nopObserver) SchedulerTick(string)                     {}
+func (nopObserver) SchedulerSkip(string, string)             {}
+func (nopObserver) SchedulerMisfire(string, int)             {}
+func (nopObserver) FleetReposSkipped(string, map[string]int) {}
 
 // OnTimeGrace is how late a scheduler may handle a tick for it to count as on time (a busy or
 // restarting process); a tick handled later was missed, and the misfire policy applies.
@@ -326,6 +329,9 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 		}
 		s.obs.SchedulerTick(e.tmpl.Name)
 		if r.Fleet != nil {
+			if countSkip {
+				s.obs.FleetReposSkipped(e.tmpl.Name, r.Fleet.Skipped)
+			}
 			s.log.Info("tick: fleet items created", "template", e.tmpl.Name, "tick", at.UTC(), "via", kind, "repos", r.Fleet.Repos,
 				"created", r.Fleet.Created, "existing", r.Fleet.Existing, "skipped", r.Fleet.SkippedCount(), "failed", r.Fleet.Failed)
 			break

@@ -228,6 +228,8 @@ func (o *countingObserver) SchedulerSkip(template, reason string) {
 	}
 	o.skips[template+"/"+reason]++
 }
+func (o *countingObserver) FleetReposSkipped(string, map[string]int) {}
+
 func (o *countingObserver) SchedulerMisfire(template string, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

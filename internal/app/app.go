@@ -221,6 +221,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.Metrics.SetConfig(o.Config)
 	}
 	a.Metrics.SetStatsSource(a.Store.Stats)
+	a.Metrics.SetFleetSource(a.fleetUsage)
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
 		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet,

@@ -7,6 +7,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/fleet/discover"
 	"outerloop/forge"
+	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -17,6 +18,24 @@ func (a *App) Admitter() *fleet.Admitter {
 	return &fleet.Admitter{Gate: a.Fleet, Config: a.CurrentConfig, Enqueuer: a.Queue, Pauser: a.Queue,
 		PRs: forgePRs{a.Forges}, Notifier: a.Outbox, Clock: a.opts.Clock, Logger: a.Logger.With("component", "fleet"),
 		Every: a.opts.FleetEvery, PRCheckEvery: a.opts.FleetPRCheckEvery}
+}
+
+// fleetUsage reads every fleet template's gate for the metrics (at scrape time).
+func (a *App) fleetUsage(ctx context.Context) (map[string]metrics.FleetUsage, error) {
+	cfg := a.CurrentConfig()
+	out := map[string]metrics.FleetUsage{}
+	for i := range cfg.Templates {
+		t := &cfg.Templates[i]
+		if !t.IsFleet() {
+			continue
+		}
+		u, err := a.Fleet.Usage(ctx, t.Name)
+		if err != nil {
+			return nil, err
+		}
+		out[t.Name] = metrics.FleetUsage{Held: u.Held, Running: u.Running, OpenPRs: u.OpenPRs, OpenedLastHour: u.OpenedLastHour, Streak: u.Streak}
+	}
+	return out, nil
 }
 
 // forgePRs reads a pull request's state through the deployment's forges.
