@@ -37,7 +37,9 @@ outerloop_fleet_repos_skipped_total{reason="empty",template="deps"} 2
 		t.Fatal(err)
 	}
 	// A source that fails exports nothing stale.
-	m.SetFleetSource(func(context.Context) (map[string]metrics.FleetUsage, error) { return nil, errors.New("redis: connection refused") })
+	m.SetFleetSource(func(context.Context) (map[string]metrics.FleetUsage, error) {
+		return nil, errors.New("redis: connection refused")
+	})
 	if n, err := testutil.GatherAndCount(m.Registry(), "outerloop_fleet_items_held"); err != nil || n != 0 {
 		t.Fatalf("%d series from a failing source (%v)", n, err)
 	}
