@@ -20,7 +20,7 @@ import (
 func benchCmd(g *globals) *cobra.Command {
 	var rounds, sandboxRounds int
 	var skipWorkspaces, skipSandbox, skipModDownload, coldCache bool
-	var scale, cliTemplates, waitItems int
+	var scale, cliTemplates, waitItems, fleetRepos int
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure outerloop's overhead against raw Redis and raw asynq, and workspace preparation against git worktree add, in the same run, on --redis",
@@ -74,6 +74,17 @@ func benchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.out, "%-44s %12.1f   (%d due, %d commands, %s)\n", "Redis commands per due item, poll round",
 					float64(wf.DueRoundCommands)/float64(max(wf.DueRoundItems, 1)), wf.DueRoundItems, wf.DueRoundCommands, wf.DueRound.Round(time.Millisecond))
 			}
+			if fleetRepos > 0 {
+				figs, err := benchmark.FleetTick(ctx, e, []int{1, fleetRepos}, 5, g.out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.out, "\nfleet tick (an item per repository, held in the fleet's line; median of %d)\n", figs[0].Rounds)
+				fmt.Fprintf(g.out, "%-44s %12s %16s\n", "repositories", "per tick", "per 100 repos")
+				for _, f := range figs {
+					fmt.Fprintf(g.out, "%-44d %12s %16s\n", f.Repos, f.Tick.Round(10*time.Microsecond), f.Per100().Round(10*time.Microsecond))
+				}
+			}
 			if !skipSandbox {
 				if err := benchSandbox(ctx, g, sandboxRounds, coldCache, !skipModDownload); err != nil {
 					return err
@@ -86,6 +97,7 @@ func benchCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&waitItems, "wait-items", 1000, "items parked in waiting to measure what waiting costs (0: skip)")
+	c.Flags().IntVar(&fleetRepos, "fleet-repos", 400, "repositories of the fleet tick measured against a tick over one (0: skip)")
 	c.Flags().IntVar(&rounds, "workspace-rounds", 5, "workspaces made each way (the median is reported)")
 	c.Flags().IntVar(&scale, "scale", 0, "instead: fill a store with this many items and measure every list against GET /api/items")
 	c.Flags().IntVar(&cliTemplates, "cli-templates", 10000, "with --scale: time CLI commands against a config of this many templates (0: skip)")

@@ -159,3 +159,21 @@ func TestWaitingItemsCostNoGoroutinesAndPollRoundsArePerDueItem(t *testing.T) {
 		t.Errorf("a due round over %d items sent %d commands", f.DueRoundItems, f.DueRoundCommands)
 	}
 }
+
+// A fleet tick costs the same Redis commands per repository however many it has: linear, not
+// worse (the time is reported by outerloop bench; commands are what can be asserted).
+func TestAFleetTickCostsTheSameCommandsPerRepository(t *testing.T) {
+	re := redistest.New(t)
+	e := Env{Redis: re.Client, Asynq: redistest.AsynqOpt(t), Prefix: re.Prefix, Queue: re.Queue}
+	figs, err := FleetTick(context.Background(), e, []int{1, 10, 100}, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", figs)
+	per := figs[0].Commands
+	for _, f := range figs {
+		if f.Commands != per*int64(f.Repos) {
+			t.Errorf("a tick over %d repositories sent %d commands, want %d (%d per repository)", f.Repos, f.Commands, per*int64(f.Repos), per)
+		}
+	}
+}
