@@ -102,8 +102,8 @@ func (r *Reader) Page(ctx context.Context, template string, offset, limit int) (
 		return nil, fmt.Errorf("fleet view: template %q: %w", template, scheduler.ErrUnknownTemplate)
 	}
 	if !t.IsFleet() {
-		return nil, fmt.Errorf("fleet view: template %q: %w: it has one repository (%s); see templates history",
-			template, ErrNotFleet, t.Repo)
+		return nil, fmt.Errorf("fleet view: template %q: %w: it has one repository (%s); use templates history %s",
+			template, ErrNotFleet, t.Repo, template)
 	}
 	if limit <= 0 {
 		limit = DefaultLimit
