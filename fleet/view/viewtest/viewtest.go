@@ -57,7 +57,7 @@ func Seed(t testing.TB, q *scheduler.Queue) map[string]string {
 	_, err := q.Store().Update(ctx, ids[Repos[0]], nil, func(it *workitems.Item) ([]workitems.Event, error) {
 		it.Spend.CostUSD = 1.25
 		it.Delivery = &workitems.Delivery{Attempt: 1, Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryPROpened,
-			PR: &workitems.PullRequest{Number: 7, URL: "https://gitea.example.com/acme/a/pulls/7", State: workitems.PROpen},
+			PR:     &workitems.PullRequest{Number: 7, URL: "https://gitea.example.com/acme/a/pulls/7", State: workitems.PROpen},
 			Checks: []workitems.CheckResult{{Name: "build", State: workitems.CheckSuccess}, {Name: "test", State: workitems.CheckFailure}}}
 		return nil, nil
 	})
