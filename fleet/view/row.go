@@ -29,8 +29,9 @@ func fill(row *Row, it *workitems.Item) {
 		row.PR = it.Delivery.PR
 		row.CI = ciOf(it.Delivery.Checks)
 	}
-	if w := it.Wait; w != nil && w.Kind == workitems.WaitCI && row.CI.State != workitems.CheckFailure {
-		row.CI.State = workitems.CheckPending // the checks read so far are of an older push, or none
+	// While CI is waited for, the checks read so far are incomplete: pending, unless one failed.
+	if w := it.Wait; w != nil && w.Kind == workitems.WaitCI && (row.CI.State == "" || rank(row.CI.State) < 3) {
+		row.CI.State = workitems.CheckPending
 	}
 	row.Review = reviewState(it, d)
 }
