@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -41,6 +42,9 @@ type Options struct {
 	Logger        *slog.Logger
 	// NextRun reports a template's next scheduled run (for /api/templates), optional.
 	NextRun func(template string) (time.Time, bool)
+	// Fleet is the gate of fleet templates (GET /api/templates/{name}/fleet reads its
+	// repositories and usage), optional: without it a fleet shows its configured repositories.
+	Fleet *fleet.Gate
 	// Audit is the audit list (GET /api/audit; Handler records into it), optional.
 	Audit *AuditLog
 	// Experiments serves GET /api/experiments[/{id}] (experiments.go), optional: without it

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"outerloop/fleet/view"
 	"outerloop/scheduler"
 )
 
@@ -18,6 +19,7 @@ import (
 func (s *Server) registerTemplates(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/templates/{name}/items", s.templateItems)
 	mux.HandleFunc("GET /api/templates/{name}/controls", s.templateControls)
+	mux.HandleFunc("GET /api/templates/{name}/fleet", s.templateFleet)
 	mux.HandleFunc("POST /api/templates/{name}/pause", s.mutating(s.pauseTemplate))
 	mux.HandleFunc("POST /api/templates/{name}/resume", s.mutating(s.resumeTemplate))
 	mux.HandleFunc("POST /api/templates/{name}/run", s.mutating(s.runTemplate))
@@ -39,7 +41,7 @@ type RunRequest struct {
 // ControlStatus maps the errors of template controls to HTTP statuses (others as statusOf).
 func ControlStatus(err error) int {
 	switch {
-	case errors.Is(err, scheduler.ErrBadControl):
+	case errors.Is(err, scheduler.ErrBadControl), errors.Is(err, view.ErrNotFleet):
 		return http.StatusBadRequest
 	case errors.Is(err, scheduler.ErrAlreadyPaused), errors.Is(err, scheduler.ErrNotPaused):
 		return http.StatusConflict
@@ -162,4 +164,24 @@ func (s *Server) templateControls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"controls": recs})
+}
+
+// templateFleet serves a page of a fleet template's repositories, sorted by repository
+// (?offset=, ?limit= up to 1000, default 50), with its next run, pause, usage and the page's
+// totals (package fleet/view). A template with one repository is 400.
+func (s *Server) templateFleet(w http.ResponseWriter, r *http.Request) {
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	if r.URL.Query().Get("limit") == "" {
+		limit = view.DefaultLimit
+	}
+	v := &view.Reader{Queue: s.o.Queue, Gate: s.o.Fleet, NextRun: s.o.NextRun}
+	f, err := v.Page(r.Context(), r.PathValue("name"), offset, limit)
+	if err != nil {
+		writeErr(w, ControlStatus(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
 }

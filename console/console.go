@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"outerloop/api"
+	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -58,6 +59,9 @@ type Options struct {
 	Logger *slog.Logger
 	// NextRun reports a template's next scheduled run (scheduler.Scheduler.NextRun), optional.
 	NextRun func(template string) (time.Time, bool)
+	// Fleet is the gate of fleet templates (the fleet page reads its repositories and usage),
+	// optional: without it a fleet shows its configured repositories.
+	Fleet *fleet.Gate
 	// EventBlock is how long one blocking read of an item's event stream waits before the
 	// live stream sends a keep-alive (default 5s). It bounds how long a stream outlives its
 	// client or Close, since a blocking Redis read does not notice either.
@@ -66,7 +70,8 @@ type Options struct {
 	// while it waits, and the worker and the API need the pool too. Beyond it a stream is
 	// refused with 503 and the page retries later.
 	MaxStreams int
-	// PageSize is the number of items per page on the items list (default 25).
+	// PageSize is the number of rows per page on the items, experiments and fleet lists
+	// (default 25).
 	PageSize int
 	// Audit is the audit list shown at /audit, optional.
 	Audit *api.AuditLog
@@ -117,7 +122,7 @@ func (c *Console) Close() { c.once.Do(func() { close(c.closed) }) }
 // The templates are embedded, so a parse error is a build defect and panics at startup.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"items", "item", "escalations", "templates", "template", "login", "message", "audit", "experiments", "experiment"} {
+	for _, name := range []string{"items", "item", "escalations", "templates", "template", "fleet", "login", "message", "audit", "experiments", "experiment"} {
 		t := template.New("layout.html").Funcs(funcs())
 		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 		pages[name] = t

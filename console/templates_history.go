@@ -18,6 +18,7 @@ import (
 // registerTemplates adds the per-template page and its actions to mux.
 func (c *Console) registerTemplates(mux *http.ServeMux) {
 	mux.HandleFunc("GET /templates/{name}", c.page(c.templateHistory))
+	mux.HandleFunc("GET /templates/{name}/fleet", c.page(c.templateFleet)) // templates_fleet.go
 	mux.HandleFunc("POST /templates/{name}/pause", c.action(c.pauseTemplate))
 	mux.HandleFunc("POST /templates/{name}/resume", c.action(c.resumeTemplate))
 	mux.HandleFunc("POST /templates/{name}/run", c.action(c.runTemplate))
@@ -34,6 +35,7 @@ type historyPage struct {
 	Name       string
 	Schedule   string
 	Goal       string
+	Fleet      bool // many repositories: the fleet page is linked
 	History    scheduler.History
 	Controls   []scheduler.ControlRecord
 	Prev, Next string
@@ -62,7 +64,7 @@ func (c *Console) templateHistory(w http.ResponseWriter, r *http.Request, v *vie
 	if err != nil {
 		return c.internal(v, err)
 	}
-	p := historyPage{Name: name, Schedule: t.Schedule, Goal: t.Goal, History: h, Controls: recs, PageNo: pageNo}
+	p := historyPage{Name: name, Schedule: t.Schedule, Goal: t.Goal, Fleet: t.IsFleet(), History: h, Controls: recs, PageNo: pageNo}
 	base := "/templates/" + url.PathEscape(name) + "?page="
 	if pageNo > 1 {
 		p.Prev = base + strconv.Itoa(pageNo-1)

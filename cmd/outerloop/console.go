@@ -11,7 +11,7 @@ import (
 
 // registerConsole mounts the web console next to the API.
 func registerConsole(mux *http.ServeMux, a *app.App, auth *api.Auth, nextRun func(string) (time.Time, bool), audit *api.AuditLog) *console.Console {
-	c := console.New(console.Options{Queue: a.Queue, Store: a.Store, Auth: auth, NextRun: nextRun, Logger: a.Logger, Audit: audit,
+	c := console.New(console.Options{Queue: a.Queue, Store: a.Store, Auth: auth, NextRun: nextRun, Fleet: a.Fleet, Logger: a.Logger, Audit: audit,
 		Experiments: a.EvalRunner()})
 	c.Register(mux)
 	return c

@@ -17,9 +17,9 @@ import (
 func templatesCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "templates",
-		Short: "Control a template: pause, resume, run now, history, controls",
+		Short: "Control a template: pause, resume, run now, history, controls, fleet status",
 	}
-	c.AddCommand(pauseCmd(g), resumeCmd(g), runNowCmd(g), historyCmd(g), controlsCmd(g))
+	c.AddCommand(pauseCmd(g), resumeCmd(g), runNowCmd(g), historyCmd(g), controlsCmd(g), statusCmd(g))
 	return c
 }
 

@@ -1,0 +1,42 @@
+package view
+
+import (
+	"testing"
+
+	"outerloop/verify"
+	"outerloop/workitems"
+)
+
+func TestRowCIAndReview(t *testing.T) {
+	checks := func(s ...workitems.CheckState) []workitems.CheckResult {
+		var out []workitems.CheckResult
+		for _, st := range s {
+			out = append(out, workitems.CheckResult{Name: string(st), State: st})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		it     workitems.Item
+		ci     string
+		review string
+	}{
+		{"nothing", workitems.Item{}, "-", ""},
+		{"green", workitems.Item{Delivery: &workitems.Delivery{Checks: checks(workitems.CheckSuccess, workitems.CheckNeutral)}}, "success 2/2", ""},
+		{"running", workitems.Item{Delivery: &workitems.Delivery{Checks: checks(workitems.CheckSuccess, workitems.CheckPending)}}, "pending 1/2", ""},
+		{"red", workitems.Item{Delivery: &workitems.Delivery{Checks: checks(workitems.CheckPending, workitems.CheckFailure)}}, "failure 0/2", ""},
+		{"waiting for CI", workitems.Item{Wait: &workitems.Wait{Kind: workitems.WaitCI}}, "pending", ""},
+		{"waiting for a review", workitems.Item{Wait: &workitems.Wait{Kind: workitems.WaitReview},
+			Delivery: &workitems.Delivery{Checks: checks(workitems.CheckSuccess)}}, "success 1/1", ReviewWaiting},
+		{"changes requested", workitems.Item{Decisions: []workitems.Decision{{Outcome: workitems.OutcomeRetry, Rule: verify.RuleChangesRequested}}}, "-", ReviewChangesRequested},
+		{"approved", workitems.Item{Decisions: []workitems.Decision{
+			{Outcome: workitems.OutcomeWait, Rule: verify.RuleReviewPending, Wait: &workitems.WaitPlan{Kind: workitems.WaitReview}},
+			{Outcome: workitems.OutcomeClose, Rule: "checks_passed"}}}, "-", ReviewApproved},
+	} {
+		var r Row
+		fill(&r, &c.it)
+		if r.CI.String() != c.ci || r.Review != c.review {
+			t.Errorf("%s: CI %q review %q, want %q %q", c.name, r.CI, r.Review, c.ci, c.review)
+		}
+	}
+}
