@@ -26,6 +26,10 @@
 //     back on the record. Without one, NotConfigured refuses with ErrForgeNotConfigured (class
 //     invalid_input): a failed record with that cause, which the policy escalates.
 //
+// CheckRebase is deliver.rebase for the publisher: whether a first attempt's commit for a branch
+// whose pull request another item opened is pushed (a different change, or the pull request
+// needs a rebase by the policy) or held, with a typed RebaseReason either way.
+//
 // Merge merges a close's pull request (deliver.automerge); a refusal is a *MergeRefusedError,
 // a fact for the policy. Followup tells the forge about a retry or an escalation of an item that
 // has a branch or pull request (an escalation labels and comments it); a followup that fails is

@@ -15,6 +15,10 @@
 //     started, the commit is re-made on the new base with a three-way merge (git merge-tree);
 //     when that conflicts the item is retried (rule base_moved) and the next attempt starts
 //     from the new base;
+//     then, when the branch's pull request is open and another item's, deliver.rebase
+//     (delivery.CheckRebase) may hold the push (step dedupe, Data["reason"]): the same change
+//     is pushed only when the policy says the pull request needs it; a held record is unchanged
+//     with SameAs naming the pull request and its head (rule already_delivered);
 //  4. pushes the commit to the branch (deliver.branch, {template} and {item} expanded) with
 //     --force-with-lease against the branch's commit as just read (step pushed). A lost
 //     lease is transient (the delivery is tried again, re-reading the branch); a protected

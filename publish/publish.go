@@ -141,6 +141,12 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 		commit, del.Base = remade, baseHead
 	}
 
+	if prs.Open != nil {
+		if res, held, err := p.rebasePolicy(ctx, pub, tg, prs.Open, baseHead, commit, del, ev); err != nil || held {
+			return res, err
+		}
+	}
+
 	// Push with a lease on the branch as it is now.
 	req = tg.push(commit)
 	req.Dir, req.Branch = pub.Workspace, tg.branch
@@ -220,6 +226,54 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		}
 	}
 	return delivery.Published{}, false
+}
+
+// rebasePolicy applies deliver.rebase (delivery.CheckRebase) to a commit for a branch whose
+// pull request is open: it reports held, with the record to return, when nothing is to be
+// pushed. A held record is unchanged with SameAs naming the open pull request and its head (the
+// policy closes it as already_delivered); PushedSHA stays empty, so automerge never merges a
+// head this item's CI did not see.
+func (p *Publisher) rebasePolicy(ctx context.Context, pub delivery.Publication, tg *target, open *forge.PullRequest, baseHead, commit string,
+	del workitems.Delivery, ev emitter) (delivery.Published, bool, error) {
+	if open.HeadSHA == "" {
+		return delivery.Published{}, false, nil // nothing to compare with: pushed as before the policy
+	}
+	item, _ := MarkedTree(open.Body)
+	policy := pub.Template.Deliver.RebasePolicy()
+	rb, err := delivery.CheckRebase(ctx, delivery.RebaseCheck{Policy: policy, Attempt: pub.Attempt, OwnPR: item == pub.Item.ID,
+		Workspace: pub.Workspace, Base: baseHead, Commit: commit, PRHead: open.HeadSHA,
+		FetchURL: tg.repo.CloneURL, FetchBranch: tg.branch, FetchEnv: tg.auth.Env(nil)})
+	if err != nil {
+		return delivery.Published{}, false, err
+	}
+	data := map[string]string{"reason": string(rb.Reason), "policy": string(policy), "pr": open.URL, "pr_head": open.HeadSHA}
+	if rb.Conflicts != "" {
+		data["conflicts"] = rb.Conflicts
+	}
+	switch rb.Reason {
+	case delivery.RebaseRetry:
+		return delivery.Published{}, false, nil
+	case delivery.RebaseChanged:
+		ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("the open pull request #%d holds a different change: the new one is pushed", open.Number), data)
+		return delivery.Published{}, false, nil
+	case delivery.RebaseBehind, delivery.RebaseConflicted:
+		why := "deliver.rebase is behind"
+		if rb.Reason == delivery.RebaseConflicted {
+			why = "it conflicts with the base (" + rb.Conflicts + ")"
+		}
+		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the open pull request #%d has the same change on an older base and %s: rebased by pushing %s",
+			open.Number, why, short(commit)), data)
+		return delivery.Published{}, false, nil
+	}
+	del.Outcome, del.PR = workitems.DeliveryUnchanged, prRef(open)
+	del.SameAs = &workitems.DeliveryRef{Item: item, Commit: open.HeadSHA, PR: prRef(open)}
+	msg := fmt.Sprintf("the open pull request #%d already has this change on the base's tip: nothing pushed", open.Number)
+	if rb.Reason == delivery.RebaseNotNeeded {
+		msg = fmt.Sprintf("the open pull request #%d has this change on an older base and deliver.rebase is %s: nothing pushed (%s stays its head)",
+			open.Number, policy, short(open.HeadSHA))
+	}
+	ev.emit(ctx, workitems.StepDedupe, msg, data)
+	return delivery.Published{Delivery: del}, true, nil
 }
 
 // openOrUpdate opens the branch's pull request, or updates the open one's title and body.
