@@ -243,8 +243,8 @@ func (g *Gate) PRClosed(ctx context.Context, template, key string) error {
 	return nil
 }
 
-// Repos returns the template's repositories with their newest item, sorted by repository,
-// from offset, at most limit (O(repositories) of one hash: a fleet's size, not its history).
+// Repos returns the template's repositories with their newest item (one hash: O(the fleet's
+// size), not its history; fleet/view sorts and pages it).
 func (g *Gate) Repos(ctx context.Context, template string) (map[string]string, error) {
 	m, err := g.rdb.HGetAll(ctx, g.k.repos(template)).Result()
 	if err != nil {

@@ -137,7 +137,7 @@ func deliveryRules() []Rule {
 			},
 			Reason: func(f *Facts) string {
 				if pr := del(f).SameAs.PR; pr != nil {
-					return fmt.Sprintf("the open pull request #%d (%s) already holds this tree: nothing pushed", pr.Number, pr.URL)
+					return fmt.Sprintf("the open pull request #%d (%s) already holds this change: nothing pushed", pr.Number, pr.URL)
 				}
 				return "the result equals the patch item " + del(f).SameAs.Item + " delivered: nothing new"
 			}},
