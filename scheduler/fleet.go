@@ -91,9 +91,13 @@ func (q *Queue) holdInFleet(ctx context.Context, t *workitems.Template, it *work
 }
 
 // heldInFleet reports whether a queued item waits in its fleet's line (not lost: unqueued on
-// purpose). An error counts as not held: reconcile enqueues it and its task meets the gate.
+// purpose). An error counts as not held: reconcile enqueues it and its task meets the gate. An
+// item whose template is gone or no longer limited waits for no admitter: it is not held.
 func (q *Queue) heldInFleet(ctx context.Context, it *workitems.Item) bool {
 	if q.fleet == nil || it.Repo == "" {
+		return false
+	}
+	if t, ok := q.Config().Template(it.Template); !ok || !t.Fleet.Limited() {
 		return false
 	}
 	held, err := q.fleet.Held(ctx, it.Template, it.ID)

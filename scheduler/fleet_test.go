@@ -312,3 +312,29 @@ templates:
 		}
 	}
 }
+
+// A held item whose template lost its limits (a reload) waits for no admitter: reconcile
+// enqueues it.
+func TestReconcileEnqueuesAHeldItemWhoseTemplateIsNoLongerLimited(t *testing.T) {
+	t.Parallel()
+	f := newFleetFixture(t, fleetRepos(3), "fleet: {concurrency: 1}")
+	q := f.queue(t)
+	ctx := context.Background()
+	for _, r := range fleetRepos(3) {
+		if _, err := q.Submit(ctx, scheduler.Request{Template: "deps", Repo: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Advance(time.Hour)
+	if n, err := q.Reconcile(ctx, time.Minute); err != nil || n != 0 {
+		t.Fatalf("reconcile enqueued %d held items (%v)", n, err)
+	}
+	cfg, err := workitems.ParseConfig(fmt.Appendf(nil, fleetYAML, strings.Join(fleetRepos(3), ", "), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.SetConfig(cfg)
+	if n, err := q.Reconcile(ctx, time.Minute); err != nil || n != 3 {
+		t.Fatalf("reconcile enqueued %d of 3 items no limit holds (%v)", n, err)
+	}
+}
