@@ -32,6 +32,11 @@ type PRStates interface {
 	PROpen(ctx context.Context, forge, repo string, number int) (bool, error)
 }
 
+// Items reads an item (the store): the sweep checks the gate's entries against it.
+type Items interface {
+	Get(ctx context.Context, id string) (*workitems.Item, error)
+}
+
 // Notifier tells people that the breaker paused a template (package notify's outbox).
 type Notifier interface {
 	FleetPaused(ctx context.Context, template, reason string) error
@@ -42,6 +47,7 @@ type Notifier interface {
 // (the gate's scripts are atomic and a task's enqueue is idempotent).
 type Admitter struct {
 	Gate     *Gate
+	Items    Items // nil: no sweep
 	Config   func() *workitems.Config
 	Enqueuer Enqueuer
 	Pauser   Pauser
@@ -82,16 +88,16 @@ func (a *Admitter) Round(ctx context.Context) (int, error) {
 	var errs []error
 	for i := range cfg.Templates {
 		t := &cfg.Templates[i]
-		if !t.IsFleet() || t.Fleet == nil {
+		if !t.IsFleet() {
 			continue
 		}
-		if t.Fleet.PauseAfterFailures > 0 {
+		if t.Fleet != nil && t.Fleet.PauseAfterFailures > 0 {
 			if err := a.breaker(ctx, t); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if !t.Fleet.Limited() {
-			continue
+		if err := a.sweep(ctx, t); err != nil {
+			errs = append(errs, err)
 		}
 		n, err := a.admit(ctx, t)
 		granted += n
@@ -114,7 +120,7 @@ func (a *Admitter) admit(ctx context.Context, t *workitems.Template) (int, error
 	if err != nil || u.Held == 0 {
 		return 0, err
 	}
-	if t.Fleet.MaxOpenPRs > 0 && u.OpenPRs+u.Reserved >= int64(t.Fleet.MaxOpenPRs) {
+	if t.Fleet != nil && t.Fleet.MaxOpenPRs > 0 && u.OpenPRs+u.Reserved >= int64(t.Fleet.MaxOpenPRs) {
 		if err := a.checkPRs(ctx, t); err != nil {
 			a.log().Warn("fleet: open pull requests not read; the next round tries again", "template", t.Name, "err", err)
 		}
@@ -136,10 +142,54 @@ func (a *Admitter) admit(ctx context.Context, t *workitems.Template) (int, error
 
 // Admit grants and enqueues what t's limits let go now.
 func (a *Admitter) Admit(ctx context.Context, t *workitems.Template) (int, error) {
-	if !t.Fleet.Limited() {
-		return 0, nil
-	}
 	return a.admit(ctx, t)
+}
+
+// sweepLine is how far down the line a sweep looks.
+const sweepLine = 20
+
+// sweep takes out of the gate what the store says has moved on: an item holding a slot that is
+// no longer queued, running or verifying (or is gone), and one at the front of the line that is
+// no longer queued. The store's transitions keep the gate true; this mends what they cannot see
+// (an attempt that asked the gate on a stale read of its item, a deleted item), so a fleet never
+// stalls on a slot nobody holds. O(concurrency + sweepLine) reads per round.
+func (a *Admitter) sweep(ctx context.Context, t *workitems.Template) error {
+	if a.Items == nil {
+		return nil
+	}
+	running, err := a.Gate.Running(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	line, err := a.Gate.Line(ctx, t.Name, sweepLine)
+	if err != nil {
+		return err
+	}
+	check := func(id string, ok func(workitems.State) bool) error {
+		it, err := a.Items.Get(ctx, id)
+		switch {
+		case errors.Is(err, workitems.ErrNotFound):
+		case err != nil:
+			return err
+		case ok(it.State):
+			return nil
+		}
+		a.log().Info("fleet: released an entry whose item moved on", "template", t.Name, "item", id)
+		return a.Gate.Release(ctx, t.Name, id)
+	}
+	for _, id := range running {
+		if err := check(id, func(s workitems.State) bool {
+			return s == workitems.StateQueued || s == workitems.StateRunning || s == workitems.StateVerifying
+		}); err != nil {
+			return err
+		}
+	}
+	for _, id := range line {
+		if err := check(id, func(s workitems.State) bool { return s == workitems.StateQueued }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkPRs reads from the forge whether the template's open pull requests are still open, at
@@ -167,6 +217,7 @@ func (a *Admitter) checkPRs(ctx context.Context, t *workitems.Template) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for key := range prs {
 		repo, number, ok := splitPRKey(key)
 		if !ok {
@@ -174,8 +225,9 @@ func (a *Admitter) checkPRs(ctx context.Context, t *workitems.Template) error {
 		}
 		rt := t.ForRepo(repo)
 		open, err := a.PRs.PROpen(ctx, rt.Deliver.Forge, rt.Deliver.Repo, number)
-		if err != nil {
-			return fmt.Errorf("fleet: template %s: pull request %s: %w", t.Name, key, err)
+		if err != nil { // one unreadable keeps its place; the others are read on
+			errs = append(errs, fmt.Errorf("fleet: template %s: pull request %s: %w", t.Name, key, err))
+			continue
 		}
 		if !open {
 			if err := a.Gate.PRClosed(ctx, t.Name, key); err != nil {
@@ -184,7 +236,7 @@ func (a *Admitter) checkPRs(ctx context.Context, t *workitems.Template) error {
 			a.log().Info("fleet: pull request closed; its place is free", "template", t.Name, "pr", key)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func splitPRKey(key string) (repo string, number int, ok bool) {
@@ -198,14 +250,19 @@ func splitPRKey(key string) (repo string, number int, ok bool) {
 
 // breaker pauses t when its failure streak reached pause_after_failures.
 func (a *Admitter) breaker(ctx context.Context, t *workitems.Template) error {
-	n, err := a.Gate.Trip(ctx, t.Name, t.Fleet.PauseAfterFailures)
-	if err != nil || n == 0 {
+	n, err := a.Gate.Streak(ctx, t.Name)
+	if err != nil || n < t.Fleet.PauseAfterFailures {
 		return err
 	}
 	reason := fmt.Sprintf("%d items in a row ended failed or escalated (fleet.pause_after_failures: %d)", n, t.Fleet.PauseAfterFailures)
 	paused, err := a.Pauser.PauseFleet(ctx, t.Name, reason)
 	if err != nil {
-		return fmt.Errorf("fleet: template %s: pause: %w", t.Name, err)
+		return fmt.Errorf("fleet: template %s: pause: %w", t.Name, err) // the streak stays: the next round tries again
+	}
+	// Paused now or already: the failures that tripped it are spent (never below 0, should two
+	// rounds read the same streak; only the one that paused tells).
+	if err := a.Gate.ResetStreak(ctx, t.Name, n); err != nil {
+		return err
 	}
 	if !paused {
 		a.log().Info("fleet: breaker tripped on a paused template", "template", t.Name, "failures", n)

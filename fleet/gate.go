@@ -13,9 +13,10 @@ import (
 
 // Gate is the fleet limits in Redis (see the package doc).
 type Gate struct {
-	rdb   redis.UniversalClient
-	k     keys
-	clock workitems.Clock
+	rdb    redis.UniversalClient
+	k      keys
+	clock  workitems.Clock
+	paused func(ctx context.Context, template string) (bool, error) // nil: pauses hold nothing
 }
 
 // NewGate returns the gate under the store's prefix.
@@ -24,6 +25,46 @@ func NewGate(rdb redis.UniversalClient, prefix string, clock workitems.Clock) *G
 		clock = workitems.SystemClock{}
 	}
 	return &Gate{rdb: rdb, k: keys{p: prefix}, clock: clock}
+}
+
+// HoldWhilePaused makes Acquire hold the items of a paused template (paused reads the pause:
+// the scheduler's queue); the Admitter lets them go once it is resumed.
+func (g *Gate) HoldWhilePaused(paused func(ctx context.Context, template string) (bool, error)) {
+	g.paused = paused
+}
+
+// Release takes an item out of the gate altogether (its slot, reservation and place in line):
+// the Admitter's sweep, for an item the store says has moved on or is gone.
+func (g *Gate) Release(ctx context.Context, template, id string) error {
+	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SRem(ctx, g.k.running(template), id)
+		p.SRem(ctx, g.k.reserved(template), id)
+		p.ZRem(ctx, g.k.held(template), id)
+		p.SRem(ctx, g.k.hasPR(template), id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fleet: template %s: release %s: %w", template, id, err)
+	}
+	return nil
+}
+
+// Running returns the items holding a slot of the template.
+func (g *Gate) Running(ctx context.Context, template string) ([]string, error) {
+	ids, err := g.rdb.SMembers(ctx, g.k.running(template)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: template %s: running: %w", template, err)
+	}
+	return ids, nil
+}
+
+// Line returns the first n items waiting in the template's line, in order.
+func (g *Gate) Line(ctx context.Context, template string, n int) ([]string, error) {
+	ids, err := g.rdb.ZRange(ctx, g.k.held(template), 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: template %s: line: %w", template, err)
+	}
+	return ids, nil
 }
 
 // hour is the window of prs_per_hour.
@@ -64,11 +105,14 @@ end
 // acquireScript lets an item's attempt run, or holds it.
 //
 //	ARGV[5] item, ARGV[6] order (µs), ARGV[7] needs a PR (1/0), ARGV[8] already running (1/0),
-//	ARGV[9] repository
+//	ARGV[9] repository, ARGV[10] its open pull request's key ("" with none)
 //
 // Returns 1 when the item may run, 0 when it is held.
 var acquireScript = redis.NewScript(freeLua + `
 local item, needs = ARGV[5], ARGV[7] == '1'
+-- The item's record may call a pull request open that the forge says closed (prs forgot it):
+-- it needs a new place then.
+if not needs and ARGV[10] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[10]) == 0 then needs = true end
 if ARGV[9] ~= '' then redis.call('HSET', KEYS[7], ARGV[9], item) end
 if redis.call('SISMEMBER', KEYS[3], item) == 1 then return 1 end
 if ARGV[8] == '1' then take(item, needs) return 1 end
@@ -140,11 +184,26 @@ func order(it *workitems.Item) int64 { return it.CreatedAt.UnixMicro() }
 // Admitter enqueues it when its turn comes. An item already running (a resumed attempt) always
 // may. A template without limits always may, and nothing is written.
 func (g *Gate) Acquire(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error) {
+	running := it.State == workitems.StateRunning || it.State == workitems.StateVerifying
+	if !running && g.paused != nil {
+		// A paused fleet (its breaker's pause, or a person's) starts no new attempt: the item
+		// waits in line until the template is resumed.
+		paused, err := g.paused(ctx, t.Name)
+		if err != nil {
+			return false, fmt.Errorf("fleet: template %s: acquire %s: %w", t.Name, it.ID, err)
+		}
+		if paused {
+			return false, g.Hold(ctx, t, it)
+		}
+	}
 	if !t.Fleet.Limited() {
 		return true, nil
 	}
-	running := it.State == workitems.StateRunning || it.State == workitems.StateVerifying
-	args := append(g.limitArgs(t.Fleet), it.ID, order(it), flag(NeedsPR(t, it)), flag(running), it.Repo)
+	prKey := ""
+	if d := it.Delivery; d != nil && d.PR != nil && d.PR.State == workitems.PROpen {
+		prKey = PRKey(it.Repo, d.PR.Number)
+	}
+	args := append(g.limitArgs(t.Fleet), it.ID, order(it), flag(NeedsPR(t, it)), flag(running), it.Repo, prKey)
 	n, err := acquireScript.Run(ctx, g.rdb, g.k.gateKeys(t.Name), args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("fleet: template %s: acquire %s: %w", t.Name, it.ID, err)
@@ -253,21 +312,33 @@ func (g *Gate) Repos(ctx context.Context, template string) (map[string]string, e
 	return m, nil
 }
 
-// tripScript resets the failure streak when it reached the limit and says so: the one that
-// trips the breaker pauses the template, once.
-var tripScript = redis.NewScript(`
-local n = tonumber(redis.call('GET', KEYS[1]) or '0')
-if n >= tonumber(ARGV[1]) then redis.call('SET', KEYS[1], 0) return n end
-return 0
-`)
-
-// Trip reports the failure streak when it reached limit, resetting it (0: not reached).
-func (g *Gate) Trip(ctx context.Context, template string, limit int) (int, error) {
-	n, err := tripScript.Run(ctx, g.rdb, []string{g.k.streak(template)}, limit).Int()
+// Streak returns the template's failure streak: consecutive items ended failed or escalated.
+func (g *Gate) Streak(ctx context.Context, template string) (int, error) {
+	n, err := g.rdb.Get(ctx, g.k.streak(template)).Int()
+	if err == redis.Nil {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fleet: template %s: breaker: %w", template, err)
 	}
 	return n, nil
+}
+
+// resetScript takes n off the streak (never below 0): failures counted while the breaker
+// paused the template stay counted.
+var resetScript = redis.NewScript(`
+local v = redis.call('DECRBY', KEYS[1], ARGV[1])
+if v < 0 then redis.call('SET', KEYS[1], 0) end
+return 1
+`)
+
+// ResetStreak takes the n failures that tripped the breaker off the streak, once the template
+// is paused: a breaker that could not pause keeps them and trips again next round.
+func (g *Gate) ResetStreak(ctx context.Context, template string, n int) error {
+	if err := resetScript.Run(ctx, g.rdb, []string{g.k.streak(template)}, n).Err(); err != nil {
+		return fmt.Errorf("fleet: template %s: breaker reset: %w", template, err)
+	}
+	return nil
 }
 
 func flag(b bool) string {

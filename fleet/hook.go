@@ -46,7 +46,8 @@ func (g *Gate) TransitionHook() workitems.TransitionHook {
 		case workitems.StateFailed, workitems.StateEscalated:
 			p.Incr(ctx, g.k.streak(t))
 		}
-		if it.State.Terminal() {
+		if it.State != workitems.StateQueued {
+			// Only a queued item waits in line (an escalated one, say, waits for a person).
 			p.ZRem(ctx, g.k.held(t), it.ID)
 			p.SRem(ctx, g.k.hasPR(t), it.ID)
 		}

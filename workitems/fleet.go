@@ -143,6 +143,9 @@ func (c *Config) validateFleet(t *Template, bad func(field, format string, args 
 		if !t.IsFleet() {
 			return bad("fleet", "applies to many repositories: give repos or repos_from instead of repo")
 		}
+		if f.PauseAfterFailures > 0 && t.Schedule == "" && len(t.Triggers) == 0 {
+			return bad("fleet.pause_after_failures", "the breaker pauses the template's schedule and triggers: it has neither")
+		}
 		if (f.MaxOpenPRs > 0 || f.PRsPerHour > 0) && t.Deliver.Mode != DeliverPullRequest {
 			return bad("fleet", "max_open_prs and prs_per_hour count pull requests: deliver.mode is %s", t.Deliver.Mode)
 		}

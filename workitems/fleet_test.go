@@ -41,6 +41,7 @@ func TestFleetTemplatesAreCheckedAndBadOnesRefusedNamingTheField(t *testing.T) {
 		{"fleet limits on one repository", "    repo: https://gitea.example.com/acme/a.git\n    fleet: {concurrency: 2}\n", "fleet"},
 		{"a negative limit", "    repos: [https://gitea.example.com/acme/b.git]\n    fleet: {concurrency: -1}\n", "fleet"},
 		{"pull request limits without pull requests", "    repos: [https://gitea.example.com/acme/b.git]\n    fleet: {max_open_prs: 2}\n", "fleet"},
+		{"a breaker with nothing to pause", "    repos: [https://gitea.example.com/acme/b.git]\n    fleet: {pause_after_failures: 3}\n", "fleet.pause_after_failures"},
 		{"an unknown rebase policy", "    repos: [https://gitea.example.com/acme/b.git]\n    deliver: {forge: tea, rebase: always}\n", "deliver.rebase"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +82,8 @@ func TestEveryRebasePolicyIsAccepted(t *testing.T) {
 }
 
 func TestAFleetItemRunsAsItsRepository(t *testing.T) {
-	cfg, err := parseFleet(t, `    repos_from: {forge: tea, owner: acme, topic: go, exclude: [acme/legacy]}
+	cfg, err := parseFleet(t, `    schedule: "0 3 * * *"
+    repos_from: {forge: tea, owner: acme, topic: go, exclude: [acme/legacy]}
     fleet: {max_open_prs: 10, prs_per_hour: 5, concurrency: 4, pause_after_failures: 3}
     deliver: {forge: tea, mode: pull_request, branch: "outerloop/{template}"}
 `)

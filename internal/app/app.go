@@ -227,6 +227,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet,
 			Repos: fleetRepos{a: a, d: discover.New(discover.Config{Redis: a.Redis, Prefix: o.Prefix, Clock: o.Clock,
 				Logger: o.Logger.With("component", "fleet")})}})
+	a.Fleet.HoldWhilePaused(a.Queue.Paused) // a paused fleet starts no new attempt
 	a.initReload()
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"outerloop/fleet"
@@ -15,7 +16,7 @@ import (
 // Admitter returns the fleet admitter over this app's gate, queue, forges and outbox (a
 // worker server runs its loop; the scheduler grants a tick's items with it at once).
 func (a *App) Admitter() *fleet.Admitter {
-	return &fleet.Admitter{Gate: a.Fleet, Config: a.CurrentConfig, Enqueuer: a.Queue, Pauser: a.Queue,
+	return &fleet.Admitter{Gate: a.Fleet, Items: a.Store, Config: a.CurrentConfig, Enqueuer: a.Queue, Pauser: a.Queue,
 		PRs: forgePRs{a.Forges}, Notifier: a.Outbox, Clock: a.opts.Clock, Logger: a.Logger.With("component", "fleet"),
 		Every: a.opts.FleetEvery, PRCheckEvery: a.opts.FleetPRCheckEvery}
 }
@@ -47,6 +48,9 @@ func (f forgePRs) PROpen(ctx context.Context, forgeKey, repo string, number int)
 		return false, fmt.Errorf("app: forge %q is not configured", forgeKey)
 	}
 	pr, err := fg.PullRequest(ctx, repo, number)
+	if errors.Is(err, forge.ErrNotFound) {
+		return false, nil // the repository or the pull request is gone: it holds no place
+	}
 	if err != nil {
 		return false, err
 	}

@@ -219,4 +219,31 @@ templates:
 	if err != nil || p == nil || p.Actor != "outerloop" || !strings.Contains(p.Reason, "pause_after_failures: 3") {
 		t.Fatalf("pause %+v %v", p, err)
 	}
+	// Paused, the fleet starts nothing: a person's item waits in line, holding no worker, and
+	// goes once the template is resumed.
+	it, err = a.Queue.Submit(ctx, scheduler.Request{Template: "deps", Repo: good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		u, err := a.Fleet.Usage(ctx, "deps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Held == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused fleet's item is not in line: %+v", u)
+		}
+	}
+	if now, _ := a.Store.Get(ctx, it.ID); now.State != workitems.StateQueued {
+		t.Fatalf("a paused fleet's item is %s, want queued (in line)", now.State)
+	}
+	if _, err := a.Queue.Resume(ctx, "deps", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if it = awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
+		t.Fatalf("after the resume the item ended %s", it.State)
+	}
 }
