@@ -31,54 +31,12 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.base.RoundTrip(r)
 }
 
-// giteaFleet creates an organisation with 12 repositories: r00…r09 with the topic "fleet"
-// (r08 archived, r09 empty), x10 and x11 without it. It returns the organisation's name.
-func giteaFleet(t *testing.T, srv *giteatest.Server) string {
-	t.Helper()
-	org := "fleet-" + randomSuffix()
-	srv.API(t, http.MethodPost, "/orgs", map[string]any{"username": org, "visibility": "private"}, http.StatusCreated, nil)
-	var wg sync.WaitGroup
-	errs := make(chan error, 12)
-	for i := range 12 {
-		wg.Go(func() {
-			name := fmt.Sprintf("r%02d", i)
-			if i >= 10 {
-				name = fmt.Sprintf("x%02d", i)
-			}
-			body := map[string]any{"name": name, "default_branch": "main", "private": true, "auto_init": i != 9}
-			if code, b, err := srv.Do(bg, http.MethodPost, "/orgs/"+org+"/repos", body); err != nil || code != http.StatusCreated {
-				errs <- fmt.Errorf("create %s: %d %v %s", name, code, err, b)
-				return
-			}
-			topics := []string{"other"}
-			if i < 10 {
-				topics = []string{"fleet", "go"}
-			}
-			if code, b, err := srv.Do(bg, http.MethodPut, "/repos/"+org+"/"+name+"/topics", map[string]any{"topics": topics}); err != nil || code != http.StatusNoContent {
-				errs <- fmt.Errorf("topics of %s: %d %v %s", name, code, err, b)
-				return
-			}
-			if i == 8 {
-				if code, b, err := srv.Do(bg, http.MethodPatch, "/repos/"+org+"/"+name, map[string]any{"archived": true}); err != nil || code != http.StatusOK {
-					errs <- fmt.Errorf("archive %s: %d %v %s", name, code, err, b)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	return org
-}
-
 func randomSuffix() string { return strings.ToLower(rand.Text()[:10]) }
 
 func TestGiteaListsAnOrganisationsRepositoriesPageByPage(t *testing.T) {
 	t.Parallel()
 	srv := giteatest.Shared(t)
-	org := giteaFleet(t, srv)
+	org := srv.NewFleetOrg(t)
 	e := &giteaEnv{srv: srv}
 	list := func(t *testing.T, pageSize int, q RepoQuery) ([]ListedRepo, int) {
 		t.Helper()

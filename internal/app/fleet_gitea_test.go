@@ -2,13 +2,11 @@ package app_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,46 +15,6 @@ import (
 	"outerloop/worker"
 	"outerloop/workitems"
 )
-
-// giteaOrgFleet makes a private organisation of twelve repositories: r00…r09 with topic go
-// (r08 archived, r09 empty), x10 and x11 without it. The fleet discovered by topic go is
-// r00…r07.
-func giteaOrgFleet(t *testing.T, gs *giteatest.Server) string {
-	t.Helper()
-	org := "fleet-" + strings.ToLower(rand.Text()[:10])
-	gs.API(t, http.MethodPost, "/orgs", map[string]any{"username": org, "visibility": "private"}, http.StatusCreated, nil)
-	var wg sync.WaitGroup
-	errs := make(chan error, 12)
-	ctx := context.Background()
-	for i := range 12 {
-		wg.Go(func() {
-			name, topics := fmt.Sprintf("r%02d", i), []string{"go"}
-			if i >= 10 {
-				name, topics = fmt.Sprintf("x%02d", i), []string{"other"}
-			}
-			body := map[string]any{"name": name, "default_branch": "main", "private": true, "auto_init": i != 9}
-			if code, b, err := gs.Do(ctx, http.MethodPost, "/orgs/"+org+"/repos", body); err != nil || code != http.StatusCreated {
-				errs <- fmt.Errorf("create %s: %d %v %s", name, code, err, b)
-				return
-			}
-			if code, b, err := gs.Do(ctx, http.MethodPut, "/repos/"+org+"/"+name+"/topics", map[string]any{"topics": topics}); err != nil || code != http.StatusNoContent {
-				errs <- fmt.Errorf("topics of %s: %d %v %s", name, code, err, b)
-				return
-			}
-			if i == 8 {
-				if code, b, err := gs.Do(ctx, http.MethodPatch, "/repos/"+org+"/"+name, map[string]any{"archived": true}); err != nil || code != http.StatusOK {
-					errs <- fmt.Errorf("archive %s: %d %v %s", name, code, err, b)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	return org
-}
 
 // openPRs counts the open pull requests over the organisation's fleet repositories.
 func openPRs(t *testing.T, gs *giteatest.Server, org string) int {
@@ -77,7 +35,7 @@ func openPRs(t *testing.T, gs *giteatest.Server, org string) int {
 func TestAFleetOnGiteaKeepsAtMostMaxOpenPRsOpenWhileTheyAreMergedOneByOne(t *testing.T) {
 	t.Parallel()
 	gs := giteatest.Shared(t)
-	org := giteaOrgFleet(t, gs)
+	org := gs.NewFleetOrg(t)
 	cfg := forgeConfig(t, gs, fmt.Sprintf(`  - name: bump
     repos_from: {forge: tea, owner: %s, topic: go}
     fleet: {max_open_prs: 3}
