@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +103,87 @@ func TestAFleetOnGiteaKeepsAtMostMaxOpenPRsOpenWhileTheyAreMergedOneByOne(t *tes
 		}
 		if u, _ := s.Fleet.Usage(ctx, "bump"); u.Held != int64(4-k) {
 			t.Fatalf("after merge %d: %d in line, want %d", k+1, u.Held, 4-k)
+		}
+	}
+}
+
+// On the real Gitea: a fleet whose items all fail pauses itself after three in a row, the
+// webhook sink is told, and the rest of the fleet waits in line without starting.
+func TestAFailingFleetOnGiteaPausesItselfAndTellsTheSink(t *testing.T) {
+	t.Parallel()
+	gs := giteatest.Shared(t)
+	org := gs.NewFleetOrg(t)
+	got := make(chan []byte, 20)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+	}))
+	defer recv.Close()
+	cfg := forgeConfigWith(t, gs, fmt.Sprintf("notify:\n  sinks:\n    hook: {kind: webhook, url: %q, secret_env: OL_FLEET_SECRET}", recv.URL),
+		fmt.Sprintf(`  - name: bump
+    schedule: "0 3 * * *"
+    repos_from: {forge: tea, owner: %s, topic: go}
+    fleet: {concurrency: 1, pause_after_failures: 3}
+    max_attempts: 1
+    goal: bump the dependencies
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    deliver: {forge: tea, mode: pull_request}
+`, org))
+	loop := worker.InnerLoopFunc(func(ctx context.Context, at *worker.Attempt) workitems.Exit {
+		return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassInvalidInput, Message: "cannot bump"}
+	})
+	token := gs.Getenv(tokenVar)
+	s := openWith(t, cfg, func(o *app.Options) {
+		o.Getenv = func(k string) string {
+			if k == "OL_FLEET_SECRET" {
+				return "s"
+			}
+			return token(k)
+		}
+		o.Loops = map[string]worker.InnerLoop{"script": loop}
+		o.FleetEvery = 20 * time.Millisecond
+	})
+	ctx := context.Background()
+	ft, err := s.Queue.RunFleet(ctx, "bump", "alice", "")
+	if err != nil || ft.Created != 8 {
+		t.Fatalf("fleet run %+v %v", ft, err)
+	}
+	startAppWorker(t, s.App, 2, "w")
+	d, err := s.Dispatcher("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	defer d.Shutdown()
+	for _, id := range ft.Items[:3] {
+		if it := awaitState(t, s.Store, id, 2*time.Minute, workitems.StateEscalated, workitems.StateFailed, workitems.StateClosed); it.State == workitems.StateClosed {
+			t.Fatalf("%s closed", id)
+		}
+	}
+	for body := []byte(nil); body == nil; {
+		select {
+		case b := <-got:
+			if strings.Contains(string(b), `"fleet_paused"`) && strings.Contains(string(b), `"bump"`) {
+				body = b
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the sink was not told of the pause")
+		}
+	}
+	p, err := s.Queue.PauseOf(ctx, "bump")
+	if err != nil || p == nil || p.Actor != "outerloop" {
+		t.Fatalf("pause %+v %v", p, err)
+	}
+	// The breaker tripped on the round that saw the third failure free its slot: no fourth
+	// item started, and the other five wait in line.
+	u, err := s.Fleet.Usage(ctx, "bump")
+	if err != nil || u.Held != 5 || u.Running != 0 {
+		t.Fatalf("usage %+v %v: five in line, none running", u, err)
+	}
+	for _, id := range ft.Items[3:] {
+		if it, _ := s.Store.Get(ctx, id); it.State != workitems.StateQueued || it.Attempts[0].State != workitems.AttemptQueued {
+			t.Fatalf("%s is %s after the pause", id, it.State)
 		}
 	}
 }
