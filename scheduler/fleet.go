@@ -38,17 +38,13 @@ func checkRepo(t *workitems.Template, repo string) error {
 }
 
 func containsRepo(repos []string, repo string) bool {
-	k := repoKey(repo)
+	k := workitems.RepoKey(repo)
 	for _, r := range repos {
-		if repoKey(r) == k {
+		if workitems.RepoKey(r) == k {
 			return true
 		}
 	}
 	return false
-}
-
-func repoKey(r string) string {
-	return strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git"))
 }
 
 // fleetRepoOf is the repository of a fleet template that a forge event's repository (owner/name

@@ -104,6 +104,12 @@ func (c *Config) ItemTemplate(it *Item) (*Template, bool) {
 	return t.ForRepo(it.Repo), true
 }
 
+// RepoKey is a repository's identity whatever its spelling (case, ".git", a trailing slash):
+// one fleet lists a repository once, and its items' ids and the fleet view agree on it.
+func RepoKey(repo string) string {
+	return strings.ToLower(strings.TrimSuffix(strings.TrimRight(repo, "/"), ".git"))
+}
+
 // FleetItemID is the deterministic id of one repository's item of a fleet tick:
 // <template>@<tick>-<name>-<8 hex digits of a hash of the repository>. Every scheduler
 // replica makes the same id, so a tick makes each repository's item once.
@@ -124,7 +130,7 @@ func FleetItemID(template string, tick time.Time, repo string) string {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	h := sha256.Sum256([]byte(strings.ToLower(strings.TrimSuffix(strings.TrimRight(repo, "/"), ".git"))))
+	h := sha256.Sum256([]byte(RepoKey(repo)))
 	return CronItemID(template, tick) + "-" + name + "-" + hex.EncodeToString(h[:4])
 }
 
@@ -169,7 +175,7 @@ func (c *Config) validateFleet(t *Template, bad func(field, format string, args 
 		if strings.TrimSpace(r) == "" {
 			return bad(field, "empty")
 		}
-		k := strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git"))
+		k := RepoKey(r)
 		if seen[k] {
 			return bad(field, "%q is listed twice", r)
 		}

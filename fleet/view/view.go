@@ -188,10 +188,8 @@ func repoList(configured []string, newest map[string]string) []string {
 	return out
 }
 
-// key is a repository's identity whatever its spelling (case, ".git", a trailing slash).
-func key(r string) string {
-	return strings.ToLower(strings.TrimSuffix(strings.TrimRight(r, "/"), ".git"))
-}
+// key is a repository's identity whatever its spelling.
+func key(r string) string { return workitems.RepoKey(r) }
 
 func newRow(repo string) Row {
 	row := Row{Repo: repo}
