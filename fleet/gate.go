@@ -75,12 +75,18 @@ const hour = time.Hour
 const lookAhead = 1000
 
 // freeLua is the one test of the limits both scripts share: may one more item run, and, when
-// it may open a pull request (needs), one more pull request be counted?
+// it may open a pull request (needs), one more pull request be counted? A failure streak at
+// pause_after_failures lets nothing start: the transition that ends the tripping failure and
+// frees its slot is one MULTI with the streak's count, so no grant falls between the trip and
+// the Admitter's pause.
 //
-//	KEYS: held, haspr, running, reserved, prs, opened, repos
-//	ARGV[1] concurrency, ARGV[2] max_open_prs, ARGV[3] prs_per_hour, ARGV[4] now (ms)
+//	KEYS: held, haspr, running, reserved, prs, opened, repos, streak
+//	ARGV[1] concurrency, ARGV[2] max_open_prs, ARGV[3] prs_per_hour, ARGV[4] now (ms),
+//	ARGV[5] pause_after_failures
 const freeLua = `
 local function free(needs)
+  local pauseAfter = tonumber(ARGV[5])
+  if pauseAfter > 0 and tonumber(redis.call('GET', KEYS[8]) or '0') >= pauseAfter then return false end
   local conc = tonumber(ARGV[1])
   if conc > 0 and redis.call('SCARD', KEYS[3]) >= conc then return false end
   if not needs then return true end
@@ -104,46 +110,47 @@ end
 
 // acquireScript lets an item's attempt run, or holds it.
 //
-//	ARGV[5] item, ARGV[6] order (µs), ARGV[7] needs a PR (1/0), ARGV[8] already running (1/0),
-//	ARGV[9] repository, ARGV[10] its open pull request's key ("" with none)
+//	ARGV[6] item, ARGV[7] order (µs), ARGV[8] needs a PR (1/0), ARGV[9] already running (1/0),
+//	ARGV[10] repository, ARGV[11] its open pull request's key ("" with none)
 //
 // Returns 1 when the item may run, 0 when it is held.
 var acquireScript = redis.NewScript(freeLua + `
-local item, needs = ARGV[5], ARGV[7] == '1'
+local item, needs = ARGV[6], ARGV[8] == '1'
 -- The item's record may call a pull request open that the forge says closed (prs forgot it):
 -- it needs a new place then.
-if not needs and ARGV[10] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[10]) == 0 then needs = true end
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[7], ARGV[9], item) end
+if not needs and ARGV[11] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[11]) == 0 then needs = true end
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[7], ARGV[10], item) end
 if redis.call('SISMEMBER', KEYS[3], item) == 1 then return 1 end
-if ARGV[8] == '1' then take(item, needs) return 1 end
+if ARGV[9] == '1' then take(item, needs) return 1 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0)
 if (#head == 0 or head[1] == item) and free(needs) then take(item, needs) return 1 end
 -- One that opens no pull request passes a line that waits for pull request places.
 if not needs and free(false) and not free(true) then take(item, needs) return 1 end
-redis.call('ZADD', KEYS[1], 'NX', ARGV[6], item)
+redis.call('ZADD', KEYS[1], 'NX', ARGV[7], item)
 if needs then redis.call('SREM', KEYS[2], item) else redis.call('SADD', KEYS[2], item) end
 return 0
 `)
 
 // holdScript holds a new item (the tick's: its task is enqueued when the Admitter grants it).
 //
-//	ARGV[5] item, ARGV[6] order (µs), ARGV[7] repository
+//	KEYS: held, repos
+//	ARGV[1] item, ARGV[2] order (µs), ARGV[3] repository
 var holdScript = redis.NewScript(`
-redis.call('ZADD', KEYS[1], 'NX', ARGV[6], ARGV[5])
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[7], ARGV[7], ARGV[5]) end
+redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[1]) end
 return 1
 `)
 
 // admitScript grants held items, in order, while the limits let them go.
 //
-//	ARGV[5] the most to grant, ARGV[6] how far down the line to look
+//	ARGV[6] the most to grant, ARGV[7] how far down the line to look
 //
 // Returns the granted items.
 var admitScript = redis.NewScript(freeLua + `
 local granted, prBlocked = {}, false
-local line = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[6]) - 1)
+local line = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)
 for _, item in ipairs(line) do
-  if #granted >= tonumber(ARGV[5]) or not free(false) then break end
+  if #granted >= tonumber(ARGV[6]) or not free(false) then break end
   local needs = redis.call('SISMEMBER', KEYS[2], item) == 0
   -- In order: once one waits for a pull request place, those behind it that need one wait
   -- too; one that needs none may go past.
@@ -156,13 +163,13 @@ end
 return granted
 `)
 
-// limitArgs are ARGV[1..4] of the scripts.
+// limitArgs are ARGV[1..5] of the scripts that grant.
 func (g *Gate) limitArgs(f *workitems.Fleet) []any {
-	var c, m, h int
+	var c, m, h, p int
 	if f != nil {
-		c, m, h = f.Concurrency, f.MaxOpenPRs, f.PRsPerHour
+		c, m, h, p = f.Concurrency, f.MaxOpenPRs, f.PRsPerHour, f.PauseAfterFailures
 	}
-	return []any{c, m, h, g.clock.Now().UnixMilli()}
+	return []any{c, m, h, g.clock.Now().UnixMilli(), p}
 }
 
 // NeedsPR reports whether an attempt of it may open a pull request of t: t delivers pull
@@ -197,6 +204,18 @@ func (g *Gate) Acquire(ctx context.Context, t *workitems.Template, it *workitems
 		}
 	}
 	if !t.Fleet.Limited() {
+		if running || t.Fleet == nil || t.Fleet.PauseAfterFailures == 0 {
+			return true, nil
+		}
+		// No limit's script runs here, so the tripped breaker is read apart: nothing starts
+		// between the trip and the Admitter's pause.
+		n, err := g.Streak(ctx, t.Name)
+		if err != nil {
+			return false, fmt.Errorf("fleet: template %s: acquire %s: %w", t.Name, it.ID, err)
+		}
+		if n >= t.Fleet.PauseAfterFailures {
+			return false, g.Hold(ctx, t, it)
+		}
 		return true, nil
 	}
 	prKey := ""
@@ -214,8 +233,8 @@ func (g *Gate) Acquire(ctx context.Context, t *workitems.Template, it *workitems
 // Hold puts a new item of a limited template in line without a task; the Admitter enqueues it
 // when its turn comes.
 func (g *Gate) Hold(ctx context.Context, t *workitems.Template, it *workitems.Item) error {
-	args := append(g.limitArgs(t.Fleet), it.ID, order(it), it.Repo)
-	if err := holdScript.Run(ctx, g.rdb, g.k.gateKeys(t.Name), args...).Err(); err != nil {
+	keys := []string{g.k.held(t.Name), g.k.repos(t.Name)}
+	if err := holdScript.Run(ctx, g.rdb, keys, it.ID, order(it), it.Repo).Err(); err != nil {
 		return fmt.Errorf("fleet: template %s: hold %s: %w", t.Name, it.ID, err)
 	}
 	return nil

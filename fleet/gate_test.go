@@ -285,6 +285,50 @@ func TestTheFailureStreakCountsEndsAcrossRepositoriesAndACloseResetsIt(t *testin
 	}
 }
 
+// A tripped breaker lets nothing start before the Admitter pauses the template: the failure
+// that trips it frees its slot in the same MULTI that counts it, and the grant reads both.
+func TestATrippedBreakerStartsNothingBeforeThePause(t *testing.T) {
+	for _, f := range []workitems.Fleet{
+		{Concurrency: 1, PauseAfterFailures: 2}, // a limited fleet: the scripts read the streak
+		{PauseAfterFailures: 2},                 // no limits: Acquire reads it apart
+	} {
+		r := newRig(t, f)
+		ctx := context.Background()
+		for i, id := range []string{"a", "b", "c", "d"} {
+			r.item(id, i)
+		}
+		for _, id := range []string{"a", "b"} {
+			if !r.acquire(id) {
+				t.Fatalf("%+v: %s must run (the first failure does not trip)", f, id)
+			}
+			r.move(id, workitems.StateRunning, nil)
+			r.move(id, workitems.StateFailed, nil)
+		}
+		if r.acquire("c") {
+			t.Fatalf("%+v: c started after the second failure tripped the breaker", f)
+		}
+		if got := r.admit(); len(got) != 0 {
+			t.Fatalf("%+v: admitted %v after the trip", f, got)
+		}
+		if held, _ := r.gate.Held(ctx, r.tmpl.Name, "c"); !held {
+			t.Fatalf("%+v: c must wait in line for the resume", f)
+		}
+		// A resumed attempt is no new start: it keeps going.
+		r.items["d"].State = workitems.StateRunning
+		if !r.acquire("d") {
+			t.Fatalf("%+v: a running attempt must go on", f)
+		}
+		// The Admitter paused the template and took the failures off; the line moves again.
+		if err := r.gate.ResetStreak(ctx, r.tmpl.Name, 2); err != nil {
+			t.Fatal(err)
+		}
+		r.move("d", workitems.StateClosed, nil)
+		if got := r.admit(); !slices.Equal(got, []string{"c"}) {
+			t.Fatalf("%+v: admitted %v after the reset, want [c]", f, got)
+		}
+	}
+}
+
 // The gate's entries the store's transitions did not see (an attempt that asked on a stale
 // read, a deleted item) are released by the admitter's sweep, and the line moves on.
 func TestTheSweepReleasesEntriesWhoseItemMovedOn(t *testing.T) {

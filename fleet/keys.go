@@ -14,5 +14,5 @@ func (k keys) opened(template string) string   { return k.base(template) + "open
 func (k keys) streak(template string) string   { return k.base(template) + "streak" }   // int: consecutive failures
 func (k keys) repos(template string) string    { return k.base(template) + "repos" }    // hash: repository → newest item
 func (k keys) gateKeys(template string) []string {
-	return []string{k.held(template), k.hasPR(template), k.running(template), k.reserved(template), k.prs(template), k.opened(template), k.repos(template)}
+	return []string{k.held(template), k.hasPR(template), k.running(template), k.reserved(template), k.prs(template), k.opened(template), k.repos(template), k.streak(template)}
 }
