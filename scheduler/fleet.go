@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -48,9 +47,12 @@ func containsRepo(repos []string, repo string) bool {
 }
 
 // fleetRepoOf is the repository of a fleet template that a forge event's repository (owner/name
-// on forge key) is: one of its repos, or, for repos_from, one of the owner's not excluded
-// (its clone URL on the forge). false: the event is about a repository outside the fleet.
-func fleetRepoOf(cfg *workitems.Config, t *workitems.Template, forgeKey, slug string) (string, bool) {
+// on forge key) is: one of its repos, or, for repos_from, one its listing keeps (the clone URL
+// the forge gave: a GitHub repository's is not under its API's base_url, and an archived,
+// empty, unreadable or excluded one is no work). false: the event is about a repository
+// outside the fleet, or the listing could not be read (logged; the forge's next event tries
+// again).
+func (q *Queue) fleetRepoOf(ctx context.Context, t *workitems.Template, forgeKey, slug string) (string, bool) {
 	for _, r := range t.Repos {
 		if s, err := workitems.RepoSlugFromURL(r); err == nil && strings.EqualFold(s, slug) {
 			return r, true
@@ -61,14 +63,24 @@ func fleetRepoOf(cfg *workitems.Config, t *workitems.Template, forgeKey, slug st
 		return "", false
 	}
 	owner, _, err := workitems.ParseRepoSlug(slug)
-	if err != nil || !strings.EqualFold(owner, rf.Owner) || slices.ContainsFunc(rf.Exclude, func(x string) bool { return strings.EqualFold(x, slug) }) {
+	if err != nil || !strings.EqualFold(owner, rf.Owner) {
 		return "", false
 	}
-	f, ok := cfg.Forges[forgeKey]
-	if !ok {
+	if q.repos == nil {
+		q.log.Warn("fleet: repos_from has no repository source in this process; the event makes no item", "template", t.Name, "repo", slug)
 		return "", false
 	}
-	return strings.TrimRight(f.BaseURL, "/") + "/" + slug + ".git", true
+	fr, err := q.repos.FleetRepos(ctx, t)
+	if err != nil && len(fr.Repos) == 0 {
+		q.log.Warn("fleet: repositories not listed; the event makes no item", "template", t.Name, "repo", slug, "err", err)
+		return "", false
+	}
+	for _, r := range fr.Repos {
+		if s, err := workitems.RepoSlugFromURL(r); err == nil && strings.EqualFold(s, slug) {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // holdInFleet puts a new fleet item in its template's line when the template has limits

@@ -250,13 +250,15 @@ func TestAFleetRequestMustNameOneOfItsRepositories(t *testing.T) {
 }
 
 // A forge event makes a fleet template's item on the event's repository when it is one of the
-// fleet's, and nothing for a repository outside it.
+// fleet's, and nothing for a repository outside it. A repos_from fleet's item names the clone
+// URL its listing gave: GitHub's is not under the API's base_url.
 func TestATriggerOnAFleetWorksOnTheEventsRepository(t *testing.T) {
 	t.Parallel()
 	cfg, err := workitems.ParseConfig([]byte(`
 defaults: {budget: {wall_time: 10m}}
 forges:
   tea: {kind: gitea, base_url: "https://gitea.example.com/", token_env: TEA_TOKEN}
+  hub: {kind: github, base_url: "https://api.github.com/", token_env: GH_TOKEN}
 templates:
   - name: listed
     repos: [https://gitea.example.com/acme/a.git, https://gitea.example.com/acme/b.git]
@@ -270,6 +272,12 @@ templates:
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
     triggers: [{forge: tea, event: labeled, label: fix}]
+  - name: hubbed
+    repos_from: {forge: hub, owner: acme}
+    goal: fix
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    triggers: [{forge: hub, event: labeled, label: fix}]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -278,14 +286,23 @@ templates:
 	store := workitems.NewStore(env.Client, env.Prefix)
 	c := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = c.Close() })
-	q := scheduler.NewQueue(store, c, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
+	// The listings as discovery keeps them: acme/legacy excluded, acme/old archived.
+	listings := map[string][]string{
+		"found":  {"https://gitea.example.com/acme/b.git", "https://gitea.example.com/acme/c.git"},
+		"hubbed": {"https://github.com/acme/c.git"},
+	}
+	src := templateSource(func(t *workitems.Template) (scheduler.FleetRepos, error) {
+		return scheduler.FleetRepos{Repos: listings[t.Name], Skipped: map[string]int{"excluded": 1, "archived": 1}}, nil
+	})
+	q := scheduler.NewQueue(store, c, nil, cfg, scheduler.QueueOptions{Queue: env.Queue, Repos: src})
 	tr := scheduler.NewTriggers(q, q.Config, nil)
-	ev := func(repo string, n int) hooks.Event {
-		return hooks.Event{Kind: hooks.KindLabeled, Forge: "tea", Repo: repo, Sender: "alice", Number: n,
+	ev := func(forge, repo string, n int) hooks.Event {
+		return hooks.Event{Kind: hooks.KindLabeled, Forge: forge, Repo: repo, Sender: "alice", Number: n,
 			Labeled: &hooks.Labeled{Labels: []string{"fix"}, Current: true, User: "alice", Title: "t"}}
 	}
 	ctx := context.Background()
-	for _, e := range []hooks.Event{ev("acme/B", 1), ev("acme/legacy", 2), ev("other/a", 3), ev("acme/c", 4)} {
+	for _, e := range []hooks.Event{ev("tea", "acme/B", 1), ev("tea", "acme/legacy", 2), ev("tea", "other/a", 3), ev("tea", "acme/c", 4),
+		ev("tea", "acme/old", 5), ev("hub", "acme/C", 6)} {
 		if err := tr.Trigger(ctx, e); err != nil {
 			t.Fatal(err)
 		}
@@ -294,23 +311,56 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
+	var got []string
 	for _, it := range items {
-		got[it.Template+"/"+it.Origin.Actor+"/"+it.Repo] = it.ID
+		got = append(got, it.Template+"/"+it.Origin.Actor+"/"+it.Repo)
 	}
+	slices.Sort(got)
 	want := []string{
-		"listed/tea:alice/https://gitea.example.com/acme/b.git", // its own entry, whatever the event's case
-		"found/tea:alice/https://gitea.example.com/acme/B.git",
+		"found/tea:alice/https://gitea.example.com/acme/b.git", // the listing's URL, whatever the event's case
 		"found/tea:alice/https://gitea.example.com/acme/c.git",
+		"hubbed/hub:alice/https://github.com/acme/c.git", // not api.github.com
+		"listed/tea:alice/https://gitea.example.com/acme/b.git",
 	}
-	if len(got) != len(want) {
-		t.Fatalf("items %v, want %v", got, want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("items\n%v\nwant\n%v", got, want)
 	}
-	for _, w := range want {
-		if _, ok := got[w]; !ok {
-			t.Fatalf("items %v, want %v", got, want)
-		}
+}
+
+// A repos_from fleet in a process without a repository source makes no item for an event (no
+// clone URL guessed from the forge's API address).
+func TestATriggerOnAListedFleetWithoutASourceMakesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFleetFixture(t, fleetRepos(1), "")
+	q := f.queue(t)
+	tr := scheduler.NewTriggers(q, q.Config, nil)
+	tmpl, _ := f.cfg.Template("discovered")
+	tmpl.Triggers = []workitems.Trigger{{Forge: "tea", Event: "labeled", Label: "fix"}}
+	e := hooks.Event{Kind: hooks.KindLabeled, Forge: "tea", Repo: "acme/a", Sender: "alice", Number: 1,
+		Labeled: &hooks.Labeled{Labels: []string{"fix"}, Current: true, User: "alice", Title: "t"}}
+	if err := tr.Trigger(context.Background(), e); err != nil {
+		t.Fatal(err)
 	}
+	if items, err := f.store.List(context.Background(), workitems.ListOptions{}); err != nil || len(items) != 0 {
+		t.Fatalf("items %d %v, want none", len(items), err)
+	}
+	// The same event, with the listing at hand, makes the item.
+	f.source = templateSource(func(*workitems.Template) (scheduler.FleetRepos, error) {
+		return scheduler.FleetRepos{Repos: []string{"https://gitea.example.com/acme/a.git"}}, nil
+	})
+	q = f.queue(t)
+	if err := scheduler.NewTriggers(q, q.Config, nil).Trigger(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if items, err := f.store.List(context.Background(), workitems.ListOptions{}); err != nil || len(items) != 1 {
+		t.Fatalf("items %d %v, want one once the listing is there", len(items), err)
+	}
+}
+
+type templateSource func(t *workitems.Template) (scheduler.FleetRepos, error)
+
+func (s templateSource) FleetRepos(_ context.Context, t *workitems.Template) (scheduler.FleetRepos, error) {
+	return s(t)
 }
 
 // A held item whose template lost its limits (a reload) waits for no admitter: reconcile

@@ -94,7 +94,7 @@ func (t *Triggers) Trigger(ctx context.Context, e hooks.Event) error {
 			}
 			if ok && tm.IsFleet() {
 				// A fleet's item works on the repository of the event, when it is one of its own.
-				r.Repo, ok = fleetRepoOf(cfg, tm, e.Forge, e.Repo)
+				r.Repo, ok = t.q.fleetRepoOf(ctx, tm, e.Forge, e.Repo)
 			}
 			if ok && !slices.ContainsFunc(reqs, func(o Request) bool { return o.ID == r.ID }) {
 				reqs = append(reqs, r)
