@@ -97,7 +97,7 @@ func authClient(cfg Config, scheme string) *http.Client {
 	}
 	// The rate gate sits outside the token transport so that waiting for a limit's reset does
 	// not count against the per-request timeout.
-	c.Transport = &rateGate{clock: cfg.Clock, maxWait: cfg.MaxRateWait,
+	c.Transport = &rateGate{clock: cfg.Clock, maxWait: cfg.MaxRateWait, forge: cfg.Name, shared: cfg.SharedLimits, logger: cfg.Logger,
 		base: &tokenTransport{base: base, timeout: cfg.RequestTimeout, getenv: cfg.Getenv, env: cfg.TokenEnv,
 			scheme: scheme, logger: cfg.Logger, forge: cfg.Name}}
 	return &c

@@ -191,6 +191,9 @@ type Config struct {
 	// MaxRateWait is the longest a call waits for a rate limit to reset before returning
 	// ErrRateLimited (default 2 minutes).
 	MaxRateWait time.Duration
+	// SharedLimits, when set, shares the rate limits this process meets with every process of
+	// the deployment, and theirs with it (nil: each process learns from its own answers).
+	SharedLimits SharedLimits
 	// Retry bounds the short waits for a forge that is still catching up (Gitea indexing a
 	// pushed branch or checking mergeability): Tries attempts, the first wait RetryBase,
 	// doubling (defaults 6 and 250ms: about 8 s in all).

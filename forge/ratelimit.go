@@ -1,6 +1,8 @@
 package forge
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -8,6 +10,14 @@ import (
 
 	"outerloop/workitems"
 )
+
+// SharedLimits is where the processes of one deployment keep each forge's "not before T", so
+// that a rate limit one worker met holds the calls of every worker, scheduler and API server of
+// that forge (forge/sharedlimit keeps it in Redis). Forge is the key in forges:.
+type SharedLimits interface {
+	NotBefore(ctx context.Context, forge string) (time.Time, error)
+	Hold(ctx context.Context, forge string, until time.Time) error
+}
 
 // rateGate is one forge's memory of its rate limit, shared by every call through its HTTP
 // client (pull requests, checks, reviews, repository listings): once the forge said "not
@@ -19,6 +29,9 @@ type rateGate struct {
 	base    http.RoundTripper
 	clock   workitems.Clock
 	maxWait time.Duration
+	forge   string
+	shared  SharedLimits // nil: this process's memory only
+	logger  *slog.Logger // nil: discards
 
 	mu    sync.Mutex
 	until time.Time // no request before this; zero when none
@@ -47,11 +60,26 @@ func (g *rateGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// wait holds req until the gate opens, bounded by maxWait and req's context.
+// wait holds req until the gate opens, bounded by maxWait and req's context. A limit another
+// process met (shared) counts as this one's: one Redis read per forge call, beside an HTTP
+// round trip. The shared memory unreadable (Redis away) is no reason to refuse a call: the
+// forge's own answer still closes the gate.
 func (g *rateGate) wait(req *http.Request) error {
 	g.mu.Lock()
 	until := g.until
 	g.mu.Unlock()
+	if g.shared != nil && !until.After(g.clock.Now()) {
+		if t, err := g.shared.NotBefore(req.Context(), g.forge); err != nil {
+			g.log().Warn("forge: shared rate limit not read; this process's own is used", "forge", g.forge, "err", err)
+		} else if t.After(until) {
+			until = t
+			g.mu.Lock()
+			if t.After(g.until) {
+				g.until = t
+			}
+			g.mu.Unlock()
+		}
+	}
 	d := until.Sub(g.clock.Now())
 	if d <= 0 {
 		return nil
@@ -62,7 +90,8 @@ func (g *rateGate) wait(req *http.Request) error {
 	return sleep(req.Context(), g.clock, d)
 }
 
-// observe reads a response's rate-limit headers and closes the gate until they say.
+// observe reads a response's rate-limit headers and closes the gate until they say, here and
+// for every process sharing the forge.
 func (g *rateGate) observe(resp *http.Response) {
 	now := g.clock.Now()
 	var until time.Time
@@ -87,6 +116,25 @@ func (g *rateGate) observe(resp *http.Response) {
 		g.until = until
 	}
 	g.mu.Unlock()
+	if g.shared != nil {
+		// The request's context may end with its response read; the hold must still land.
+		parent := context.Background()
+		if resp.Request != nil {
+			parent = context.WithoutCancel(resp.Request.Context())
+		}
+		ctx, cancel := context.WithTimeout(parent, 5*time.Second)
+		defer cancel()
+		if err := g.shared.Hold(ctx, g.forge, until); err != nil {
+			g.log().Warn("forge: rate limit not shared; other processes learn it from their own answers", "forge", g.forge, "until", until, "err", err)
+		}
+	}
+}
+
+func (g *rateGate) log() *slog.Logger {
+	if g.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return g.logger
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date (relative to now).

@@ -24,6 +24,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/fleet/discover"
 	"outerloop/forge"
+	"outerloop/forge/sharedlimit"
 	"outerloop/hooks"
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
@@ -232,7 +233,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// One client per entry of forges: (config adds a default github one for templates that
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
 	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
-	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger, Getenv: o.Getenv})
+	// A rate limit one process meets holds every process's calls to that forge.
+	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger, Getenv: o.Getenv,
+		SharedLimits: sharedlimit.New(a.Redis, o.Prefix, o.Clock)})
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("app: %w", err)
