@@ -96,6 +96,28 @@ func TestGiteaListsAnOrganisationsRepositoriesPageByPage(t *testing.T) {
 	})
 }
 
+// A member whose only team on one repository reads its issues, not its code: the listing shows
+// the repository, and says it cannot be pulled.
+func TestGiteaListsARepositoryTheTokenCannotPull(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.Shared(t)
+	org := srv.NewFleetOrg(t)
+	member := srv.NewFleetMember(t, org, "r03")
+	f := (&giteaEnv{srv: srv}).forge(t, srv.URL, member.Getenv("GITEA_TOKEN")).(RepoLister)
+	rs, err := f.ListRepos(bg, RepoQuery{Owner: org, Topic: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 10 {
+		t.Fatalf("the member lists %d repositories of topic go, want 10", len(rs))
+	}
+	for _, r := range rs {
+		if want := r.Repo != org+"/r03"; r.CanPull != want {
+			t.Fatalf("%s: can pull %v, want %v", r.Repo, r.CanPull, want)
+		}
+	}
+}
+
 func TestGiteaListsAUsersRepositories(t *testing.T) {
 	t.Parallel()
 	srv := giteatest.Shared(t)

@@ -47,3 +47,32 @@ func (s *Server) NewFleetOrg(t testing.TB) string {
 	}
 	return org
 }
+
+// NewFleetMember creates a member of org (a NewFleetOrg) who may write every repository of it
+// but unreadable, and may only read the issues of that one: the organisation's listing shows it
+// to the member, and says the member cannot pull it (Gitea's permissions.pull is the code
+// unit's). Its token also reads the organisation.
+func (s *Server) NewFleetMember(t testing.TB, org, unreadable string) *User {
+	t.Helper()
+	u := s.newUser(t, "member", "write:repository", "write:issue", "read:user", "read:organization")
+	var repos []struct{ Name string }
+	s.API(t, http.MethodGet, "/orgs/"+org+"/repos?limit=50", nil, http.StatusOK, &repos)
+	team := func(name string, units map[string]string, repos ...string) {
+		var tm struct{ ID int64 }
+		s.API(t, http.MethodPost, "/orgs/"+org+"/teams", map[string]any{"name": name, "units_map": units,
+			"includes_all_repositories": false}, http.StatusCreated, &tm)
+		s.API(t, http.MethodPut, fmt.Sprintf("/teams/%d/members/%s", tm.ID, u.Name), nil, http.StatusNoContent, nil)
+		for _, r := range repos {
+			s.API(t, http.MethodPut, fmt.Sprintf("/teams/%d/repos/%s/%s", tm.ID, org, r), nil, http.StatusNoContent, nil)
+		}
+	}
+	var writable []string
+	for _, r := range repos {
+		if r.Name != unreadable {
+			writable = append(writable, r.Name)
+		}
+	}
+	team("writers", map[string]string{"repo.code": "write", "repo.pulls": "write", "repo.issues": "write"}, writable...)
+	team("triage", map[string]string{"repo.issues": "read"}, unreadable)
+	return u
+}

@@ -37,12 +37,17 @@ func (u *User) Getenv(name string) func(string) string {
 // then an access token for it with its own password (POST /users/{name}/tokens, basic auth).
 func (s *Server) NewUser(t testing.TB, prefix string) *User {
 	t.Helper()
+	return s.newUser(t, prefix, "write:repository", "write:issue", "read:user")
+}
+
+func (s *Server) newUser(t testing.TB, prefix string, scopes ...string) *User {
+	t.Helper()
 	name, password := prefix+"-"+randomHex(4), randomHex(16)+"Aa1!"
 	s.API(t, http.MethodPost, "/admin/users", map[string]any{"username": name, "email": name + "@example.com",
 		"password": password, "must_change_password": false}, http.StatusCreated, nil)
 	code, b, err := doAs(context.Background(), s.URL, func(r *http.Request) { r.SetBasicAuth(name, password) },
 		http.MethodPost, "/users/"+name+"/tokens", map[string]any{"name": "test-" + randomHex(4),
-			"scopes": []string{"write:repository", "write:issue", "read:user"}})
+			"scopes": scopes})
 	if err != nil || code != http.StatusCreated {
 		t.Fatalf("giteatest: create a token for %s: HTTP %d, %v: %s", name, code, err, b)
 	}
