@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -71,6 +74,9 @@ func runNowCmd(g *globals) *cobra.Command {
 		Short: "Run a template now, as a manual tick (the same path as enqueue; a paused template runs too)",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+			if t, ok := a.Queue.Config().Template(args[0]); ok && t.IsFleet() {
+				return runFleetNow(ctx, g, a, args[0], actorName(actor), input)
+			}
 			it, err := a.Queue.RunNow(ctx, args[0], actorName(actor), input, force)
 			if err != nil {
 				return err
@@ -86,6 +92,42 @@ func runNowCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&actor, "actor", "", "who asks (default $USER)")
 	c.Flags().BoolVar(&force, "force", false, "run even when the template has max_open items open (recorded)")
 	return c
+}
+
+// runFleetNow runs a fleet template's manual tick and prints every item it made, one per line
+// after a summary (a script reads the ids from the lines that follow).
+func runFleetNow(ctx context.Context, g *globals, a *app.App, name, actor, input string) error {
+	ft, err := a.Queue.RunFleet(ctx, name, actor, input)
+	if ft != nil {
+		var skipped []string
+		for _, reason := range slices.Sorted(maps.Keys(ft.Skipped)) {
+			if n := ft.Skipped[reason]; n > 0 {
+				skipped = append(skipped, fmt.Sprintf("%d %s", n, reason))
+			}
+		}
+		line := fmt.Sprintf("enqueued %d %s over %d %s", ft.Created, plural(ft.Created, "item", "items"), ft.Repos,
+			plural(ft.Repos, "repository", "repositories"))
+		if len(skipped) > 0 {
+			line += " (skipped: " + strings.Join(skipped, ", ") + ")"
+		}
+		if ft.Failed > 0 {
+			line += fmt.Sprintf("; %d not made (see the log)", ft.Failed)
+		}
+		fmt.Fprintln(g.out, line)
+		for _, id := range ft.Items {
+			fmt.Fprintln(g.out, id)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if ft.Created == 0 {
+		return fmt.Errorf("run %s: no item made (%d repositories, %d skipped, %d existing)", name, ft.Repos, ft.SkippedCount(), ft.Existing)
+	}
+	if p, err := a.Queue.PauseOf(ctx, name); err == nil && p != nil {
+		fmt.Fprintf(g.out, "note: %s is paused by %s; its items wait in line until it is resumed\n", name, p.Actor)
+	}
+	return nil
 }
 
 func historyCmd(g *globals) *cobra.Command {

@@ -68,3 +68,28 @@ func TestCLIFleetTemplatesStatus(t *testing.T) {
 		t.Fatalf("bad limit: rc %d %s", code, e)
 	}
 }
+
+// templates run on a fleet prints a line for the run and every item it made, one per line.
+func TestCLITemplatesRunOnAFleetPrintsEveryItem(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "outerloop.yaml")
+	if err := os.WriteFile(path, []byte(viewtest.YAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, path)
+	out, e, code := c.run("templates", "run", "sweep", "--actor", "alice")
+	if code != 0 {
+		t.Fatalf("run: rc %d %s", code, e)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || lines[0] != "enqueued 3 items over 3 repositories" {
+		t.Fatalf("run printed:\n%s", out)
+	}
+	// In the order of the config's repos: c, a, b.
+	for i, repo := range []string{viewtest.Repos[2], viewtest.Repos[0], viewtest.Repos[1]} {
+		it, err := c.store().Get(t.Context(), lines[i+1])
+		if err != nil || it.Template != "sweep" || it.Repo != repo {
+			t.Fatalf("line %d: %q is %+v %v, want sweep's item of %s", i+2, lines[i+1], it, err, repo)
+		}
+	}
+}
