@@ -81,6 +81,28 @@ func TestDoneCheckCommands(t *testing.T) {
 			t.Fatalf("got %s with %d reports", res.Decision.Rule, len(res.Facts.Reports))
 		}
 	})
+	// A TAP stream cannot show a failure after its points: the done check's exit status, which
+	// the worker always has, decides.
+	for _, c := range []struct {
+		cmd  string
+		rule string
+	}{
+		{"cat '%s'", "all_green"},
+		{"cat '%s'; exit 255", "command_failed"},
+	} {
+		t.Run("a green TAP stream from a command exiting "+c.rule, func(t *testing.T) {
+			t.Parallel()
+			tap, _ := filepath.Abs("testdata/tap/perl-dies-stdout.tap")
+			res, err := newTestVerifier().Verify(context.Background(), Request{Template: template(fmt.Sprintf(c.cmd, tap)),
+				Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Decision.Rule != c.rule || len(res.Facts.Reports) != 1 {
+				t.Fatalf("got %s (%q) with %d reports", res.Decision.Rule, res.Decision.Reasons, len(res.Facts.Reports))
+			}
+		})
+	}
 	t.Run("a template that names the format needs a report from its commands", func(t *testing.T) {
 		t.Parallel()
 		tmpl := template("echo building")

@@ -40,6 +40,7 @@ const (
 	ConvPHPUnitRisky   = "phpunit-risky"
 	ConvBatsSetupFile  = "bats-setup-file"
 	ConvTAPExitStatus  = "tap-exit-status"
+	ConvTAPOutside     = "tap-outside-points"
 	ConvProveDirective = "prove-junit-directive"
 )
 
@@ -85,6 +86,7 @@ func Conventions() []Convention {
 		{ConvPHPUnitRisky, "phpunit", "a risky test (`<error type=\"PHPUnit\\Framework\\RiskyTestError\">`, e.g. no assertions) and a `<warning>` pass, as PHPUnit passes them (exit 0 without `--fail-on-risky` / `--fail-on-warning`); risky tests are left out of the `errors=` comparison"},
 		{ConvBatsSetupFile, "bats", "a failing `setup_file` is one nameless case (`name=\"\"`, `tests=\"1\"`) in bats' JUnit: an error case `<file>.(setup_file)`; its TAP says `not ok 1 setup_file failed` with the plan unmet"},
 		{ConvTAPExitStatus, "tap", "a diagnostic saying the test program exited non-zero or died after its points (Test::More: `# Looks like your test exited with 255 just after 3.`, `# Looks like your test died …`) is an error case `(exit)`, wherever it comes (usually after the plan)"},
+		{ConvTAPOutside, "tap", "a TAP stream shows only its points: a program that dies or exits non-zero after a complete plan leaves a green stream when its diagnostics went to stderr (Test::More's `# Looks like your test …`, a shell script's `set -e`): without the test command's exit status a green TAP report never closes (`exit_status_unknown`)"},
 		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}

@@ -83,8 +83,13 @@ func TestRunnerFixtures(t *testing.T) {
 		{"tap/perl-dies.tap", 255, "", "tests_failed", 4, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 255"},
 		{"tap/perl-dies.tap", none, "", "tests_failed", 4, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 255"},
 		{"tap/perl-dies-done.tap", none, "", "tests_failed", 3, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 3"},
-		// The program's stdout alone: only the exit status shows the failure.
+		// The program's stdout alone: only the exit status shows the failure, so without it the
+		// green stream does not close; with 0 it can, with 255 it never does.
 		{"tap/perl-dies-stdout.tap", 255, "", "command_failed", 3, 0, 0, nil, nil, ""},
+		{"tap/perl-dies-stdout.tap", none, "", "exit_status_unknown", 3, 0, 0, []string{ConvTAPOutside}, nil, "--exit-code"},
+		{"tap/perl-dies-stdout.tap", 0, "", "all_green", 3, 0, 0, []string{ConvTAPOutside}, nil, ""},
+		{"tap/perl-green.tap", none, "", "exit_status_unknown", 2, 0, 2, []string{ConvTAPOutside}, nil, "TAP stream"},
+		{"tap/bats-green.tap", none, "", "exit_status_unknown", 3, 0, 1, []string{ConvTAPOutside}, nil, "cannot tell"},
 		{"tap/perl-skip-all.tap", 0, "", "zero_tests", 0, 0, 0, nil, nil, ""},
 		// prove's JUnit: skipped and todo points read from the suite's TAP; a non-zero exit.
 		{"junit/prove-perl.xml", 1, "prove-junit", "tests_failed", 12, 4, 2, []string{ConvProveDirective, ConvSuiteError},

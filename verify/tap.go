@@ -328,6 +328,10 @@ func (p *tapParser) finish() *Report {
 			rep.FirstError = p.exitDiag
 		}
 	}
+	// A program may fail after a complete plan with nothing on stdout to say so (Test::More
+	// writes its "Looks like your test died" to stderr): only the exit status shows it.
+	rep.ExitStatusNeeded = "a TAP stream shows only its points: a program that died or exited non-zero after them leaves it green (Test::More says why on stderr)"
+	rep.convention(ConvTAPOutside)
 	rep.tally(p.dropped)
 	rep.Listed = p.listed           // the plan does not count the (exit) case either
 	rep.Listed.Total += p.nodeFiles // the plan counts node's file entries; they are not tests
