@@ -28,3 +28,23 @@ TEST_CASE("divides") {
 // An exception outside any assertion.
 TEST_CASE("connects") { throw std::runtime_error("cannot connect to the database"); }
 #endif
+
+#ifdef WITH_LISTENER_THROW
+// An error outside any test: a listener that fails when the run starts (a fixture service that
+// does not come up).
+struct FixtureServer : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(Catch::TestRunInfo const&) override {
+    throw std::runtime_error("fixture server did not start");
+  }
+};
+CATCH_REGISTER_LISTENER(FixtureServer)
+#endif
+
+#ifdef WITH_STATIC_THROW
+// An error before main: a global whose constructor throws (std::terminate, no report at all).
+struct Config {
+  Config() { throw std::runtime_error("cannot read the test configuration"); }
+};
+static Config config;
+#endif
