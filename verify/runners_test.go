@@ -145,6 +145,35 @@ func TestRunnerFixtures(t *testing.T) {
 	}
 }
 
+// TestRunFailedBeforeItsReport: output of a run that ended before its reporter wrote anything
+// (issue 27's errors outside any test: a cargo crate that does not compile, a Catch2 listener
+// or global constructor that throws) is not a report, says why, and never closes, whatever the
+// exit status given.
+func TestRunFailedBeforeItsReport(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		file string
+		exit int // the tool's real exit status
+		want string
+	}{
+		{"console/cargo-compile.txt", 101, "could not compile"},
+		{"console/catch2-static.txt", 134, "uncaught C++ exception"},
+		{"junit/catch2-listener.xml", 255, "never wrote the report"},
+	} {
+		_, err := ParseFile("testdata/"+c.file, FormatAuto, Limits{})
+		if !errors.Is(err, ErrUnknownFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want not a report, saying %q", c.file, err, c.want)
+		}
+		for _, exit := range []int{c.exit, 0} {
+			var out bytes.Buffer
+			code, err := RunCLI(context.Background(), &out, []string{"testdata/" + c.file}, CLIOptions{ExitCode: &exit})
+			if err != nil || code != 1 || !strings.Contains(out.String(), "decision: retry — no test report") || !strings.Contains(out.String(), c.want) {
+				t.Errorf("%s, exit %d: code %d err %v, output %q", c.file, exit, code, err, out.String())
+			}
+		}
+	}
+}
+
 // TestConsoleOutputIsNotAReport: a runner's console output is never read as a report; the
 // error names the runner and the option that writes a report.
 func TestConsoleOutputIsNotAReport(t *testing.T) {
