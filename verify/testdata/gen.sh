@@ -382,6 +382,6 @@ if [ -s "$VERS" ]; then
   t=$(tmpname "$D/VERSIONS.txt")
   { echo "# Tool versions that made these fixtures, written by gen.sh (one line per tool; a run"
     echo "# replaces the lines of the tools it ran)."
-    { cat "$VERS"; grep -v '^#' "$D/VERSIONS.txt" 2>/dev/null; } | awk -F': ' '!seen[$1]++' | sort; } > "$t"
+    { cat "$VERS"; grep -v '^#' "$D/VERSIONS.txt" 2>/dev/null; } | awk -F': ' '!seen[$1]++' | LC_ALL=C sort; } > "$t"
   keep "$t" "$D/VERSIONS.txt"
 fi
