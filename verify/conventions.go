@@ -41,6 +41,8 @@ const (
 	ConvBatsSetupFile  = "bats-setup-file"
 	ConvTAPExitStatus  = "tap-exit-status"
 	ConvTAPOutside     = "tap-outside-points"
+	ConvTestMoreDiag   = "test-more-diagnostics"
+	ConvBatsTAPDiag    = "bats-tap-diagnostics"
 	ConvProveDirective = "prove-junit-directive"
 )
 
@@ -84,9 +86,11 @@ func Conventions() []Convention {
 		{ConvRspecOutside, "rspec", "rspec_junit_formatter does not report errors outside examples (a failing `after(:context)` hook; a spec file that does not load leaves `tests=\"0\"`): without the test command's exit status a green report never closes (`exit_status_unknown`)"},
 		{ConvPHPUnitCounts, "phpunit", "`assertions=` counts assertions and `tests=` tests (each data set is a test, listed in a nested `Class::method` suite); nested suites' totals are inside their parent's; an exception in `setUpBeforeClass` is an `<error>` of each test of the class"},
 		{ConvPHPUnitRisky, "phpunit", "a risky test (`<error type=\"PHPUnit\\Framework\\RiskyTestError\">`, e.g. no assertions) and a `<warning>` pass, as PHPUnit passes them (exit 0 without `--fail-on-risky` / `--fail-on-warning`); risky tests are left out of the `errors=` comparison"},
-		{ConvBatsSetupFile, "bats", "a failing `setup_file` is one nameless case (`name=\"\"`, `tests=\"1\"`) in bats' JUnit: an error case `<file>.(setup_file)`; its TAP says `not ok 1 setup_file failed` with the plan unmet"},
+		{ConvBatsSetupFile, "bats", "a failing `setup_file` is one nameless case (`name=\"\"`, `tests=\"1\"`) in bats' JUnit: an error case `<file>.(setup_file)`; its TAP says `not ok 1 setup_file failed` with the plan unmet: that point is an error, not a test's failure"},
 		{ConvTAPExitStatus, "tap", "a diagnostic saying the test program exited non-zero or died after its points (Test::More: `# Looks like your test exited with 255 just after 3.`, `# Looks like your test died …`) is an error case `(exit)`, wherever it comes (usually after the plan)"},
 		{ConvTAPOutside, "tap", "a TAP stream shows only its points: a program that dies or exits non-zero after a complete plan leaves a green stream when its diagnostics went to stderr (Test::More's `# Looks like your test …`, a shell script's `set -e`): without the test command's exit status a green TAP report never closes (`exit_status_unknown`)"},
+		{ConvTestMoreDiag, "test-more", "TAP from Test::More (or Test2) is told by its diagnostics (`#   Failed test 'x'`, `# Looks like you failed N tests of M.`, `# Looks like your test exited with N`), so only a stream with a failure or a TODO shows its flavour; the comments right after a failing point (`#   at t/x.t line N.`, got/expected) are that point's failure message, up to the `# Looks like` summary"},
+		{ConvBatsTAPDiag, "bats", "`bats --tap` is told by its diagnostics (`# (in test file x.bats, line N)`, `# (from function …`, `# bats warning: …`), so only a stream with a failure shows its flavour; the comments right after a failing point (the file, line and failed command, the test's output) are its failure message; its points have no ` - ` before the name"},
 		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}
