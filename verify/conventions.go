@@ -32,6 +32,7 @@ const (
 	ConvGtestNotRun    = "gtest-not-started"
 	ConvGtestEnv       = "gtest-environment"
 	ConvCatch2Asserts  = "catch2-assertions"
+	ConvCatch2MayFail  = "catch2-mayfail"
 	ConvCargoIgnored   = "cargo-ignored"
 	ConvCargoCrash     = "cargo-crashed-binary"
 	ConvRspecPending   = "rspec-pending"
@@ -80,6 +81,7 @@ func Conventions() []Convention {
 		{ConvGtestNotRun, "gtest", "a `result=\"skipped\"` case with the epoch timestamp never started: its suite's `SetUpTestSuite` or a global environment failed, and googletest 1.12 writes that failure nowhere else in the XML (a deliberate `GTEST_SKIP` has its start time): an error, outside the declared error count"},
 		{ConvGtestEnv, "gtest", "the nameless case of the `NonTestSuiteFailure` suite is a failure outside any test (a global environment's `SetUp`): an error case `NonTestSuiteFailure.(environment)`, outside the totals"},
 		{ConvCatch2Asserts, "catch2", "Catch2's `tests=`, `failures=` and `errors=` count assertions (expressions), not test cases (one case per leaf section, `case/section`): they are read as bounds, tests ≥ the cases listed and failures or errors non-zero exactly when a case failed or errored. Catch2 2.x has no runtime skip (`SKIP()` came in Catch2 3.3): a hidden test (`[.]`) is neither run nor listed, so no skip shows in its report. An error outside any test leaves no report (a global constructor that throws: `std::terminate`) or an XML declaration alone (a listener that throws when the run starts; the JUnit is written when the run ends): not a report, never a close"},
+		{ConvCatch2MayFail, "catch2", "a `[!mayfail]` or `[!shouldfail]` test that failed is written with `<skipped message=\"TEST_CASE tagged with !mayfail\"/>` next to its `<failure>` and left out of `failures=`, and Catch2 exits 0: skipped (allowed to fail). A `[!shouldfail]` test that passes fails the run (exit 1, `failures=\"1\"`) with no case saying so: a contradiction, never a close"},
 		{ConvCargoIgnored, "cargo", "libtest's JUnit (`cargo test -- -Z unstable-options --format junit`) leaves `#[ignore]` tests out of the cases while counting them in `tests=` and `skipped=`: the unlisted ones are skipped; each test binary (unit, integration, doc tests) writes its own document (`junit-concatenated`)"},
 		{ConvCargoCrash, "cargo", "a test binary writes its document only when it finishes, so one that crashes (abort, segfault, stack overflow) leaves no trace in the report: without the test command's exit status such a report never closes (`exit_status_unknown`). A crate that does not compile runs no test binary and writes nothing on stdout (the compiler's errors are on stderr): not a report, never a close"},
 		{ConvRspecPending, "rspec", "`pending`, `skip` and `xit` examples are `<skipped/>` (a failing pending body is expected); a pending example that passes is a failure (`PendingExampleFixedError`)"},

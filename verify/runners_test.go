@@ -45,6 +45,9 @@ func TestRunnerFixtures(t *testing.T) {
 		{"junit/catch2-fail.xml", 1, "catch2", "tests_failed", 4, 1, 0, []string{ConvCatch2Asserts}, []string{"catch2-sample.global.divides"}, "7 / 2 == 4"},
 		{"junit/catch2-throw.xml", 1, "catch2", "tests_failed", 4, 1, 0, nil, []string{"catch2-sample.global.connects"}, "cannot connect"},
 		{"junit/catch2-nomatch.xml", 0, "catch2", "zero_tests", 0, 0, 0, nil, nil, ""},
+		// [!mayfail] and [!shouldfail] tests that fail, as they may (Catch2 exits 0): skipped.
+		{"junit/catch2-mayfail.xml", 0, "catch2", "all_green", 3, 0, 2, []string{ConvCatch2MayFail, ConvCatch2Asserts}, nil, ""},
+		{"junit/catch2-mayfail.xml", none, "catch2", "all_green", 3, 0, 2, []string{ConvCatch2MayFail}, nil, ""},
 		// cargo: ignored tests counted, not listed (so not among the observed skips); a crashed
 		// binary leaves no document.
 		{"junit/cargo-green.xml", 0, "cargo", "all_green", 4, 0, 0, []string{ConvCargoIgnored, ConvConcatenated}, nil, ""},
@@ -145,6 +148,23 @@ func TestRunnerFixtures(t *testing.T) {
 				t.Errorf("closed a run that failed")
 			}
 		})
+	}
+}
+
+// TestCatch2ShouldFailPasses: a [!shouldfail] test that passes fails Catch2's run (exit 1,
+// failures="1") while no case shows a failure; the report contradicts itself and never closes.
+func TestCatch2ShouldFailPasses(t *testing.T) {
+	t.Parallel()
+	r, err := ParseFile("testdata/junit/catch2-shouldfail-passes.xml", FormatAuto, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmds := range [][]CommandResult{nil, {{Command: "the test command", ExitCode: 1}}} {
+		d := decide(&Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
+			Template: &workitems.Template{MaxAttempts: 3}, Reports: []*Report{r}, Commands: cmds})
+		if d.Outcome == workitems.OutcomeClose || !strings.Contains(d.Reasons[0], "failures declared 1, found 0") {
+			t.Errorf("commands %v: %s (%q), want no close, naming the failure count", cmds, d.Rule, d.Reasons)
+		}
 	}
 }
 

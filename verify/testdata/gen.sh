@@ -262,13 +262,15 @@ gen_27() {
     rm -rf "$b"
   fi
   # Catch2 2.x: `tests=` counts assertions; a failing CHECK; an exception outside any assertion;
-  # a filter that matches no test. Errors outside any test: a listener that throws when the run
+  # a filter that matches no test; [!mayfail] and [!shouldfail] tests that fail (exit 0) and a
+  # [!shouldfail] test that passes (exit 1). Errors outside any test: a listener that throws when the run
   # starts (the JUnit file is opened, then left empty; exit 255), and a global constructor that
   # throws before main (std::terminate: no report at all, only stderr; exit 134).
   if have g++ g++ && { [ -f /usr/include/catch2/catch.hpp ] || skip "Catch2 not found (Debian package catch2)"; }; then
     ver catch2 "$(dpkgv catch2)"
     b=$(mktemp -d)
-    for v in green: fail:-DWITH_FAIL throw:-DWITH_THROW listener:-DWITH_LISTENER_THROW; do
+    for v in green: fail:-DWITH_FAIL throw:-DWITH_THROW listener:-DWITH_LISTENER_THROW mayfail:-DWITH_MAYFAIL \
+      shouldfail-passes:-DWITH_SHOULDFAIL_PASSES; do
       name=${v%%:*}; flag=${v#*:}; x=$(tmpname "$D/junit/catch2-$name.xml")
       # shellcheck disable=SC2086 # an empty flag is no argument
       g++ -std=c++17 $flag tools/catch2/sample_test.cpp -o "$b/catch2-sample" &&

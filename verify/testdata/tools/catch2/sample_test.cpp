@@ -48,3 +48,14 @@ struct Config {
 };
 static Config config;
 #endif
+
+#ifdef WITH_MAYFAIL
+// Allowed to fail: Catch2 2.x's tags for a known-flaky test and a known bug.
+TEST_CASE("flaky network", "[!mayfail]") { CHECK(1 == 2); }
+TEST_CASE("known bug", "[!shouldfail]") { CHECK(2 == 3); }
+#endif
+
+#ifdef WITH_SHOULDFAIL_PASSES
+// A known bug that got fixed: a [!shouldfail] test that passes fails the run.
+TEST_CASE("fixed bug", "[!shouldfail]") { CHECK(3 == 3); }
+#endif
