@@ -54,6 +54,20 @@ func TestRunCLI(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a green TAP stream closes only with the test command's exit status 0", func(t *testing.T) {
+		t.Parallel()
+		for _, c := range []struct {
+			exit *int
+			code int
+			want string
+		}{{nil, 1, "--exit-code"}, {new(0), 0, "decision: close — all green"}, {new(255), 1, "decision: retry"}} {
+			var out bytes.Buffer
+			code, err := RunCLI(context.Background(), &out, []string{"testdata/tap/perl-dies-stdout.tap"}, CLIOptions{ExitCode: c.exit})
+			if err != nil || code != c.code || !strings.Contains(out.String(), c.want) {
+				t.Errorf("exit %v: code %d err %v, output lacks %q:\n%s", c.exit, code, err, c.want, out.String())
+			}
+		}
+	})
 	t.Run("an unknown format is an error", func(t *testing.T) {
 		t.Parallel()
 		code, err := RunCLI(context.Background(), &bytes.Buffer{}, []string{"x"}, CLIOptions{Format: "xml"})

@@ -81,6 +81,57 @@ func TestDoneCheckCommands(t *testing.T) {
 			t.Fatalf("got %s with %d reports", res.Decision.Rule, len(res.Facts.Reports))
 		}
 	})
+	// A TAP stream cannot show a failure after its points: the done check's exit status, which
+	// the worker always has, decides.
+	for _, c := range []struct {
+		cmd  string
+		rule string
+	}{
+		{"cat '%s'", "all_green"},
+		{"cat '%s'; exit 255", "command_failed"},
+	} {
+		t.Run("a green TAP stream from a command exiting "+c.rule, func(t *testing.T) {
+			t.Parallel()
+			tap, _ := filepath.Abs("testdata/tap/perl-dies-stdout.tap")
+			res, err := newTestVerifier().Verify(context.Background(), Request{Template: template(fmt.Sprintf(c.cmd, tap)),
+				Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Decision.Rule != c.rule || len(res.Facts.Reports) != 1 {
+				t.Fatalf("got %s (%q) with %d reports", res.Decision.Rule, res.Decision.Reasons, len(res.Facts.Reports))
+			}
+		})
+	}
+	t.Run("a cargo crate that does not compile gives no report and never closes", func(t *testing.T) {
+		t.Parallel()
+		// cargo writes the compiler's errors on stderr and nothing on stdout, the report.
+		log, _ := filepath.Abs("testdata/console/cargo-compile.txt")
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: template("cat '" + log + "' >&2; exit 101"),
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Rule != "command_failed" || !strings.Contains(res.Decision.Reasons[0], "exited 101: error[E0425]") {
+			t.Fatalf("got %s (%q)", res.Decision.Rule, res.Decision.Reasons)
+		}
+	})
+	t.Run("a Catch2 report a listener left empty is missing, and says why", func(t *testing.T) {
+		t.Parallel()
+		ws := t.TempDir()
+		empty, _ := os.ReadFile("testdata/junit/catch2-listener.xml")
+		writeFiles(t, ws, map[string]string{"report.xml": string(empty)})
+		tmpl := template("exit 255")
+		tmpl.DoneCheck.Reports = []string{"report.xml"}
+		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl,
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decision.Outcome == workitems.OutcomeClose || !strings.Contains(strings.Join(res.Facts.Missing, ";"), "never wrote the report") {
+			t.Fatalf("got %s (%q), missing %q", res.Decision.Rule, res.Decision.Reasons, res.Facts.Missing)
+		}
+	})
 	t.Run("a template that names the format needs a report from its commands", func(t *testing.T) {
 		t.Parallel()
 		tmpl := template("echo building")

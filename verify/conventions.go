@@ -32,6 +32,7 @@ const (
 	ConvGtestNotRun    = "gtest-not-started"
 	ConvGtestEnv       = "gtest-environment"
 	ConvCatch2Asserts  = "catch2-assertions"
+	ConvCatch2MayFail  = "catch2-mayfail"
 	ConvCargoIgnored   = "cargo-ignored"
 	ConvCargoCrash     = "cargo-crashed-binary"
 	ConvRspecPending   = "rspec-pending"
@@ -40,6 +41,9 @@ const (
 	ConvPHPUnitRisky   = "phpunit-risky"
 	ConvBatsSetupFile  = "bats-setup-file"
 	ConvTAPExitStatus  = "tap-exit-status"
+	ConvTAPOutside     = "tap-outside-points"
+	ConvTestMoreDiag   = "test-more-diagnostics"
+	ConvBatsTAPDiag    = "bats-tap-diagnostics"
 	ConvProveDirective = "prove-junit-directive"
 )
 
@@ -76,15 +80,19 @@ func Conventions() []Convention {
 		{ConvGtestDisabled, "gtest", "a `DISABLED_` test (`status=\"notrun\" result=\"suppressed\"`) is skipped, not ctest's not-run error; `tests=` counts it and `disabled=` is their number, while a `GTEST_SKIP` (`result=\"skipped\"`) is counted only in its suite's `skipped=` (the root has none)"},
 		{ConvGtestNotRun, "gtest", "a `result=\"skipped\"` case with the epoch timestamp never started: its suite's `SetUpTestSuite` or a global environment failed, and googletest 1.12 writes that failure nowhere else in the XML (a deliberate `GTEST_SKIP` has its start time): an error, outside the declared error count"},
 		{ConvGtestEnv, "gtest", "the nameless case of the `NonTestSuiteFailure` suite is a failure outside any test (a global environment's `SetUp`): an error case `NonTestSuiteFailure.(environment)`, outside the totals"},
-		{ConvCatch2Asserts, "catch2", "Catch2's `tests=`, `failures=` and `errors=` count assertions (expressions), not test cases (one case per leaf section, `case/section`): they are read as bounds, tests ≥ the cases listed and failures or errors non-zero exactly when a case failed or errored"},
+		{ConvCatch2Asserts, "catch2", "Catch2's `tests=`, `failures=` and `errors=` count assertions (expressions), not test cases (one case per leaf section, `case/section`): they are read as bounds, tests ≥ the cases listed and failures or errors non-zero exactly when a case failed or errored. Catch2 2.x has no runtime skip (`SKIP()` came in Catch2 3.3): a hidden test (`[.]`) is neither run nor listed, so no skip shows in its report. An error outside any test leaves no report (a global constructor that throws: `std::terminate`) or an XML declaration alone (a listener that throws when the run starts; the JUnit is written when the run ends): not a report, never a close"},
+		{ConvCatch2MayFail, "catch2", "a `[!mayfail]` or `[!shouldfail]` test that failed is written with `<skipped message=\"TEST_CASE tagged with !mayfail\"/>` next to its `<failure>` and left out of `failures=`, and Catch2 exits 0: skipped (allowed to fail). A `[!shouldfail]` test that passes fails the run (exit 1, `failures=\"1\"`) with no case saying so: a contradiction, never a close"},
 		{ConvCargoIgnored, "cargo", "libtest's JUnit (`cargo test -- -Z unstable-options --format junit`) leaves `#[ignore]` tests out of the cases while counting them in `tests=` and `skipped=`: the unlisted ones are skipped; each test binary (unit, integration, doc tests) writes its own document (`junit-concatenated`)"},
-		{ConvCargoCrash, "cargo", "a test binary writes its document only when it finishes, so one that crashes (abort, segfault, stack overflow) leaves no trace in the report: without the test command's exit status such a report never closes (`exit_status_unknown`)"},
+		{ConvCargoCrash, "cargo", "a test binary writes its document only when it finishes, so one that crashes (abort, segfault, stack overflow) leaves no trace in the report: without the test command's exit status such a report never closes (`exit_status_unknown`). A crate that does not compile runs no test binary and writes nothing on stdout (the compiler's errors are on stderr): not a report, never a close"},
 		{ConvRspecPending, "rspec", "`pending`, `skip` and `xit` examples are `<skipped/>` (a failing pending body is expected); a pending example that passes is a failure (`PendingExampleFixedError`)"},
 		{ConvRspecOutside, "rspec", "rspec_junit_formatter does not report errors outside examples (a failing `after(:context)` hook; a spec file that does not load leaves `tests=\"0\"`): without the test command's exit status a green report never closes (`exit_status_unknown`)"},
 		{ConvPHPUnitCounts, "phpunit", "`assertions=` counts assertions and `tests=` tests (each data set is a test, listed in a nested `Class::method` suite); nested suites' totals are inside their parent's; an exception in `setUpBeforeClass` is an `<error>` of each test of the class"},
 		{ConvPHPUnitRisky, "phpunit", "a risky test (`<error type=\"PHPUnit\\Framework\\RiskyTestError\">`, e.g. no assertions) and a `<warning>` pass, as PHPUnit passes them (exit 0 without `--fail-on-risky` / `--fail-on-warning`); risky tests are left out of the `errors=` comparison"},
-		{ConvBatsSetupFile, "bats", "a failing `setup_file` is one nameless case (`name=\"\"`, `tests=\"1\"`) in bats' JUnit: an error case `<file>.(setup_file)`; its TAP says `not ok 1 setup_file failed` with the plan unmet"},
+		{ConvBatsSetupFile, "bats", "a failing `setup_file` is one nameless case (`name=\"\"`, `tests=\"1\"`) in bats' JUnit: an error case `<file>.(setup_file)`; its TAP says `not ok 1 setup_file failed` with the plan unmet: that point is an error, not a test's failure"},
 		{ConvTAPExitStatus, "tap", "a diagnostic saying the test program exited non-zero or died after its points (Test::More: `# Looks like your test exited with 255 just after 3.`, `# Looks like your test died …`) is an error case `(exit)`, wherever it comes (usually after the plan)"},
+		{ConvTAPOutside, "tap", "a TAP stream shows only its points: a program that dies or exits non-zero after a complete plan leaves a green stream when its diagnostics went to stderr (Test::More's `# Looks like your test …`, a shell script's `set -e`): without the test command's exit status a green TAP report never closes (`exit_status_unknown`)"},
+		{ConvTestMoreDiag, "test-more", "TAP from Test::More (or Test2) is told by its diagnostics (`#   Failed test 'x'`, `# Looks like you failed N tests of M.`, `# Looks like your test exited with N`), so only a stream with a failure or a TODO shows its flavour; the comments right after a failing point (`#   at t/x.t line N.`, got/expected) are that point's failure message, up to the `# Looks like` summary"},
+		{ConvBatsTAPDiag, "bats", "`bats --tap` is told by its diagnostics (`# (in test file x.bats, line N)`, `# (from function …`, `# bats warning: …`), so only a stream with a failure shows its flavour; the comments right after a failing point (the file, line and failed command, the test's output) are its failure message; its points have no ` - ` before the name"},
 		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}

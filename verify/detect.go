@@ -100,6 +100,30 @@ var consoleHints = []struct {
 		regexp.MustCompile(`(?m)^=+ (test session starts|.*\b(passed|failed)\b.* in [\d.]+s.*) =+\r?$`)},
 }
 
+// noReportHints recognise the output of a run that ended before its reporter wrote a report
+// (a build that failed, a program that died outside its tests), so the error says why there is
+// no report rather than only that there is none.
+var noReportHints = []struct {
+	why  string
+	line *regexp.Regexp
+}{
+	{"cargo could not compile the crate, so no test ran", regexp.MustCompile(`(?m)^error: could not compile `)},
+	{"the test program ended on an uncaught C++ exception (std::terminate) outside its tests, before any report was written",
+		regexp.MustCompile(`(?m)^terminate called after throwing an instance of `)},
+	{"an XML declaration and nothing else: the reporter opened its file and never wrote the report (Catch2 writes its JUnit when the run ends; an error outside the tests stopped it)",
+		regexp.MustCompile(`\A\s*<\?xml[^>]*\?>\s*\z`)},
+}
+
+// noReport says why head is the output of a run that wrote no report, or "".
+func noReport(head []byte) string {
+	for _, h := range noReportHints {
+		if h.line.Match(head) {
+			return h.why
+		}
+	}
+	return ""
+}
+
 // consoleOutput names the runner whose console output head is, and the reporter option to use.
 func consoleOutput(head []byte) (tool, option string) {
 	for _, h := range consoleHints {
@@ -120,6 +144,9 @@ func ParseReport(r io.Reader, source string, format workitems.ReportFormat, lim 
 		}
 		format = detectFormat(head, source)
 		if format == "" {
+			if why := noReport(head); why != "" {
+				return nil, fmt.Errorf("verify: %s: %w: %s", source, ErrUnknownFormat, why)
+			}
 			if tool, option := consoleOutput(head); tool != "" {
 				return nil, fmt.Errorf("verify: %s: %w: this is %s's console output, not a report; write one with %s", source, ErrUnknownFormat, tool, option)
 			}

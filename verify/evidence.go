@@ -130,7 +130,7 @@ type Report struct {
 	Bailed      bool        `json:"bailed,omitempty"`  // TAP "Bail out!"
 	Dropped     int         `json:"dropped,omitempty"` // test cases counted but not kept (MaxTests)
 	// ExitStatusNeeded says why this reporter's report cannot show a failure outside its tests
-	// (rspec, cargo): without the test command's exit status such a report never closes.
+	// (rspec, cargo, TAP): without the test command's exit status such a report never closes.
 	ExitStatusNeeded string `json:"exit_status_needed,omitempty"`
 
 	uncompared map[string]bool // declared counts a convention says not to compare ("errors")

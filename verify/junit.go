@@ -474,7 +474,7 @@ func (p *junitParser) endCase() {
 	}
 	var main *junitResult
 	var before, after []TestRun
-	hasFailure, hasError, todo := false, false, false
+	hasFailure, hasError, todo, mayFail := false, false, false, false
 	for _, r := range p.results {
 		if p.rep.Flavor == "phpunit" && (r.kind == "warning" || r.kind == "error" && r.typ == `PHPUnit\Framework\RiskyTestError`) {
 			// PHPUnit passes risky tests and warnings unless told otherwise.
@@ -520,6 +520,7 @@ func (p *junitParser) endCase() {
 			if r.typ == "todo" {
 				todo = true
 			}
+			mayFail = mayFail || p.rep.Flavor == "catch2" && strings.HasPrefix(r.message, "TEST_CASE tagged with !mayfail")
 			if main == nil {
 				main = r
 			}
@@ -551,6 +552,13 @@ func (p *junitParser) endCase() {
 		hasFailure = false
 		p.listed.Skipped++
 		p.rep.convention(ConvNodeTodo)
+	}
+	if mayFail && (hasFailure || hasError) {
+		// Catch2 2.x: a [!mayfail] or [!shouldfail] test that failed, as it was allowed to (exit 0).
+		final.Outcome, final.Message = OutcomeSkip, "allowed to fail: "+final.Message
+		hasFailure, hasError = false, false
+		p.listed.Skipped++
+		p.rep.convention(ConvCatch2MayFail)
 	}
 	switch gtest := p.rep.Flavor == "gtest"; {
 	case gtest && p.caseEl.status == "notrun":

@@ -193,7 +193,7 @@ func Rules() []Rule {
 				return "CI checks failed: " + strings.Join(f.CI.failed(), ", ")
 			},
 			Next: withFailureInput},
-		{Name: "exit_status_unknown", When: "a report's reporter cannot show a failure outside its tests (rspec's JUnit formatter, cargo's per-binary JUnit: conventions `rspec-outside-examples`, `cargo-crashed-binary`) and no exit status of the test command is known",
+		{Name: "exit_status_unknown", When: "a report's reporter cannot show a failure outside its tests (rspec's JUnit formatter, cargo's per-binary JUnit, any TAP stream: conventions `rspec-outside-examples`, `cargo-crashed-binary`, `tap-outside-points`) and no exit status of the test command is known",
 			Outcome: workitems.OutcomeEscalate,
 			Match: func(f *Facts) bool {
 				return len(f.Commands) == 0 && f.Local == nil && anyReport(f, func(r *Report) bool { return r.ExitStatusNeeded != "" })

@@ -45,6 +45,9 @@ func TestRunnerFixtures(t *testing.T) {
 		{"junit/catch2-fail.xml", 1, "catch2", "tests_failed", 4, 1, 0, []string{ConvCatch2Asserts}, []string{"catch2-sample.global.divides"}, "7 / 2 == 4"},
 		{"junit/catch2-throw.xml", 1, "catch2", "tests_failed", 4, 1, 0, nil, []string{"catch2-sample.global.connects"}, "cannot connect"},
 		{"junit/catch2-nomatch.xml", 0, "catch2", "zero_tests", 0, 0, 0, nil, nil, ""},
+		// [!mayfail] and [!shouldfail] tests that fail, as they may (Catch2 exits 0): skipped.
+		{"junit/catch2-mayfail.xml", 0, "catch2", "all_green", 3, 0, 2, []string{ConvCatch2MayFail, ConvCatch2Asserts}, nil, ""},
+		{"junit/catch2-mayfail.xml", none, "catch2", "all_green", 3, 0, 2, []string{ConvCatch2MayFail}, nil, ""},
 		// cargo: ignored tests counted, not listed (so not among the observed skips); a crashed
 		// binary leaves no document.
 		{"junit/cargo-green.xml", 0, "cargo", "all_green", 4, 0, 0, []string{ConvCargoIgnored, ConvConcatenated}, nil, ""},
@@ -74,17 +77,25 @@ func TestRunnerFixtures(t *testing.T) {
 		{"junit/bats-missing.xml", 1, "bats", "tests_failed", 3, 1, 1, nil, []string{"sample.bats.runs the tool"}, ""},
 		{"junit/bats-setup.xml", 1, "bats", "tests_failed", 1, 1, 0, []string{ConvBatsSetupFile}, []string{"sample.bats.(setup_file)"}, "return 1"},
 		{"tap/bats-green.tap", 0, "", "all_green", 3, 0, 1, nil, nil, ""},
-		{"tap/bats-fail.tap", 1, "", "tests_failed", 3, 1, 1, nil, []string{"divides"}, ""},
-		{"tap/bats-missing.tap", 1, "", "tests_failed", 3, 1, 1, nil, []string{"runs the tool"}, ""},
-		{"tap/bats-setup.tap", 1, "", "tests_failed", 1, 1, 0, nil, []string{"setup_file failed"}, ""},
-		// Test::More: skip and todo; a failure after the last test seen only in a diagnostic.
-		{"tap/perl-green.tap", 0, "", "all_green", 2, 0, 2, []string{ConvTAPTodo}, nil, ""},
-		{"tap/perl-fail.tap", 1, "", "tests_failed", 2, 1, 0, nil, []string{"divides"}, ""},
-		{"tap/perl-dies.tap", 255, "", "tests_failed", 4, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 255"},
-		{"tap/perl-dies.tap", none, "", "tests_failed", 4, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 255"},
-		{"tap/perl-dies-done.tap", none, "", "tests_failed", 3, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 3"},
-		// The program's stdout alone: only the exit status shows the failure.
+		{"tap/bats-fail.tap", 1, "bats", "tests_failed", 3, 1, 1, []string{ConvBatsTAPDiag}, []string{"divides"}, "sample.bats, line 18) `[ $((7 / 2)) -eq \"$want\" ]' failed"},
+		{"tap/bats-missing.tap", 1, "bats", "tests_failed", 3, 1, 1, []string{ConvBatsTAPDiag}, []string{"runs the tool"}, "line 29"},
+		// A failing setup_file is bats' one point: an error, its diagnostics the message.
+		{"tap/bats-setup.tap", 1, "bats", "tests_failed", 1, 1, 0, []string{ConvBatsSetupFile, ConvBatsTAPDiag}, []string{"setup_file failed"}, "`return 1' failed fixture server did not start"},
+		{"tap/bats-setup.tap", none, "bats", "tests_failed", 1, 1, 0, []string{ConvBatsSetupFile}, []string{"setup_file failed"}, "setup_file"},
+		// Test::More: skip and todo; a failure after the last test seen only in a diagnostic. Its
+		// diagnostics name the flavour; a green stream without a TODO has none.
+		{"tap/perl-green.tap", 0, "test-more", "all_green", 2, 0, 2, []string{ConvTAPTodo}, nil, ""},
+		{"tap/perl-fail.tap", 1, "test-more", "tests_failed", 2, 1, 0, []string{ConvTestMoreDiag}, []string{"divides"}, "divides: Failed test 'divides' at fail.t line 7. got: '3' expected: '4'"},
+		{"tap/perl-dies.tap", 255, "test-more", "tests_failed", 4, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 255"},
+		{"tap/perl-dies.tap", none, "test-more", "tests_failed", 4, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 255"},
+		{"tap/perl-dies-done.tap", none, "test-more", "tests_failed", 3, 1, 0, []string{ConvTAPExitStatus}, []string{"(exit)"}, "exited with 3"},
+		// The program's stdout alone: only the exit status shows the failure, so without it the
+		// green stream does not close; with 0 it can, with 255 it never does.
 		{"tap/perl-dies-stdout.tap", 255, "", "command_failed", 3, 0, 0, nil, nil, ""},
+		{"tap/perl-dies-stdout.tap", none, "", "exit_status_unknown", 3, 0, 0, []string{ConvTAPOutside}, nil, "--exit-code"},
+		{"tap/perl-dies-stdout.tap", 0, "", "all_green", 3, 0, 0, []string{ConvTAPOutside}, nil, ""},
+		{"tap/perl-green.tap", none, "test-more", "exit_status_unknown", 2, 0, 2, []string{ConvTAPOutside}, nil, "TAP stream"},
+		{"tap/bats-green.tap", none, "", "exit_status_unknown", 3, 0, 1, []string{ConvTAPOutside}, nil, "cannot tell"},
 		{"tap/perl-skip-all.tap", 0, "", "zero_tests", 0, 0, 0, nil, nil, ""},
 		// prove's JUnit: skipped and todo points read from the suite's TAP; a non-zero exit.
 		{"junit/prove-perl.xml", 1, "prove-junit", "tests_failed", 12, 4, 2, []string{ConvProveDirective, ConvSuiteError},
@@ -140,6 +151,52 @@ func TestRunnerFixtures(t *testing.T) {
 	}
 }
 
+// TestCatch2ShouldFailPasses: a [!shouldfail] test that passes fails Catch2's run (exit 1,
+// failures="1") while no case shows a failure; the report contradicts itself and never closes.
+func TestCatch2ShouldFailPasses(t *testing.T) {
+	t.Parallel()
+	r, err := ParseFile("testdata/junit/catch2-shouldfail-passes.xml", FormatAuto, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmds := range [][]CommandResult{nil, {{Command: "the test command", ExitCode: 1}}} {
+		d := decide(&Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
+			Template: &workitems.Template{MaxAttempts: 3}, Reports: []*Report{r}, Commands: cmds})
+		if d.Outcome == workitems.OutcomeClose || !strings.Contains(d.Reasons[0], "failures declared 1, found 0") {
+			t.Errorf("commands %v: %s (%q), want no close, naming the failure count", cmds, d.Rule, d.Reasons)
+		}
+	}
+}
+
+// TestRunFailedBeforeItsReport: output of a run that ended before its reporter wrote anything
+// (issue 27's errors outside any test: a cargo crate that does not compile, a Catch2 listener
+// or global constructor that throws) is not a report, says why, and never closes, whatever the
+// exit status given.
+func TestRunFailedBeforeItsReport(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		file string
+		exit int // the tool's real exit status
+		want string
+	}{
+		{"console/cargo-compile.txt", 101, "could not compile"},
+		{"console/catch2-static.txt", 134, "uncaught C++ exception"},
+		{"junit/catch2-listener.xml", 255, "never wrote the report"},
+	} {
+		_, err := ParseFile("testdata/"+c.file, FormatAuto, Limits{})
+		if !errors.Is(err, ErrUnknownFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want not a report, saying %q", c.file, err, c.want)
+		}
+		for _, exit := range []int{c.exit, 0} {
+			var out bytes.Buffer
+			code, err := RunCLI(context.Background(), &out, []string{"testdata/" + c.file}, CLIOptions{ExitCode: &exit})
+			if err != nil || code != 1 || !strings.Contains(out.String(), "decision: retry — no test report") || !strings.Contains(out.String(), c.want) {
+				t.Errorf("%s, exit %d: code %d err %v, output %q", c.file, exit, code, err, out.String())
+			}
+		}
+	}
+}
+
 // TestConsoleOutputIsNotAReport: a runner's console output is never read as a report; the
 // error names the runner and the option that writes a report.
 func TestConsoleOutputIsNotAReport(t *testing.T) {
@@ -162,6 +219,37 @@ func TestConsoleOutputIsNotAReport(t *testing.T) {
 		code, err := RunCLI(context.Background(), &out, []string{"testdata/" + file}, CLIOptions{})
 		if err != nil || code != 1 || !strings.Contains(out.String(), "decision: retry — no test report") || !strings.Contains(out.String(), want) {
 			t.Errorf("%s: code %d err %v, output %q", file, code, err, out.String())
+		}
+	}
+}
+
+// TestTAPFlavourByDiagnostics: only a diagnostic that Test::More or bats alone writes names the
+// flavour, and only then do the comments after a failing point become its message (another
+// producer's trailing comments, such as node's summary, are not a failure's message).
+func TestTAPFlavourByDiagnostics(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, tap, flavor, message string
+	}{
+		{"plain TAP keeps its comments apart", "1..2\nok 1 - a\nnot ok 2 - b\n# tests 2\n# fail 1\n", "", ""},
+		{"a version line names the flavour first", "TAP version 13\n1..1\nnot ok 1 - b\n#   Failed test 'b'\n", "tap13", ""},
+		{"Test::More's diagnostics end at its summary", "1..1\nnot ok 1 - b\n#   Failed test 'b'\n#   at t/b.t line 3.\n# Looks like you failed 1 test of 1.\n",
+			"test-more", "Failed test 'b' at t/b.t line 3."},
+		{"a passing point takes no diagnostics", "1..2\nnot ok 1 - a\nok 2 - b\n#   Failed test 'a'\n", "test-more", ""},
+		{"bats' diagnostics", "1..1\nnot ok 1 b\n# (in test file x.bats, line 4)\n#   `false' failed\n", "bats", "(in test file x.bats, line 4) `false' failed"},
+	} {
+		r, err := ParseReport(strings.NewReader(c.tap), c.name, FormatAuto, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := ""
+		for _, tc := range r.Tests {
+			if tc.Final().Bad() {
+				msg = tc.FirstBad().Message
+			}
+		}
+		if r.Flavor != c.flavor || msg != c.message {
+			t.Errorf("%s: flavour %q, message %q; want %q and %q", c.name, r.Flavor, msg, c.flavor, c.message)
 		}
 	}
 }

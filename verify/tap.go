@@ -45,6 +45,17 @@ var (
 	tapSubName = regexp.MustCompile(`^#\s*Subtest:\s*(.*)$`)
 	// Test::More's (and Test2's) diagnostics for a program that failed outside its points.
 	tapExitDiag = regexp.MustCompile(`^#\s*Looks like your test (exited with [1-9]\d*|died)\b`)
+	// Diagnostics only one producer writes name the flavour (a green stream has none).
+	tapMoreDiag = regexp.MustCompile(`^#\s+(Failed (\(TODO\) )?test\b|Looks like (you failed|your test (exited|died))\b|No tests run!)`)
+	tapBatsDiag = regexp.MustCompile("^#\\s+\\((in test file |from function `)|^# bats warning: ")
+	// The summaries that end a failing point's diagnostics.
+	tapDiagEnd = regexp.MustCompile(`^#\s*(Looks like |bats warning: )`)
+)
+
+// The TAP producers told apart by their diagnostics (Report.Flavor).
+const (
+	flavorTestMore = "test-more"
+	flavorBats     = "bats"
 )
 
 type tapLevel struct {
@@ -70,6 +81,7 @@ type tapParser struct {
 	yamlOut    tail
 	yamlBlock  bool // the message is the next line of a block scalar
 	lastRun    *TestRun
+	diagRun    *TestRun // the failing top-level point whose diagnostics may follow
 	lastIndent int
 	sawAny     bool
 	nodeFiles  int    // top-level points that were node's file entries, not tests
@@ -133,8 +145,12 @@ func (p *tapParser) line(raw string) {
 		if depth == 0 && p.exitDiag == "" && tapExitDiag.MatchString(text) {
 			p.exitDiag = clip(strings.TrimSpace(strings.TrimPrefix(text, "#")), 300)
 		}
+		if depth == 0 {
+			p.comment(text)
+		}
 		return
 	}
+	p.diagRun = nil
 	if m := tapPlan.FindStringSubmatch(text); m != nil {
 		p.sawAny = true
 		lv := p.level(depth)
@@ -156,6 +172,38 @@ func (p *tapParser) line(raw string) {
 	}
 	if depth == 0 {
 		p.rep.warn(p.lim.MaxWarn, "line %d is not TAP: %q", p.lineNo, clip(text, 80))
+	}
+}
+
+// comment reads a top-level comment: a diagnostic only Test::More or bats writes names the
+// flavour, and then the comments right after a failing point are its message (the failed
+// test's file, line and got/expected; bats' failed command).
+func (p *tapParser) comment(text string) {
+	if p.rep.Flavor == "" {
+		switch {
+		case tapMoreDiag.MatchString(text):
+			p.rep.Flavor = flavorTestMore
+		case tapBatsDiag.MatchString(text):
+			p.rep.Flavor = flavorBats
+		}
+	}
+	r := p.diagRun
+	if r == nil || p.rep.Flavor != flavorTestMore && p.rep.Flavor != flavorBats || tapDiagEnd.MatchString(text) {
+		p.diagRun = nil
+		return
+	}
+	if len(r.Message) >= 300 {
+		return
+	}
+	line := strings.TrimSpace(strings.TrimPrefix(text, "#"))
+	if r.Message != "" {
+		line = r.Message + " " + line
+	}
+	r.Message = clip(line, 300)
+	if p.rep.Flavor == flavorTestMore {
+		p.rep.convention(ConvTestMoreDiag)
+	} else {
+		p.rep.convention(ConvBatsTAPDiag)
 	}
 }
 
@@ -249,6 +297,11 @@ func (p *tapParser) point(depth, indent int, ok bool, num, rest string) {
 		run.Outcome, run.Message = OutcomeSkip, reason
 	case directive == "todo" && !ok:
 		run.Outcome, run.Message = OutcomeSkip, "TODO "+reason // an expected failure
+	case depth == 0 && !ok && desc == "setup_file failed" && p.rep.Flavor == "":
+		// bats: its setup_file failed, so no test ran (bats' own words, its only point).
+		run.Outcome = OutcomeError
+		p.rep.Flavor = flavorBats
+		p.rep.convention(ConvBatsSetupFile)
 	case !ok:
 		run.Outcome = OutcomeFail
 	}
@@ -285,6 +338,9 @@ func (p *tapParser) point(depth, indent int, ok bool, num, rest string) {
 	}
 	tc.Runs = append(tc.Runs, run)
 	p.lastRun = &tc.Runs[len(tc.Runs)-1]
+	if depth == 0 && run.Outcome.Bad() {
+		p.diagRun = p.lastRun
+	}
 	p.lastIndent = indent
 	if depth < len(p.levels) {
 		p.levels[depth].subtest = ""
@@ -328,6 +384,10 @@ func (p *tapParser) finish() *Report {
 			rep.FirstError = p.exitDiag
 		}
 	}
+	// A program may fail after a complete plan with nothing on stdout to say so (Test::More
+	// writes its "Looks like your test died" to stderr): only the exit status shows it.
+	rep.ExitStatusNeeded = "a TAP stream shows only its points: a program that died or exited non-zero after them leaves it green (Test::More says why on stderr)"
+	rep.convention(ConvTAPOutside)
 	rep.tally(p.dropped)
 	rep.Listed = p.listed           // the plan does not count the (exit) case either
 	rep.Listed.Total += p.nodeFiles // the plan counts node's file entries; they are not tests

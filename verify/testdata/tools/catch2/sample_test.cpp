@@ -28,3 +28,34 @@ TEST_CASE("divides") {
 // An exception outside any assertion.
 TEST_CASE("connects") { throw std::runtime_error("cannot connect to the database"); }
 #endif
+
+#ifdef WITH_LISTENER_THROW
+// An error outside any test: a listener that fails when the run starts (a fixture service that
+// does not come up).
+struct FixtureServer : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(Catch::TestRunInfo const&) override {
+    throw std::runtime_error("fixture server did not start");
+  }
+};
+CATCH_REGISTER_LISTENER(FixtureServer)
+#endif
+
+#ifdef WITH_STATIC_THROW
+// An error before main: a global whose constructor throws (std::terminate, no report at all).
+struct Config {
+  Config() { throw std::runtime_error("cannot read the test configuration"); }
+};
+static Config config;
+#endif
+
+#ifdef WITH_MAYFAIL
+// Allowed to fail: Catch2 2.x's tags for a known-flaky test and a known bug.
+TEST_CASE("flaky network", "[!mayfail]") { CHECK(1 == 2); }
+TEST_CASE("known bug", "[!shouldfail]") { CHECK(2 == 3); }
+#endif
+
+#ifdef WITH_SHOULDFAIL_PASSES
+// A known bug that got fixed: a [!shouldfail] test that passes fails the run.
+TEST_CASE("fixed bug", "[!shouldfail]") { CHECK(3 == 3); }
+#endif

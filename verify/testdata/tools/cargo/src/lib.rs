@@ -9,6 +9,12 @@ pub fn add(a: i32, b: i32) -> i32 {
     a + b
 }
 
+/// A change that does not compile: `cargo test` builds nothing and runs no test.
+#[cfg(feature = "compile_error")]
+pub fn sub(a: i32, b: i32) -> i32 {
+    a - c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
