@@ -59,7 +59,7 @@ func (f *expFixture) experiment(t *testing.T, id string, tasks int, created time
 	t.Helper()
 	e := &evals.Experiment{ID: id, Suite: evals.Suite{Name: "calc-fixes"}, Repeat: 1, BudgetUSD: 20,
 		Variants:      []evals.VariantSpec{{Name: "A", Source: "a.yaml"}, {Name: "B", Overlay: "goal: hunter2 goal\n", Source: "b.yaml"}},
-		ConfigVersion: "v1", TemplateVersions: map[string]string{}, State: evals.StateRunning, CreatedAt: created}
+		ConfigVersion: "v1", State: evals.StateRunning, CreatedAt: created}
 	for i := 1; i <= tasks; i++ {
 		e.Suite.Tasks = append(e.Suite.Tasks, evals.Task{ID: fmt.Sprintf("t%d", i), Template: "t1"})
 	}

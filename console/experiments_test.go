@@ -54,7 +54,7 @@ func (f *expFixture) experiment(t *testing.T, id string, tasks int, created time
 	t.Helper()
 	e := &evals.Experiment{ID: id, Suite: evals.Suite{Name: "calc-fixes"}, Repeat: 1, BudgetUSD: 10,
 		Variants:      []evals.VariantSpec{{Name: "A"}, {Name: "B", Overlay: "goal: cheaper\n"}},
-		ConfigVersion: "cfg-1", TemplateVersions: map[string]string{}, State: evals.StateRunning, CreatedAt: created, Actor: "alice"}
+		ConfigVersion: "cfg-1", State: evals.StateRunning, CreatedAt: created, Actor: "alice"}
 	for i := 1; i <= tasks; i++ {
 		e.Suite.Tasks = append(e.Suite.Tasks, evals.Task{ID: fmt.Sprintf("t%d", i), Template: "fix"})
 	}

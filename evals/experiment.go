@@ -48,15 +48,28 @@ type Experiment struct {
 	// BudgetUSD caps the experiment's spend (0: none): a run is enqueued only while what ended
 	// runs spent plus the caps of running ones plus its own cap fits.
 	BudgetUSD float64 `json:"budget_usd,omitempty"`
-	// ConfigVersion and TemplateVersions are what the experiment ran under: the production
-	// config's version and, per run template (RunTemplate), its effective version.
-	ConfigVersion    string            `json:"config_version"`
-	TemplateVersions map[string]string `json:"template_versions"`
-	Actor            string            `json:"actor,omitempty"`
-	State            State             `json:"state"`
-	Reason           string            `json:"reason,omitempty"` // why it stopped
-	CreatedAt        time.Time         `json:"created_at"`
-	EndedAt          time.Time         `json:"ended_at,omitzero"`
+	// ConfigVersion is the production config's version when the experiment was made.
+	ConfigVersion string `json:"config_version"`
+	// Versions is what the experiment ran under, comparable across experiments.
+	Versions  Versions  `json:"versions,omitzero"`
+	Actor     string    `json:"actor,omitempty"`
+	State     State     `json:"state"`
+	Reason    string    `json:"reason,omitempty"` // why it stopped
+	CreatedAt time.Time `json:"created_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+}
+
+// Versions are the versions an experiment ran under. None is a hash of a run template as
+// named (RunTemplate carries the experiment id): two experiments of the same suite and
+// variants over the same config record equal versions, and a changed variant a different one.
+type Versions struct {
+	Config string `json:"config"`
+	// Templates is, per template the suite uses, its version as the production config has it.
+	Templates map[string]string `json:"templates"`
+	// Variants is, per variant and template, the version of the template its runs use: the
+	// variant over the template with what evals force (Variant.Apply), under the template's
+	// own name and without a task's repo or goal (those are the suite's).
+	Variants map[string]map[string]string `json:"variants"`
 }
 
 // Total is the number of runs: tasks × variants × repetitions.
