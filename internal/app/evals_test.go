@@ -14,8 +14,14 @@ import (
 	"time"
 
 	"outerloop/evals"
+	"outerloop/internal/app"
 	"outerloop/internal/giteatest"
+	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/worker"
+	"outerloop/worker/agentloop"
+	"outerloop/worker/model"
+	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
 )
 
@@ -348,5 +354,77 @@ func TestAnExperimentOnATemplateThatDeliversToGiteaPushesNothing(t *testing.T) {
 	gs.API(t, http.MethodGet, "/repos/"+r.Slug+"/branches", nil, http.StatusOK, &branches)
 	if len(branches) != 1 || branches[0].Name != "main" {
 		t.Fatalf("branches %+v, want main alone", branches)
+	}
+}
+
+// TestAVariantsModelAndPromptVariantReachTheProvider: a variant that sets loop.model and
+// loop.prompt_variant over an agent template (the example of docs/evals.md) is accepted, its
+// run's first attempt starts from them, and the provider's request carries that model and
+// approach; the empty variant's run asks for the provider's own model and no approach.
+func TestAVariantsModelAndPromptVariantReachTheProvider(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	if err := sample.Fix(repo); err != nil { // nothing to fix: one answer closes a run
+		t.Fatal(err)
+	}
+	srv := modeltest.NewResponsesServer(t)
+	srv.Enqueue(modeltest.Text("Nothing to change."), modeltest.Text("Nothing to change."))
+	cfg, err := workitems.ParseConfig([]byte(fmt.Sprintf(`
+defaults:
+  max_attempts: 1
+  budget: {wall_time: 2m, verify_reserve: 1m, model_calls: 4, cost_usd: 1}
+providers:
+  local: {kind: openai-responses, base_url: %s, api_key_env: %s, model: %s, prices: {input_per_mtok: 1, output_per_mtok: 2}}
+templates:
+  - name: look
+    repo: %s
+    goal: Check Add.
+    loop: {kind: agent, provider: local}
+    done_check: {commands: ["go test -json ./..."]}
+`, srv.URL, modeltest.KeyEnv, modeltest.Model, repo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+		return model.New(pc, name, srv.Getenv, nil)
+	}))
+	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
+		Workdir: t.TempDir(), Logger: testLogger(t), Loops: map[string]worker.InnerLoop{"agent": loop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	startAppWorker(t, a, 1, "w1")
+	empty, err := evals.ParseVariant("A", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mini, err := evals.ParseVariant("B", []byte("loop:\n  model: gpt-5-mini\n  prompt_variant: minimal-diff\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, pr := runExperiment(t, &sys{App: a, env: env}, evals.Plan{Suite: &evals.Suite{Name: "one", Tasks: []evals.Task{{ID: "t", Template: "look"}}},
+		Variants: []evals.Variant{empty, mini}})
+	if pr.State != evals.StateFinished || pr.Closed["A"] != 1 || pr.Closed["B"] != 1 {
+		t.Fatalf("progress %+v: want both runs closed", pr)
+	}
+	it, err := a.Evals().Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t", Variant: "B"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := it.Attempts[0].Condition.Strategy; s.Model != "gpt-5-mini" || s.PromptVariant != "minimal-diff" {
+		t.Errorf("run B's first attempt strategy %+v, want model gpt-5-mini, prompt variant minimal-diff", s)
+	}
+	models := map[string]bool{}
+	for _, r := range srv.Requests() {
+		models[r.Model] = true
+		approach := strings.Contains(string(r.Body), "Approach: minimal-diff")
+		if approach != (r.Model == "gpt-5-mini") {
+			t.Errorf("request for model %s: approach asked %v, want it with gpt-5-mini alone", r.Model, approach)
+		}
+	}
+	if len(models) != 2 || !models["gpt-5-mini"] || !models[modeltest.Model] {
+		t.Errorf("models requested %v, want gpt-5-mini (B) and the provider's %s (A)", models, modeltest.Model)
 	}
 }
