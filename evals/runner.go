@@ -169,10 +169,21 @@ func versions(cfg *workitems.Config, suite *Suite, vs []Variant) (Versions, erro
 			return out, fmt.Errorf("evals: task %s: template %q is not configured", task.ID, task.Template)
 		}
 		out.Templates[task.Template] = cfg.TemplateVersion(task.Template)
+		// A fleet's runs are on their tasks' repositories: applied with this task's, hashed
+		// with none, so the version does not depend on which task came first.
+		on := Task{Template: task.Template}
+		if t.IsFleet() {
+			on.Repo = task.Repo
+		}
 		for _, v := range vs {
-			rt, err := v.Apply(cfg, t, Task{Template: task.Template})
+			rt, err := v.Apply(cfg, t, on)
 			if err != nil {
 				return out, err
+			}
+			if t.IsFleet() {
+				c := *rt
+				c.Repo = ""
+				rt = &c
 			}
 			if out.Variants[v.Name] == nil {
 				out.Variants[v.Name] = map[string]string{}

@@ -428,3 +428,34 @@ templates:
 		t.Errorf("models requested %v, want gpt-5-mini (B) and the provider's %s (A)", models, modeltest.Model)
 	}
 }
+
+// TestAFleetTemplateIsEvaluatedOnTheTasksRepo: a task of a fleet template (repos:) runs as one
+// real item on the task's repository and closes; production's fleet sees no item.
+func TestAFleetTemplateIsEvaluatedOnTheTasksRepo(t *testing.T) {
+	t.Parallel()
+	repo, other := sampleRepo(t), sampleRepo(t)
+	cfg := evalConfig(t, repo, fmt.Sprintf(`  - name: fleet-calc
+    repos: [%s, %s]
+    goal: make TestAdd pass
+    loop: {kind: script, commands: [%q]}
+    done_check: {commands: ["go test -json ./..."]}
+    fleet: {concurrency: 1}
+`, other, repo, sample.FixCommand))
+	s := open(t, cfg, workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	e, pr := runExperiment(t, s, evals.Plan{Suite: &evals.Suite{Name: "fleet", Tasks: []evals.Task{{ID: "t", Template: "fleet-calc", Repo: repo}}},
+		Variants: []evals.Variant{{Name: "A"}}})
+	if pr.State != evals.StateFinished || pr.Closed["A"] != 1 {
+		t.Fatalf("progress %+v: want the run closed", pr)
+	}
+	it, err := s.Evals().Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t", Variant: "A"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := it.Attempts[0].Base; b == nil || b.Source != repo {
+		t.Errorf("run's workspace base %+v, want the task's repo %s", b, repo)
+	}
+	if page, err := s.Store.List(context.Background(), workitems.ListOptions{Limit: 10}); err != nil || len(page) != 0 {
+		t.Errorf("production list: %d items %v, want none", len(page), err)
+	}
+}
