@@ -245,6 +245,52 @@ func (s *Store) End(ctx context.Context, id string, st State, reason string, at 
 	return nil, fmt.Errorf("evals: end experiment %s: changed by others ten times in a row", id)
 }
 
+// SetBudget changes a running experiment's budget (eval run --resume ID --budget on one still
+// running): the next round enqueues against it. It changes nothing else, and only if no one
+// changed the record in between; an experiment that ended is refused (Reopen raises its budget).
+func (s *Store) SetBudget(ctx context.Context, id string, usd float64) (*Experiment, error) {
+	var out *Experiment
+	key := s.k.exp(id)
+	txf := func(tx *redis.Tx) error {
+		b, err := tx.Get(ctx, key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("evals: experiment %s: %w", id, err)
+		}
+		e, err := decodeExperiment(id, b)
+		if err != nil {
+			return err
+		}
+		if e.State != StateRunning {
+			return fmt.Errorf("evals: experiment %s is %s: its budget changes only as it resumes", id, e.State)
+		}
+		e.BudgetUSD = usd
+		nb, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("evals: experiment %s: %w", id, err)
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, key, nb, 0)
+			return nil
+		})
+		out = e
+		return err
+	}
+	for range 10 {
+		err := s.rdb.Watch(ctx, txf, key)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("evals: set the budget of experiment %s: changed by others ten times in a row", id)
+}
+
 // Reopen marks an ended experiment running again (eval run --resume after a stop: a raised
 // budget or more time).
 func (s *Store) Reopen(ctx context.Context, e *Experiment) error {

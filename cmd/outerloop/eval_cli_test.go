@@ -256,3 +256,96 @@ func TestEvalRunRefusesBadInputNamingItBeforeAnythingIsEnqueued(t *testing.T) {
 		t.Errorf("eval queue after refusals: %d %v", n, err)
 	}
 }
+
+// spendTemplate is a template whose every run reports 0.4 USD of model spend (an exec agent
+// `command` writing its usage) against a cap of 0.5, and closes.
+const spendTemplate = `  - name: spend
+    repo: REPO
+    goal: g
+    max_attempts: 1
+    budget: {cost_usd: 0.5}
+    loop: {kind: exec, agent: command, command: sh, args: ["-c", "echo '{\"cost_usd\": 0.4}' >&3; echo spent"]}
+    done_check: {commands: ["true"]}
+`
+
+// writeEvalFiles writes a suite of the given tasks of template tmpl and an empty variant file.
+func writeEvalFiles(t *testing.T, tmpl string, tasks ...string) (suite, empty string) {
+	t.Helper()
+	dir := t.TempDir()
+	suite, empty = filepath.Join(dir, "suite.yaml"), filepath.Join(dir, "a.yaml")
+	body := "name: s\ntasks:\n"
+	for _, id := range tasks {
+		body += "  - {id: " + id + ", template: " + tmpl + ", input: task-" + id + "}\n"
+	}
+	if err := os.WriteFile(suite, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return suite, empty
+}
+
+// TestAnExperimentStopsAtItsBudgetAndResumesWithARaisedOne: runs spend 0.4 USD of their 0.5
+// cap. On the experiment left running with a budget of 0.5,
+// `eval run --resume ID --budget cost_usd=1` applies the new budget to the running experiment
+// (not ignored), two runs fit, and after they spent 0.80 the third does not: the experiment
+// ends stopped naming the budget, with no further run made. `--resume` with a raised budget
+// then runs the rest to the end.
+func TestAnExperimentStopsAtItsBudgetAndResumesWithARaisedOne(t *testing.T) {
+	t.Parallel()
+	cfg, _ := setup(t, spendTemplate)
+	c := newCLI(t, cfg)
+	// Made and stored as `eval run` makes it, and left running with nothing enqueued (a driver
+	// killed at once): what a resume finds.
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := workitems.ParseConfig(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &evals.Runner{Config: func() *workitems.Config { return conf }, Clock: workitems.SystemClock{}}
+	e, err := r.Prepare(evals.Plan{Suite: &evals.Suite{Name: "s", Tasks: []evals.Task{{ID: "a", Template: "spend"}, {ID: "b", Template: "spend"}}},
+		Variants: []evals.Variant{{Name: "A"}}, Repeat: 2, BudgetUSD: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exps := evals.NewStore(c.env.Client, c.env.Prefix)
+	if err := exps.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	id := e.ID
+	items := workitems.NewStore(c.env.Client, evals.ItemPrefix(c.env.Prefix))
+
+	c.start("worker", "--concurrency", "2", "--id", "w1")
+	out, errOut, code := c.run("eval", "run", "--resume", id, "--budget", "cost_usd=1")
+	if code != 0 || !strings.Contains(errOut, "budget set to 1.00 USD") ||
+		!strings.Contains(out, "stopped: budget: 0.80 of 1.00 USD spent; 2 of 4 runs not started\n") {
+		t.Fatalf("eval run --resume --budget 1 (exit %d): %s%s", code, out, errOut)
+	}
+	made, err := items.GetMany(context.Background(), runIDs(e))
+	if err != nil || len(made) != 2 {
+		t.Fatalf("%d runs made (%v), want the two that fit", len(made), err)
+	}
+	if e, err = exps.Get(context.Background(), id); err != nil || e.State != evals.StateStopped || e.BudgetUSD != 1 {
+		t.Fatalf("experiment %+v %v, want stopped with a budget of 1", e, err)
+	}
+	out, errOut, code = c.run("eval", "status", id)
+	if code != 0 || out != "stopped: 2/4 done, 2 started, A closed 2, spent 0.80 USD of 1.00\nreason: budget: 0.80 of 1.00 USD spent; 2 of 4 runs not started\n" {
+		t.Fatalf("eval status (exit %d): %q %s", code, out, errOut)
+	}
+	out, errOut, code = c.run("eval", "run", "--resume", id)
+	if code == 0 || !strings.Contains(errOut, "give --budget to raise its budget and go on") {
+		t.Fatalf("eval run --resume of a stopped experiment without --budget (exit %d): %s%s", code, out, errOut)
+	}
+
+	out, errOut, code = c.run("eval", "run", "--resume", id, "--budget", "cost_usd=2")
+	if code != 0 || !strings.Contains(out, "finished: 4/4 done, 4 started, A closed 4, spent 1.60 USD of 2.00\n") {
+		t.Fatalf("eval run --resume --budget 2 (exit %d): %s%s", code, out, errOut)
+	}
+	if made, err := items.GetMany(context.Background(), runIDs(e)); err != nil || len(made) != 4 {
+		t.Fatalf("%d runs made (%v), want 4", len(made), err)
+	}
+}
