@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,11 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"outerloop/evals"
 	"outerloop/internal/app"
 	"outerloop/internal/giteatest"
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/notify"
+	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"
@@ -29,7 +35,16 @@ import (
 // script fixes nothing, so a variant decides what a run does.
 func evalConfig(t *testing.T, repo, extra string) *workitems.Config {
 	t.Helper()
-	y := fmt.Sprintf(`
+	cfg, err := workitems.ParseConfig([]byte(evalYAML(repo, extra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// evalYAML is evalConfig's text.
+func evalYAML(repo, extra string) string {
+	return fmt.Sprintf(`
 defaults:
   max_attempts: 1
   budget: {wall_time: 2m, verify_reserve: 1m, cost_usd: 0.5}
@@ -41,11 +56,6 @@ templates:
     loop: {kind: script, commands: ["echo nothing to do"]}
     done_check: {commands: ["go test -json ./..."]}
 %s`, repo, extra)
-	cfg, err := workitems.ParseConfig([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 // fixesTasks is a variant whose script fixes the bug for the tasks whose input is one of
@@ -96,7 +106,32 @@ func runExperiment(t *testing.T, s *sys, plan evals.Plan) (*evals.Experiment, ev
 func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
+	hooks := make(chan string, 100) // the production template's webhook sink: what it was sent
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hooks <- string(b)
+	}))
+	defer recv.Close()
+	y := strings.Replace(evalYAML(repo, fmt.Sprintf("notify:\n  sinks:\n    hook: {kind: webhook, url: %q, secret_env: OL_TEST_EVAL_SECRET}\n", recv.URL)),
+		"    loop: {kind: script", "    notify: {sinks: [hook]}\n    loop: {kind: script", 1)
+	cfg, err := workitems.ParseConfig([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	ap, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,
+		Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t), Getenv: func(string) string { return "secret" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ap.Close)
+	s := &sys{App: ap, env: env}
+	d, err := ap.Dispatcher("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	defer d.Shutdown()
 	s.startWorker(t, "w1")
 	r := s.EvalRunner()
 	e, pr := runExperiment(t, s, evals.Plan{Suite: tenTasks(), Variants: []evals.Variant{fixesTasks(t, "A", 8), fixesTasks(t, "B", 5)}, BudgetUSD: 20})
@@ -171,6 +206,86 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 	if err != nil || it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.Mode != workitems.DeliverPatch {
 		t.Errorf("run item t01/A: %+v %v, want closed with a patch delivery", it, err)
 	}
+	assertApartFromProduction(t, s, e, hooks)
+}
+
+// assertApartFromProduction checks what production saw of experiment e, whose runs of
+// fix-calc (seven of twenty) were escalated: no escalation in its inbox, no notification in its
+// outbox or at its template's webhook sink, no series of a production template (nor of a run
+// template) counting a run, and its template's open and daily-cost counters untouched. Then,
+// to show the sink and the counters do see production, one production item of fix-calc is
+// escalated and reaches them.
+func assertApartFromProduction(t *testing.T, s *sys, e *evals.Experiment, hooks chan string) {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := s.Evals().Store.EscalatedCount(ctx); err != nil || n != 7 {
+		t.Fatalf("eval namespace escalations: %d %v, want the 7 runs that did not close", n, err)
+	}
+	if inbox, err := s.Store.Escalated(ctx, 0, 100); err != nil || len(inbox) != 0 {
+		t.Errorf("production inbox: %d escalations %v, want none", len(inbox), err)
+	}
+	for _, st := range notify.AllStates() {
+		if ds, err := s.Outbox.List(ctx, st, 100); err != nil || len(ds) != 0 {
+			t.Errorf("production outbox (%s): %d notifications %v, want none", st, len(ds), err)
+		}
+	}
+	select {
+	case body := <-hooks:
+		t.Errorf("the template's webhook sink was sent %s, want nothing", body)
+	default:
+	}
+	// The config's own gauges (caps, schedules) name fix-calc; no counter may count a run,
+	// under the production template's name or a run template's.
+	if n := runCounts(t, s, "fix-calc", e.ID); n != 0 {
+		t.Errorf("counters of fix-calc and of the experiment's run templates count %g, want 0", n)
+	}
+	now := time.Now()
+	if open, err := s.Store.OpenCount(ctx, "fix-calc"); err != nil || open != 0 {
+		t.Errorf("fix-calc's open count: %d %v, want 0", open, err)
+	}
+	if usd, err := s.Store.DailyCost(ctx, "fix-calc", now); err != nil || usd != 0 {
+		t.Errorf("fix-calc's daily cost: %g %v, want 0", usd, err)
+	}
+
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "fix-calc", Input: "task-1", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed); it.State != workitems.StateEscalated {
+		t.Fatalf("production item %s, want escalated", it.State)
+	}
+	select {
+	case body := <-hooks:
+		if !strings.Contains(body, it.ID) {
+			t.Errorf("the sink was sent %s, want the production item %s", body, it.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the sink got nothing for a production escalation: the check above proves nothing")
+	}
+	if n, err := testutil.GatherAndCount(s.Metrics.Registry(), "outerloop_attempts_total"); err != nil || n < 1 || runCounts(t, s, "fix-calc", e.ID) == 0 {
+		t.Errorf("attempt series after one production item: %d %v, and counters of fix-calc count nothing", n, err)
+	}
+}
+
+// runCounts sums the counters and histogram samples of the app's registry labelled with
+// template tmpl or a template whose name starts with prefix (an experiment's run templates).
+func runCounts(t *testing.T, s *sys, tmpl, prefix string) float64 {
+	t.Helper()
+	mfs, err := s.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "template" && (l.GetValue() == tmpl || strings.HasPrefix(l.GetValue(), prefix)) {
+					n += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return n
 }
 
 // TestRecordedModelsAsVariantsAreComparedOnTasksAtTheirRefs: the variants are the native agent
