@@ -45,8 +45,10 @@ type Experiment struct {
 	Suite    Suite         `json:"suite"`
 	Variants []VariantSpec `json:"variants"`
 	Repeat   int           `json:"repeat"`
-	// BudgetUSD caps the experiment's spend (0: none): a run is enqueued only while what ended
-	// runs spent plus the caps of running ones plus its own cap fits.
+	// BudgetUSD bounds what the experiment starts (0: none): a run is enqueued only while what
+	// ended runs spent plus the caps of running ones plus its own cap fits. Spend is counted as
+	// reported, so it passes the budget only by what runs spend past their own caps (a worker
+	// checks a cap before a model call, not during one).
 	BudgetUSD float64 `json:"budget_usd,omitempty"`
 	// ConfigVersion is the production config's version when the experiment was made.
 	ConfigVersion string `json:"config_version"`

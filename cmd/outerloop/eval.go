@@ -143,7 +143,7 @@ re-runs nothing that finished.`,
 	f := c.Flags()
 	f.StringArrayVar(&variants, "variant", nil, "NAME=FILE: a YAML overlay of template fields (an empty file: the template as it is); repeatable")
 	f.IntVar(&repeat, "repeat", 1, "runs of every task under every variant")
-	f.StringVar(&budget, "budget", "", "cost_usd=USD: the experiment's hard cap (runs start only while their caps fit)")
+	f.StringVar(&budget, "budget", "", "cost_usd=USD: the experiment's budget (a run starts only while its cap fits in what is left)")
 	f.StringVar(&resume, "resume", "", "go on driving experiment ID (with --budget: set its budget, a stopped one goes on)")
 	f.StringVar(&actor, "actor", "", "who runs it (default $USER)")
 	f.BoolVar(&fromItems, "from-items", false, "take the tasks from past items (filters: --template, --state, --since, --until, --ids)")
