@@ -44,13 +44,16 @@ type ExperimentView struct {
 	Repeat        int                 `json:"repeat"`
 	BudgetUSD     float64             `json:"budget_usd,omitempty"`
 	ConfigVersion string              `json:"config_version"`
-	Actor         string              `json:"actor,omitempty"`
-	State         evals.State         `json:"state"`
-	Reason        string              `json:"reason,omitempty"`
-	CreatedAt     time.Time           `json:"created_at"`
-	EndedAt       time.Time           `json:"ended_at,omitzero"`
-	Done          int                 `json:"done"`
-	Total         int                 `json:"total"`
+	// Versions is what the experiment ran under, comparable across experiments (none for an
+	// experiment made before they were recorded).
+	Versions  *evals.Versions `json:"versions,omitempty"`
+	Actor     string          `json:"actor,omitempty"`
+	State     evals.State     `json:"state"`
+	Reason    string          `json:"reason,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	EndedAt   time.Time       `json:"ended_at,omitzero"`
+	Done      int             `json:"done"`
+	Total     int             `json:"total"`
 }
 
 // NewExperimentView is e as the API lists it, with done runs recorded.
@@ -60,6 +63,10 @@ func NewExperimentView(e *evals.Experiment, done int) ExperimentView {
 		CreatedAt: e.CreatedAt, EndedAt: e.EndedAt, Done: done, Total: e.Total()}
 	for _, s := range e.Variants {
 		v.Variants = append(v.Variants, ExperimentVariant{Name: s.Name, Source: s.Source})
+	}
+	if e.Versions.Config != "" {
+		vs := e.Versions
+		v.Versions = &vs
 	}
 	return v
 }

@@ -59,7 +59,9 @@ func (f *expFixture) experiment(t *testing.T, id string, tasks int, created time
 	t.Helper()
 	e := &evals.Experiment{ID: id, Suite: evals.Suite{Name: "calc-fixes"}, Repeat: 1, BudgetUSD: 20,
 		Variants:      []evals.VariantSpec{{Name: "A", Source: "a.yaml"}, {Name: "B", Overlay: "goal: hunter2 goal\n", Source: "b.yaml"}},
-		ConfigVersion: "v1", TemplateVersions: map[string]string{}, State: evals.StateRunning, CreatedAt: created}
+		ConfigVersion: "v1", State: evals.StateRunning, CreatedAt: created,
+		Versions: evals.Versions{Config: "v1", Templates: map[string]string{"t1": "p1"},
+			Variants: map[string]map[string]string{"A": {"t1": "a1"}, "B": {"t1": "b1"}}}}
 	for i := 1; i <= tasks; i++ {
 		e.Suite.Tasks = append(e.Suite.Tasks, evals.Task{ID: fmt.Sprintf("t%d", i), Template: "t1"})
 	}
@@ -148,6 +150,12 @@ func TestExperimentReportIsTheCLIReportPlusProgress(t *testing.T) {
 	}
 	if vs := e["variants"].([]any); len(vs) != 2 || vs[1].(map[string]any)["name"] != "B" || vs[1].(map[string]any)["source"] != "b.yaml" {
 		t.Errorf("variants %v", vs)
+	}
+	// The versions it ran under, in the experiment and in the report alike.
+	wantVersions := map[string]any{"config": "v1", "templates": map[string]any{"t1": "p1"},
+		"variants": map[string]any{"A": map[string]any{"t1": "a1"}, "B": map[string]any{"t1": "b1"}}}
+	if !reflect.DeepEqual(e["versions"], wantVersions) || !reflect.DeepEqual(r["versions"], wantVersions) {
+		t.Errorf("versions: experiment %v, report %v, want %v", e["versions"], r["versions"], wantVersions)
 	}
 }
 

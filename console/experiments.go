@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -103,6 +104,13 @@ type experimentPage struct {
 	Tasks         []taskRow
 	Regression    string // "A → B": the pair the task rows mark regressions of
 	Chart         chart
+	Versions      []versionRow
+}
+
+// versionRow is one template's versions: in production and under each variant (in Order).
+type versionRow struct {
+	Template, Production string
+	Variants             []string
 }
 
 type progressView struct {
@@ -195,6 +203,15 @@ func (c *Console) experiment(w http.ResponseWriter, r *http.Request, v *view) (s
 			row.Cells = append(row.Cells, fmt.Sprintf("%d/%d closed, %s", cell.Closed, cell.Runs, usd(cell.CostUSD)))
 		}
 		p.Tasks = append(p.Tasks, row)
+	}
+	if vs := d.Experiment.Versions; vs != nil {
+		for _, t := range slices.Sorted(maps.Keys(vs.Templates)) {
+			row := versionRow{Template: t, Production: vs.Templates[t]}
+			for _, n := range order {
+				row.Variants = append(row.Variants, vs.Variants[n][t])
+			}
+			p.Versions = append(p.Versions, row)
+		}
 	}
 	v.Title, v.Page = "Experiment "+d.Experiment.ID, p
 	return "experiment", http.StatusOK

@@ -54,7 +54,9 @@ func (f *expFixture) experiment(t *testing.T, id string, tasks int, created time
 	t.Helper()
 	e := &evals.Experiment{ID: id, Suite: evals.Suite{Name: "calc-fixes"}, Repeat: 1, BudgetUSD: 10,
 		Variants:      []evals.VariantSpec{{Name: "A"}, {Name: "B", Overlay: "goal: cheaper\n"}},
-		ConfigVersion: "cfg-1", TemplateVersions: map[string]string{}, State: evals.StateRunning, CreatedAt: created, Actor: "alice"}
+		ConfigVersion: "cfg-1", State: evals.StateRunning, CreatedAt: created, Actor: "alice",
+		Versions: evals.Versions{Config: "cfg-1", Templates: map[string]string{"fix": "prod-v"},
+			Variants: map[string]map[string]string{"A": {"fix": "a-v"}, "B": {"fix": "b-v"}}}}
 	for i := 1; i <= tasks; i++ {
 		e.Suite.Tasks = append(e.Suite.Tasks, evals.Task{ID: fmt.Sprintf("t%d", i), Template: "fix"})
 	}
@@ -188,6 +190,10 @@ func TestTheExperimentPageShowsTheReportAndDrawsIt(t *testing.T) {
 				t.Errorf("variant %s row lacks %s:\n%s", want.variant, s, r)
 			}
 		}
+	}
+	// The versions it ran under: production's, then A's and B's, in the variants' order.
+	if r := row(t, body, "data-template", "fix"); !regexp.MustCompile(`(?s)prod-v.*a-v.*b-v`).MatchString(r) {
+		t.Errorf("versions row:\n%s", r)
 	}
 	if r := row(t, body, "data-pair", "A-B"); !strings.Contains(r, `data-col="mcnemar-p">0.0625<`) || !strings.Contains(r, `<td class="num bad">5</td>`) {
 		t.Errorf("pair row:\n%s", r)

@@ -45,18 +45,33 @@ type Experiment struct {
 	Suite    Suite         `json:"suite"`
 	Variants []VariantSpec `json:"variants"`
 	Repeat   int           `json:"repeat"`
-	// BudgetUSD caps the experiment's spend (0: none): a run is enqueued only while what ended
-	// runs spent plus the caps of running ones plus its own cap fits.
+	// BudgetUSD bounds what the experiment starts (0: none): a run is enqueued only while what
+	// ended runs spent plus the caps of running ones plus its own cap fits. Spend is counted as
+	// reported, so it passes the budget only by what runs spend past their own caps (a worker
+	// checks a cap before a model call, not during one).
 	BudgetUSD float64 `json:"budget_usd,omitempty"`
-	// ConfigVersion and TemplateVersions are what the experiment ran under: the production
-	// config's version and, per run template (RunTemplate), its effective version.
-	ConfigVersion    string            `json:"config_version"`
-	TemplateVersions map[string]string `json:"template_versions"`
-	Actor            string            `json:"actor,omitempty"`
-	State            State             `json:"state"`
-	Reason           string            `json:"reason,omitempty"` // why it stopped
-	CreatedAt        time.Time         `json:"created_at"`
-	EndedAt          time.Time         `json:"ended_at,omitzero"`
+	// ConfigVersion is the production config's version when the experiment was made.
+	ConfigVersion string `json:"config_version"`
+	// Versions is what the experiment ran under, comparable across experiments.
+	Versions  Versions  `json:"versions,omitzero"`
+	Actor     string    `json:"actor,omitempty"`
+	State     State     `json:"state"`
+	Reason    string    `json:"reason,omitempty"` // why it stopped
+	CreatedAt time.Time `json:"created_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+}
+
+// Versions are the versions an experiment ran under. None is a hash of a run template as
+// named (RunTemplate carries the experiment id): two experiments of the same suite and
+// variants over the same config record equal versions, and a changed variant a different one.
+type Versions struct {
+	Config string `json:"config"`
+	// Templates is, per template the suite uses, its version as the production config has it.
+	Templates map[string]string `json:"templates"`
+	// Variants is, per variant and template, the version of the template its runs use: the
+	// variant over the template with what evals force (Variant.Apply), under the template's
+	// own name and without a task's repo or goal (those are the suite's).
+	Variants map[string]map[string]string `json:"variants"`
 }
 
 // Total is the number of runs: tasks × variants × repetitions.
@@ -230,6 +245,52 @@ func (s *Store) End(ctx context.Context, id string, st State, reason string, at 
 		return out, err
 	}
 	return nil, fmt.Errorf("evals: end experiment %s: changed by others ten times in a row", id)
+}
+
+// SetBudget changes a running experiment's budget (eval run --resume ID --budget on one still
+// running): the next round enqueues against it. It changes nothing else, and only if no one
+// changed the record in between; an experiment that ended is refused (Reopen raises its budget).
+func (s *Store) SetBudget(ctx context.Context, id string, usd float64) (*Experiment, error) {
+	var out *Experiment
+	key := s.k.exp(id)
+	txf := func(tx *redis.Tx) error {
+		b, err := tx.Get(ctx, key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("evals: experiment %s: %w", id, err)
+		}
+		e, err := decodeExperiment(id, b)
+		if err != nil {
+			return err
+		}
+		if e.State != StateRunning {
+			return fmt.Errorf("evals: experiment %s is %s: its budget changes only as it resumes", id, e.State)
+		}
+		e.BudgetUSD = usd
+		nb, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("evals: experiment %s: %w", id, err)
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, key, nb, 0)
+			return nil
+		})
+		out = e
+		return err
+	}
+	for range 10 {
+		err := s.rdb.Watch(ctx, txf, key)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("evals: set the budget of experiment %s: changed by others ten times in a row", id)
 }
 
 // Reopen marks an ended experiment running again (eval run --resume after a stop: a raised

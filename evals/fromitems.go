@@ -129,11 +129,15 @@ func taskFromItem(it *workitems.Item) (Task, bool) {
 	if first == nil || first.Base == nil || first.Base.Commit == "" {
 		return Task{}, false
 	}
+	repo := first.Base.Source
+	if it.Repo != "" {
+		repo = it.Repo // a fleet's item: its own repository, not the template's list
+	}
 	return Task{
 		Template: it.Template,
 		// Source is the repo as the template named it then (credentials removed); the
 		// template may have moved on since.
-		Repo:  first.Base.Source,
+		Repo:  repo,
 		Ref:   first.Base.Commit,
 		Goal:  it.Goal,
 		Input: first.Condition.Input,

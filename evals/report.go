@@ -58,6 +58,8 @@ type Report struct {
 	// Tasks is one row per task: the regressions of the first pair first (see TaskRow.Regressed),
 	// then by id.
 	Tasks []TaskRow `json:"tasks"`
+	// Versions is what the experiment ran under (Runner.Report fills it in).
+	Versions *Versions `json:"versions,omitempty"`
 }
 
 // VariantStats is one variant's numbers over all its runs.

@@ -119,7 +119,7 @@ func (r *Runner) Prepare(p Plan) (*Experiment, error) {
 		p.ID = NewID(now)
 	}
 	e := &Experiment{ID: p.ID, Suite: *p.Suite, Repeat: p.Repeat, BudgetUSD: p.BudgetUSD, Actor: p.Actor,
-		ConfigVersion: cfg.Version(), TemplateVersions: map[string]string{}, State: StateRunning, CreatedAt: now}
+		ConfigVersion: cfg.Version(), State: StateRunning, CreatedAt: now}
 	for _, v := range p.Variants {
 		text, err := v.text()
 		if err != nil {
@@ -131,11 +131,12 @@ func (r *Runner) Prepare(p Plan) (*Experiment, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.Versions, err = versions(cfg, &e.Suite, p.Variants); err != nil {
+		return nil, err
+	}
 	for _, task := range e.Suite.Tasks {
 		for _, v := range e.Variants {
-			name := RunTemplate(e.ID, task.ID, v.Name)
-			t, _ := built.Template(name)
-			e.TemplateVersions[name] = built.TemplateVersion(name)
+			t, _ := built.Template(RunTemplate(e.ID, task.ID, v.Name))
 			if p.BudgetUSD == 0 {
 				continue
 			}
@@ -152,6 +153,45 @@ func (r *Runner) Prepare(p Plan) (*Experiment, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// versions are the versions an experiment of suite under vs runs under over cfg (see
+// Versions): the production templates' as configured, and each variant's over each of them,
+// hashed under the template's own name so that they compare across experiments.
+func versions(cfg *workitems.Config, suite *Suite, vs []Variant) (Versions, error) {
+	out := Versions{Config: cfg.Version(), Templates: map[string]string{}, Variants: map[string]map[string]string{}}
+	for _, task := range suite.Tasks {
+		if _, ok := out.Templates[task.Template]; ok {
+			continue
+		}
+		t, ok := cfg.Template(task.Template)
+		if !ok {
+			return out, fmt.Errorf("evals: task %s: template %q is not configured", task.ID, task.Template)
+		}
+		out.Templates[task.Template] = cfg.TemplateVersion(task.Template)
+		// A fleet's runs are on their tasks' repositories: applied with this task's, hashed
+		// with none, so the version does not depend on which task came first.
+		on := Task{Template: task.Template}
+		if t.IsFleet() {
+			on.Repo = task.Repo
+		}
+		for _, v := range vs {
+			rt, err := v.Apply(cfg, t, on)
+			if err != nil {
+				return out, err
+			}
+			if t.IsFleet() {
+				c := *rt
+				c.Repo = ""
+				rt = &c
+			}
+			if out.Variants[v.Name] == nil {
+				out.Variants[v.Name] = map[string]string{}
+			}
+			out.Variants[v.Name][task.Template] = cfg.VersionOf(rt)
+		}
+	}
+	return out, nil
 }
 
 // runCap is the most one run of t can spend: its item cap, else its attempt cap times its
@@ -355,5 +395,10 @@ func (r *Runner) Report(ctx context.Context, id string) (Report, *Experiment, er
 	for _, run := range recorded {
 		runs = append(runs, run)
 	}
-	return BuildReport(e.ID, e.Suite.Name, e.Repeat, e.VariantNames(), runs, ReportOptions{Seed: 1}), e, nil
+	rep := BuildReport(e.ID, e.Suite.Name, e.Repeat, e.VariantNames(), runs, ReportOptions{Seed: 1})
+	if e.Versions.Config != "" { // an experiment made before versions were recorded has none
+		v := e.Versions
+		rep.Versions = &v
+	}
+	return rep, e, nil
 }

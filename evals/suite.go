@@ -152,6 +152,10 @@ func (s *Suite) Check(cfg *workitems.Config) error {
 			errs = append(errs, fmt.Errorf("evals: suite %s: task %s: template %q is not in the config", s.Name, t.ID, t.Template))
 			continue
 		}
+		if t.Repo == "" && tmpl.IsFleet() {
+			errs = append(errs, fmt.Errorf("evals: suite %s: task %s: template %q is a fleet (repos or repos_from): give the task's repo, a run is one item on one repository", s.Name, t.ID, t.Template))
+			continue
+		}
 		if t.Repo == "" && tmpl.Repo == "" {
 			errs = append(errs, fmt.Errorf("evals: suite %s: task %s: no repo, and template %q has none", s.Name, t.ID, t.Template))
 		}

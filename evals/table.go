@@ -48,6 +48,19 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 	}
 
+	if v := r.Versions; v != nil {
+		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "VERSIONS\tconfig %s\n", v.Config)
+		fmt.Fprintf(tw, "TEMPLATE\tPRODUCTION\t%s\n", strings.Join(order, "\t"))
+		for _, t := range slices.Sorted(maps.Keys(v.Templates)) {
+			fmt.Fprintf(tw, "%s\t%s", t, v.Templates[t])
+			for _, name := range order {
+				fmt.Fprintf(tw, "\t%s", orDash(v.Variants[name][t]))
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+
 	if len(r.Tasks) > 0 {
 		fmt.Fprintln(tw)
 		mark := ""
@@ -74,6 +87,13 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // opt formats *x with f, or "-" when it is undefined.

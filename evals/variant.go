@@ -47,11 +47,14 @@ const VariantNameChars = "letters, digits, '_' and '-' (1 to 32)"
 // forcedFields are the template fields (by path) a variant may not set, and why: evals
 // decide them (Apply), and a setting silently dropped would mislead.
 var forcedFields = map[string]string{
-	"name":     "the variant runs the task's template",
-	"repo":     "the repository is the task's",
-	"schedule": "eval templates are never scheduled",
-	"triggers": "eval templates are never triggered by forge events",
-	"deliver":  "evals deliver a patch only",
+	"name":       "the variant runs the task's template",
+	"repo":       "the repository is the task's",
+	"repos":      "a run is one item on the task's repository",
+	"repos_from": "a run is one item on the task's repository",
+	"fleet":      "a run is one item on the task's repository",
+	"schedule":   "eval templates are never scheduled",
+	"triggers":   "eval templates are never triggered by forge events",
+	"deliver":    "evals deliver a patch only",
 	// CI reads the checks of a pushed commit, and evals push nothing.
 	"done_check.ci": "evals push nothing for CI to check",
 	"notify.events": "eval items notify no one",
@@ -140,7 +143,9 @@ func checkOverlay(name string, doc *yaml.Node, lines bool) error {
 //   - done_check.ci: dropped, since it reads the checks of a pushed commit and nothing is
 //     pushed (a done check left empty is refused by the config's own rule);
 //   - schedule and triggers: cleared, so the template makes no items by itself;
-//   - notify.events: empty, so no one is notified about eval items.
+//   - notify.events: empty, so no one is notified about eval items;
+//   - repos, repos_from and fleet: replaced by the task's repo when it has one (a fleet
+//     template's run is one item on the task's repository).
 //
 // The result is then given the deployment's defaults and validated by the config's own code
 // (workitems.Config.EffectiveTemplate): a variant is refused with the error the same template
@@ -175,7 +180,9 @@ func (v Variant) ApplyWith(cfg *workitems.Config, loops workitems.LoopRegistry, 
 	}
 	c.Name = t.Name
 	if task.Repo != "" {
-		c.Repo = task.Repo
+		// A run is one item on one repository: a fleet template's repos and limits give way
+		// to the task's repo (Suite.Check refuses a fleet task without one).
+		c.Repo, c.Repos, c.ReposFrom, c.Fleet = task.Repo, nil, nil, nil
 	}
 	if task.Goal != "" {
 		c.Goal = task.Goal

@@ -188,3 +188,21 @@ func TestVariantNamesAndLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestAVariantSetsTheModelAndPromptVariantWhereTheLoopTakesThem: the example of docs/evals.md
+// (loop.model and loop.prompt_variant over an agent template) applies; a model over a script
+// template is refused with the config's own error naming the field.
+func TestAVariantSetsTheModelAndPromptVariantWhereTheLoopTakesThem(t *testing.T) {
+	t.Parallel()
+	cfg := parseConfig(t)
+	eff, err := apply(t, cfg, "loop:\n  model: gpt-5-mini\n  prompt_variant: minimal-diff\nbudget: {cost_usd: 0.40}\n", "fix-calc", Task{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.Loop.Model != "gpt-5-mini" || eff.Loop.PromptVariant != "minimal-diff" || eff.Loop.Provider != "small" || eff.FirstStrategy().Model != "gpt-5-mini" {
+		t.Errorf("loop %+v, want the model and prompt variant over provider small", eff.Loop)
+	}
+	if _, err := apply(t, cfg, "loop: {model: gpt-5-mini}\n", "bump", Task{}); err == nil || !strings.Contains(err.Error(), "loop.model: a script loop calls no model") {
+		t.Errorf("a model over a script template: %v, want it refused naming loop.model", err)
+	}
+}

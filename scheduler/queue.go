@@ -455,6 +455,6 @@ func newItem(cfg *workitems.Config, t *workitems.Template, id string, o workitem
 	return &workitems.Item{
 		ID: id, Template: t.Name, Goal: t.Goal, Origin: o,
 		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts, Pin: cfg.PinFor(t),
-		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: input}, State: workitems.AttemptQueued}},
+		Attempts: []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: input, Strategy: t.FirstStrategy()}, State: workitems.AttemptQueued}},
 	}
 }

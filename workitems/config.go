@@ -89,6 +89,13 @@ func ExecAgents() []string { return []string{"codex", "claude", "aider", "comman
 type Loop struct {
 	Kind string `yaml:"kind"`
 
+	// Model and PromptVariant are where an item's first attempt starts
+	// (Template.FirstStrategy): the model overrides the provider's (agent, and exec agents
+	// whose command line takes a model), the prompt variant is the approach the prompt asks
+	// for (OUTERLOOP_PROMPT_VARIANT for a script). Retries may change both.
+	Model         string `yaml:"model"`
+	PromptVariant string `yaml:"prompt_variant"`
+
 	// agent
 	Provider           string   `yaml:"provider"`
 	ContextLimitTokens int      `yaml:"context_limit_tokens"`
@@ -507,6 +514,9 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 	}
 	if err := loops.ValidateLoop(c, t); err != nil {
 		return err
+	}
+	if err := validateStrategyFields(t.Loop); err != nil {
+		return LoopError(t, err)
 	}
 	if t.Loop.CommandTimeout < 0 {
 		return bad("loop.command_timeout", "must not be negative")

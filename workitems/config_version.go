@@ -99,6 +99,16 @@ func (c *Config) TemplateVersion(name string) string {
 	return c.templateVersion(t)
 }
 
+// VersionOf returns the version of t's effective settings under c, whatever its name says:
+// a template built apart from the config (an eval run's, a variant over a production
+// template) hashes equal to any other with the same settings.
+func (c *Config) VersionOf(t *Template) string {
+	if t == nil {
+		return ""
+	}
+	return c.templateVersion(t)
+}
+
 func (c *Config) templateVersion(t *Template) string {
 	s := templateSettings{Template: t}
 	if p, ok := c.Providers[t.Loop.Provider]; ok && t.Loop.Provider != "" {

@@ -98,6 +98,27 @@ func ValidateScriptLoop(_ *Config, t *Template) error {
 	if len(t.Loop.Commands) == 0 {
 		return loopBad("loop.commands", "a script loop needs at least one command")
 	}
+	if t.Loop.Model != "" {
+		return loopBad("loop.model", "a script loop calls no model (its commands choose their own)")
+	}
+	return nil
+}
+
+// maxPromptVariant bounds loop.prompt_variant: it is one line of the prompt.
+const maxPromptVariant = 200
+
+// validateStrategyFields checks loop.model and loop.prompt_variant whatever the kind: each is
+// one line that goes into a command line or a prompt as it is.
+func validateStrategyFields(l Loop) error {
+	if l.Model != "" && (strings.TrimSpace(l.Model) != l.Model || strings.ContainsAny(l.Model, " \t\r\n")) {
+		return loopBad("loop.model", "%q: want a model name without spaces", l.Model)
+	}
+	if strings.ContainsAny(l.PromptVariant, "\r\n") {
+		return loopBad("loop.prompt_variant", "must be one line")
+	}
+	if len(l.PromptVariant) > maxPromptVariant {
+		return loopBad("loop.prompt_variant", "%d bytes: at most %d", len(l.PromptVariant), maxPromptVariant)
+	}
 	return nil
 }
 
@@ -122,6 +143,11 @@ func ValidateExecLoop(c *Config, t *Template) error {
 	}
 	if t.Loop.Agent == "command" && t.Loop.Command == "" {
 		return loopBad("loop.command", "agent command needs a command to run")
+	}
+	if t.Loop.Agent == "command" && t.Loop.Model != "" {
+		// codex, claude and aider take the model on their command line; a command is given
+		// only the prompt and its arguments.
+		return loopBad("loop.model", "agent command has no model flag outerloop could pass: put the model in loop.args")
 	}
 	if t.Loop.Provider != "" {
 		if _, ok := c.Providers[t.Loop.Provider]; !ok {

@@ -58,14 +58,20 @@ re-runs nothing that finished.`,
 				if err != nil {
 					return err
 				}
-				if e.State != evals.StateRunning {
-					if budget == "" {
-						return fmt.Errorf("experiment %s is %s (%s): give --budget to raise its budget and go on", e.ID, e.State, e.Reason)
-					}
-					usd, err := parseEvalBudget(budget)
-					if err != nil {
+				usd, err := parseEvalBudget(budget)
+				if err != nil {
+					return err
+				}
+				switch {
+				case e.State == evals.StateRunning && budget != "":
+					// Applied, never ignored: the next round enqueues against the new budget.
+					if e, err = r.Exps.SetBudget(ctx, e.ID, usd); err != nil {
 						return err
 					}
+					fmt.Fprintf(g.errw, "experiment %s: budget set to %.2f USD\n", e.ID, usd)
+				case e.State != evals.StateRunning && budget == "":
+					return fmt.Errorf("experiment %s is %s (%s): give --budget to raise its budget and go on", e.ID, e.State, e.Reason)
+				case e.State != evals.StateRunning:
 					e.BudgetUSD = usd
 					if err := r.Exps.Reopen(ctx, e); err != nil {
 						return err
@@ -137,8 +143,8 @@ re-runs nothing that finished.`,
 	f := c.Flags()
 	f.StringArrayVar(&variants, "variant", nil, "NAME=FILE: a YAML overlay of template fields (an empty file: the template as it is); repeatable")
 	f.IntVar(&repeat, "repeat", 1, "runs of every task under every variant")
-	f.StringVar(&budget, "budget", "", "cost_usd=USD: the experiment's hard cap (runs start only while their caps fit)")
-	f.StringVar(&resume, "resume", "", "go on driving experiment ID (with --budget: raise a stopped one's budget)")
+	f.StringVar(&budget, "budget", "", "cost_usd=USD: the experiment's budget (a run starts only while its cap fits in what is left)")
+	f.StringVar(&resume, "resume", "", "go on driving experiment ID (with --budget: set its budget, a stopped one goes on)")
 	f.StringVar(&actor, "actor", "", "who runs it (default $USER)")
 	f.BoolVar(&fromItems, "from-items", false, "take the tasks from past items (filters: --template, --state, --since, --until, --ids)")
 	f.StringVar(&template, "template", "", "--from-items: of this template")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +15,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"outerloop/evals"
+	"outerloop/internal/app"
 	"outerloop/internal/giteatest"
+	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/notify"
+	"outerloop/scheduler"
+	"outerloop/worker"
+	"outerloop/worker/agentloop"
+	"outerloop/worker/model"
+	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
 )
 
@@ -23,7 +35,16 @@ import (
 // script fixes nothing, so a variant decides what a run does.
 func evalConfig(t *testing.T, repo, extra string) *workitems.Config {
 	t.Helper()
-	y := fmt.Sprintf(`
+	cfg, err := workitems.ParseConfig([]byte(evalYAML(repo, extra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// evalYAML is evalConfig's text.
+func evalYAML(repo, extra string) string {
+	return fmt.Sprintf(`
 defaults:
   max_attempts: 1
   budget: {wall_time: 2m, verify_reserve: 1m, cost_usd: 0.5}
@@ -35,11 +56,6 @@ templates:
     loop: {kind: script, commands: ["echo nothing to do"]}
     done_check: {commands: ["go test -json ./..."]}
 %s`, repo, extra)
-	cfg, err := workitems.ParseConfig([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 // fixesTasks is a variant whose script fixes the bug for the tasks whose input is one of
@@ -90,7 +106,32 @@ func runExperiment(t *testing.T, s *sys, plan evals.Plan) (*evals.Experiment, ev
 func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, evalConfig(t, repo, ""), workitems.SystemClock{})
+	hooks := make(chan string, 100) // the production template's webhook sink: what it was sent
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hooks <- string(b)
+	}))
+	defer recv.Close()
+	y := strings.Replace(evalYAML(repo, fmt.Sprintf("notify:\n  sinks:\n    hook: {kind: webhook, url: %q, secret_env: OL_TEST_EVAL_SECRET}\n", recv.URL)),
+		"    loop: {kind: script", "    notify: {sinks: [hook]}\n    loop: {kind: script", 1)
+	cfg, err := workitems.ParseConfig([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	ap, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,
+		Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t), Getenv: func(string) string { return "secret" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ap.Close)
+	s := &sys{App: ap, env: env}
+	d, err := ap.Dispatcher("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	defer d.Shutdown()
 	s.startWorker(t, "w1")
 	r := s.EvalRunner()
 	e, pr := runExperiment(t, s, evals.Plan{Suite: tenTasks(), Variants: []evals.Variant{fixesTasks(t, "A", 8), fixesTasks(t, "B", 5)}, BudgetUSD: 20})
@@ -165,6 +206,86 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 	if err != nil || it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.Mode != workitems.DeliverPatch {
 		t.Errorf("run item t01/A: %+v %v, want closed with a patch delivery", it, err)
 	}
+	assertApartFromProduction(t, s, e, hooks)
+}
+
+// assertApartFromProduction checks what production saw of experiment e, whose runs of
+// fix-calc (seven of twenty) were escalated: no escalation in its inbox, no notification in its
+// outbox or at its template's webhook sink, no series of a production template (nor of a run
+// template) counting a run, and its template's open and daily-cost counters untouched. Then,
+// to show the sink and the counters do see production, one production item of fix-calc is
+// escalated and reaches them.
+func assertApartFromProduction(t *testing.T, s *sys, e *evals.Experiment, hooks chan string) {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := s.Evals().Store.EscalatedCount(ctx); err != nil || n != 7 {
+		t.Fatalf("eval namespace escalations: %d %v, want the 7 runs that did not close", n, err)
+	}
+	if inbox, err := s.Store.Escalated(ctx, 0, 100); err != nil || len(inbox) != 0 {
+		t.Errorf("production inbox: %d escalations %v, want none", len(inbox), err)
+	}
+	for _, st := range notify.AllStates() {
+		if ds, err := s.Outbox.List(ctx, st, 100); err != nil || len(ds) != 0 {
+			t.Errorf("production outbox (%s): %d notifications %v, want none", st, len(ds), err)
+		}
+	}
+	select {
+	case body := <-hooks:
+		t.Errorf("the template's webhook sink was sent %s, want nothing", body)
+	default:
+	}
+	// The config's own gauges (caps, schedules) name fix-calc; no counter may count a run,
+	// under the production template's name or a run template's.
+	if n := runCounts(t, s, "fix-calc", e.ID); n != 0 {
+		t.Errorf("counters of fix-calc and of the experiment's run templates count %g, want 0", n)
+	}
+	now := time.Now()
+	if open, err := s.Store.OpenCount(ctx, "fix-calc"); err != nil || open != 0 {
+		t.Errorf("fix-calc's open count: %d %v, want 0", open, err)
+	}
+	if usd, err := s.Store.DailyCost(ctx, "fix-calc", now); err != nil || usd != 0 {
+		t.Errorf("fix-calc's daily cost: %g %v, want 0", usd, err)
+	}
+
+	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "fix-calc", Input: "task-1", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed); it.State != workitems.StateEscalated {
+		t.Fatalf("production item %s, want escalated", it.State)
+	}
+	select {
+	case body := <-hooks:
+		if !strings.Contains(body, it.ID) {
+			t.Errorf("the sink was sent %s, want the production item %s", body, it.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the sink got nothing for a production escalation: the check above proves nothing")
+	}
+	if n, err := testutil.GatherAndCount(s.Metrics.Registry(), "outerloop_attempts_total"); err != nil || n < 1 || runCounts(t, s, "fix-calc", e.ID) == 0 {
+		t.Errorf("attempt series after one production item: %d %v, and counters of fix-calc count nothing", n, err)
+	}
+}
+
+// runCounts sums the counters and histogram samples of the app's registry labelled with
+// template tmpl or a template whose name starts with prefix (an experiment's run templates).
+func runCounts(t *testing.T, s *sys, tmpl, prefix string) float64 {
+	t.Helper()
+	mfs, err := s.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "template" && (l.GetValue() == tmpl || strings.HasPrefix(l.GetValue(), prefix)) {
+					n += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return n
 }
 
 // TestRecordedModelsAsVariantsAreComparedOnTasksAtTheirRefs: the variants are the native agent
@@ -348,5 +469,108 @@ func TestAnExperimentOnATemplateThatDeliversToGiteaPushesNothing(t *testing.T) {
 	gs.API(t, http.MethodGet, "/repos/"+r.Slug+"/branches", nil, http.StatusOK, &branches)
 	if len(branches) != 1 || branches[0].Name != "main" {
 		t.Fatalf("branches %+v, want main alone", branches)
+	}
+}
+
+// TestAVariantsModelAndPromptVariantReachTheProvider: a variant that sets loop.model and
+// loop.prompt_variant over an agent template (the example of docs/evals.md) is accepted, its
+// run's first attempt starts from them, and the provider's request carries that model and
+// approach; the empty variant's run asks for the provider's own model and no approach.
+func TestAVariantsModelAndPromptVariantReachTheProvider(t *testing.T) {
+	t.Parallel()
+	repo := sampleRepo(t)
+	if err := sample.Fix(repo); err != nil { // nothing to fix: one answer closes a run
+		t.Fatal(err)
+	}
+	srv := modeltest.NewResponsesServer(t)
+	srv.Enqueue(modeltest.Text("Nothing to change."), modeltest.Text("Nothing to change."))
+	cfg, err := workitems.ParseConfig([]byte(fmt.Sprintf(`
+defaults:
+  max_attempts: 1
+  budget: {wall_time: 2m, verify_reserve: 1m, model_calls: 4, cost_usd: 1}
+providers:
+  local: {kind: openai-responses, base_url: %s, api_key_env: %s, model: %s, prices: {input_per_mtok: 1, output_per_mtok: 2}}
+templates:
+  - name: look
+    repo: %s
+    goal: Check Add.
+    loop: {kind: agent, provider: local}
+    done_check: {commands: ["go test -json ./..."]}
+`, srv.URL, modeltest.KeyEnv, modeltest.Model, repo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := redistest.New(t)
+	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+		return model.New(pc, name, srv.Getenv, nil)
+	}))
+	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
+		Workdir: t.TempDir(), Logger: testLogger(t), Loops: map[string]worker.InnerLoop{"agent": loop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	startAppWorker(t, a, 1, "w1")
+	empty, err := evals.ParseVariant("A", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mini, err := evals.ParseVariant("B", []byte("loop:\n  model: gpt-5-mini\n  prompt_variant: minimal-diff\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, pr := runExperiment(t, &sys{App: a, env: env}, evals.Plan{Suite: &evals.Suite{Name: "one", Tasks: []evals.Task{{ID: "t", Template: "look"}}},
+		Variants: []evals.Variant{empty, mini}})
+	if pr.State != evals.StateFinished || pr.Closed["A"] != 1 || pr.Closed["B"] != 1 {
+		t.Fatalf("progress %+v: want both runs closed", pr)
+	}
+	it, err := a.Evals().Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t", Variant: "B"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := it.Attempts[0].Condition.Strategy; s.Model != "gpt-5-mini" || s.PromptVariant != "minimal-diff" {
+		t.Errorf("run B's first attempt strategy %+v, want model gpt-5-mini, prompt variant minimal-diff", s)
+	}
+	models := map[string]bool{}
+	for _, r := range srv.Requests() {
+		models[r.Model] = true
+		approach := strings.Contains(string(r.Body), "Approach: minimal-diff")
+		if approach != (r.Model == "gpt-5-mini") {
+			t.Errorf("request for model %s: approach asked %v, want it with gpt-5-mini alone", r.Model, approach)
+		}
+	}
+	if len(models) != 2 || !models["gpt-5-mini"] || !models[modeltest.Model] {
+		t.Errorf("models requested %v, want gpt-5-mini (B) and the provider's %s (A)", models, modeltest.Model)
+	}
+}
+
+// TestAFleetTemplateIsEvaluatedOnTheTasksRepo: a task of a fleet template (repos:) runs as one
+// real item on the task's repository and closes; production's fleet sees no item.
+func TestAFleetTemplateIsEvaluatedOnTheTasksRepo(t *testing.T) {
+	t.Parallel()
+	repo, other := sampleRepo(t), sampleRepo(t)
+	cfg := evalConfig(t, repo, fmt.Sprintf(`  - name: fleet-calc
+    repos: [%s, %s]
+    goal: make TestAdd pass
+    loop: {kind: script, commands: [%q]}
+    done_check: {commands: ["go test -json ./..."]}
+    fleet: {concurrency: 1}
+`, other, repo, sample.FixCommand))
+	s := open(t, cfg, workitems.SystemClock{})
+	s.startWorker(t, "w1")
+	e, pr := runExperiment(t, s, evals.Plan{Suite: &evals.Suite{Name: "fleet", Tasks: []evals.Task{{ID: "t", Template: "fleet-calc", Repo: repo}}},
+		Variants: []evals.Variant{{Name: "A"}}})
+	if pr.State != evals.StateFinished || pr.Closed["A"] != 1 {
+		t.Fatalf("progress %+v: want the run closed", pr)
+	}
+	it, err := s.Evals().Store.Get(context.Background(), e.ItemID(evals.RunRef{Task: "t", Variant: "A"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := it.Attempts[0].Base; b == nil || b.Source != repo {
+		t.Errorf("run's workspace base %+v, want the task's repo %s", b, repo)
+	}
+	if page, err := s.Store.List(context.Background(), workitems.ListOptions{Limit: 10}); err != nil || len(page) != 0 {
+		t.Errorf("production list: %d items %v, want none", len(page), err)
 	}
 }
