@@ -93,8 +93,9 @@ type Loop struct {
 	// (Template.FirstStrategy): the model overrides the provider's (agent, and exec agents
 	// whose command line takes a model), the prompt variant is the approach the prompt asks
 	// for (OUTERLOOP_PROMPT_VARIANT for a script). Retries may change both.
-	Model         string `yaml:"model"`
-	PromptVariant string `yaml:"prompt_variant"`
+	// omitempty: a config that sets neither keeps the version it had before they existed.
+	Model         string `yaml:"model" json:"Model,omitempty"`
+	PromptVariant string `yaml:"prompt_variant" json:"PromptVariant,omitempty"`
 
 	// agent
 	Provider           string   `yaml:"provider"`

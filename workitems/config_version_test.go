@@ -57,6 +57,17 @@ func TestConfigVersionIsStableAndSelective(t *testing.T) {
 	}
 }
 
+// A config that does not use a setting added later keeps its version across the upgrade: a
+// moved version makes every item in flight re-read its config and re-check its pin. These are
+// the versions of versionYAML before loop.model and loop.prompt_variant existed.
+func TestANewSettingLeftUnsetKeepsTheVersions(t *testing.T) {
+	c := mustParse(t, versionYAML)
+	if got := []string{c.Version(), c.TemplateVersion("a"), c.TemplateVersion("b")}; got[0] != "de45c95cdb2f" ||
+		got[1] != "74ac479629e2" || got[2] != "082d17ac1bd9" {
+		t.Fatalf("versions %v moved: a new field needs json omitempty (or a reason to move every version)", got)
+	}
+}
+
 // Incompatible names loop kind, repo and delivery changes; other changes are compatible.
 func TestPinIncompatible(t *testing.T) {
 	base := mustParse(t, versionYAML)
