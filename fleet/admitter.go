@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"outerloop/internal/periodic"
@@ -43,8 +42,10 @@ type Notifier interface {
 }
 
 // Admitter grants held items as their turn comes, reads whether the pull requests that fill
-// max_open_prs closed, and trips the breaker. Every worker runs one; rounds at once are safe
-// (the gate's scripts are atomic and a task's enqueue is idempotent).
+// max_open_prs closed, and trips the breaker. Every worker runs one, and the loop's rounds take
+// turns across the deployment: one round per Every and one forge check per PRCheckEvery, not
+// one per worker (rounds at once would still be safe: the gate's scripts are atomic and a
+// task's enqueue is idempotent).
 type Admitter struct {
 	Gate     *Gate
 	Items    Items // nil: no sweep
@@ -58,9 +59,6 @@ type Admitter struct {
 	// Every is how often a round runs (default 5s); PRCheckEvery how often a template blocked
 	// on max_open_prs has its open pull requests read from the forge (default 1m).
 	Every, PRCheckEvery time.Duration
-
-	mu      sync.Mutex
-	checked map[string]time.Time // template → last PR check
 }
 
 // BreakerActor is who the breaker's pause is recorded as.
@@ -76,6 +74,10 @@ func (a *Admitter) Loop() *periodic.Loop {
 		every = 5 * time.Second
 	}
 	return &periodic.Loop{Every: every, Clock: a.clock(), Logger: a.log(), What: "fleet round failed", Pass: func(ctx context.Context) error {
+		// The deployment's round of this period: another worker's took it, or this one does.
+		if mine, err := a.Gate.turn(ctx, a.Gate.k.round(), every); err != nil || !mine {
+			return err
+		}
 		_, err := a.Round(ctx)
 		return err
 	}}
@@ -202,17 +204,9 @@ func (a *Admitter) checkPRs(ctx context.Context, t *workitems.Template) error {
 	if every <= 0 {
 		every = time.Minute
 	}
-	now := a.clock().Now()
-	a.mu.Lock()
-	if a.checked == nil {
-		a.checked = map[string]time.Time{}
+	if mine, err := a.Gate.turn(ctx, a.Gate.k.prCheck(t.Name), every); err != nil || !mine {
+		return err // checked within the period, by this worker or another
 	}
-	if last, ok := a.checked[t.Name]; ok && now.Sub(last) < every {
-		a.mu.Unlock()
-		return nil
-	}
-	a.checked[t.Name] = now
-	a.mu.Unlock()
 	prs, err := a.Gate.OpenPRs(ctx, t.Name)
 	if err != nil {
 		return err

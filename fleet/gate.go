@@ -360,6 +360,16 @@ func (g *Gate) ResetStreak(ctx context.Context, template string, n int) error {
 	return nil
 }
 
+// turn takes key's turn for ttl: true for the one caller of the deployment that got it. A
+// holder that dies lets the turn lapse with ttl.
+func (g *Gate) turn(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	ok, err := g.rdb.SetNX(ctx, key, "1", ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("fleet: turn %s: %w", key, err)
+	}
+	return ok, nil
+}
+
 func flag(b bool) string {
 	if b {
 		return "1"

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -379,5 +380,61 @@ func TestATemplateWithoutLimitsWritesNothing(t *testing.T) {
 	}
 	if u := r.usage(); u.Running != 0 || u.Held != 0 {
 		t.Fatalf("usage %+v", u)
+	}
+}
+
+// countingPRs answers every pull request as open and counts the reads.
+type countingPRs struct{ n atomic.Int32 }
+
+func (c *countingPRs) PROpen(context.Context, string, string, int) (bool, error) {
+	c.n.Add(1)
+	return true, nil
+}
+
+// countingPauser is never paused and counts the reads of the pause (one per round and template).
+type countingPauser struct{ n atomic.Int32 }
+
+func (c *countingPauser) Paused(context.Context, string) (bool, error) {
+	c.n.Add(1)
+	return false, nil
+}
+func (c *countingPauser) PauseFleet(context.Context, string, string) (bool, error) { return true, nil }
+
+// Every worker runs an admitter, and they take turns: one round per period and one forge read
+// of the open pull requests per PRCheckEvery across the deployment, not one per worker.
+func TestWorkersTakeTurnsAtRoundsAndForgeChecks(t *testing.T) {
+	r := newRig(t, workitems.Fleet{MaxOpenPRs: 1})
+	ctx := context.Background()
+	for i, id := range []string{"a", "b"} {
+		r.item(id, i)
+	}
+	if !r.acquire("a") || r.acquire("b") {
+		t.Fatal("a runs, b waits for a pull request place")
+	}
+	r.move("a", workitems.StateRunning, nil)
+	r.move("a", workitems.StateClosed, prOpened(1)) // a's pull request fills max_open_prs
+	prs, pauser := &countingPRs{}, &countingPauser{}
+	var workers []*fleet.Admitter
+	for range 3 {
+		workers = append(workers, &fleet.Admitter{Gate: r.gate, Items: r, Config: func() *workitems.Config {
+			return &workitems.Config{Templates: []workitems.Template{*r.tmpl}}
+		}, Enqueuer: enqueued{}, Pauser: pauser, PRs: prs, Clock: r.clock, Every: time.Minute, PRCheckEvery: time.Minute})
+	}
+	for _, w := range workers {
+		if err := w.Loop().Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pauser.n.Load(); n != 1 {
+		t.Fatalf("%d rounds ran in one period over three workers, want 1", n)
+	}
+	// Rounds called directly (the scheduler's, after a tick) still check the forge once a period.
+	for _, w := range workers {
+		if _, err := w.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := prs.n.Load(); n != 1 {
+		t.Fatalf("the open pull request was read %d times in one period, want 1", n)
 	}
 }

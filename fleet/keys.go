@@ -13,6 +13,8 @@ func (k keys) prs(template string) string      { return k.base(template) + "prs"
 func (k keys) opened(template string) string   { return k.base(template) + "opened" }   // zset: "<repo>#<n>" → opened (ms)
 func (k keys) streak(template string) string   { return k.base(template) + "streak" }   // int: consecutive failures
 func (k keys) repos(template string) string    { return k.base(template) + "repos" }    // hash: repository → newest item
+func (k keys) prCheck(template string) string  { return k.base(template) + "prcheck" }  // string, expiring: a PR check's turn
+func (k keys) round() string                   { return k.p + "fleet:round" }           // string, expiring: a round's turn
 func (k keys) gateKeys(template string) []string {
 	return []string{k.held(template), k.hasPR(template), k.running(template), k.reserved(template), k.prs(template), k.opened(template), k.repos(template), k.streak(template)}
 }
