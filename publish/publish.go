@@ -13,7 +13,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/forge"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

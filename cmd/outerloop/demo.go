@@ -14,9 +14,9 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
+	"outerloop/proc"
 	"outerloop/scheduler"
 	"outerloop/worker/agentloop/demo"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/worker"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
