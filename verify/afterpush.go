@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -259,7 +260,7 @@ func withReviewInput(f *Facts, c workitems.Condition) workitems.Condition {
 	if human != "" {
 		in = human + "\n\n" + in
 	}
-	c.Input = Redact(in)
+	c.Input = proc.Redact(in)
 	return c
 }
 

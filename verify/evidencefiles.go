@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"outerloop/proc"
 	"outerloop/workitems"
 
 	"github.com/redis/go-redis/v9"
@@ -92,7 +93,7 @@ func (s *evidenceSet) add(name string, r io.Reader) {
 	}
 	// Evidence is stored: secret-looking text goes, as it goes from every decision.
 	if utf8.Valid(f.Data) {
-		f.Data = []byte(redact(string(f.Data)))
+		f.Data = []byte(proc.Redact(string(f.Data)))
 	}
 	s.total += len(f.Data)
 	s.files = append(s.files, f)
@@ -137,7 +138,7 @@ func (s *evidenceSet) finish(f *Facts, format workitems.ReportFormat, ciRepo str
 				if code == 0 || code < 0 {
 					code = 1 // timed out or could not run: not a success
 				}
-				rp.ExitName, rp.ExitTail = c.Command, redact(c.Tail)
+				rp.ExitName, rp.ExitTail = c.Command, proc.Redact(c.Tail)
 				break
 			}
 		}

@@ -445,17 +445,17 @@ func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspac
 // redactResult removes secret-looking text from everything a decision records.
 func redactResult(d *workitems.Decision, vd *workitems.Verdict) {
 	for i := range d.Reasons {
-		d.Reasons[i] = redact(d.Reasons[i])
+		d.Reasons[i] = proc.Redact(d.Reasons[i])
 	}
 	for i := range d.Evidence {
-		d.Evidence[i].Ref = redact(clip(d.Evidence[i].Ref, 300))
-		d.Evidence[i].Summary = redact(d.Evidence[i].Summary)
+		d.Evidence[i].Ref = proc.Redact(clip(d.Evidence[i].Ref, 300))
+		d.Evidence[i].Summary = proc.Redact(d.Evidence[i].Summary)
 	}
-	d.Summary, d.Cause, d.Output = redact(d.Summary), redact(d.Cause), redact(d.Output)
+	d.Summary, d.Cause, d.Output = proc.Redact(d.Summary), proc.Redact(d.Cause), proc.Redact(d.Output)
 	if d.Next != nil {
-		d.Next.Input = redact(d.Next.Input)
+		d.Next.Input = proc.Redact(d.Next.Input)
 	}
-	vd.Summary, vd.FirstError, vd.OutputTail = redact(vd.Summary), redact(vd.FirstError), redact(vd.OutputTail)
+	vd.Summary, vd.FirstError, vd.OutputTail = proc.Redact(vd.Summary), proc.Redact(vd.FirstError), proc.Redact(vd.OutputTail)
 }
 
 func evidenceRefs(f *Facts) []workitems.EvidenceRef {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -172,17 +173,17 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref s
 	src := w.resolve(repo)
 	ws := &Workspace{Dir: dir, index: dir + ".index"}
 	meta := workspaceMeta{Item: itemID, Attempt: n, Deployment: w.deployment(), Created: time.Now().UTC()}
-	base := workitems.WorkspaceBase{Source: RedactSource(repo), Host: w.host(), At: meta.Created}
+	base := workitems.WorkspaceBase{Source: proc.RedactURL(repo), Host: w.host(), At: meta.Created}
 	fill := func(tmp string) error { return w.fillDir(ctx, tmp, src, repo, &base) }
 	if ref != "" && (src == "" || !isGitRepo(src)) {
-		return nil, fmt.Errorf("worker: ref %q: %s is not a git repository, so it has no refs", ref, RedactSource(repo))
+		return nil, fmt.Errorf("worker: ref %q: %s is not a git repository, so it has no refs", ref, proc.RedactURL(repo))
 	}
 	if src != "" && isGitRepo(src) && (want == nil || want.Kind != workitems.BaseEmpty) {
 		wantCommit := ""
 		if want != nil {
 			if want.Kind != workitems.BaseGit || want.Mirror != MirrorName(src) {
 				return nil, fmt.Errorf("worker: the attempt began from %s %s, the template's repo is now %s: %w",
-					want.Kind, want.Source, RedactSource(repo), ErrBaseUnavailable)
+					want.Kind, want.Source, proc.RedactURL(repo), ErrBaseUnavailable)
 			}
 			wantCommit = want.Commit
 		}
@@ -209,7 +210,7 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref s
 		}
 		if want != nil && (base.Commit != want.Commit || base.Kind != want.Kind) {
 			return fmt.Errorf("worker: %s now makes base %s %.12s, the attempt began from %s %.12s: %w",
-				RedactSource(repo), base.Kind, base.Commit, want.Kind, want.Commit, ErrBaseUnavailable)
+				proc.RedactURL(repo), base.Kind, base.Commit, want.Kind, want.Commit, ErrBaseUnavailable)
 		}
 		// A loose ref file is a tag to git; writing it spares a process per attempt.
 		if err := os.WriteFile(filepath.Join(tmp, ".git", "refs", "tags", baseTag), []byte(base.Commit+"\n"), 0o644); err != nil {
