@@ -14,10 +14,14 @@
 //     (records.go) so a resumed attempt on this host kills what a dead execution left;
 //   - the resource limits (limits.go, cgroup.go) and the egress bridge to the worker's
 //     allowlisting proxy (egress.go);
-//   - bounded output (Tail).
+//   - bounded output (Tail);
+//   - redaction of what is recorded of a process: secrets in its output and command line
+//     (Redact), credentials in repository URLs (RedactURL, RedactURLError) (redact.go);
+//   - git as outerloop itself runs it (Git: its flags, environment and redacted errors; git.go).
 //
 // A Runner's zero value runs commands unconfined and unguarded, as the package-level Run does
-// (for git, which the worker itself runs); the worker builds a configured Runner.
+// (forge's push runs git so, with its timeout and process group); the worker builds a configured
+// Runner.
 package proc
 
 import (
