@@ -1,12 +1,10 @@
 package publish
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -358,25 +356,21 @@ func prRef(pr *forge.PullRequest) *workitems.PullRequest {
 // remake makes commit (a child of oldBase) a commit on newBase with a three-way merge; it
 // returns the conflicting paths instead when the change does not apply.
 func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commit string) (string, string, error) {
-	env := tg.auth.Env(append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1"))
+	g := proc.Git{Dir: dir, Env: tg.auth.Env(append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1")), Redact: tg.auth.Redact}
 	run := func(args ...string) (string, int, error) {
-		c := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"}, args...)...)
-		c.Env = env
-		var out, stderr bytes.Buffer
-		c.Stdout, c.Stderr = &out, &stderr
-		err := c.Run()
+		out, err := g.Run(ctx, nil, args...)
 		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			code = ge.ExitCode
 		}
 		if err != nil && code == 0 {
-			return "", 0, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: git %s: %w", args[0], err))
+			return "", 0, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: git %s: %w", args[0], unwrapGit(err)))
 		}
 		if code != 0 && code != 1 {
-			return "", code, fmt.Errorf("publish: git %s exited %d: %s", args[0], code, clip(stderr.String(), 300))
+			return "", code, fmt.Errorf("publish: git %s exited %d: %s", args[0], code, clip(ge.Output, 300))
 		}
-		return strings.TrimSpace(out.String()), code, nil
+		return strings.TrimSpace(string(out)), code, nil
 	}
 	if _, code, err := run("fetch", "--quiet", "--no-tags", tg.repo.CloneURL, "refs/heads/"+tg.base); err != nil || code != 0 {
 		if err == nil {
@@ -404,13 +398,10 @@ func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commi
 		return "", "", err
 	}
 	name, email, _ := strings.Cut(author, "\n")
-	c := exec.CommandContext(ctx, "git", "-C", dir, "commit-tree", lines[0], "-p", newBase)
-	c.Env = append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
-		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)
-	c.Stdin = strings.NewReader(msg + "\n")
-	made, err := c.Output()
+	made, err := proc.Git{Dir: dir, Env: append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
+		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)}.Run(ctx, strings.NewReader(msg+"\n"), "commit-tree", lines[0], "-p", newBase)
 	if err != nil {
-		return "", "", fmt.Errorf("publish: git commit-tree on the new base: %w", err)
+		return "", "", fmt.Errorf("publish: git commit-tree on the new base: %w", unwrapGit(err))
 	}
 	return strings.TrimSpace(string(made)), "", nil
 }
@@ -426,6 +417,16 @@ func (e emitter) emit(ctx context.Context, step workitems.DeliveryStep, msg stri
 	}
 	data["step"] = string(step)
 	e.pub.Events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Attempt: e.pub.Attempt, Message: msg, Data: data})
+}
+
+// unwrapGit is the exit status of a failed git command, without what git printed (as these
+// messages always were).
+func unwrapGit(err error) error {
+	var ge *proc.GitError
+	if errors.As(err, &ge) {
+		return ge.Err
+	}
+	return err
 }
 
 func short(sha string) string {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -118,7 +117,7 @@ func (d *DiffEvidence) applyLimits(lim *workitems.DiffCheck) {
 
 // scanAdditions streams the added lines of tracked files through the secret patterns.
 func (d *DiffEvidence) scanAdditions(ctx context.Context, workspace string) error {
-	cmd := exec.CommandContext(ctx, "git", "-C", workspace, "diff", "-U0", "--no-color", "--no-renames", "--no-ext-diff",
+	cmd := proc.Git{Dir: workspace}.Command(ctx, "diff", "-U0", "--no-color", "--no-renames", "--no-ext-diff",
 		"--src-prefix=a/", "--dst-prefix=b/", d.Base, "--")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -184,12 +183,13 @@ func scanFile(p string) (lines int, binary bool, secrets []string) {
 }
 
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := proc.Git{Dir: dir}.Run(ctx, nil, args...)
 	if err != nil {
-		return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], err, clip(strings.TrimSpace(stderr.String()), 200))
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], ge.Err, clip(ge.Output, 200))
+		}
+		return nil, err
 	}
 	return out, nil
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -375,10 +374,14 @@ func isGitRepo(src string) bool {
 	return err == nil && err2 == nil
 }
 
-// gitBase is what every git call of the worker starts with: a fixed identity, no signing, no
-// hooks, and never a credential prompt that would hang an attempt.
-var gitBase = []string{"-c", "user.name=outerloop", "-c", "user.email=outerloop@localhost",
-	"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null"}
+// gitConfig is what the worker's git calls set on top of proc.GitConfig (no hooks, no signing):
+// a fixed identity and the default branch.
+var gitConfig = []string{"user.name=outerloop", "user.email=outerloop@localhost", "init.defaultBranch=main"}
+
+// gitIn is the worker's git in dir with extra environment (the worker's own plus env).
+func gitIn(dir string, env []string) proc.Git {
+	return proc.Git{Dir: dir, Env: append(os.Environ(), env...), Config: gitConfig}
+}
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
 	out, err := gitRun(ctx, dir, nil, nil, args...)
@@ -387,15 +390,17 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 
 // gitRun runs git with extra environment and stdin and returns its output (stdout and stderr).
 func gitRun(ctx context.Context, dir string, env []string, stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string(nil), gitBase...), args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0"), env...)
+	var in io.Reader
 	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
+		in = bytes.NewReader(stdin)
 	}
-	out, err := cmd.CombinedOutput()
+	out, err := gitIn(dir, env).Combined(ctx, in, args...)
 	if err != nil {
-		return nil, fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), err, truncate(strings.TrimSpace(string(out)), 500))
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), ge.Err, truncate(ge.Output, 500))
+		}
+		return nil, err
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"outerloop/forge"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -67,12 +69,15 @@ func checkRepos(ctx context.Context, v *validation) {
 		}
 		if isRemote(repo) {
 			cctx, cancel := context.WithTimeout(ctx, lsRemoteTimeout)
-			cmd := exec.CommandContext(cctx, "git", "ls-remote", "--heads", "--", repo)
-			cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=10")
-			out, err := cmd.CombinedOutput()
+			out, err := proc.Git{Env: append(os.Environ(), "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=10")}.
+				Combined(cctx, nil, "ls-remote", "--heads", "--", repo)
 			cancel()
 			if err != nil {
-				msg := strings.TrimSpace(lastLine(string(out)))
+				var ge *proc.GitError
+				if errors.As(err, &ge) {
+					err = ge.Err
+				}
+				msg := strings.TrimSpace(lastLine(proc.Redact(string(out))))
 				if cctx.Err() != nil {
 					msg = fmt.Sprintf("no answer within %s", lsRemoteTimeout)
 				}
