@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -54,7 +55,7 @@ func (g git) run(ctx context.Context, stdin io.Reader, args ...string) (string, 
 }
 
 func (g git) fail(ctx context.Context, args []string, err error, stderr string) error {
-	e := fmt.Errorf("delivery: git %s in %s: %w: %s", args[0], g.dir, err, clip(proc.Redact(strings.TrimSpace(stderr)), 300))
+	e := fmt.Errorf("delivery: git %s in %s: %w: %s", args[0], g.dir, err, shorten.Clip(proc.Redact(strings.TrimSpace(stderr)), 300))
 	if ctx.Err() != nil {
 		return workitems.Classify(workitems.ClassTransient, fmt.Errorf("%w (%w)", e, ctx.Err()))
 	}
@@ -221,11 +222,4 @@ func reportExcludes(patterns []string) []string {
 		out = append(out, clean)
 	}
 	return out
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

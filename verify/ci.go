@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"outerloop/forge"
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -219,7 +220,7 @@ func (v *Verifier) ReadCI(ctx context.Context, cfg *workitems.CICheck, sha strin
 	}
 	checks, err := src.Checks(ctx, cfg.Repo, sha)
 	if err != nil {
-		return nil, fmt.Errorf("verify: CI checks of %s on %s: %w", cfg.Repo, shortSHA(sha), err)
+		return nil, fmt.Errorf("verify: CI checks of %s on %s: %w", cfg.Repo, shorten.SHA(sha), err)
 	}
 	ev.Checks, ev.Missing = pickRequired(checks, cfg.Required, sha)
 	return ev, nil

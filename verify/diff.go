@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -187,7 +188,7 @@ func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	if err != nil {
 		var ge *proc.GitError
 		if errors.As(err, &ge) {
-			return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], ge.Err, clip(ge.Output, 200))
+			return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], ge.Err, shorten.Clip(ge.Output, 200))
 		}
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 
@@ -147,7 +148,7 @@ func (s *evidenceSet) finish(f *Facts, format workitems.ReportFormat, ciRepo str
 	if f.CI != nil && f.CI.SHA != "" && len(f.CI.Checks) > 0 {
 		p := EvidencePayload{Repo: ciRepo, SHA: f.CI.SHA}
 		for _, c := range f.CI.Checks {
-			p.Checks = append(p.Checks, EvidenceCheck{Name: c.Name, State: string(c.State), URL: c.URL, Details: clip(c.Details, 2000)})
+			p.Checks = append(p.Checks, EvidenceCheck{Name: c.Name, State: string(c.State), URL: c.URL, Details: shorten.Clip(c.Details, 2000)})
 		}
 		if b, err := json.MarshalIndent(p, "", "  "); err == nil {
 			s.add("ci.json", bytes.NewReader(b))

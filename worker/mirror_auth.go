@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 )
 
@@ -51,7 +52,7 @@ func (r remote) git(ctx context.Context, dir string, args ...string) (string, er
 		var ge *proc.GitError
 		msg := ""
 		if errors.As(err, &ge) {
-			err, msg = ge.Err, truncate(ge.Output, 500)
+			err, msg = ge.Err, shorten.Clip(ge.Output, 500)
 		}
 		// git asks for a user name when the server answers 401 to the header: say what it
 		// means first (an escalation's headline is clipped), and name only git's subcommand

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -87,7 +88,7 @@ func (ws *Workspace) Diff(ctx context.Context, from, to string, limit int) (patc
 	}
 	werr := cmd.Wait()
 	if rerr != nil || werr != nil {
-		return nil, 0, false, fmt.Errorf("worker: git diff-tree %.12s %.12s: %w: %s", from, to, firstErr(rerr, werr), truncate(proc.Redact(stderr.String()), 300))
+		return nil, 0, false, fmt.Errorf("worker: git diff-tree %.12s %.12s: %w: %s", from, to, firstErr(rerr, werr), shorten.Clip(proc.Redact(stderr.String()), 300))
 	}
 	if tooLarge {
 		return nil, int(n), true, nil

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -398,7 +399,7 @@ func gitRun(ctx context.Context, dir string, env []string, stdin []byte, args ..
 	if err != nil {
 		var ge *proc.GitError
 		if errors.As(err, &ge) {
-			return nil, fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), ge.Err, truncate(ge.Output, 500))
+			return nil, fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), ge.Err, shorten.Clip(ge.Output, 500))
 		}
 		return nil, err
 	}

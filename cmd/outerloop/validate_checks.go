@@ -14,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"outerloop/forge"
+	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -77,7 +78,7 @@ func checkRepos(ctx context.Context, v *validation) {
 				if errors.As(err, &ge) {
 					err = ge.Err
 				}
-				msg := strings.TrimSpace(lastLine(proc.Redact(string(out))))
+				msg := strings.TrimSpace(shorten.LastLine(proc.Redact(string(out))))
 				if cctx.Err() != nil {
 					msg = fmt.Sprintf("no answer within %s", lsRemoteTimeout)
 				}
@@ -301,11 +302,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }
 
 func firstNonEmpty(s ...string) string {
