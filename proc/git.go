@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"outerloop/internal/shorten"
 )
 
 // GitConfig is what every git call of outerloop starts with, ahead of the caller's own
@@ -104,7 +106,7 @@ func (e *GitError) Error() string {
 	if e.Output == "" {
 		return fmt.Sprintf("git %s: %v", e.Subcommand, e.Err)
 	}
-	return fmt.Sprintf("git %s: %v: %s", e.Subcommand, e.Err, clipGit(e.Output, 500))
+	return fmt.Sprintf("git %s: %v: %s", e.Subcommand, e.Err, shorten.Clip(e.Output, 500))
 }
 
 func (e *GitError) Unwrap() error { return e.Err }
@@ -121,15 +123,4 @@ func gitSubcommand(args []string) string {
 		}
 	}
 	return "(no subcommand)"
-}
-
-func clipGit(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	r := []rune(s[:n])
-	if len(r) > 0 && r[len(r)-1] == '\uFFFD' {
-		r = r[:len(r)-1]
-	}
-	return string(r) + "…"
 }
