@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 // TestMain checks that no test leaves goroutines behind (live streams, the browser's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/api"
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -28,7 +29,7 @@ type waitView struct {
 func waitWhat(w *workitems.Wait) string {
 	switch w.Kind {
 	case workitems.WaitCI:
-		s := "CI on " + shortText(w.SHA)
+		s := "CI on " + shorten.SHA(w.SHA)
 		if w.PR != 0 {
 			s += fmt.Sprintf(" of #%d", w.PR)
 		}
@@ -138,12 +139,4 @@ func (c *Console) waitingForPeople(r *http.Request, pageNo int) (*waitingSection
 		s.Next = link(pageNo + 1)
 	}
 	return s, nil
-}
-
-// shortText cuts a commit id to 12 characters (the templates' short).
-func shortText(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -211,9 +212,9 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	}
 	del.Commit, del.Tree, del.BaseTree = c.commit, c.tree, c.baseTree
 	if c.reused {
-		d.emit(ctx, r, workitems.StepReused, "the attempt's commit exists already (resumed): "+short(c.commit), map[string]string{"commit": c.commit})
+		d.emit(ctx, r, workitems.StepReused, "the attempt's commit exists already (resumed): "+shorten.SHA(c.commit), map[string]string{"commit": c.commit})
 	} else {
-		d.emit(ctx, r, workitems.StepCommitted, "one commit on the base: "+short(c.commit), map[string]string{"commit": c.commit, "base": r.Base, "tree": c.tree})
+		d.emit(ctx, r, workitems.StepCommitted, "one commit on the base: "+shorten.SHA(c.commit), map[string]string{"commit": c.commit, "base": r.Base, "tree": c.tree})
 	}
 	files, err := changedFiles(ctx, g, del.Base, del.Commit)
 	if err != nil {
@@ -317,49 +318,31 @@ func (d *Deliverer) emit(ctx context.Context, r Request, step workitems.Delivery
 // commitMessage is the delivery commit's message: the title, the evidence summary, the
 // trailers.
 func commitMessage(r Request) string {
-	title := firstLine(r.Template.Deliver.Title)
+	title := shorten.FirstLine(r.Template.Deliver.Title)
 	if title == "" {
 		goal := r.Item.Goal
 		if strings.TrimSpace(goal) == "" {
 			goal = r.Template.Goal
 		}
-		title = firstLine(goal)
+		title = shorten.FirstLine(goal)
 	}
 	if title == "" {
 		title = "outerloop: " + r.Template.Name
 	}
 	var b strings.Builder
-	b.WriteString(clip(oneLine(title), 100))
+	b.WriteString(shorten.OneLine(title, 100))
 	b.WriteString("\n\n")
 	dec := r.Decision
 	fmt.Fprintf(&b, "Verified by outerloop (%s)", dec.Rule)
 	if len(dec.Reasons) > 0 {
-		b.WriteString(": " + oneLine(dec.Reasons[0]))
+		b.WriteString(": " + shorten.OneLine(dec.Reasons[0], 0))
 	}
 	b.WriteString(".\n")
 	if r.Verdict != nil && r.Verdict.Summary != "" {
-		b.WriteString("Evidence: " + oneLine(r.Verdict.Summary) + "\n")
+		b.WriteString("Evidence: " + shorten.OneLine(r.Verdict.Summary, 0) + "\n")
 	}
 	fmt.Fprintf(&b, "\n%s: %s\n%s: %d\n", trailerItem, r.Item.ID, trailerAttempt, r.Attempt)
 	return b.String()
-}
-
-func firstLine(s string) string {
-	for line := range strings.SplitSeq(s, "\n") {
-		if t := strings.TrimSpace(line); t != "" {
-			return t
-		}
-	}
-	return ""
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 type discard struct{}

@@ -12,46 +12,50 @@ import (
 	"strconv"
 	"strings"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
-// git runs git in one workspace with settings that make its output ours, not the user's: no
-// hooks, no signing, no pager, no prompt, and none of the caller's GIT_* variables.
+// git runs git in one workspace through proc.Git (no hooks, no signing, no pager, no prompt),
+// with none of the caller's GIT_* variables and no system config.
 type git struct {
 	dir string
 	env []string // extra environment (author identity)
 }
 
-func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	full := append([]string{"-C", g.dir, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
-		"-c", "core.pager=cat"}, args...)
-	c := exec.CommandContext(ctx, "git", full...)
-	env := []string{"GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1"}
+func (g git) runner() proc.Git {
+	env := []string{"GIT_CONFIG_NOSYSTEM=1"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GIT_") {
 			env = append(env, kv)
 		}
 	}
-	c.Env = append(env, g.env...)
-	return c
+	return proc.Git{Dir: g.dir, Env: append(env, g.env...)}
+}
+
+// cmd is the git command, not started, for the callers that stream (their failures go
+// through fail).
+func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	return g.runner().Command(ctx, args...)
 }
 
 // run returns git's stdout, trimmed; a failure carries git's stderr and, when ctx ended, the
 // transient class.
 func (g git) run(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	c := g.cmd(ctx, args...)
-	c.Stdin = stdin
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
+	out, err := g.runner().Run(ctx, stdin, args...)
 	if err != nil {
-		return "", g.fail(ctx, args, err, stderr.String())
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			return "", g.fail(ctx, args, ge.Err, ge.Output)
+		}
+		return "", g.fail(ctx, args, err, "")
 	}
 	return strings.TrimSpace(string(out)), nil
 }
 
 func (g git) fail(ctx context.Context, args []string, err error, stderr string) error {
-	e := fmt.Errorf("delivery: git %s in %s: %w: %s", args[0], g.dir, err, clip(strings.TrimSpace(stderr), 300))
+	e := fmt.Errorf("delivery: git %s in %s: %w: %s", args[0], g.dir, err, shorten.Clip(proc.Redact(strings.TrimSpace(stderr)), 300))
 	if ctx.Err() != nil {
 		return workitems.Classify(workitems.ClassTransient, fmt.Errorf("%w (%w)", e, ctx.Err()))
 	}
@@ -218,11 +222,4 @@ func reportExcludes(patterns []string) []string {
 		out = append(out, clean)
 	}
 	return out
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -135,7 +136,7 @@ func havePRHead(ctx context.Context, g git, c RebaseCheck) error {
 		return nil
 	}
 	if c.FetchURL == "" || c.FetchBranch == "" {
-		return fmt.Errorf("delivery: pull request head %s is not in the workspace and nowhere to fetch it from", short(c.PRHead))
+		return fmt.Errorf("delivery: pull request head %s is not in the workspace and nowhere to fetch it from", shorten.SHA(c.PRHead))
 	}
 	fg := git{dir: g.dir, env: c.FetchEnv}
 	if _, err := fg.run(ctx, nil, "fetch", "--quiet", "--no-tags", "--end-of-options", c.FetchURL, "refs/heads/"+c.FetchBranch); err != nil {
@@ -144,7 +145,7 @@ func havePRHead(ctx context.Context, g git, c RebaseCheck) error {
 	// The branch may have moved since its pull request was read: then the head is not fetched.
 	if _, err := g.run(ctx, nil, "cat-file", "-e", c.PRHead+"^{commit}"); err != nil {
 		return workitems.Classify(workitems.ClassTransient,
-			fmt.Errorf("delivery: pull request head %s is no longer on %s: %w", short(c.PRHead), c.FetchBranch, err))
+			fmt.Errorf("delivery: pull request head %s is no longer on %s: %w", shorten.SHA(c.PRHead), c.FetchBranch, err))
 	}
 	return nil
 }

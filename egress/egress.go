@@ -6,7 +6,7 @@
 // name, so a listed name that resolves (or re-resolves) to loopback, a private network, a
 // link-local or metadata address is refused (Reachable) with no DNS-rebinding window. Every
 // refused connection is reported with its host, port and reason. The sandbox reaches the
-// proxy through a Unix socket bound into it (worker/proc's egress bridge).
+// proxy through a Unix socket bound into it (proc's egress bridge).
 package egress
 
 import (

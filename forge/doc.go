@@ -12,7 +12,7 @@
 // same entries serve git fetch). RemoteBranch reads the branch's commit on the remote (the
 // lease's expected value); Push runs `git push --force-with-lease=<branch>:<expected>` with it
 // (PushArgs is its argv, with no credential in it) and classifies rejections. git runs through
-// worker/proc: its own process group, a scrubbed environment, a timeout.
+// proc: its own process group, a scrubbed environment, a timeout.
 //
 // A delivery step reads:
 //

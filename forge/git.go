@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

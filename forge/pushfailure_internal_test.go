@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 func TestMain(m *testing.M) {

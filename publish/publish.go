@@ -1,19 +1,18 @@
 package publish
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 
 	"outerloop/delivery"
 	"outerloop/forge"
-	"outerloop/worker/proc"
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -129,14 +128,14 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 			return delivery.Published{}, err
 		}
 		if conflict != "" {
-			ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s and the change conflicts with it: retried from the new base", tg.base, short(baseHead)),
+			ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s and the change conflicts with it: retried from the new base", tg.base, shorten.SHA(baseHead)),
 				map[string]string{"base": baseHead, "conflict": conflict})
 			del.Outcome = workitems.DeliveryFailed
-			del.Error = fmt.Sprintf("the base %s moved from %s to %s and the change conflicts: %s", tg.base, short(del.Base), short(baseHead), conflict)
+			del.Error = fmt.Sprintf("the base %s moved from %s to %s and the change conflicts: %s", tg.base, shorten.SHA(del.Base), shorten.SHA(baseHead), conflict)
 			del.ErrorClass = workitems.ClassConflict
 			return delivery.Published{Delivery: del}, nil
 		}
-		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s: the change is re-made on it as %s", tg.base, short(baseHead), short(remade)),
+		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s: the change is re-made on it as %s", tg.base, shorten.SHA(baseHead), shorten.SHA(remade)),
 			map[string]string{"base": baseHead, "commit": remade})
 		commit, del.Base = remade, baseHead
 	}
@@ -161,7 +160,7 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 		return delivery.Published{}, err
 	}
 	del.PushedSHA = commit
-	ev.emit(ctx, workitems.StepPushed, "pushed "+short(commit)+" to "+tg.branch, map[string]string{"sha": commit, "branch": tg.branch})
+	ev.emit(ctx, workitems.StepPushed, "pushed "+shorten.SHA(commit)+" to "+tg.branch, map[string]string{"sha": commit, "branch": tg.branch})
 	del.Outcome = workitems.DeliveryPushed
 
 	if t.Deliver.Mode == workitems.DeliverPullRequest {
@@ -196,7 +195,7 @@ func (p *Publisher) Merge(ctx context.Context, m delivery.Merge) (workitems.Deli
 	pr.State = workitems.PRMerged
 	del.MergeCommit, del.Outcome, del.PR = sha, workitems.DeliveryMerged, &pr
 	emitter{pub: delivery.Publication{Events: m.Events, Attempt: m.Attempt}}.emit(ctx, workitems.StepMerged,
-		fmt.Sprintf("merged #%d (%s) as %s", pr.Number, m.Template.Deliver.MergeMethod, short(sha)),
+		fmt.Sprintf("merged #%d (%s) as %s", pr.Number, m.Template.Deliver.MergeMethod, shorten.SHA(sha)),
 		map[string]string{"merge_commit": sha, "pr": pr.URL})
 	return del, nil
 }
@@ -209,7 +208,7 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		if tree == del.Tree && item != pub.Item.ID {
 			del.Outcome, del.PR = workitems.DeliveryUnchanged, prRef(open)
 			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(open)}
-			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("the open pull request #%d already holds tree %s: nothing pushed", open.Number, short(del.Tree)),
+			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("the open pull request #%d already holds tree %s: nothing pushed", open.Number, shorten.SHA(del.Tree)),
 				map[string]string{"pr": open.URL, "tree": del.Tree, "same_as": item})
 			return delivery.Published{Delivery: del}, true
 		}
@@ -220,7 +219,7 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		if tree == del.Tree {
 			del.Outcome, del.PR = workitems.DeliveryDeclined, prRef(last)
 			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(last)}
-			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("pull request #%d with tree %s was closed unmerged: declined, nothing pushed", last.Number, short(del.Tree)),
+			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("pull request #%d with tree %s was closed unmerged: declined, nothing pushed", last.Number, shorten.SHA(del.Tree)),
 				map[string]string{"pr": last.URL, "tree": del.Tree, "rule": workitems.RuleDeclined})
 			return delivery.Published{Delivery: del}, true
 		}
@@ -262,7 +261,7 @@ func (p *Publisher) rebasePolicy(ctx context.Context, pub delivery.Publication, 
 			why = "it conflicts with the base (" + rb.Conflicts + ")"
 		}
 		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the open pull request #%d has the same change on an older base and %s: rebased by pushing %s",
-			open.Number, why, short(commit)), data)
+			open.Number, why, shorten.SHA(commit)), data)
 		return delivery.Published{}, false, nil
 	}
 	del.Outcome, del.PR = workitems.DeliveryUnchanged, prRef(open)
@@ -270,7 +269,7 @@ func (p *Publisher) rebasePolicy(ctx context.Context, pub delivery.Publication, 
 	msg := fmt.Sprintf("the open pull request #%d already has this change on the base's tip: nothing pushed", open.Number)
 	if rb.Reason == delivery.RebaseNotNeeded {
 		msg = fmt.Sprintf("the open pull request #%d has this change on an older base and deliver.rebase is %s: nothing pushed (%s stays its head)",
-			open.Number, policy, short(open.HeadSHA))
+			open.Number, policy, shorten.SHA(open.HeadSHA))
 	}
 	ev.emit(ctx, workitems.StepDedupe, msg, data)
 	return delivery.Published{Delivery: del}, true, nil
@@ -292,7 +291,7 @@ func (p *Publisher) openOrUpdate(ctx context.Context, pub delivery.Publication, 
 			return nil, err
 		}
 		del.Outcome = workitems.DeliveryPRUpdated
-		ev.emit(ctx, workitems.StepPRUpdated, fmt.Sprintf("pull request #%d now has %s", pr.Number, short(commit)), map[string]string{"pr": pr.URL, "sha": commit})
+		ev.emit(ctx, workitems.StepPRUpdated, fmt.Sprintf("pull request #%d now has %s", pr.Number, shorten.SHA(commit)), map[string]string{"pr": pr.URL, "sha": commit})
 	} else {
 		pr, err = tg.f.CreatePullRequest(ctx, tg.slug, forge.NewPullRequest{Title: title, Body: body, Base: tg.base, Head: tg.branch, Draft: t.Deliver.Draft})
 		if errors.Is(err, forge.ErrPullRequestExists) {
@@ -358,29 +357,25 @@ func prRef(pr *forge.PullRequest) *workitems.PullRequest {
 // remake makes commit (a child of oldBase) a commit on newBase with a three-way merge; it
 // returns the conflicting paths instead when the change does not apply.
 func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commit string) (string, string, error) {
-	env := tg.auth.Env(append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1"))
+	g := proc.Git{Dir: dir, Env: tg.auth.Env(append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1")), Redact: tg.auth.Redact}
 	run := func(args ...string) (string, int, error) {
-		c := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"}, args...)...)
-		c.Env = env
-		var out, stderr bytes.Buffer
-		c.Stdout, c.Stderr = &out, &stderr
-		err := c.Run()
+		out, err := g.Run(ctx, nil, args...)
 		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			code = ge.ExitCode
 		}
 		if err != nil && code == 0 {
-			return "", 0, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: git %s: %w", args[0], err))
+			return "", 0, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: git %s: %w", args[0], unwrapGit(err)))
 		}
 		if code != 0 && code != 1 {
-			return "", code, fmt.Errorf("publish: git %s exited %d: %s", args[0], code, clip(stderr.String(), 300))
+			return "", code, fmt.Errorf("publish: git %s exited %d: %s", args[0], code, shorten.OneLine(ge.Output, 300))
 		}
-		return strings.TrimSpace(out.String()), code, nil
+		return strings.TrimSpace(string(out)), code, nil
 	}
 	if _, code, err := run("fetch", "--quiet", "--no-tags", tg.repo.CloneURL, "refs/heads/"+tg.base); err != nil || code != 0 {
 		if err == nil {
-			err = fmt.Errorf("publish: git fetch of the base %s failed", short(newBase))
+			err = fmt.Errorf("publish: git fetch of the base %s failed", shorten.SHA(newBase))
 		}
 		return "", "", workitems.Classify(workitems.ClassTransient, err)
 	}
@@ -404,13 +399,10 @@ func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commi
 		return "", "", err
 	}
 	name, email, _ := strings.Cut(author, "\n")
-	c := exec.CommandContext(ctx, "git", "-C", dir, "commit-tree", lines[0], "-p", newBase)
-	c.Env = append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
-		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)
-	c.Stdin = strings.NewReader(msg + "\n")
-	made, err := c.Output()
+	made, err := proc.Git{Dir: dir, Env: append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
+		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)}.Run(ctx, strings.NewReader(msg+"\n"), "commit-tree", lines[0], "-p", newBase)
 	if err != nil {
-		return "", "", fmt.Errorf("publish: git commit-tree on the new base: %w", err)
+		return "", "", fmt.Errorf("publish: git commit-tree on the new base: %w", unwrapGit(err))
 	}
 	return strings.TrimSpace(string(made)), "", nil
 }
@@ -428,17 +420,12 @@ func (e emitter) emit(ctx context.Context, step workitems.DeliveryStep, msg stri
 	e.pub.Events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Attempt: e.pub.Attempt, Message: msg, Data: data})
 }
 
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
+// unwrapGit is the exit status of a failed git command, without what git printed (as these
+// messages always were).
+func unwrapGit(err error) error {
+	var ge *proc.GitError
+	if errors.As(err, &ge) {
+		return ge.Err
 	}
-	return sha
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
+	return err
 }

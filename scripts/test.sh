@@ -53,7 +53,7 @@ echo "test.sh: Redis at $REDIS_URL" >&2
 # Tests that stop or restart Redis start their own server: they need the binary too.
 command -v redis-server >/dev/null || apt_install redis-server
 command -v git >/dev/null || apt_install git
-# The sandbox of every command an item runs (worker/proc).
+# The sandbox of every command an item runs (proc).
 command -v bwrap >/dev/null || apt_install bubblewrap
 # promtool for the rule tests, prometheus for the live Prometheus test (both in Debian's package).
 { command -v promtool && command -v prometheus; } >/dev/null || apt_install prometheus

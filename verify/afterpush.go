@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -113,7 +115,7 @@ func deliveryRules() []Rule {
 			},
 			Next: func(f *Facts, c workitems.Condition) workitems.Condition {
 				c.Input = strings.TrimSpace(c.Input + "\n\nThe base branch moved and the previous change conflicts with it (" +
-					clip(del(f).Error, 300) + "); make the change again on the new base.")
+					shorten.Clip(del(f).Error, 300) + "); make the change again on the new base.")
 				return c
 			}},
 		{Name: workitems.RuleDeliveryFailed, When: "the change could not be delivered (not transient: a protected branch, a missing token, a forge that refuses)",
@@ -166,7 +168,7 @@ func ciPendingRule() Rule {
 				len(f.CI.withState(CIActionRequired)) == 0
 		},
 		Reason: func(f *Facts) string {
-			return fmt.Sprintf("waiting for CI on %s: %s (until %s)", shortSHA(f.CI.SHA), strings.Join(f.CI.Missing, ", "), f.CIDeadline.UTC().Format(time.RFC3339))
+			return fmt.Sprintf("waiting for CI on %s: %s (until %s)", shorten.SHA(f.CI.SHA), strings.Join(f.CI.Missing, ", "), f.CIDeadline.UTC().Format(time.RFC3339))
 		},
 		Wait: func(f *Facts) workitems.WaitPlan {
 			return workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: f.CIDeadline}
@@ -222,7 +224,7 @@ func reviewHeadline(r *ReviewEvidence) string {
 	}
 	first := ""
 	if len(r.ChangesRequested) > 0 {
-		first = clip(r.ChangesRequested[0].Body, 160)
+		first = shorten.Clip(r.ChangesRequested[0].Body, 160)
 	}
 	return fmt.Sprintf("%s on #%d (%d inline comments): %s", strings.Join(users, ", "), r.PR, n, first)
 }
@@ -259,7 +261,7 @@ func withReviewInput(f *Facts, c workitems.Condition) workitems.Condition {
 	if human != "" {
 		in = human + "\n\n" + in
 	}
-	c.Input = Redact(in)
+	c.Input = proc.Redact(in)
 	return c
 }
 
@@ -339,7 +341,7 @@ func ReviewRounds(it *workitems.Item) int {
 func deliveredGreen(f *Facts) string {
 	var parts []string
 	if f.CI != nil {
-		parts = append(parts, fmt.Sprintf("all %d required CI checks green on %s", len(f.CI.Required), shortSHA(f.CI.SHA)))
+		parts = append(parts, fmt.Sprintf("all %d required CI checks green on %s", len(f.CI.Required), shorten.SHA(f.CI.SHA)))
 	}
 	if f.Review != nil {
 		parts = append(parts, fmt.Sprintf("approved by %s", strings.Join(f.Review.Approvals, ", ")))

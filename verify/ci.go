@@ -2,14 +2,16 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
 
 	"outerloop/forge"
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -195,8 +197,12 @@ func ciSource(cfg *workitems.CICheck) string {
 
 // headSHA is the workspace's HEAD commit.
 func headSHA(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+	out, err := proc.Git{Dir: dir}.Run(ctx, nil, "rev-parse", "HEAD")
 	if err != nil {
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			err = ge.Err
+		}
 		return "", fmt.Errorf("verify: git rev-parse HEAD in %s: %w", dir, err)
 	}
 	return strings.TrimSpace(string(out)), nil
@@ -214,7 +220,7 @@ func (v *Verifier) ReadCI(ctx context.Context, cfg *workitems.CICheck, sha strin
 	}
 	checks, err := src.Checks(ctx, cfg.Repo, sha)
 	if err != nil {
-		return nil, fmt.Errorf("verify: CI checks of %s on %s: %w", cfg.Repo, shortSHA(sha), err)
+		return nil, fmt.Errorf("verify: CI checks of %s on %s: %w", cfg.Repo, shorten.SHA(sha), err)
 	}
 	ev.Checks, ev.Missing = pickRequired(checks, cfg.Required, sha)
 	return ev, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -184,7 +185,7 @@ func printReport(w *errWriter, r *Report) {
 	}
 }
 
-func oneLine(s string) string { return clip(strings.Join(strings.Fields(s), " "), 300) }
+func oneLine(s string) string { return shorten.OneLine(s, 300) }
 
 // errWriter remembers the first write error so printing code stays linear.
 type errWriter struct {

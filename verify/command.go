@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

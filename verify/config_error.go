@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -28,7 +29,7 @@ const exitNotFound = 127
 // configProblem names what in the configuration stops every attempt alike ("" when nothing).
 func configProblem(f *Facts) string {
 	if f.Exit.Reason == workitems.ExitFailed {
-		msg := clip(f.Exit.Message, 300)
+		msg := shorten.Clip(f.Exit.Message, 300)
 		switch {
 		case f.Exit.Class == workitems.ClassNotFound, f.Exit.Class == workitems.ClassPermission:
 			if t := lastLine(f.Exit.LastMessage); t != "" && !strings.Contains(msg, t) {
@@ -41,7 +42,7 @@ func configProblem(f *Facts) string {
 	}
 	for _, c := range f.Commands {
 		if c.Infra == "" && !c.TimedOut && c.ExitCode == exitNotFound {
-			s := fmt.Sprintf("done-check command %q not found (exit %d)", clip(c.Command, 200), exitNotFound)
+			s := fmt.Sprintf("done-check command %q not found (exit %d)", shorten.Clip(c.Command, 200), exitNotFound)
 			if t := lastLine(c.Tail); t != "" {
 				s += ": " + t
 			}
@@ -56,21 +57,18 @@ func configProblem(f *Facts) string {
 }
 
 // lastLine is the last non-empty line of s, clipped.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return clip(strings.TrimSpace(lines[len(lines)-1]), 200)
-}
+func lastLine(s string) string { return shorten.Clip(strings.TrimSpace(shorten.LastLine(s)), 200) }
 
 // headline is a decision's summary: the evidence summary, led by the cause when the
 // configuration is at fault (an escalation shows the summary as its headline).
 func headline(d workitems.Decision, evidence string) string {
 	if len(d.Reasons) > 0 && (d.Outcome == workitems.OutcomeWait || afterPushRule(d.Rule)) {
-		return clip(d.Reasons[0], 1000) // what it waits for, or the problem found, says it all
+		return shorten.Clip(d.Reasons[0], 1000) // what it waits for, or the problem found, says it all
 	}
 	if d.Rule != RuleConfigError || len(d.Reasons) == 0 {
 		return evidence
 	}
-	return clip(d.Reasons[0]+"; "+evidence, 1000)
+	return shorten.Clip(d.Reasons[0]+"; "+evidence, 1000)
 }
 
 // afterPushRule: a rule decided on the delivery's or the pull request's facts, whose reason is

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -37,43 +37,6 @@ type DiffFile struct {
 	Deleted   int    `json:"deleted"`
 	Binary    bool   `json:"binary,omitempty"`
 	Untracked bool   `json:"untracked,omitempty"`
-}
-
-// secretPatterns are additions that look like credentials. Each names its kind; the match itself
-// is never reported.
-var secretPatterns = []struct {
-	kind string
-	re   *regexp.Regexp
-}{
-	{"private key", regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----`)},
-	{"AWS access key id", regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`)},
-	{"AWS secret access key", regexp.MustCompile(`(?i)aws_?secret_?access_?key\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}`)},
-	{"GitHub token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b`)},
-	{"API secret key (sk-)", regexp.MustCompile(`\bsk-(ant-|proj-|live_|test_)?[A-Za-z0-9_\-]{20,}`)},
-	{"Slack token", regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`)},
-	{"Google API key", regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}\b`)},
-	{"hard-coded credential", regexp.MustCompile(`(?i)\b(password|passwd|secret|api_?key|access_?token)\s*[:=]\s*["'][^"'\s$]{16,}["']`)},
-}
-
-// scanSecret returns the kind of secret a line holds, or "".
-func scanSecret(line []byte) string {
-	for _, p := range secretPatterns {
-		if p.re.Match(line) {
-			return p.kind
-		}
-	}
-	return ""
-}
-
-// redact replaces secret-looking text with the kind of secret, so failure summaries, output
-// tails and reasons never carry a credential into the item, its events or logs.
-func redact(s string) string {
-	for _, p := range secretPatterns {
-		if p.re.MatchString(s) {
-			s = p.re.ReplaceAllLiteralString(s, "[redacted "+p.kind+"]")
-		}
-	}
-	return s
 }
 
 // CollectDiff measures the workspace against base and applies the template's limits (lim may be
@@ -155,7 +118,7 @@ func (d *DiffEvidence) applyLimits(lim *workitems.DiffCheck) {
 
 // scanAdditions streams the added lines of tracked files through the secret patterns.
 func (d *DiffEvidence) scanAdditions(ctx context.Context, workspace string) error {
-	cmd := exec.CommandContext(ctx, "git", "-C", workspace, "diff", "-U0", "--no-color", "--no-renames", "--no-ext-diff",
+	cmd := proc.Git{Dir: workspace}.Command(ctx, "diff", "-U0", "--no-color", "--no-renames", "--no-ext-diff",
 		"--src-prefix=a/", "--dst-prefix=b/", d.Base, "--")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -182,7 +145,7 @@ func (d *DiffEvidence) scanAdditions(ctx context.Context, workspace string) erro
 				lineNo, _ = strconv.Atoi(num)
 			}
 		case len(line) > 0 && line[0] == '+':
-			if kind := scanSecret(line[1:]); kind != "" && len(d.Secrets) < 50 {
+			if kind := proc.SecretKind(line[1:]); kind != "" && len(d.Secrets) < 50 {
 				d.Secrets = append(d.Secrets, fmt.Sprintf("%s:%d: %s", file, lineNo, kind))
 			}
 			lineNo++
@@ -214,19 +177,20 @@ func scanFile(p string) (lines int, binary bool, secrets []string) {
 			return lines, false, secrets
 		}
 		lines++
-		if kind := scanSecret(line); kind != "" && len(secrets) < 10 {
+		if kind := proc.SecretKind(line); kind != "" && len(secrets) < 10 {
 			secrets = append(secrets, fmt.Sprintf("%d: %s", lines, kind))
 		}
 	}
 }
 
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := proc.Git{Dir: dir}.Run(ctx, nil, args...)
 	if err != nil {
-		return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], err, clip(strings.TrimSpace(stderr.String()), 200))
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], ge.Err, shorten.Clip(ge.Output, 200))
+		}
+		return nil, err
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -314,18 +315,4 @@ func (t *tail) String() string {
 }
 
 // firstLine returns the first non-empty line of s, trimmed and bounded.
-func firstLine(s string) string {
-	for line := range strings.SplitSeq(s, "\n") {
-		if l := strings.TrimSpace(line); l != "" {
-			return clip(l, 300)
-		}
-	}
-	return ""
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+func firstLine(s string) string { return shorten.Clip(shorten.FirstLine(s), 300) }

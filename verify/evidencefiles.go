@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 
 	"github.com/redis/go-redis/v9"
@@ -92,7 +94,7 @@ func (s *evidenceSet) add(name string, r io.Reader) {
 	}
 	// Evidence is stored: secret-looking text goes, as it goes from every decision.
 	if utf8.Valid(f.Data) {
-		f.Data = []byte(redact(string(f.Data)))
+		f.Data = []byte(proc.Redact(string(f.Data)))
 	}
 	s.total += len(f.Data)
 	s.files = append(s.files, f)
@@ -137,7 +139,7 @@ func (s *evidenceSet) finish(f *Facts, format workitems.ReportFormat, ciRepo str
 				if code == 0 || code < 0 {
 					code = 1 // timed out or could not run: not a success
 				}
-				rp.ExitName, rp.ExitTail = c.Command, redact(c.Tail)
+				rp.ExitName, rp.ExitTail = c.Command, proc.Redact(c.Tail)
 				break
 			}
 		}
@@ -146,7 +148,7 @@ func (s *evidenceSet) finish(f *Facts, format workitems.ReportFormat, ciRepo str
 	if f.CI != nil && f.CI.SHA != "" && len(f.CI.Checks) > 0 {
 		p := EvidencePayload{Repo: ciRepo, SHA: f.CI.SHA}
 		for _, c := range f.CI.Checks {
-			p.Checks = append(p.Checks, EvidenceCheck{Name: c.Name, State: string(c.State), URL: c.URL, Details: clip(c.Details, 2000)})
+			p.Checks = append(p.Checks, EvidenceCheck{Name: c.Name, State: string(c.State), URL: c.URL, Details: shorten.Clip(c.Details, 2000)})
 		}
 		if b, err := json.MarshalIndent(p, "", "  "); err == nil {
 			s.add("ci.json", bytes.NewReader(b))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"outerloop/forge"
+	"outerloop/internal/shorten"
 )
 
 // ErrRateLimited means a forge's rate limit would not reset within its MaxRateWait (the error
@@ -23,7 +24,7 @@ func NewForgeCI(f forge.Forge) *ForgeCI { return &ForgeCI{F: f} }
 func (s *ForgeCI) Checks(ctx context.Context, repo, sha string) ([]CICheck, error) {
 	cs, err := s.F.Checks(ctx, repo, sha)
 	if err != nil {
-		return nil, fmt.Errorf("verify: CI checks of %s@%s: %w", repo, shortSHA(sha), err)
+		return nil, fmt.Errorf("verify: CI checks of %s@%s: %w", repo, shorten.SHA(sha), err)
 	}
 	out := make([]CICheck, len(cs))
 	for i, c := range cs {
@@ -36,7 +37,7 @@ func (s *ForgeCI) Checks(ctx context.Context, repo, sha string) ([]CICheck, erro
 // statuses) are skipped.
 func (s *ForgeCI) Rerun(ctx context.Context, repo, sha string, names []string) error {
 	if _, err := s.F.RerunChecks(ctx, repo, sha, names); err != nil {
-		return fmt.Errorf("verify: re-run CI checks of %s@%s: %w", repo, shortSHA(sha), err)
+		return fmt.Errorf("verify: re-run CI checks of %s@%s: %w", repo, shorten.SHA(sha), err)
 	}
 	return nil
 }

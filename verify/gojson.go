@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"outerloop/internal/shorten"
 )
 
 // ParseGoJSON reads a `go test -json` stream (test2json events, one per line, possibly mixed with
@@ -37,7 +39,7 @@ func ParseGoJSON(r io.Reader, source string, lim Limits) (*Report, error) {
 		}
 		if !eol && len(bytes.TrimSpace(line)) > 0 {
 			p.cutLast = true
-			p.rep.warn(p.lim.MaxWarn, "last line cut off: %q", clip(string(line), 80))
+			p.rep.warn(p.lim.MaxWarn, "last line cut off: %q", shorten.Clip(string(line), 80))
 			continue
 		}
 		p.stray(line)
@@ -85,12 +87,12 @@ func (r *goRun) note(out []byte) {
 		switch {
 		case bytes.HasPrefix(l, []byte("panic: ")):
 			if r.panic == "" {
-				r.panic = clip(string(l), 300)
+				r.panic = shorten.Clip(string(l), 300)
 			}
 		case isGoLoc(l):
-			r.loc = clip(string(l), 300)
+			r.loc = shorten.Clip(string(l), 300)
 		case r.first == "":
-			r.first = clip(string(l), 300)
+			r.first = shorten.Clip(string(l), 300)
 		}
 	}
 }
@@ -266,7 +268,7 @@ func (p *goJSONParser) event(ev *rawEvent) {
 	case actBuildOutput:
 		if ip := string(ev.ImportPath); len(p.buildOut[ip]) < 20 {
 			if l := strings.TrimRight(string(ev.Output), "\n"); l != "" && !strings.HasPrefix(l, "# ") {
-				p.buildOut[ip] = append(p.buildOut[ip], clip(l, 300))
+				p.buildOut[ip] = append(p.buildOut[ip], shorten.Clip(l, 300))
 			}
 		}
 		return
@@ -396,13 +398,13 @@ func (p *goJSONParser) stray(line []byte) {
 	}
 	p.strayLines++
 	if p.strayLines <= 3 {
-		p.rep.warn(p.lim.MaxWarn, "line %d is not a go test -json event: %q", p.lineNo, clip(s, 80))
+		p.rep.warn(p.lim.MaxWarn, "line %d is not a go test -json event: %q", p.lineNo, shorten.Clip(s, 80))
 	}
 	if strings.Contains(s, "[build failed]") || strings.Contains(s, "[setup failed]") {
 		p.rep.BuildFailed = true
 	}
 	if isCompileErr([]byte(s)) && len(p.strayErrs) < 20 {
-		p.strayErrs = append(p.strayErrs, clip(s, 300))
+		p.strayErrs = append(p.strayErrs, shorten.Clip(s, 300))
 	}
 }
 
@@ -488,7 +490,7 @@ func pkgErrorLine(o string) string {
 			strings.HasPrefix(l, "=== "), strings.HasPrefix(l, "--- "), strings.HasPrefix(l, "testing: warning"):
 			continue
 		}
-		return clip(l, 300)
+		return shorten.Clip(l, 300)
 	}
 	return ""
 }

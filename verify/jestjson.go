@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"outerloop/internal/shorten"
 )
 
 // maxJestJSON bounds a jest/vitest JSON report: it is one JSON document, decoded whole, so the
@@ -85,7 +87,7 @@ func ParseJestJSON(r io.Reader, source string, lim Limits) (*Report, error) {
 			// The file did not run: not a test in the totals, a failure all the same.
 			tc := &TestCase{ID: file.Name + ".(suite)", Suite: file.Name, Name: "(suite)",
 				Runs: []TestRun{{Outcome: OutcomeError, Message: cmp.Or(firstLine(stripANSI(file.Message)), "test file failed to run"),
-					Output: clip(stripANSI(file.Message), lim.OutputTail)}}}
+					Output: shorten.Clip(stripANSI(file.Message), lim.OutputTail)}}}
 			rep.Tests = append(rep.Tests, tc)
 			listed.Errored++
 			continue
@@ -101,7 +103,7 @@ func ParseJestJSON(r io.Reader, source string, lim Limits) (*Report, error) {
 			case "failed":
 				run.Outcome = OutcomeFail
 				msg := stripANSI(strings.Join(a.FailureMessages, "\n"))
-				run.Message, run.Output = firstLine(msg), clip(msg, lim.OutputTail)
+				run.Message, run.Output = firstLine(msg), shorten.Clip(msg, lim.OutputTail)
 				listed.Failed++
 			case "pending", "skipped", "todo", "disabled":
 				run.Outcome, run.Message = OutcomeSkip, a.Status

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"outerloop/internal/shorten"
 )
 
 // ParseJUnit reads a JUnit XML report token by token (Surefire, pytest xunit1/xunit2,
@@ -651,7 +653,7 @@ func (p *junitParser) toolMessage(r *junitResult) string {
 		if r.message == r.typ {
 			for line := range strings.SplitSeq(text, "\n") {
 				if l := strings.TrimSpace(line); l != "" && l != "FAILED:" && !strings.HasPrefix(l, "(in test file") && !strings.HasPrefix(l, "(from function") {
-					return clip(l, 300)
+					return shorten.Clip(l, 300)
 				}
 			}
 		}
@@ -800,7 +802,7 @@ func firstMeaningful(s string) string {
 		}
 		switch {
 		case strings.HasPrefix(l, "panic:"):
-			return clip(l, 300)
+			return shorten.Clip(l, 300)
 		case isGoLoc([]byte(l)):
 			loc = l
 		case errLine == "" && (strings.HasPrefix(l, "E ") || strings.Contains(l, "Error") || strings.Contains(l, "assert")):
@@ -810,7 +812,7 @@ func firstMeaningful(s string) string {
 			first = l
 		}
 	}
-	return clip(cmp.Or(loc, errLine, first), 300)
+	return shorten.Clip(cmp.Or(loc, errLine, first), 300)
 }
 
 func (p *junitParser) finish() *Report {

@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 )
 
 func TestMain(m *testing.M) {

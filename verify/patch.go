@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -64,7 +65,7 @@ func ParsePatch(r io.Reader, base string, lim *workitems.DiffCheck) (*DiffEviden
 			}
 		case inHunk && cur != nil && strings.HasPrefix(line, "+"):
 			cur.Added++
-			kind := scanSecret([]byte(line[1:]))
+			kind := proc.SecretKind([]byte(line[1:]))
 			if i := strings.Index(line, "[redacted "); kind == "" && i >= 0 {
 				// Stored evidence has its secrets redacted; the marker still is the finding.
 				kind, _, _ = strings.Cut(line[i+len("[redacted "):], "]")

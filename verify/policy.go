@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -86,7 +87,7 @@ func Rules() []Rule {
 					s += " (" + string(f.Exit.Budget) + ")"
 				}
 				if f.Exit.Message != "" {
-					s += ": " + clip(f.Exit.Message, 200)
+					s += ": " + shorten.Clip(f.Exit.Message, 200)
 				}
 				return s
 			}}
@@ -103,7 +104,7 @@ func Rules() []Rule {
 		{Name: "exit_transient_error", When: "the attempt exited transient_error", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool { return f.Exit.Reason == workitems.ExitTransientError },
 			Reason: func(f *Facts) string {
-				return "transient error, retry later: " + clip(f.Exit.Message, 200)
+				return "transient error, retry later: " + shorten.Clip(f.Exit.Message, 200)
 			},
 			Next: func(f *Facts, c workitems.Condition) workitems.Condition {
 				c.NotBefore = f.Now.Add(TransientBackoff(f.Attempt)).UTC()
@@ -485,7 +486,7 @@ func withFailureInput(f *Facts, c workitems.Condition) workitems.Condition {
 		}
 		return strings.Join(keep, "\n\n")
 	}
-	in := join(clip(human, 1000), FailureSummary(f))
+	in := join(shorten.Clip(human, 1000), FailureSummary(f))
 	if in == prev || join(in, againNote) == prev {
 		in = join(in, againNote)
 		c.Strategy.PromptVariant = "another-approach"
@@ -508,7 +509,7 @@ func FailureSummary(f *Facts) string {
 		b.WriteString("\nFailing CI checks: " + strings.Join(f.CI.failed(), ", "))
 		for _, c := range f.CI.Checks {
 			if (c.State == CIFailure || c.State == CICancelled || c.State == CIInfraError) && c.Details != "" {
-				b.WriteString("\n  " + c.Name + ": " + clip(c.Details, 200))
+				b.WriteString("\n  " + c.Name + ": " + shorten.Clip(c.Details, 200))
 			}
 		}
 	}
@@ -518,7 +519,7 @@ func FailureSummary(f *Facts) string {
 	if inc := incompleteText(f); inc != "" {
 		b.WriteString("\nIncomplete: " + inc)
 	}
-	return clip(b.String(), 2000)
+	return shorten.Clip(b.String(), 2000)
 }
 
 func anyReport(f *Facts, pred func(*Report) bool) bool { return slices.ContainsFunc(f.Reports, pred) }
@@ -562,12 +563,12 @@ func lastMeaningfulLine(s string) string {
 	lines := strings.Split(s, "\n")
 	for _, l := range lines {
 		if t := strings.TrimSpace(l); t != "" && (strings.Contains(strings.ToLower(t), "error") || strings.Contains(t, "FAIL")) {
-			return clip(t, 300)
+			return shorten.Clip(t, 300)
 		}
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		if t := strings.TrimSpace(lines[i]); t != "" {
-			return clip(t, 300)
+			return shorten.Clip(t, 300)
 		}
 	}
 	return ""

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"outerloop/internal/shorten"
 )
 
 // ParseTAP reads a TAP 13/14 stream: version line, plan first or last (`1..N`, `1..0 # SKIP`),
@@ -143,7 +145,7 @@ func (p *tapParser) line(raw string) {
 			p.level(depth).subtest = strings.TrimSpace(m[1])
 		}
 		if depth == 0 && p.exitDiag == "" && tapExitDiag.MatchString(text) {
-			p.exitDiag = clip(strings.TrimSpace(strings.TrimPrefix(text, "#")), 300)
+			p.exitDiag = shorten.Clip(strings.TrimSpace(strings.TrimPrefix(text, "#")), 300)
 		}
 		if depth == 0 {
 			p.comment(text)
@@ -171,7 +173,7 @@ func (p *tapParser) line(raw string) {
 		return
 	}
 	if depth == 0 {
-		p.rep.warn(p.lim.MaxWarn, "line %d is not TAP: %q", p.lineNo, clip(text, 80))
+		p.rep.warn(p.lim.MaxWarn, "line %d is not TAP: %q", p.lineNo, shorten.Clip(text, 80))
 	}
 }
 
@@ -199,7 +201,7 @@ func (p *tapParser) comment(text string) {
 	if r.Message != "" {
 		line = r.Message + " " + line
 	}
-	r.Message = clip(line, 300)
+	r.Message = shorten.Clip(line, 300)
 	if p.rep.Flavor == flavorTestMore {
 		p.rep.convention(ConvTestMoreDiag)
 	} else {
@@ -215,7 +217,7 @@ func (p *tapParser) yamlMessage(text string) {
 	}
 	if p.yamlBlock {
 		if text != "" {
-			p.yamlRun.Message = clip(text, 300)
+			p.yamlRun.Message = shorten.Clip(text, 300)
 		}
 		return
 	}
@@ -228,7 +230,7 @@ func (p *tapParser) yamlMessage(text string) {
 		p.yamlBlock = true
 		return
 	}
-	p.yamlRun.Message = clip(strings.Trim(v, `"'`), 300)
+	p.yamlRun.Message = shorten.Clip(strings.Trim(v, `"'`), 300)
 }
 
 func (p *tapParser) endYAML() {

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/worker/proc"
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -445,21 +446,21 @@ func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspac
 // redactResult removes secret-looking text from everything a decision records.
 func redactResult(d *workitems.Decision, vd *workitems.Verdict) {
 	for i := range d.Reasons {
-		d.Reasons[i] = redact(d.Reasons[i])
+		d.Reasons[i] = proc.Redact(d.Reasons[i])
 	}
 	for i := range d.Evidence {
-		d.Evidence[i].Ref = redact(clip(d.Evidence[i].Ref, 300))
-		d.Evidence[i].Summary = redact(d.Evidence[i].Summary)
+		d.Evidence[i].Ref = proc.Redact(shorten.Clip(d.Evidence[i].Ref, 300))
+		d.Evidence[i].Summary = proc.Redact(d.Evidence[i].Summary)
 	}
-	d.Summary, d.Cause, d.Output = redact(d.Summary), redact(d.Cause), redact(d.Output)
+	d.Summary, d.Cause, d.Output = proc.Redact(d.Summary), proc.Redact(d.Cause), proc.Redact(d.Output)
 	if d.Next != nil {
-		d.Next.Input = redact(d.Next.Input)
+		d.Next.Input = proc.Redact(d.Next.Input)
 	}
-	vd.Summary, vd.FirstError, vd.OutputTail = redact(vd.Summary), redact(vd.FirstError), redact(vd.OutputTail)
+	vd.Summary, vd.FirstError, vd.OutputTail = proc.Redact(vd.Summary), proc.Redact(vd.FirstError), proc.Redact(vd.OutputTail)
 }
 
 func evidenceRefs(f *Facts) []workitems.EvidenceRef {
-	refs := []workitems.EvidenceRef{{Kind: workitems.EvidenceExit, Ref: string(f.Exit.Reason), Summary: clip(f.Exit.Message, 200)}}
+	refs := []workitems.EvidenceRef{{Kind: workitems.EvidenceExit, Ref: string(f.Exit.Reason), Summary: shorten.Clip(f.Exit.Message, 200)}}
 	for _, c := range f.Commands {
 		s := fmt.Sprintf("exit %d in %s", c.ExitCode, c.Elapsed.Round(time.Millisecond))
 		switch {
@@ -476,7 +477,7 @@ func evidenceRefs(f *Facts) []workitems.EvidenceRef {
 		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceTestReport, Ref: r.Source, Summary: r.Summary()})
 	}
 	for _, m := range f.Missing {
-		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceTestReport, Ref: "missing", Summary: clip(m, 200)})
+		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceTestReport, Ref: "missing", Summary: shorten.Clip(m, 200)})
 	}
 	if f.Diff != nil {
 		refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceDiff, Ref: f.Diff.Base,
@@ -484,20 +485,13 @@ func evidenceRefs(f *Facts) []workitems.EvidenceRef {
 	}
 	if f.CI != nil {
 		for _, ch := range f.CI.Checks {
-			refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceCICheck, Ref: ch.Name, Summary: string(ch.State) + " @ " + shortSHA(ch.SHA)})
+			refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceCICheck, Ref: ch.Name, Summary: string(ch.State) + " @ " + shorten.SHA(ch.SHA)})
 		}
 		for _, m := range f.CI.Missing {
 			refs = append(refs, workitems.EvidenceRef{Kind: workitems.EvidenceCICheck, Ref: m, Summary: "missing"})
 		}
 	}
 	return refs
-}
-
-func shortSHA(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
 }
 
 // verdict summarises the evidence for the attempt record.
@@ -518,7 +512,7 @@ func verdict(f *Facts) workitems.Verdict {
 	vd.FirstError = firstError(f)
 	for _, c := range f.Commands {
 		if !c.OK() {
-			vd.OutputTail = clip(c.Tail, 2048)
+			vd.OutputTail = shorten.Clip(c.Tail, 2048)
 			parts = append(parts, fmt.Sprintf("%q exit %d", c.Command, c.ExitCode))
 		}
 	}
@@ -537,7 +531,7 @@ func verdict(f *Facts) workitems.Verdict {
 	if len(parts) == 0 && len(f.Commands) > 0 {
 		parts = append(parts, fmt.Sprintf("%d commands exited 0", len(f.Commands)))
 	}
-	vd.Summary = clip(strings.Join(parts, "; "), 1000)
+	vd.Summary = shorten.Clip(strings.Join(parts, "; "), 1000)
 	return vd
 }
 

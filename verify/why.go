@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -120,7 +121,7 @@ func lastLines(s string, n int) string {
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
 	}
-	return clip(strings.Join(out, "\n"), 2048)
+	return shorten.Clip(strings.Join(out, "\n"), 2048)
 }
 
 // explain adds the why to a decision that does not close: the cause leads the summary (what a
@@ -132,8 +133,8 @@ func explain(d *workitems.Decision, f *Facts) {
 	cause, output := why(f)
 	d.Cause, d.Output = cause, output
 	if cause != "" && d.Summary != "" {
-		d.Summary = clip(cause+"; "+d.Summary, 1000)
+		d.Summary = shorten.Clip(cause+"; "+d.Summary, 1000)
 	} else if cause != "" {
-		d.Summary = clip(cause, 1000)
+		d.Summary = shorten.Clip(cause, 1000)
 	}
 }

@@ -16,7 +16,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/worker/proc"
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -218,7 +219,7 @@ func (h *Handler) track(key string, d int) {
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var p workitems.TaskPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Item == "" || p.Attempt < 1 {
-		return fmt.Errorf("worker: task payload %q is not {item, attempt}: %w", truncate(string(t.Payload()), 200), asynq.SkipRetry)
+		return fmt.Errorf("worker: task payload %q is not {item, attempt}: %w", shorten.Clip(string(t.Payload()), 200), asynq.SkipRetry)
 	}
 	key := fmt.Sprintf("%s/%d", p.Item, p.Attempt)
 	h.track(key, 1)
@@ -597,13 +598,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 type nopObserver struct{}

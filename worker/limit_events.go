@@ -1,7 +1,7 @@
 package worker
 
 import (
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"sync"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

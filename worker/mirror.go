@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -34,7 +35,7 @@ var ErrBaseUnavailable = errors.New("base commit unavailable")
 // readable part from its host and path and a hash of the whole, with any credentials removed,
 // so every worker on every host names the same source the same way.
 func MirrorName(src string) string {
-	clean := RedactSource(src)
+	clean := proc.RedactURL(src)
 	sum := sha256.Sum256([]byte(strings.TrimSuffix(strings.TrimRight(clean, "/"), ".git")))
 	readable := clean
 	if u, err := url.Parse(clean); err == nil && u.Host != "" {
@@ -50,17 +51,6 @@ func MirrorName(src string) string {
 		readable = readable[len(readable)-60:]
 	}
 	return strings.Trim(readable, "._-") + "-" + hex.EncodeToString(sum[:6])
-}
-
-// RedactSource removes credentials (user:password@, query strings) from a repository URL, so it
-// can be recorded, logged and used in names.
-func RedactSource(src string) string {
-	u, err := url.Parse(src)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return src
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 // safeName keeps letters, digits, '.', '_' and '-' and turns everything else into '_' ('@' into
@@ -151,7 +141,7 @@ func (w *Workspaces) pinBase(ctx context.Context, src, ref, want, at string) (mi
 	}
 	defer unlock()
 	m, err = w.pinBaseLocked(ctx, w.remote(src), want, at, m)
-	return m, redactErr(err, src)
+	return m, proc.RedactURLError(err, src)
 }
 
 func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want, at string, m mirrorBase) (mirrorBase, error) {
@@ -200,7 +190,7 @@ func (w *Workspaces) pinBaseLocked(ctx context.Context, rm remote, want, at stri
 			_, _ = rm.git(ctx, m.dir, "fetch", "--quiet", src, want)
 		}
 		if !hasCommit(ctx, m.dir, want) {
-			return m, fmt.Errorf("worker: base %.12s is not in %s any more: %w", want, RedactSource(src), ErrBaseUnavailable)
+			return m, fmt.Errorf("worker: base %.12s is not in %s any more: %w", want, proc.RedactURL(src), ErrBaseUnavailable)
 		}
 		m.commit = want
 	}
@@ -243,7 +233,7 @@ func resolveAt(ctx context.Context, rm remote, dir, ref string) (commit string, 
 			return c, false, nil
 		}
 	}
-	err = fmt.Errorf("worker: ref %q is not a branch, tag or commit of %s", ref, RedactSource(rm.src))
+	err = fmt.Errorf("worker: ref %q is not a branch, tag or commit of %s", ref, proc.RedactURL(rm.src))
 	if fetchErr != nil { // the fetch by id failed: say why (it may be the network, not the ref)
 		err = fmt.Errorf("%w (fetching it by id: %w)", err, rm.wrap(fetchErr))
 		return "", false, err
@@ -281,7 +271,7 @@ func (w *Workspaces) createMirror(ctx context.Context, rm remote, dir string) er
 		{"init", "--quiet", "--bare", "--template="},
 		// For people and tools only: fetches name the URL on the command line, so credentials in
 		// a repo URL are never written into the mirror (which sandboxed commands can read).
-		{"config", "remote.origin.url", RedactSource(src)},
+		{"config", "remote.origin.url", proc.RedactURL(src)},
 		{"config", "--add", "remote.origin.fetch", mirrorRefspecs[0]},
 		{"config", "--add", "remote.origin.fetch", mirrorRefspecs[1]},
 		// gc runs inside the fetch, under our lock, never detached after it.
@@ -293,7 +283,7 @@ func (w *Workspaces) createMirror(ctx context.Context, rm remote, dir string) er
 		}
 	}
 	if err := fetchMirror(ctx, tmp, rm); err != nil {
-		return fmt.Errorf("worker: mirror of %s: %w", RedactSource(src), redactErr(err, src))
+		return fmt.Errorf("worker: mirror of %s: %w", proc.RedactURL(src), proc.RedactURLError(err, src))
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("worker: mirror: %w", err)
@@ -347,37 +337,3 @@ func (w *Workspaces) unpinBase(ctx context.Context, name, ref string) error {
 	_, err = git(ctx, dir, "update-ref", "-d", ref)
 	return err
 }
-
-// redactErr keeps credentials a repo URL carries out of an error's text (git quotes the URL it
-// failed on); errors.Is and As still see the original.
-func redactErr(err error, src string) error {
-	if err == nil || RedactSource(src) == src {
-		return err
-	}
-	r := &redactedError{err: err, src: src}
-	if r.Error() == err.Error() {
-		return err
-	}
-	return r
-}
-
-type redactedError struct {
-	err error
-	src string
-}
-
-func (e *redactedError) Error() string {
-	msg := strings.ReplaceAll(e.err.Error(), e.src, RedactSource(e.src))
-	if u, err := url.Parse(e.src); err == nil && u.User != nil {
-		secret, hasPassword := u.User.Password()
-		if !hasPassword {
-			secret = u.User.Username() // https://TOKEN@host/…
-		}
-		if secret != "" {
-			msg = strings.ReplaceAll(msg, secret, "***")
-		}
-	}
-	return msg
-}
-
-func (e *redactedError) Unwrap() error { return e.err }

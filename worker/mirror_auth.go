@@ -2,10 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
+
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 )
 
 // GitCredential is what git needs to read a private repository (forge.GitAuth): entries for a
@@ -42,12 +45,15 @@ func (r remote) git(ctx context.Context, dir string, args ...string) (string, er
 	if r.cred == nil {
 		return git(ctx, dir, args...)
 	}
-	cmd := exec.CommandContext(ctx, "git", append(append([]string(nil), gitBase...), args...)...)
-	cmd.Dir = dir
-	cmd.Env = r.cred.Env(append(os.Environ(), "GIT_TERMINAL_PROMPT=0"))
-	out, err := cmd.CombinedOutput()
+	g := gitIn(dir, nil)
+	g.Env, g.Redact = r.cred.Env(os.Environ()), r.cred.Redact
+	out, err := g.Combined(ctx, nil, args...)
 	if err != nil {
-		msg := r.cred.Redact(truncate(strings.TrimSpace(string(out)), 500))
+		var ge *proc.GitError
+		msg := ""
+		if errors.As(err, &ge) {
+			err, msg = ge.Err, shorten.Clip(ge.Output, 500)
+		}
 		// git asks for a user name when the server answers 401 to the header: say what it
 		// means first (an escalation's headline is clipped), and name only git's subcommand
 		// (the error already names the repo).

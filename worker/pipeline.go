@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -135,7 +136,7 @@ func (h *Handler) act(ctx context.Context, tmpl *workitems.Template, it *workite
 func (h *Handler) ProcessWake(ctx context.Context, t *asynq.Task) error {
 	var p workitems.WakePayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Item == "" || p.Seq < 1 {
-		return fmt.Errorf("worker: wake payload %q is not {item, seq, by}: %w", truncate(string(t.Payload()), 200), asynq.SkipRetry)
+		return fmt.Errorf("worker: wake payload %q is not {item, seq, by}: %w", shorten.Clip(string(t.Payload()), 200), asynq.SkipRetry)
 	}
 	key := fmt.Sprintf("%s/wake-%d", p.Item, p.Seq)
 	h.track(key, 1)
@@ -180,7 +181,7 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 		d.Actor = "verifier"
 	}
 	if del != nil && len(del.Checks) > 0 {
-		events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Message: fmt.Sprintf("CI on %s: %s (%s)", short(del.PushedSHA), d.Outcome, d.Rule),
+		events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Message: fmt.Sprintf("CI on %s: %s (%s)", shorten.SHA(del.PushedSHA), d.Outcome, d.Rule),
 			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": d.Rule}})
 	}
 	d, del, err = h.act(ctx, tmpl, it, n, d, del, events, func(refused string) (workitems.Decision, error) {
@@ -229,11 +230,4 @@ func (h *Handler) recorded(ctx context.Context, it *workitems.Item, n int, deliv
 			log.Warn("enqueue of the retry failed; reconcile will repair it", "err", err)
 		}
 	}
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

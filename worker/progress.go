@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/verify"
 	"outerloop/workitems"
 )
@@ -32,7 +33,7 @@ func LiveTail(out string) string {
 	if lines := strings.Split(out, "\n"); len(lines) > LiveTailLines {
 		out = "…\n" + strings.Join(lines[len(lines)-LiveTailLines:], "\n")
 	}
-	return verify.Redact(out)
+	return proc.Redact(out)
 }
 
 // ProgressEvent is the step event of a command that has run for elapsed, with its output so
@@ -58,7 +59,7 @@ func ProgressEvent(what string, data map[string]string, elapsed time.Duration, o
 // progress events ("done check: CMD running for 40s: last line").
 func withCheckProgress(ctx context.Context, events EventSink, every time.Duration) context.Context {
 	return verify.WithCommandProgress(ctx, func(cmd string, elapsed time.Duration, out string) {
-		cmd = verify.Redact(cmd)
+		cmd = proc.Redact(cmd)
 		events.Emit(ctx, ProgressEvent("done check: "+cmd, map[string]string{"check": cmd}, elapsed, out))
 	}, every)
 }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"outerloop/egress"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

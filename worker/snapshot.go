@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -66,10 +67,8 @@ func (ws *Workspace) Tree(ctx context.Context) (string, error) {
 // Diff returns the binary diff between two trees of the workspace, or only its size when it is
 // larger than limit (streamed: a huge diff is counted, never held).
 func (ws *Workspace) Diff(ctx context.Context, from, to string, limit int) (patch []byte, size int, tooLarge bool, err error) {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string(nil), gitBase...),
-		"diff-tree", "-r", "-p", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv", from, to)...)
-	cmd.Dir = ws.Dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	cmd := gitIn(ws.Dir, nil).Command(ctx,
+		"diff-tree", "-r", "-p", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv", from, to)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -89,7 +88,7 @@ func (ws *Workspace) Diff(ctx context.Context, from, to string, limit int) (patc
 	}
 	werr := cmd.Wait()
 	if rerr != nil || werr != nil {
-		return nil, 0, false, fmt.Errorf("worker: git diff-tree %.12s %.12s: %w: %s", from, to, firstErr(rerr, werr), truncate(stderr.String(), 300))
+		return nil, 0, false, fmt.Errorf("worker: git diff-tree %.12s %.12s: %w: %s", from, to, firstErr(rerr, werr), shorten.Clip(proc.Redact(stderr.String()), 300))
 	}
 	if tooLarge {
 		return nil, int(n), true, nil

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -172,17 +173,17 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref s
 	src := w.resolve(repo)
 	ws := &Workspace{Dir: dir, index: dir + ".index"}
 	meta := workspaceMeta{Item: itemID, Attempt: n, Deployment: w.deployment(), Created: time.Now().UTC()}
-	base := workitems.WorkspaceBase{Source: RedactSource(repo), Host: w.host(), At: meta.Created}
+	base := workitems.WorkspaceBase{Source: proc.RedactURL(repo), Host: w.host(), At: meta.Created}
 	fill := func(tmp string) error { return w.fillDir(ctx, tmp, src, repo, &base) }
 	if ref != "" && (src == "" || !isGitRepo(src)) {
-		return nil, fmt.Errorf("worker: ref %q: %s is not a git repository, so it has no refs", ref, RedactSource(repo))
+		return nil, fmt.Errorf("worker: ref %q: %s is not a git repository, so it has no refs", ref, proc.RedactURL(repo))
 	}
 	if src != "" && isGitRepo(src) && (want == nil || want.Kind != workitems.BaseEmpty) {
 		wantCommit := ""
 		if want != nil {
 			if want.Kind != workitems.BaseGit || want.Mirror != MirrorName(src) {
 				return nil, fmt.Errorf("worker: the attempt began from %s %s, the template's repo is now %s: %w",
-					want.Kind, want.Source, RedactSource(repo), ErrBaseUnavailable)
+					want.Kind, want.Source, proc.RedactURL(repo), ErrBaseUnavailable)
 			}
 			wantCommit = want.Commit
 		}
@@ -209,7 +210,7 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref s
 		}
 		if want != nil && (base.Commit != want.Commit || base.Kind != want.Kind) {
 			return fmt.Errorf("worker: %s now makes base %s %.12s, the attempt began from %s %.12s: %w",
-				RedactSource(repo), base.Kind, base.Commit, want.Kind, want.Commit, ErrBaseUnavailable)
+				proc.RedactURL(repo), base.Kind, base.Commit, want.Kind, want.Commit, ErrBaseUnavailable)
 		}
 		// A loose ref file is a tag to git; writing it spares a process per attempt.
 		if err := os.WriteFile(filepath.Join(tmp, ".git", "refs", "tags", baseTag), []byte(base.Commit+"\n"), 0o644); err != nil {
@@ -374,10 +375,14 @@ func isGitRepo(src string) bool {
 	return err == nil && err2 == nil
 }
 
-// gitBase is what every git call of the worker starts with: a fixed identity, no signing, no
-// hooks, and never a credential prompt that would hang an attempt.
-var gitBase = []string{"-c", "user.name=outerloop", "-c", "user.email=outerloop@localhost",
-	"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null"}
+// gitConfig is what the worker's git calls set on top of proc.GitConfig (no hooks, no signing):
+// a fixed identity and the default branch.
+var gitConfig = []string{"user.name=outerloop", "user.email=outerloop@localhost", "init.defaultBranch=main"}
+
+// gitIn is the worker's git in dir with extra environment (the worker's own plus env).
+func gitIn(dir string, env []string) proc.Git {
+	return proc.Git{Dir: dir, Env: append(os.Environ(), env...), Config: gitConfig}
+}
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
 	out, err := gitRun(ctx, dir, nil, nil, args...)
@@ -386,15 +391,17 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 
 // gitRun runs git with extra environment and stdin and returns its output (stdout and stderr).
 func gitRun(ctx context.Context, dir string, env []string, stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string(nil), gitBase...), args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0"), env...)
+	var in io.Reader
 	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
+		in = bytes.NewReader(stdin)
 	}
-	out, err := cmd.CombinedOutput()
+	out, err := gitIn(dir, env).Combined(ctx, in, args...)
 	if err != nil {
-		return nil, fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), err, truncate(strings.TrimSpace(string(out)), 500))
+		var ge *proc.GitError
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("worker: git %s: %w: %s", strings.Join(args, " "), ge.Err, shorten.Clip(ge.Output, 500))
+		}
+		return nil, err
 	}
 	return out, nil
 }

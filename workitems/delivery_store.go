@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/internal/shorten"
 )
 
 // ErrNoPatch means no patch is stored for that attempt of the item.
@@ -68,7 +70,7 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 					rec.SameAs = &DeliveryRef{Item: last.Item, Attempt: last.Attempt, Commit: last.Commit}
 					dec.Rule = RuleAlreadyDelivered
 					dec.Reasons = append([]string{fmt.Sprintf("the result equals the patch item %s delivered (attempt %d, tree %s on base tree %s): nothing new",
-						last.Item, last.Attempt, short(rec.Tree), short(rec.BaseTree))}, dec.Reasons...)
+						last.Item, last.Attempt, shorten.SHA(rec.Tree), shorten.SHA(rec.BaseTree))}, dec.Reasons...)
 				} else {
 					becomesLast = &lastDelivered{BaseTree: rec.BaseTree, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
 				}
@@ -134,11 +136,4 @@ func (s *Store) Patch(ctx context.Context, id string, n int) ([]byte, error) {
 		return nil, fmt.Errorf("workitems: patch %s attempt %d: %w", id, n, err)
 	}
 	return b, nil
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

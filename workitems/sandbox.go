@@ -29,7 +29,7 @@ type Sandbox struct {
 // SandboxBuildCaches lists the build_cache settings.
 func SandboxBuildCaches() []string { return []string{"shared", "workspace"} }
 
-// SandboxMode says whether commands run in the sandbox (worker/proc implements each).
+// SandboxMode says whether commands run in the sandbox (proc implements each).
 type SandboxMode string
 
 // The sandbox modes.

@@ -60,7 +60,7 @@ func TestEveryProviderKindIsOneAProviderMayName(t *testing.T) {
 }
 
 // TestEverySandboxModeAndNetworkIsOneATemplateMayName walks SandboxModes and SandboxNetworks
-// (worker/proc's Mode and Network are these types) through validation, refusals included.
+// (proc's Mode and Network are these types) through validation, refusals included.
 func TestEverySandboxModeAndNetworkIsOneATemplateMayName(t *testing.T) {
 	t.Parallel()
 	cfg := func(mode, network string) string {

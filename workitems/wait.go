@@ -3,6 +3,8 @@ package workitems
 import (
 	"fmt"
 	"time"
+
+	"outerloop/internal/shorten"
 )
 
 // WaitKind is what a waiting item waits for after its change was pushed.
@@ -76,7 +78,7 @@ func (w *Wait) String() string {
 	what := string(w.Kind)
 	switch w.Kind {
 	case WaitCI:
-		what = "CI on " + short(w.SHA)
+		what = "CI on " + shorten.SHA(w.SHA)
 	case WaitReview:
 		what = fmt.Sprintf("a review of #%d", w.PR)
 	}

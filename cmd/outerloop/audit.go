@@ -13,6 +13,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
+	"outerloop/internal/shorten"
 	"outerloop/waits"
 )
 
@@ -109,7 +110,7 @@ func recordCLI(cmd *cobra.Command, a *app.App, args []string, runErr error) {
 	e.Detail = strings.Join(flags, " ")
 	if runErr != nil {
 		e.Result = api.AuditError
-		e.Detail = strings.TrimSpace(e.Detail + " " + oneLine(runErr.Error(), 200))
+		e.Detail = strings.TrimSpace(e.Detail + " " + shorten.OneLine(runErr.Error(), 200))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -14,7 +14,7 @@ import (
 
 	"outerloop/internal/benchmark"
 	"outerloop/internal/redistest"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 func benchCmd(g *globals) *cobra.Command {

@@ -17,7 +17,7 @@ import (
 
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

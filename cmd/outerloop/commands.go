@@ -17,6 +17,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
+	"outerloop/internal/shorten"
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/workitems"
@@ -152,7 +153,7 @@ func printPatch(ctx context.Context, s *workitems.Store, it *workitems.Item, att
 func printDelivery(w io.Writer, indent string, d *workitems.Delivery) {
 	fmt.Fprintf(w, "%sdelivery: %s, mode %s", indent, d.Outcome, d.Mode)
 	if d.Commit != "" {
-		fmt.Fprintf(w, ", commit %s on %s", shortSHA(d.Commit), shortSHA(d.Base))
+		fmt.Fprintf(w, ", commit %s on %s", shorten.SHA(d.Commit), shorten.SHA(d.Base))
 	}
 	if d.FileCount > 0 {
 		fmt.Fprintf(w, ", %d %s +%d -%d, patch %d bytes", d.FileCount, plural(d.FileCount, "file", "files"), d.Added, d.Deleted, d.PatchBytes)
@@ -169,12 +170,12 @@ func printDelivery(w io.Writer, indent string, d *workitems.Delivery) {
 		fmt.Fprintln(w)
 	}
 	if d.Error != "" {
-		fmt.Fprintf(w, "%s  error (%s): %s\n", indent, d.ErrorClass, oneLine(d.Error, 300))
+		fmt.Fprintf(w, "%s  error (%s): %s\n", indent, d.ErrorClass, shorten.OneLine(d.Error, 300))
 	}
 	if d.Branch != "" {
 		fmt.Fprintf(w, "%s  branch %s", indent, d.Branch)
 		if d.PushedSHA != "" {
-			fmt.Fprintf(w, " pushed %s", shortSHA(d.PushedSHA))
+			fmt.Fprintf(w, " pushed %s", shorten.SHA(d.PushedSHA))
 		}
 		fmt.Fprintln(w)
 	}
@@ -184,7 +185,7 @@ func printDelivery(w io.Writer, indent string, d *workitems.Delivery) {
 	for _, c := range d.Checks {
 		fmt.Fprintf(w, "%s  check %s: %s", indent, c.Name, c.State)
 		if c.Summary != "" {
-			fmt.Fprintf(w, " — %s", oneLine(c.Summary, 120))
+			fmt.Fprintf(w, " — %s", shorten.OneLine(c.Summary, 120))
 		}
 		if c.URL != "" {
 			fmt.Fprintf(w, " %s", c.URL)
@@ -225,13 +226,6 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-func shortSHA(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -290,16 +284,16 @@ func printItem(w io.Writer, v api.ItemView) {
 		}
 		fmt.Fprintln(w)
 		if a.Condition.Input != "" {
-			fmt.Fprintf(w, "  input: %s\n", oneLine(a.Condition.Input, 300))
+			fmt.Fprintf(w, "  input: %s\n", shorten.OneLine(a.Condition.Input, 300))
 		}
 		if a.Exit != nil {
-			fmt.Fprintf(w, "  exit: %s %s %s\n", a.Exit.Reason, a.Exit.Budget, oneLine(a.Exit.Message, 200))
+			fmt.Fprintf(w, "  exit: %s %s %s\n", a.Exit.Reason, a.Exit.Budget, shorten.OneLine(a.Exit.Message, 200))
 		}
 		if v := a.Verified; v != nil {
-			fmt.Fprintf(w, "  evidence: %s\n", oneLine(v.Summary, 300))
+			fmt.Fprintf(w, "  evidence: %s\n", shorten.OneLine(v.Summary, 300))
 		}
 		if d := a.Decision; d != nil {
-			fmt.Fprintf(w, "  decision: %s (%s) %s\n", d.Outcome, d.Rule, oneLine(strings.Join(d.Reasons, "; "), 300))
+			fmt.Fprintf(w, "  decision: %s (%s) %s\n", d.Outcome, d.Rule, shorten.OneLine(strings.Join(d.Reasons, "; "), 300))
 		}
 		if d := a.Delivery; d != nil {
 			printDelivery(w, "  ", d)
@@ -331,7 +325,7 @@ func printItem(w io.Writer, v api.ItemView) {
 			line += " " + st
 		}
 		if e.Message != "" {
-			line += ": " + oneLine(e.Message, 160)
+			line += ": " + shorten.OneLine(e.Message, 160)
 		}
 		fmt.Fprintf(w, "  %s  #%d  %s\n", e.At.Format("15:04:05.000"), e.Attempt, line)
 	}
@@ -372,16 +366,8 @@ func printWait(w io.Writer, wt *workitems.Wait, nextPoll *time.Time) {
 	}
 	fmt.Fprintln(w)
 	if wt.Reason != "" {
-		fmt.Fprintf(w, "  reason: %s\n", oneLine(wt.Reason, 300))
+		fmt.Fprintf(w, "  reason: %s\n", shorten.OneLine(wt.Reason, 300))
 	}
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 func escalationsCmd(g *globals) *cobra.Command {
@@ -413,7 +399,7 @@ func escalationsCmd(g *globals) *cobra.Command {
 				if e == nil {
 					e = &workitems.Escalation{At: it.UpdatedAt}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, age(e.At), e.Reason, oneLine(e.Summary, 100))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, age(e.At), e.Reason, shorten.OneLine(e.Summary, 100))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -14,9 +14,10 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/scheduler"
 	"outerloop/worker/agentloop/demo"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -272,9 +273,9 @@ func formatEvent(e workitems.Event) string {
 	case workitems.EventDelivery:
 		what = "delivery " + e.Data["step"]
 	}
-	msg := oneLine(e.Message, 110)
+	msg := shorten.OneLine(e.Message, 110)
 	if e.Type == workitems.EventDecision && e.Data["reasons"] != "" {
-		msg = oneLine(e.Data["reasons"], 110)
+		msg = shorten.OneLine(e.Data["reasons"], 110)
 	}
 	if msg != "" {
 		msg = "  " + msg

@@ -21,7 +21,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

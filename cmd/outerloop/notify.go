@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
+	"outerloop/internal/shorten"
 	"outerloop/notify"
 )
 
@@ -57,7 +58,7 @@ func notifyListCmd(g *globals) *cobra.Command {
 					item = d.Template
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.State, d.Sink, d.Event, item, d.Attempts,
-					d.Updated.Format("2006-01-02 15:04:05"), oneLine(strings.TrimSpace(d.LastError), 80), d.ID)
+					d.Updated.Format("2006-01-02 15:04:05"), shorten.OneLine(strings.TrimSpace(d.LastError), 80), d.ID)
 			}
 			return tw.Flush()
 		}),

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
+	"outerloop/internal/shorten"
 	"outerloop/scheduler"
 )
 
@@ -154,7 +155,7 @@ func historyCmd(g *globals) *cobra.Command {
 			if p := h.Paused; p != nil {
 				fmt.Fprintf(g.out, "%s is PAUSED by %s since %s", h.Template, p.Actor, p.At.Format(time.RFC3339))
 				if p.Reason != "" {
-					fmt.Fprintf(g.out, ": %s", oneLine(p.Reason, 120))
+					fmt.Fprintf(g.out, ": %s", shorten.OneLine(p.Reason, 120))
 				}
 				fmt.Fprintf(g.out, " (%d %s skipped)\n", p.Skipped, plural(int(p.Skipped), "tick", "ticks"))
 			}
@@ -217,7 +218,7 @@ func controlsCmd(g *globals) *cobra.Command {
 				if r.RerunOf != "" {
 					item += " (re-run of " + r.RerunOf + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.At.Format(time.RFC3339), r.Action, r.Actor, item, oneLine(r.Reason, 80))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.At.Format(time.RFC3339), r.Action, r.Actor, item, shorten.OneLine(r.Reason, 80))
 			}
 			return tw.Flush()
 		}),

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/fleet/view"
 	"outerloop/internal/app"
+	"outerloop/internal/shorten"
 )
 
 // statusCmd prints a fleet template as a table of its repositories (package fleet/view: the
@@ -59,7 +60,7 @@ func printFleet(w io.Writer, f *view.Fleet) error {
 	if p := f.Paused; p != nil {
 		paused = fmt.Sprintf("PAUSED by %s since %s", p.Actor, p.At.Format(time.RFC3339))
 		if p.Reason != "" {
-			paused += ": " + oneLine(p.Reason, 120)
+			paused += ": " + shorten.OneLine(p.Reason, 120)
 		}
 	}
 	u := f.Usage

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

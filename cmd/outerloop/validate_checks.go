@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"outerloop/forge"
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -67,12 +70,15 @@ func checkRepos(ctx context.Context, v *validation) {
 		}
 		if isRemote(repo) {
 			cctx, cancel := context.WithTimeout(ctx, lsRemoteTimeout)
-			cmd := exec.CommandContext(cctx, "git", "ls-remote", "--heads", "--", repo)
-			cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=10")
-			out, err := cmd.CombinedOutput()
+			out, err := proc.Git{Env: append(os.Environ(), "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=10")}.
+				Combined(cctx, nil, "ls-remote", "--heads", "--", repo)
 			cancel()
 			if err != nil {
-				msg := strings.TrimSpace(lastLine(string(out)))
+				var ge *proc.GitError
+				if errors.As(err, &ge) {
+					err = ge.Err
+				}
+				msg := strings.TrimSpace(shorten.LastLine(proc.Redact(string(out))))
 				if cctx.Err() != nil {
 					msg = fmt.Sprintf("no answer within %s", lsRemoteTimeout)
 				}
@@ -296,11 +302,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }
 
 func firstNonEmpty(s ...string) string {

@@ -29,6 +29,7 @@ import (
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
 	"outerloop/notify"
+	"outerloop/proc"
 	"outerloop/publish"
 	"outerloop/scheduler"
 	"outerloop/verify"
@@ -37,7 +38,6 @@ import (
 	"outerloop/worker/agentloop"
 	"outerloop/worker/execloop"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
 	"outerloop/worker/scriptloop"
 	"outerloop/workitems"
 )

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
+	"outerloop/proc/proctest"
 	"outerloop/scheduler"
 	"outerloop/worker"
-	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 

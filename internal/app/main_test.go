@@ -6,7 +6,7 @@ import (
 	"go.uber.org/goleak"
 
 	"outerloop/internal/giteatest"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 // The runner re-executes this binary as its guard; the package's Gitea (giteatest.Shared) is

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"outerloop/internal/redistest"
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 )
 
 func env(b *testing.B) Env {

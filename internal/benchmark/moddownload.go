@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 // ModDownloadFigures are medians of `go mod download` of the same module, each run into a fresh

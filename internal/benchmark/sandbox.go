@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 // SandboxFigures are medians of the same commands run each way, interleaved in one run.

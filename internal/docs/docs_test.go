@@ -12,7 +12,7 @@ import (
 	"testing"
 	"unicode"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 // root is the repository's root, from this package's directory.

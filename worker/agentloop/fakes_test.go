@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 	"outerloop/worker"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
 	"outerloop/workitems"
 )
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/worker"
-	"outerloop/worker/proc"
 )
 
 // WithProgressEvery sets how often a running shell tool call's elapsed time and output tail

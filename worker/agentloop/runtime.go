@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/worker"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 

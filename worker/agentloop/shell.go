@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 	"outerloop/workitems"
 )
 

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/internal/shorten"
+	"outerloop/proc"
 	"outerloop/worker"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 
@@ -157,7 +158,7 @@ func (h CommandHook) Stop(ctx context.Context, in HookInput) (HookResult, error)
 		}
 		return HookResult{}, nil
 	case cannotRun(h.Command, r.ExitCode, stderr.String()):
-		return HookResult{}, &HookCannotRunError{Command: h.Command, ExitCode: r.ExitCode, Stderr: clipLine(stderr.String(), 300)}
+		return HookResult{}, &HookCannotRunError{Command: h.Command, ExitCode: r.ExitCode, Stderr: shorten.OneLine(stderr.String(), 300)}
 	case r.ExitCode == 2:
 		return HookResult{Block: true, Reason: strings.TrimSpace(stderr.String())}, nil
 	}
@@ -193,15 +194,6 @@ func cannotRun(command string, code int, stderr string) bool {
 	low := strings.ToLower(line)
 	return strings.HasPrefix(line, filepath.Base(f[0])+":") &&
 		(strings.Contains(low, "cannot open") || strings.Contains(low, "can't open") || strings.Contains(low, "no such file"))
-}
-
-// clipLine is s on one line, at most n bytes.
-func clipLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
 }
 
 func (rt *runtime) hooks() []StopHook {
@@ -267,7 +259,7 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		// spent. The built-in hook blocks only on a workspace it has not seen, which is new.
 		if rt.st.HookActive && !builtin && text == rt.st.LastBlock {
 			return &endError{exit: workitems.Exit{Reason: workitems.ExitNoProgress,
-				Message: "the stop hooks blocked twice in a row with the same continuation: " + clipLine(text, 300)}}
+				Message: "the stop hooks blocked twice in a row with the same continuation: " + shorten.OneLine(text, 300)}}
 		}
 		rt.st.LastBlock = text
 		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: text})

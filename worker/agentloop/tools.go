@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/worker/model"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc/proctest"
 	"outerloop/workitems"
 )
 

@@ -16,8 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/worker"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 

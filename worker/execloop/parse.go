@@ -3,8 +3,8 @@ package execloop
 import (
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
@@ -35,16 +35,7 @@ type parser interface {
 const maxField = 240
 
 // clip shortens s to at most n bytes on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func clip(s string, n int) string { return shorten.Clip(strings.TrimSpace(s), n) }
 
 // lastLines returns the last n non-empty lines of s.
 func lastLines(s string, n int) string {

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 )
 
 func TestMain(m *testing.M) {

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"outerloop/proc"
 	"outerloop/worker"
-	"outerloop/worker/proc"
 	"outerloop/workitems"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 	"outerloop/worker"
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
 	"outerloop/worker/workertest"
 	"outerloop/workitems"
 )

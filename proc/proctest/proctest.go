@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 )
 
 // Runner returns a Runner for tests: bubblewrap when it starts here (else the test is

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 )
 
 // TestAGuardIgnoresAParentDeathSignalWhileItsWorkerLives: the kernel sends the parent-death

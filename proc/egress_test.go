@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"outerloop/egress"
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 )
 
 // hostsResolver answers the names in hosts itself and asks the system for the rest (a test's

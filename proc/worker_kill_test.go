@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/worker/proc"
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc"
+	"outerloop/proc/proctest"
 	"outerloop/workitems"
 )
 

@@ -1,5 +1,5 @@
-// Package proc is the one runner of child processes: script steps, the agent's shell tool,
-// done checks, stop hooks and exec agents all start here. It owns
+// Package proc owns the child processes of items: the one runner that script steps, the
+// agent's shell tool, done checks, stop hooks and exec agents all start through. It owns
 //
 //   - the environment: one allowlist (AllowedEnv) plus what the caller passes on purpose;
 //   - the sandbox: bubblewrap with its own pid, mount, ipc and uts namespaces, the workspace
@@ -12,10 +12,16 @@
 //     the worker's death sends it, and the command's leader dies with it should it be killed
 //     outright (guard_death.go); the group and boot id are recorded before the command starts
 //     (records.go) so a resumed attempt on this host kills what a dead execution left;
-//   - bounded output (Tail).
+//   - the resource limits (limits.go, cgroup.go) and the egress bridge to the worker's
+//     allowlisting proxy (egress.go);
+//   - bounded output (Tail);
+//   - redaction of what is recorded of a process: secrets in its output and command line
+//     (Redact), credentials in repository URLs (RedactURL, RedactURLError) (redact.go);
+//   - git as outerloop itself runs it (Git: its flags, environment and redacted errors; git.go).
 //
 // A Runner's zero value runs commands unconfined and unguarded, as the package-level Run does
-// (for git, which the worker itself runs); the worker builds a configured Runner.
+// (forge's push runs git so, with its timeout and process group); the worker builds a configured
+// Runner.
 package proc
 
 import (

@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/worker/proc"
+	"outerloop/proc"
 
-	"outerloop/worker/proc/proctest"
+	"outerloop/proc/proctest"
 )
 
 func TestMain(m *testing.M) {
