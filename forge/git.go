@@ -111,9 +111,11 @@ func runGit(ctx context.Context, r *PushRequest, args []string) (proc.Result, st
 	if env == nil {
 		env = proc.BaseEnv()
 	}
-	quoted := make([]string, 0, len(args)+1)
+	quoted := make([]string, 0, len(args)+9)
 	quoted = append(quoted, shellQuote(cmp.Or(r.Git, "git")))
-	for _, a := range args {
+	// No hook of the pushed repository runs (it is the item's code, and the forge's
+	// credentials are in the environment), no signing, no pager: proc.Git's settings.
+	for _, a := range append(proc.GitFlags(), args...) {
 		quoted = append(quoted, shellQuote(a))
 	}
 	res := proc.Run(ctx, proc.Spec{Command: strings.Join(quoted, " "), Dir: r.Dir, Env: r.Auth.Env(env),

@@ -2,12 +2,14 @@ package forge
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -460,4 +462,36 @@ func TestGiteaBadInputIsAClearClassifiedError(t *testing.T) {
 		_, err = New(Config{ForgeConfig: workitems.ForgeConfig{Kind: "gitlab"}})
 		wantErr(t, err, workitems.ClassInvalidInput, nil)
 	})
+}
+
+// A hook in the pushed repository is the item's code: the push runs none of them (with the
+// forge's credentials in its environment), on the real Gitea.
+func TestAPushRunsNoHookOfThePushedRepository(t *testing.T) {
+	t.Parallel()
+	e := newGiteaEnv(t, "hooks")
+	sha := e.branchCommit(t, "outerloop/hook", "HOOK.md", "x\n")
+	ran := filepath.Join(t.TempDir(), "ran")
+	hook := filepath.Join(e.dir, ".git", "hooks", "pre-push")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\nenv > '"+ran+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.push(t, sha, "outerloop/hook", ""); err != nil {
+		t.Fatalf("push with a failing pre-push hook in the repository: %v", err)
+	}
+	if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the repository's pre-push hook ran (%v)", err)
+	}
+	if got, err := RemoteBranch(bg, PushRequest{Forge: "tea", Dir: e.dir, URL: e.repo.CloneURL, Branch: "outerloop/hook",
+		Auth: mustAuth(t, e)}); err != nil || got != sha {
+		t.Fatalf("remote branch %q %v, want %s", got, err, sha)
+	}
+}
+
+func mustAuth(t *testing.T, e *giteaEnv) GitAuth {
+	t.Helper()
+	auth, err := e.f.GitAuth(e.repo.CloneURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth
 }

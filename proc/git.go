@@ -13,32 +13,45 @@ import (
 	"outerloop/internal/shorten"
 )
 
-// GitConfig is what every git call of outerloop starts with, ahead of the caller's own
-// settings: no hooks, no signing (of commits or tags) and no pager, so git's behaviour and
-// output are ours, not the host user's.
-var GitConfig = []string{"core.hooksPath=/dev/null", "commit.gpgsign=false", "tag.gpgsign=false", "core.pager=cat"}
+// gitConfig is what every git call of outerloop starts with, ahead of the caller's own
+// settings: no hooks (a hook in a workspace is the item's code, and must not run on the host
+// with the forge's credentials), no signing (of commits or tags) and no pager, so git's
+// behaviour and output are ours, not the host user's.
+func gitConfig() []string {
+	return []string{"core.hooksPath=/dev/null", "commit.gpgsign=false", "tag.gpgsign=false", "core.pager=cat"}
+}
 
-// GitEnv is appended to every git call's environment: git never prompts for a credential (a
+// GitFlags is gitConfig as git's leading "-c key=value" arguments, for a git run through
+// Runner rather than Git (forge's push, which may name its own git binary).
+func GitFlags() []string {
+	var out []string
+	for _, kv := range gitConfig() {
+		out = append(out, "-c", kv)
+	}
+	return out
+}
+
+// gitEnv is appended to every git call's environment: git never prompts for a credential (a
 // prompt would hang an attempt).
-var GitEnv = []string{"GIT_TERMINAL_PROMPT=0"}
+func gitEnv() []string { return []string{"GIT_TERMINAL_PROMPT=0"} }
 
 // Git is the one way outerloop runs git itself (not a command of an item's, which Runner
-// runs): git -c GitConfig… -c Config… [-C Dir] args…, with Env plus GitEnv. A failure is a
+// runs): git -c gitConfig… -c Config… [-C Dir] args…, with Env plus gitEnv. A failure is a
 // *GitError naming the subcommand, with what git printed redacted (Redact, then the caller's
 // own Redact, which knows the credential it put in Env). A credential goes in Env (an
 // http.extraHeader through GIT_CONFIG_COUNT/KEY/VALUE), never in args or a URL.
 type Git struct {
 	Dir    string              // the repository (git -C Dir); "": the worker's directory
 	Env    []string            // the environment to start from; nil: the worker's own (os.Environ())
-	Config []string            // more key=value settings, after GitConfig
+	Config []string            // more key=value settings, after gitConfig
 	Redact func(string) string // scrubs the caller's credential from git's output; nil: none
 }
 
 // Command returns the git command, not started, for callers that stream its output. Its
 // failures are the caller's to redact (Git.Err).
 func (g Git) Command(ctx context.Context, args ...string) *exec.Cmd {
-	full := make([]string, 0, 2*(len(GitConfig)+len(g.Config))+2+len(args))
-	for _, kv := range GitConfig {
+	full := make([]string, 0, 2*(len(gitConfig())+len(g.Config))+2+len(args))
+	for _, kv := range gitConfig() {
 		full = append(full, "-c", kv)
 	}
 	for _, kv := range g.Config {
@@ -53,7 +66,7 @@ func (g Git) Command(ctx context.Context, args ...string) *exec.Cmd {
 	if env == nil {
 		env = os.Environ()
 	}
-	c.Env = append(append([]string(nil), env...), GitEnv...)
+	c.Env = append(append([]string(nil), env...), gitEnv()...)
 	return c
 }
 

@@ -375,7 +375,7 @@ func isGitRepo(src string) bool {
 	return err == nil && err2 == nil
 }
 
-// gitConfig is what the worker's git calls set on top of proc.GitConfig (no hooks, no signing):
+// gitConfig is what the worker's git calls set on top of proc.Git's own settings (no hooks, no signing):
 // a fixed identity and the default branch.
 var gitConfig = []string{"user.name=outerloop", "user.email=outerloop@localhost", "init.defaultBranch=main"}
 
