@@ -203,7 +203,39 @@ func decodeExperiment(id string, b []byte) (*Experiment, error) {
 // already changes nothing. The record and the indexes change together, and only if no one
 // changed the record in between (a driver and a status call may both see the last run end).
 func (s *Store) End(ctx context.Context, id string, st State, reason string, at time.Time) (*Experiment, error) {
+	return s.change(ctx, id, "end experiment", func(e *Experiment) (bool, error) {
+		if e.State != StateRunning {
+			return false, nil
+		}
+		e.State, e.Reason, e.EndedAt = st, reason, at
+		return true, nil
+	}, func(p redis.Pipeliner, e *Experiment) {
+		p.SRem(ctx, s.k.active(), id)
+		p.ZAdd(ctx, s.k.ended(), redis.Z{Score: float64(at.UnixMilli()), Member: id})
+	})
+}
+
+// SetBudget changes a running experiment's budget (eval run --resume ID --budget on one still
+// running): the next round enqueues against it. It changes nothing else, and only if no one
+// changed the record in between; an experiment that ended is refused (Reopen raises its budget).
+func (s *Store) SetBudget(ctx context.Context, id string, usd float64) (*Experiment, error) {
+	return s.change(ctx, id, "set the budget of experiment", func(e *Experiment) (bool, error) {
+		if e.State != StateRunning {
+			return false, fmt.Errorf("evals: experiment %s is %s: its budget changes only as it resumes", id, e.State)
+		}
+		e.BudgetUSD = usd
+		return true, nil
+	}, nil)
+}
+
+// change is the one guarded update of an experiment's record: it reads the record under WATCH,
+// lets edit change it (false: nothing to write), and writes it with also's commands in one
+// MULTI, reading again when another writer came in between. It returns the record as read or
+// written.
+func (s *Store) change(ctx context.Context, id, what string, edit func(*Experiment) (bool, error),
+	also func(redis.Pipeliner, *Experiment)) (*Experiment, error) {
 	var out *Experiment
+	var refused error // edit's own: returned as it is
 	key := s.k.exp(id)
 	txf := func(tx *redis.Tx) error {
 		b, err := tx.Get(ctx, key).Bytes()
@@ -218,18 +250,23 @@ func (s *Store) End(ctx context.Context, id string, st State, reason string, at 
 			return err
 		}
 		out = e
-		if e.State != StateRunning {
+		write, err := edit(e)
+		if err != nil {
+			refused = err
+			return err
+		}
+		if !write {
 			return nil
 		}
-		e.State, e.Reason, e.EndedAt = st, reason, at
 		nb, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("evals: experiment %s: %w", id, err)
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, key, nb, 0)
-			p.SRem(ctx, s.k.active(), id)
-			p.ZAdd(ctx, s.k.ended(), redis.Z{Score: float64(at.UnixMilli()), Member: id})
+			if also != nil {
+				also(p, e)
+			}
 			return nil
 		})
 		return err
@@ -239,58 +276,15 @@ func (s *Store) End(ctx context.Context, id string, st State, reason string, at 
 		if errors.Is(err, redis.TxFailedErr) {
 			continue // changed in between: read it again
 		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("evals: end experiment %s: %w", id, err)
-		}
-		return out, err
-	}
-	return nil, fmt.Errorf("evals: end experiment %s: changed by others ten times in a row", id)
-}
-
-// SetBudget changes a running experiment's budget (eval run --resume ID --budget on one still
-// running): the next round enqueues against it. It changes nothing else, and only if no one
-// changed the record in between; an experiment that ended is refused (Reopen raises its budget).
-func (s *Store) SetBudget(ctx context.Context, id string, usd float64) (*Experiment, error) {
-	var out *Experiment
-	key := s.k.exp(id)
-	txf := func(tx *redis.Tx) error {
-		b, err := tx.Get(ctx, key).Bytes()
-		if errors.Is(err, redis.Nil) {
-			return fmt.Errorf("%w: %s", ErrNotFound, id)
-		}
 		if err != nil {
-			return fmt.Errorf("evals: experiment %s: %w", id, err)
-		}
-		e, err := decodeExperiment(id, b)
-		if err != nil {
-			return err
-		}
-		if e.State != StateRunning {
-			return fmt.Errorf("evals: experiment %s is %s: its budget changes only as it resumes", id, e.State)
-		}
-		e.BudgetUSD = usd
-		nb, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("evals: experiment %s: %w", id, err)
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, key, nb, 0)
-			return nil
-		})
-		out = e
-		return err
-	}
-	for range 10 {
-		err := s.rdb.Watch(ctx, txf, key)
-		if errors.Is(err, redis.TxFailedErr) {
-			continue
-		}
-		if err != nil {
-			return nil, err
+			if errors.Is(err, ErrNotFound) || (refused != nil && errors.Is(err, refused)) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("evals: %s %s: %w", what, id, err)
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("evals: set the budget of experiment %s: changed by others ten times in a row", id)
+	return nil, fmt.Errorf("evals: %s %s: changed by others ten times in a row", what, id)
 }
 
 // Reopen marks an ended experiment running again (eval run --resume after a stop: a raised
