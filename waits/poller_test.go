@@ -74,7 +74,7 @@ func newRig(t testing.TB) *rig {
 	}
 	ci := verify.NewRedisCIStore(env.Client, env.Prefix, time.Hour)
 	v := verify.New(verify.WithClock(clock.Now), verify.WithCI("webhook", ci))
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now))
+	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	return &rig{store: store, ci: ci, clock: clock, cfg: cfg, judge: &waits.Judge{Verifier: v}, wakes: &wakes{}}
 }
 

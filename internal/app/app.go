@@ -198,7 +198,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// Escalations and failures queue their notifications in the transition's own MULTI.
 	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock.Now, o.Logger.With("component", "notify"))
 	a.Fleet = fleet.NewGate(a.Redis, o.Prefix, o.Clock)
-	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now),
+	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock),
 		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithTransitionHook(a.Fleet.TransitionHook()),
 		workitems.WithLimitHook(a.Outbox.LimitHook()))
 	// Stores written before the ordered indexes get them built once, here (one GET when current).

@@ -34,7 +34,7 @@ func (a *App) Evals() *Evals {
 	a.evals.once.Do(func() {
 		exps := evals.NewStore(a.Redis, a.opts.Prefix)
 		// No transition or limit hooks: eval runs notify nobody.
-		st := workitems.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), workitems.WithClock(a.opts.Clock.Now))
+		st := workitems.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), workitems.WithClock(a.opts.Clock))
 		tpl := evals.NewTemplates(exps, a.CurrentConfig, a.Logger.With("component", "evals"))
 		q := scheduler.NewQueue(st, a.client, a.inspector, a.CurrentConfig(),
 			scheduler.QueueOptions{Queue: EvalQueue(a.opts.Queue), Clock: a.opts.Clock, Logger: a.Logger.With("lane", "eval")})

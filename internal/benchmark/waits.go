@@ -66,7 +66,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	tmpl, _ := cfg.Template("waits-bench")
 	clock := fakeclock.New(time.Now().UTC())
 	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, time.Now().UnixNano())
-	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock.Now))
+	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock))
 	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour)
 	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
 
@@ -124,7 +124,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	defer rdb.Close()
 	cnt := &counter{}
 	rdb.AddHook(cnt)
-	pstore := workitems.NewStore(rdb, prefix, workitems.WithClock(clock.Now))
+	pstore := workitems.NewStore(rdb, prefix, workitems.WithClock(clock))
 	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour)))}
 	p := &waits.Poller{Store: pstore, Judge: pjudge, Waker: noWake{}, Config: func() *workitems.Config { return cfg }, Clock: clock, Batch: n}
 	// A first round dials and loads the claim script: what a poller pays once, not per round.
