@@ -196,7 +196,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.AsynqOpt = conn.AsynqOpt()
 	// Escalations and failures queue their notifications in the transition's own MULTI.
-	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock.Now, o.Logger.With("component", "notify"))
+	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock, o.Logger.With("component", "notify"))
 	a.Fleet = fleet.NewGate(a.Redis, o.Prefix, o.Clock)
 	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock),
 		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithTransitionHook(a.Fleet.TransitionHook()),
@@ -217,7 +217,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
 	// Metrics log through the app's logger (--log-format) and read the app's clock.
-	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock.Now)}, o.Metrics...)...)
+	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock)}, o.Metrics...)...)
 	if !o.OneShot {
 		a.Metrics.SetConfig(o.Config)
 	}
@@ -256,7 +256,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		o.Publisher = publish.New(publish.Options{Forges: a.Forges, Logger: o.Logger})
 	}
 	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits"), Config: a.CurrentConfig}
-	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
+	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Clock: o.Clock, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
 	// The agent loop waits out model retries on the app's one clock, and its providers read

@@ -63,7 +63,7 @@ func (a *App) evalLane(workerID string) worker.Lane {
 	h := worker.NewHandler(worker.HandlerOptions{
 		Store: ev.Store, Config: a.Config, CurrentConfig: ev.Templates.Current, ReloadConfig: ev.Templates.Reload,
 		Loops: a.Loops, Verifier: VerifierAdapter{V: a.Verifier, J: a.Judge}, Enqueuer: ev.Queue, Workspaces: &ws,
-		Deliverer: DelivererAdapter{delivery.New(delivery.Options{MaxPatchBytes: a.opts.MaxPatchBytes, Now: a.opts.Clock.Now, Logger: a.Logger})},
+		Deliverer: DelivererAdapter{delivery.New(delivery.Options{MaxPatchBytes: a.opts.MaxPatchBytes, Clock: a.opts.Clock, Logger: a.Logger})},
 		Clock:     a.opts.Clock, Logger: a.Logger.With("lane", "eval"), WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL,
 		Runner: a.Runner, ProgressEvery: a.opts.ProgressEvery,
 	})
