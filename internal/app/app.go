@@ -242,9 +242,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	// The mirror reads a private repo with its forge's token, by the push's path (a header).
 	a.Workspaces.Credentials = a.repoCredentials
-	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
+	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour, o.Clock)
 	a.EvidenceFiles = verify.NewRedisEvidenceStore(a.Redis, o.Prefix, 30*24*time.Hour)
-	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), a.CIStore),
+	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock), verify.WithCI(string(workitems.CIProviderWebhook), a.CIStore),
 		verify.WithEvidenceStore(a.EvidenceFiles)}
 	for name, f := range a.Forges {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))

@@ -67,8 +67,8 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	clock := fakeclock.New(time.Now().UTC())
 	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, time.Now().UnixNano())
 	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock))
-	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour)
-	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
+	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour, clock)
+	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
 
 	log := slog.New(slog.DiscardHandler)
 	loops := worker.NewRegistry()
@@ -125,7 +125,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	cnt := &counter{}
 	rdb.AddHook(cnt)
 	pstore := workitems.NewStore(rdb, prefix, workitems.WithClock(clock))
-	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour)))}
+	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour, clock)))}
 	p := &waits.Poller{Store: pstore, Judge: pjudge, Waker: noWake{}, Config: func() *workitems.Config { return cfg }, Clock: clock, Batch: n}
 	// A first round dials and loads the claim script: what a poller pays once, not per round.
 	if _, err := p.Round(ctx); err != nil {
