@@ -263,7 +263,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// Retry-After dates against it.
 	a.Loops.Register("agent", agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
 		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
-			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock.Now))
+			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock))
 			if err != nil {
 				return nil, err
 			}
