@@ -276,7 +276,7 @@ func CheckpointSnapshot(b *testing.B, e Env, src string, changed bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := worker.NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now)
+	m := worker.NewMeter(workitems.Budget{}, workitems.Spend{}, nil)
 	cp := worker.NewWorkspaceCheckpointer(store, f, m, nil, ws, 0)
 	state, entry := make([]byte, 500), make([]byte, 100)
 	target := filepath.Join(ws.Dir, "edited-by-the-loop.txt")
