@@ -22,7 +22,6 @@ var clockRuleAllowed = map[string]string{
 	"internal/giteatest/":   "test infrastructure: waits on a real Gitea in real time",
 	"worker/proc/proctest/": "test infrastructure: hostile processes in real time",
 	"proc/proctest/":        "the same, after the proc move",
-	"internal/benchmark/":   "benchmarks measure real elapsed time and mint unique key prefixes from it",
 }
 
 // clockRuleTemporary are files another change is editing; moved to the injected clock after

@@ -64,8 +64,8 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 		return f, err
 	}
 	tmpl, _ := cfg.Template("waits-bench")
-	clock := fakeclock.New(time.Now().UTC())
-	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, time.Now().UnixNano())
+	clock := fakeclock.New(wall.Now().UTC())
+	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, wall.Now().UnixNano())
 	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock))
 	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour, clock)
 	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
@@ -137,12 +137,12 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	}
 	f.IdleRoundCommands = cnt.n.Swap(0)
 	clock.Advance(workitems.DefaultFirstPoll)
-	start := time.Now()
+	start := wall.Now()
 	due, err := p.Round(ctx)
 	if err != nil {
 		return f, err
 	}
-	f.DueRound, f.DueRoundItems, f.DueRoundCommands = time.Since(start), due, cnt.n.Swap(0)
+	f.DueRound, f.DueRoundItems, f.DueRoundCommands = wall.Now().Sub(start), due, cnt.n.Swap(0)
 	return f, nil
 }
 
