@@ -58,8 +58,12 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	if tmpl == nil {
 		tmpl = &workitems.Template{Name: "cli", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2}}
 	}
+	clock := opt.Clock
+	if clock == nil {
+		clock = workitems.SystemClock{}
+	}
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, Template: tmpl,
-		Now: cmp.Or[workitems.Clock](opt.Clock, workitems.SystemClock{}).Now(), ReportExpected: len(files) > 0 || len(tmpl.DoneCheck.Reports) > 0}
+		Now: clock.Now(), ReportExpected: len(files) > 0 || len(tmpl.DoneCheck.Reports) > 0}
 	if opt.ExitCode != nil {
 		f.Commands = append(f.Commands, CommandResult{Command: cmp.Or(opt.ExitName, "the test command (--exit-code)"),
 			ExitCode: *opt.ExitCode, Tail: opt.ExitTail})
