@@ -27,6 +27,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/console"
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
@@ -39,26 +40,13 @@ const (
 	sharedTok = "shared-operator-token-987654321"
 )
 
-// clock is the tests' injected clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // accessFixture is the whole HTTP surface of `outerloop serve` — API, console and asynqmon on
 // one mux behind api.Protect — over real Redis and a real asynq queue.
 type accessFixture struct {
 	fixture
 	auth    *api.Auth
 	audit   *api.AuditLog
-	clock   *clock
+	clock   *fakeclock.Clock
 	qname   string
 	insp    *asynq.Inspector
 	logs    *bytes.Buffer
@@ -93,12 +81,12 @@ func newAccessFixture(t *testing.T, readLogin bool, limits api.LoginLimits) *acc
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	ck := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(ck.Now))
+	ck := fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(ck))
 	client := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = client.Close() })
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
-	auth, err := api.NewAuthWith(api.AuthOptions{ReadLogin: readLogin, Now: ck.Now, Limits: limits, Credentials: []api.Credential{
+	auth, err := api.NewAuthWith(api.AuthOptions{ReadLogin: readLogin, Clock: ck, Limits: limits, Credentials: []api.Credential{
 		{Name: "alice", Role: api.RoleOperator, Token: aliceTok},
 		{Name: "bob", Role: api.RoleViewer, Token: bobTok},
 		{Name: api.OperatorTokenName, Role: api.RoleOperator, Token: sharedTok, Shared: true},
@@ -108,7 +96,7 @@ func newAccessFixture(t *testing.T, readLogin bool, limits api.LoginLimits) *acc
 	}
 	logs, mu := &bytes.Buffer{}, &sync.Mutex{}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{mu, logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	audit := api.NewAuditLog(env.Client, env.Prefix, 0, ck.Now)
+	audit := api.NewAuditLog(env.Client, env.Prefix, 0, ck)
 	mux := http.NewServeMux()
 	api.New(api.Options{Queue: q, Auth: auth, Audit: audit, Logger: logger, Metrics: http.NotFoundHandler()}).Register(mux)
 	con := console.New(console.Options{Queue: q, Auth: auth, Audit: audit, Logger: logger, EventBlock: 100 * time.Millisecond})
@@ -350,7 +338,7 @@ func TestSessionsAreSignedPerActorAndExpire(t *testing.T) {
 	if a := f.send(t, &client{jar: jar}, "GET", "/api/items", "", nil); a.status != 401 {
 		t.Fatalf("a forged session read: %d", a.status)
 	}
-	f.clock.Add(f.auth.SessionMaxAge() + time.Minute)
+	f.clock.Advance(f.auth.SessionMaxAge() + time.Minute)
 	if a := f.send(t, carol, "GET", "/api/items", "", nil); a.status != 401 {
 		t.Fatalf("an expired session read: %d", a.status)
 	}
@@ -368,7 +356,7 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 		if a := f.send(t, c, "POST", "/login", url.Values{"token": {fmt.Sprintf("guess-%d", i)}}.Encode(), nil); a.status != 401 {
 			t.Fatalf("failure %d: %d", i+1, a.status)
 		}
-		f.clock.Add(time.Second)
+		f.clock.Advance(time.Second)
 	}
 	a := f.send(t, c, "POST", "/login", url.Values{"token": {aliceTok}}.Encode(), nil)
 	if a.status != 429 || a.header.Get("Retry-After") != "55" || !strings.Contains(a.body, "Too many failed logins") {
@@ -377,12 +365,12 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 	if a := f.send(t, &client{bearer: aliceTok}, "POST", "/api/items", `{"template":"t1"}`, nil); a.status != 429 || a.header.Get("Retry-After") == "" {
 		t.Fatalf("a bearer token while limited: %d", a.status)
 	}
-	f.clock.Add(55 * time.Second) // the first failure leaves the window
+	f.clock.Advance(55 * time.Second) // the first failure leaves the window
 	if a := f.send(t, c, "POST", "/login", url.Values{"token": {aliceTok}}.Encode(), nil); a.status != 303 {
 		t.Fatalf("after the window: %d %s", a.status, a.body)
 	}
 	// Global: failures from many addresses add up (the handler is driven with their addresses).
-	g, err := api.NewAuthWith(api.AuthOptions{Now: f.clock.Now, Limits: api.LoginLimits{PerIP: 5, Global: 3, Window: time.Minute},
+	g, err := api.NewAuthWith(api.AuthOptions{Clock: f.clock, Limits: api.LoginLimits{PerIP: 5, Global: 3, Window: time.Minute},
 		Credentials: []api.Credential{{Name: "alice", Role: api.RoleOperator, Token: aliceTok}}})
 	if err != nil {
 		t.Fatal(err)

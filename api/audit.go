@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // AuditResult is how an audited request ended.
@@ -60,22 +62,22 @@ const DefaultAuditMax = 100_000
 // AuditLog is the audit list: a Redis stream capped at Max entries (approximate trimming in the
 // same XADD), newest read first, a page per read.
 type AuditLog struct {
-	rdb redis.UniversalClient
-	key string
-	max int64
-	now func() time.Time
+	rdb   redis.UniversalClient
+	key   string
+	max   int64
+	clock workitems.Clock
 }
 
 // NewAuditLog returns the audit list under prefix (the store's key prefix); max ≤ 0 takes
-// DefaultAuditMax; now is the clock of the entries' times.
-func NewAuditLog(rdb redis.UniversalClient, prefix string, max int64, now func() time.Time) *AuditLog {
+// DefaultAuditMax; clock (nil: the system clock) times the entries.
+func NewAuditLog(rdb redis.UniversalClient, prefix string, max int64, clock workitems.Clock) *AuditLog {
 	if max <= 0 {
 		max = DefaultAuditMax
 	}
-	if now == nil {
-		now = time.Now
+	if clock == nil {
+		clock = workitems.SystemClock{}
 	}
-	return &AuditLog{rdb: rdb, key: auditKey(prefix), max: max, now: now}
+	return &AuditLog{rdb: rdb, key: auditKey(prefix), max: max, clock: clock}
 }
 
 // auditKey is the one Redis key of the audit list.
@@ -84,7 +86,7 @@ func auditKey(prefix string) string { return prefix + "audit" }
 // Record appends e (its time from the clock when zero) in one XADD that also trims the list.
 func (l *AuditLog) Record(ctx context.Context, e AuditEntry) error {
 	if e.At.IsZero() {
-		e.At = l.now()
+		e.At = l.clock.Now()
 	}
 	e.At = e.At.UTC()
 	e.ID = ""

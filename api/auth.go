@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"outerloop/workitems"
 )
 
 // Auth decides who may read and who may change things. Each credential (a token) has a role:
@@ -30,7 +32,7 @@ type Auth struct {
 	creds     []cred
 	byName    map[string]*cred
 	readLogin bool
-	now       func() time.Time
+	clock     workitems.Clock
 	maxAge    time.Duration
 	limiter   *loginLimiter
 }
@@ -46,8 +48,8 @@ type AuthOptions struct {
 	Credentials []Credential
 	// ReadLogin requires a login (any role) to read the console and GET /api/*.
 	ReadLogin bool
-	// Now is the clock (default time.Now): session expiry and the login rate limit use it.
-	Now func() time.Time
+	// Clock is the clock (default the system clock): session expiry and the login rate limit use it.
+	Clock workitems.Clock
 	// SessionMaxAge is how long a console login lasts (default DefaultSessionMaxAge).
 	SessionMaxAge time.Duration
 	// Limits bound failed logins (zero fields take DefaultLoginLimits').
@@ -79,14 +81,14 @@ func NewAuthWith(o AuthOptions) (*Auth, error) {
 	if o.ReadLogin && len(o.Credentials) == 0 {
 		return nil, errNoCredentials
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
 	}
 	if o.SessionMaxAge <= 0 {
 		o.SessionMaxAge = DefaultSessionMaxAge
 	}
-	a := &Auth{byName: map[string]*cred{}, readLogin: o.ReadLogin, now: o.Now, maxAge: o.SessionMaxAge,
-		limiter: newLoginLimiter(o.Limits, o.Now)}
+	a := &Auth{byName: map[string]*cred{}, readLogin: o.ReadLogin, clock: o.Clock, maxAge: o.SessionMaxAge,
+		limiter: newLoginLimiter(o.Limits, o.Clock)}
 	for _, c := range o.Credentials {
 		cr := cred{Credential: c}
 		if c.Token != "" {
@@ -132,7 +134,7 @@ func (a *Auth) ReadLogin() bool { return a.readLogin }
 func (a *Auth) SessionMaxAge() time.Duration { return a.maxAge }
 
 // Now is the Auth's clock.
-func (a *Auth) Now() time.Time { return a.now() }
+func (a *Auth) Now() time.Time { return a.clock.Now() }
 
 // Limits are the failed-login limits in force.
 func (a *Auth) Limits() LoginLimits { return a.limiter.l }
@@ -194,7 +196,7 @@ func (a *Auth) NewSession(p Principal) string {
 	if c == nil {
 		return ""
 	}
-	payload := base64.RawURLEncoding.EncodeToString([]byte(c.Name + "\n" + p.Actor + "\n" + strconv.FormatInt(a.now().Unix(), 10)))
+	payload := base64.RawURLEncoding.EncodeToString([]byte(c.Name + "\n" + p.Actor + "\n" + strconv.FormatInt(a.clock.Now().Unix(), 10)))
 	return payload + "." + c.mac("session:"+payload)
 }
 
@@ -224,7 +226,7 @@ func (a *Auth) session(r *http.Request) (Principal, bool) {
 	if err != nil {
 		return Principal{}, false
 	}
-	if age := a.now().Sub(time.Unix(at, 0)); age < -time.Minute || age > a.maxAge {
+	if age := a.clock.Now().Sub(time.Unix(at, 0)); age < -time.Minute || age > a.maxAge {
 		return Principal{}, false
 	}
 	return Principal{Actor: parts[1], Credential: c.Name, Role: c.Role, Session: true, Shared: c.Shared}, true

@@ -3,6 +3,8 @@ package api
 import (
 	"sync"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // LoginLimits bound failed logins (a wrong token in the console's form or a bearer header)
@@ -22,15 +24,15 @@ var DefaultLoginLimits = LoginLimits{PerIP: 5, Global: 50, Window: time.Minute}
 // loginLimiter keeps the failure times in the window, per address and overall. Only failures
 // add entries and the global limit caps them, so the map holds at most Global addresses.
 type loginLimiter struct {
-	l   LoginLimits
-	now func() time.Time
+	l     LoginLimits
+	clock workitems.Clock
 
 	mu     sync.Mutex
 	perIP  map[string][]time.Time
 	global []time.Time
 }
 
-func newLoginLimiter(l LoginLimits, now func() time.Time) *loginLimiter {
+func newLoginLimiter(l LoginLimits, clock workitems.Clock) *loginLimiter {
 	d := DefaultLoginLimits
 	if l.PerIP <= 0 {
 		l.PerIP = d.PerIP
@@ -41,7 +43,7 @@ func newLoginLimiter(l LoginLimits, now func() time.Time) *loginLimiter {
 	if l.Window <= 0 {
 		l.Window = d.Window
 	}
-	return &loginLimiter{l: l, now: now, perIP: map[string][]time.Time{}}
+	return &loginLimiter{l: l, clock: clock, perIP: map[string][]time.Time{}}
 }
 
 // prune drops failures older than the window (called with mu held).
@@ -68,7 +70,7 @@ func (l *loginLimiter) prune(now time.Time) {
 func (l *loginLimiter) check(ip string) *RateLimitedError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock.Now()
 	l.prune(now)
 	if ts := l.perIP[ip]; len(ts) >= l.l.PerIP {
 		return &RateLimitedError{RetryAfter: ts[len(ts)-l.l.PerIP].Add(l.l.Window).Sub(now)}
@@ -83,7 +85,7 @@ func (l *loginLimiter) check(ip string) *RateLimitedError {
 func (l *loginLimiter) fail(ip string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock.Now()
 	l.perIP[ip] = append(l.perIP[ip], now)
 	l.global = append(l.global, now)
 }

@@ -30,12 +30,12 @@ func TestInABrowserAsynqmonIsBehindTheLogin(t *testing.T) {
 		t.Fatal(err) // the queue exists in asynq once it holds a task
 	}
 	const aliceTok = "alice-operator-token-0123456789"
-	auth, err := api.NewAuthWith(api.AuthOptions{ReadLogin: true, Now: a.Store.Now,
+	auth, err := api.NewAuthWith(api.AuthOptions{ReadLogin: true, Clock: a.Store.Clock(),
 		Credentials: []api.Credential{{Name: "alice", Role: api.RoleOperator, Token: aliceTok}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := api.NewAuditLog(a.Store.Redis(), a.Store.Prefix(), 0, a.Store.Now)
+	audit := api.NewAuditLog(a.Store.Redis(), a.Store.Prefix(), 0, a.Store.Clock())
 	mux := http.NewServeMux()
 	api.New(api.Options{Queue: a.Queue, Auth: auth, Audit: audit, Logger: testLogger()}).Register(mux)
 	con := console.New(console.Options{Queue: a.Queue, Auth: auth, Audit: audit, Logger: testLogger()})

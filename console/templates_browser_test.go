@@ -23,7 +23,7 @@ func TestInABrowserAnOperatorPausesRunsAndResumesATemplate(t *testing.T) {
 	a := openApp(t, handlerConfig(t))
 	bg := context.Background()
 	const aliceTok = "alice-operator-token-0123456789"
-	auth, err := api.NewAuthWith(api.AuthOptions{Now: a.Store.Now,
+	auth, err := api.NewAuthWith(api.AuthOptions{Clock: a.Store.Clock(),
 		Credentials: []api.Credential{{Name: "alice", Role: api.RoleOperator, Token: aliceTok}}})
 	if err != nil {
 		t.Fatal(err)

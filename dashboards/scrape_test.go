@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/metrics"
 	"outerloop/notify"
 	"outerloop/workitems"
@@ -18,8 +19,8 @@ import (
 // When a test server of the whole process exists, point checkMetricNamesExported at it instead.
 func workloadMetricsHandler(t *testing.T) http.Handler {
 	t.Helper()
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	m := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	clock := fakeclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
+	m := metrics.New(metrics.WithClock(clock))
 	m.SetConfig(&workitems.Config{
 		Providers: map[string]workitems.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
 		Templates: []workitems.Template{{
@@ -35,11 +36,11 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 		return workitems.Stats{
 			Items:              map[string]map[workitems.State]int{"nightly": {workitems.StateEscalated: 1}},
 			OpenEscalations:    1,
-			OldestEscalationAt: now.Add(-time.Hour),
+			OldestEscalationAt: clock.Now().Add(-time.Hour),
 			DailyCostUSD:       map[string]float64{"nightly": 1.5},
-			LastClosedAt:       map[string]time.Time{"nightly": now.Add(-2 * time.Hour)},
+			LastClosedAt:       map[string]time.Time{"nightly": clock.Now().Add(-2 * time.Hour)},
 			Waiting:            map[workitems.WaitKind]int64{workitems.WaitReview: 1},
-			FirstPollAt:        now.Add(-time.Minute),
+			FirstPollAt:        clock.Now().Add(-time.Minute),
 		}, nil
 	})
 	const item = "nightly@20261125T030000Z"

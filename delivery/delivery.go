@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"outerloop/internal/shorten"
 	"outerloop/workitems"
@@ -115,9 +114,9 @@ func (NotConfigured) Followup(context.Context, Followup) error { return nil }
 
 // Options configures a Deliverer.
 type Options struct {
-	Publisher     Publisher // branch and pull_request modes (default NotConfigured)
-	MaxPatchBytes int64     // bound of the stored patch (default DefaultMaxPatchBytes)
-	Now           func() time.Time
+	Publisher     Publisher       // branch and pull_request modes (default NotConfigured)
+	MaxPatchBytes int64           // bound of the stored patch (default DefaultMaxPatchBytes)
+	Clock         workitems.Clock // times the delivery record (default the system clock)
 	Logger        *slog.Logger
 }
 
@@ -134,8 +133,8 @@ func New(o Options) *Deliverer {
 	if o.MaxPatchBytes <= 0 {
 		o.MaxPatchBytes = DefaultMaxPatchBytes
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -184,7 +183,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	if mode == "" {
 		mode = workitems.DeliverPatch
 	}
-	del := &workitems.Delivery{Attempt: r.Attempt, Mode: mode, Base: r.Base, At: d.o.Now().UTC()}
+	del := &workitems.Delivery{Attempt: r.Attempt, Mode: mode, Base: r.Base, At: d.o.Clock.Now().UTC()}
 	res.Delivery = del
 	if r.Decision.Rule == workitems.RuleNoChange {
 		del.Outcome = workitems.DeliveryUnchanged

@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // Reason says why a connection was refused.
@@ -72,6 +74,9 @@ type Options struct {
 	// a client's request head (default 30s).
 	DialTimeout   time.Duration
 	HeaderTimeout time.Duration
+	// Clock sets the connections' read deadlines (nil: the system clock; a net.Conn deadline
+	// is wall time, so only a test would pass another).
+	Clock workitems.Clock
 }
 
 // Proxy is an allowlisting HTTP proxy. Serve it on any listener; Close ends it and every
@@ -94,6 +99,9 @@ func New(o Options) *Proxy {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 15 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
 	}
 	if o.HeaderTimeout <= 0 {
 		o.HeaderTimeout = 30 * time.Second
@@ -184,7 +192,7 @@ func (p *Proxy) untrack(c net.Conn) {
 func (p *Proxy) handle(c net.Conn) {
 	br := bufio.NewReader(c)
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(p.o.HeaderTimeout))
+		_ = c.SetReadDeadline(p.o.Clock.Now().Add(p.o.HeaderTimeout))
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return

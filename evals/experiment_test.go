@@ -146,12 +146,12 @@ func TestTheJanitorDeletesEndedExperimentsWithTheirItemsOnceTheirRetentionPassed
 	t.Parallel()
 	env := redistest.New(t)
 	exps := NewStore(env.Client, env.Prefix)
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	items := workitems.NewStore(env.Client, ItemPrefix(env.Prefix), workitems.WithClock(func() time.Time { return now }))
+	clock := fakeclock.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	items := workitems.NewStore(env.Client, ItemPrefix(env.Prefix), workitems.WithClock(clock))
 	ctx := context.Background()
 	day := 24 * time.Hour
 	mk := func(id string, ended time.Duration, itemState workitems.State) {
-		e := experiment(id, now.Add(-ended-day), "t1")
+		e := experiment(id, clock.Now().Add(-ended-day), "t1")
 		if err := exps.Create(ctx, e); err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestTheJanitorDeletesEndedExperimentsWithTheirItemsOnceTheirRetentionPassed
 			}
 		}
 		if ended >= 0 {
-			if _, err := exps.End(ctx, id, StateFinished, "", now.Add(-ended)); err != nil {
+			if _, err := exps.End(ctx, id, StateFinished, "", clock.Now().Add(-ended)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -179,7 +179,7 @@ func TestTheJanitorDeletesEndedExperimentsWithTheirItemsOnceTheirRetentionPassed
 	mk("recent", 20*day, workitems.StateCancelled)
 	mk("busy", 40*day, workitems.StateRunning)
 	mk("running", -1, workitems.StateRunning)
-	j := NewJanitor(JanitorOptions{Exps: exps, Items: items, Retention: 30 * day, Clock: fakeclock.New(now)})
+	j := NewJanitor(JanitorOptions{Exps: exps, Items: items, Retention: 30 * day, Clock: clock})
 
 	dry, err := j.Run(ctx, true)
 	slices.Sort(dry)

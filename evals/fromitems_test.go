@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -22,16 +23,16 @@ type itemSpec struct {
 func itemStore(t *testing.T, specs []itemSpec) (*workitems.Store, time.Time) {
 	t.Helper()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := start
+	clock := fakeclock.New(start)
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	ctx := context.Background()
 	for _, sp := range specs {
-		now = now.Add(time.Minute)
+		clock.Advance(time.Minute)
 		first := workitems.Attempt{N: 1, State: workitems.AttemptQueued, Condition: workitems.Condition{Input: "input of " + sp.id}}
 		if sp.base {
 			first.Base = &workitems.WorkspaceBase{Kind: workitems.BaseGit, Commit: "c0ffee-" + sp.id, Tree: "t",
-				Source: "https://gitea.example.com/acme/calc.git", Branch: "main", At: now}
+				Source: "https://gitea.example.com/acme/calc.git", Branch: "main", At: clock.Now()}
 		}
 		it := &workitems.Item{ID: sp.id, Template: sp.tmpl, Goal: "goal of " + sp.id,
 			Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},

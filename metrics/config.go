@@ -81,7 +81,7 @@ func (m *Metrics) SetConfig(cfg *workitems.Config) {
 	m.budgetCap.Reset()
 	m.dailyCostCap.Reset()
 	m.scheduleInterval.Reset()
-	now := m.now()
+	now := m.clock.Now()
 	names := make([]string, 0, len(cfg.Templates))
 	for i := range cfg.Templates {
 		t := &cfg.Templates[i]

@@ -69,8 +69,8 @@ const exemplarMaxRunes = prometheus.ExemplarMaxRunes
 type Option func(*Metrics)
 
 // WithClock sets the clock used for ages computed at scrape time and for schedule gaps
-// (default time.Now).
-func WithClock(now func() time.Time) Option { return func(m *Metrics) { m.now = now } }
+// (default the system clock).
+func WithClock(c workitems.Clock) Option { return func(m *Metrics) { m.clock = c } }
 
 // WithLogger sets the logger for scrape-time errors (default slog.Default()).
 // WithoutSeriesAhead makes SetConfig skip creating every template's counter series at zero: for
@@ -91,7 +91,7 @@ func WithStatsMaxAge(d time.Duration) Option { return func(m *Metrics) { m.stats
 // Metrics holds every outerloop collector on one registry.
 type Metrics struct {
 	reg          *prometheus.Registry
-	now          func() time.Time
+	clock        workitems.Clock
 	log          *slog.Logger
 	statsTimeout time.Duration
 	statsMaxAge  time.Duration
@@ -146,7 +146,7 @@ type Metrics struct {
 func New(opts ...Option) *Metrics {
 	m := &Metrics{
 		reg:          prometheus.NewRegistry(),
-		now:          time.Now,
+		clock:        workitems.SystemClock{},
 		log:          slog.Default(),
 		statsTimeout: 2 * time.Second,
 		statsMaxAge:  10 * time.Minute,

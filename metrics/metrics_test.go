@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/metrics"
 	"outerloop/workitems"
 )
@@ -411,7 +412,7 @@ func contains(ss []string, s string) bool {
 
 func TestScheduledTemplatesExportTheirLongestTickGap(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) // a Wednesday, no DST change ahead
+	clock := fakeclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)) // a Wednesday, no DST change ahead
 	tests := []struct {
 		name     string
 		schedule string
@@ -427,7 +428,7 @@ func TestScheduledTemplatesExportTheirLongestTickGap(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := metrics.New(metrics.WithClock(func() time.Time { return now }))
+			m := metrics.New(metrics.WithClock(clock))
 			m.SetTemplates([]workitems.Template{{Name: "x", Schedule: tt.schedule}})
 			got, ok := scrape(t, m)[`outerloop_template_schedule_max_interval_seconds{template="x"}`]
 			if tt.want == 0 {

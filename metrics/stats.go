@@ -123,7 +123,7 @@ func (c *statsCollector) fetch(src func(ctx context.Context) (workitems.Stats, e
 	cancel()
 	c.mu.Lock()
 	if err == nil {
-		c.last, c.lastAt = s, c.m.now()
+		c.last, c.lastAt = s, c.m.clock.Now()
 	}
 	c.lastErr = err
 	c.inflight = nil
@@ -142,7 +142,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	s, at, fresh, err := c.read(src)
-	now := c.m.now()
+	now := c.m.clock.Now()
 	if !fresh {
 		c.errors.Inc()
 		c.m.log.Error("metrics: reading store stats", "err", err, "last_read", at)

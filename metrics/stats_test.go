@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/metrics"
 	"outerloop/workitems"
 )
@@ -48,7 +49,7 @@ var statsNames = []string{
 
 func TestStatsAreReadOnScrape(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.WithClock(func() time.Time { return statsNow }))
+	m := metrics.New(metrics.WithClock(fakeclock.New(statsNow)))
 	// "manual" is configured but has no items yet: it is exported with zeros.
 	m.SetTemplates([]workitems.Template{{Name: "nightly"}, {Name: "manual"}})
 	m.SetStatsSource(fakeSource(sampleStats(), nil))
@@ -96,7 +97,7 @@ outerloop_template_last_closed_timestamp_seconds{template="nightly"} ` + fmtFloa
 
 func TestStatsWithoutOpenEscalationsReportAgeZero(t *testing.T) {
 	t.Parallel()
-	m := metrics.New(metrics.WithClock(func() time.Time { return statsNow }))
+	m := metrics.New(metrics.WithClock(fakeclock.New(statsNow)))
 	s := sampleStats()
 	s.OpenEscalations = 0
 	m.SetStatsSource(fakeSource(s, nil))
@@ -173,10 +174,8 @@ func (s *switchable) set(f func(*switchable)) { s.mu.Lock(); f(s); s.mu.Unlock()
 
 func TestAStoreOutageServesTheLastValuesWithTheirAge(t *testing.T) {
 	t.Parallel()
-	now := statsNow
-	var clockMu sync.Mutex
-	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
-	advance := func(d time.Duration) { clockMu.Lock(); now = now.Add(d); clockMu.Unlock() }
+	clock := fakeclock.New(statsNow)
+	advance := clock.Advance
 	src := &switchable{stats: sampleStats()}
 	m := metrics.New(metrics.WithClock(clock), metrics.WithStatsTimeout(50*time.Millisecond),
 		metrics.WithStatsMaxAge(10*time.Minute), metrics.WithLogger(slog.New(slog.DiscardHandler)))

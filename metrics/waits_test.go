@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/metrics"
 	"outerloop/workitems"
@@ -39,7 +40,7 @@ func TestWaitingItemsAndThePollLagAreReadOnScrape(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := metrics.New(metrics.WithClock(func() time.Time { return statsNow }))
+			m := metrics.New(metrics.WithClock(fakeclock.New(statsNow)))
 			st := sampleStats()
 			st.Waiting, st.FirstPollAt = tt.waiting, tt.firstPoll
 			m.SetStatsSource(fakeSource(st, nil))
@@ -84,8 +85,8 @@ func TestTheStoresWaitingItemsReachTheScrape(t *testing.T) {
 	if err != nil || np.IsZero() {
 		t.Fatalf("next poll %v %v", np, err)
 	}
-	now := np.Add(90 * time.Second)
-	m := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	clock := fakeclock.New(np.Add(90 * time.Second))
+	m := metrics.New(metrics.WithClock(clock))
 	m.SetStatsSource(s.Stats)
 	want := fmt.Sprintf(waitGaugesHelp, 1, 0, 90.0)
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "outerloop_items_waiting", "outerloop_wait_poll_lag_seconds"); err != nil {

@@ -40,9 +40,9 @@ templates:
 			}
 			env := redistest.New(b)
 			clock := fakeclock.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-			opts := []workitems.StoreOption{workitems.WithClock(clock.Now)}
+			opts := []workitems.StoreOption{workitems.WithClock(clock)}
 			if withHook {
-				ob := notify.NewOutbox(env.Client, env.Prefix, cfg, clock.Now, nil)
+				ob := notify.NewOutbox(env.Client, env.Prefix, cfg, clock, nil)
 				opts = append(opts, workitems.WithTransitionHook(ob.TransitionHook()))
 			}
 			st := workitems.NewStore(env.Client, env.Prefix, opts...)

@@ -179,8 +179,8 @@ templates:
 			}
 			return ""
 		}}
-	r.outbox = notify.NewOutbox(env.Client, env.Prefix, cfg, clock.Now, nil)
-	r.store = workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now),
+	r.outbox = notify.NewOutbox(env.Client, env.Prefix, cfg, clock, nil)
+	r.store = workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock),
 		workitems.WithTransitionHook(r.outbox.TransitionHook()), workitems.WithLimitHook(r.outbox.LimitHook()))
 	return r
 }

@@ -49,22 +49,22 @@ type Delivery struct {
 
 // Outbox is the Redis outbox of notifications.
 type Outbox struct {
-	rdb redis.UniversalClient
-	k   keys
-	cfg atomic.Pointer[workitems.Config]
-	now func() time.Time
-	log *slog.Logger
+	rdb   redis.UniversalClient
+	k     keys
+	cfg   atomic.Pointer[workitems.Config]
+	clock workitems.Clock
+	log   *slog.Logger
 }
 
 // NewOutbox returns the outbox under the store's prefix; cfg says which sinks each event goes to.
-func NewOutbox(rdb redis.UniversalClient, prefix string, cfg *workitems.Config, now func() time.Time, log *slog.Logger) *Outbox {
-	if now == nil {
-		now = time.Now
+func NewOutbox(rdb redis.UniversalClient, prefix string, cfg *workitems.Config, clock workitems.Clock, log *slog.Logger) *Outbox {
+	if clock == nil {
+		clock = workitems.SystemClock{}
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	o := &Outbox{rdb: rdb, k: keys{p: prefix}, now: now, log: log}
+	o := &Outbox{rdb: rdb, k: keys{p: prefix}, clock: clock, log: log}
 	o.cfg.Store(cfg)
 	return o
 }
@@ -106,7 +106,7 @@ func (o *Outbox) queue(ctx context.Context, p redis.Cmdable, n Notification, sin
 	if err != nil {
 		return fmt.Errorf("notify: %s: %w", n.ID, err)
 	}
-	now := strconv.FormatInt(o.now().UnixMilli(), 10)
+	now := strconv.FormatInt(o.clock.Now().UnixMilli(), 10)
 	for _, s := range sinks {
 		id := deliveryID(n.ID, s)
 		// EVAL, not EVALSHA: inside a MULTI a missing script cannot be loaded and retried.
@@ -156,7 +156,7 @@ func (o *Outbox) LimitHook() workitems.LimitHook {
 		if len(sinks) == 0 {
 			return
 		}
-		n := forDailyCap(template, t, o.now())
+		n := forDailyCap(template, t, o.clock.Now())
 		if _, err := o.Enqueue(ctx, n, sinks); err != nil {
 			o.log.Error("daily cap notification not queued", "template", template, "err", err)
 		}
@@ -169,7 +169,7 @@ func (o *Outbox) FleetPaused(ctx context.Context, template, reason string) error
 	if len(sinks) == 0 {
 		return nil
 	}
-	_, err := o.Enqueue(ctx, forFleetPaused(template, t, reason, o.now()), sinks)
+	_, err := o.Enqueue(ctx, forFleetPaused(template, t, reason, o.clock.Now()), sinks)
 	return err
 }
 
@@ -369,7 +369,7 @@ var ErrNotDead = errors.New("delivery is not dead")
 
 // Requeue makes a dead delivery pending again (a person fixed the receiver).
 func (o *Outbox) Requeue(ctx context.Context, id string) error {
-	v, err := requeueScript.Run(ctx, o.rdb, []string{o.k.delivery(id), o.k.dead(), o.k.due()}, id, o.now().UnixMilli()).Int()
+	v, err := requeueScript.Run(ctx, o.rdb, []string{o.k.delivery(id), o.k.dead(), o.k.due()}, id, o.clock.Now().UnixMilli()).Int()
 	if err != nil {
 		return fmt.Errorf("notify: requeue %s: %w", id, err)
 	}

@@ -352,14 +352,14 @@ func (g *cmdGroup) remove(wait time.Duration) {
 	if g == nil {
 		return
 	}
-	deadline := time.Now().Add(wait)
+	deadline := realTime.Now().Add(wait)
 	for _, d := range g.dirs {
 		for {
 			pids := groupPids(d)
 			for _, pid := range pids {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
-			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) || realTime.Now().After(deadline) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond) // the killed are still exiting; nothing signals that

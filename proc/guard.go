@@ -153,7 +153,7 @@ func guardMain(args []string) int {
 // 10 passes (no sane command forks that fast) or once wait has passed.
 func killAllButMe(wait time.Duration) {
 	me := os.Getpid()
-	deadline := time.Now().Add(wait)
+	deadline := realTime.Now().Add(wait)
 	for range 10 {
 		procs := scanProcs()
 		zombie := map[int]bool{}
@@ -166,7 +166,7 @@ func killAllButMe(wait time.Duration) {
 				left = append(left, pid)
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
+		if len(left) == 0 || realTime.Now().After(deadline) {
 			return
 		}
 		for _, pid := range left {
@@ -188,7 +188,7 @@ func waitGone(pid int, deadline time.Time) {
 		return
 	}
 	defer unix.Close(fd)
-	if ms := int(time.Until(deadline).Milliseconds()); ms > 0 {
+	if ms := int(deadline.Sub(realTime.Now()).Milliseconds()); ms > 0 {
 		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
 	}
 }

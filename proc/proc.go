@@ -41,6 +41,11 @@ import (
 	"outerloop/workitems"
 )
 
+// realTime is the clock of the processes proc starts and kills: they run in real time whatever
+// clock the item reads, so their durations and kill deadlines read the system clock (a
+// stateless value: nothing to inject).
+var realTime = workitems.SystemClock{}
+
 // Spec is one command to run.
 type Spec struct {
 	Command string   // run with sh -c (when Argv is empty)
@@ -98,17 +103,17 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		runCtx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
-	start := time.Now()
+	start := realTime.Now()
 	p, err := r.Start(runCtx, s)
 	if err != nil {
-		return Result{ExitCode: -1, Err: err, Duration: time.Since(start)}
+		return Result{ExitCode: -1, Err: err, Duration: realTime.Now().Sub(start)}
 	}
 	stop := context.AfterFunc(runCtx, p.Kill)
 	stopProgress := watchProgress(s, p, start)
 	werr := p.Wait()
 	stopProgress()
 	stop()
-	res := Result{Duration: time.Since(start), Tail: p.tail.String(), ExitCode: -1}
+	res := Result{Duration: realTime.Now().Sub(start), Tail: p.tail.String(), ExitCode: -1}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:

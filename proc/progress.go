@@ -32,7 +32,7 @@ func watchProgress(s Spec, p *Process, start time.Time) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				s.Progress(time.Since(start), p.tail.String())
+				s.Progress(realTime.Now().Sub(start), p.tail.String())
 			}
 		}
 	}()

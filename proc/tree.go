@@ -119,9 +119,9 @@ func KillTree(root int, wait time.Duration) []int {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	// A pidfd polls readable once its process has exited (zombie or reaped).
-	deadline := time.Now().Add(wait)
+	deadline := realTime.Now().Add(wait)
 	for _, fd := range fds {
-		ms := int(time.Until(deadline).Milliseconds())
+		ms := int(deadline.Sub(realTime.Now()).Milliseconds())
 		if ms > 0 {
 			_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
 		}

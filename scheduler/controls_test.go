@@ -278,7 +278,7 @@ func TestHistoryPagesATemplatesItemsNewestFirst(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	c := fakeclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	f.store = workitems.NewStore(f.env.Client, f.env.Prefix, workitems.WithClock(c.Now))
+	f.store = workitems.NewStore(f.env.Client, f.env.Prefix, workitems.WithClock(c))
 	q := f.newQueue(t, c)
 	var ids []string
 	for range 5 {

@@ -68,7 +68,7 @@ func newFleetFixture(t *testing.T, repos []string, fleetLine string) *fleetFixtu
 	t.Cleanup(func() { _ = insp.Close() })
 	clock := fakeclock.New(time.Date(2026, 12, 3, 2, 59, 0, 0, time.UTC))
 	gate := fleet.NewGate(env.Client, env.Prefix, clock)
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now), workitems.WithTransitionHook(gate.TransitionHook()))
+	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock), workitems.WithTransitionHook(gate.TransitionHook()))
 	return &fleetFixture{fixture: &fixture{env: env, store: store, cfg: cfg, insp: insp}, gate: gate, clock: clock}
 }
 

@@ -297,7 +297,7 @@ type Judgement struct {
 // Judge decides on the facts after the push with the one table (no evidence is read here).
 func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: j.Attempt, Item: j.Item, Template: j.Template,
-		Now: v.now(), Local: j.Local, Delivery: j.Delivery, CI: j.CI, CIDeadline: j.CIDeadline, Review: j.Review,
+		Now: v.clock.Now(), Local: j.Local, Delivery: j.Delivery, CI: j.CI, CIDeadline: j.CIDeadline, Review: j.Review,
 		MergeRefused: j.MergeRefused, Wait: j.Wait, Precondition: j.Precondition}
 	if j.Item != nil {
 		for _, a := range j.Item.Attempts {

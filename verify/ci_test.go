@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -17,7 +18,7 @@ import (
 func TestEvidenceHandler(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	store := NewRedisCIStore(env.Client, env.Prefix, time.Hour)
+	store := NewRedisCIStore(env.Client, env.Prefix, time.Hour, nil)
 	srv := httptest.NewServer(EvidenceHandler(store, "hook-token"))
 	t.Cleanup(srv.Close)
 	post := func(t *testing.T, method, token, body string) (int, string) {
@@ -140,15 +141,15 @@ func (s *scriptedCI) Rerun(ctx context.Context, repo, sha string, names []string
 
 // ciVerifier returns a verifier whose clock only moves when it sleeps.
 func ciVerifier(src CISource) (*Verifier, *[]time.Duration) {
-	now := testNow
+	clock := fakeclock.New(testNow)
 	var mu sync.Mutex
 	var slept []time.Duration
-	v := New(WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }),
+	v := New(WithClock(clock),
 		WithCI("webhook", src),
 		WithSleeper(func(ctx context.Context, d time.Duration) error {
 			mu.Lock()
 			defer mu.Unlock()
-			now = now.Add(d)
+			clock.Advance(d)
 			slept = append(slept, d)
 			return nil
 		}, 30*time.Second))

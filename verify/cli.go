@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"outerloop/internal/shorten"
 	"outerloop/workitems"
@@ -28,6 +27,7 @@ type CLIOptions struct {
 	Module   string                 // Go module of the workspace, relating flaky tests to --diff
 	ExitName string                 // the command ExitCode came from (a replay manifest's)
 	ExitTail string                 // the end of that command's output (a replay manifest's)
+	Clock    workitems.Clock        // the policy's now (nil: the system clock)
 }
 
 // CLIVerdict is what `outerloop verify --json` prints.
@@ -59,8 +59,12 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	if tmpl == nil {
 		tmpl = &workitems.Template{Name: "cli", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2}}
 	}
+	clock := opt.Clock
+	if clock == nil {
+		clock = workitems.SystemClock{}
+	}
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, Template: tmpl,
-		Now: time.Now(), ReportExpected: len(files) > 0 || len(tmpl.DoneCheck.Reports) > 0}
+		Now: clock.Now(), ReportExpected: len(files) > 0 || len(tmpl.DoneCheck.Reports) > 0}
 	if opt.ExitCode != nil {
 		f.Commands = append(f.Commands, CommandResult{Command: cmp.Or(opt.ExitName, "the test command (--exit-code)"),
 			ExitCode: *opt.ExitCode, Tail: opt.ExitTail})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -85,7 +86,7 @@ func TestEvidenceFilesReplay(t *testing.T) {
 			tmpl.DoneCheck.Diff = &workitems.DiffCheck{AllowedPaths: c.allowed}
 		}
 		it := &workitems.Item{ID: "fix@" + string(rune('a'+i)), Template: "fix", Attempts: []workitems.Attempt{{N: 1}}, Attempt: 1}
-		v := New(WithClock(func() time.Time { return testNow }), WithEvidenceStore(store))
+		v := New(WithClock(fakeclock.New(testNow)), WithEvidenceStore(store))
 		res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: it, Attempt: 1, Exit: completed(),
 			Workspace: ws, BaseCommit: strings.TrimSpace(string(base))})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"outerloop/forge"
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/giteatest"
 	"outerloop/workitems"
 )
@@ -27,7 +28,7 @@ func TestVerifyReadsCIFromARealGitea(t *testing.T) {
 	tmpl := template()
 	tmpl.DoneCheck.CI = &workitems.CICheck{Forge: "tea", Repo: repo.Slug, Required: []string{"build", "test"},
 		Wait: workitems.Duration(time.Minute)}
-	v := New(WithClock(func() time.Time { return testNow }), WithCI("tea", NewForgeCI(f)))
+	v := New(WithClock(fakeclock.New(testNow)), WithCI("tea", NewForgeCI(f)))
 	verify := func() workitems.Decision {
 		t.Helper()
 		res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,

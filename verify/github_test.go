@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"outerloop/forge"
+	"outerloop/internal/fakeclock"
 	"outerloop/workitems"
 )
 
@@ -260,7 +261,7 @@ func TestVerifyWithGitHubChecks(t *testing.T) {
 	// What config makes of {provider: github, repo: acme/payments}: the forge of kind github.
 	tmpl.DoneCheck.CI = &workitems.CICheck{Forge: "gh", Provider: "github", Repo: "acme/payments", Required: []string{"build", "test"},
 		Wait: workitems.Duration(time.Minute)}
-	v := New(WithClock(func() time.Time { return testNow }), WithCI("gh", g))
+	v := New(WithClock(fakeclock.New(testNow)), WithCI("gh", g))
 	res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,
 		Exit: completed(), Workspace: ws})
 	if err != nil {

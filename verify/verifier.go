@@ -52,7 +52,10 @@ type Result struct {
 
 // Verifier decides on attempts. Its zero value is not usable; call New.
 type Verifier struct {
-	now            func() time.Time
+	clock workitems.Clock
+	// realClock times the done-check processes, which run in real time whatever clock the
+	// decisions read.
+	realClock      workitems.Clock
 	logger         *slog.Logger
 	defaultTimeout time.Duration
 	limits         Limits
@@ -71,7 +74,10 @@ func WithEvidenceStore(s EvidenceFileStore) Option { return func(v *Verifier) { 
 type Option func(*Verifier)
 
 // WithClock sets the clock (decision times, CI wait deadlines, transient back-off).
-func WithClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
+func WithClock(c workitems.Clock) Option { return func(v *Verifier) { v.clock = c } }
+
+// now reads the injected clock (ci.go's callers use it).
+func (v *Verifier) now() time.Time { return v.clock.Now() }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.logger = l } }
@@ -106,7 +112,8 @@ func WithSleeper(sleep func(ctx context.Context, d time.Duration) error, every t
 // New returns a Verifier.
 func New(opts ...Option) *Verifier {
 	v := &Verifier{
-		now:            time.Now,
+		clock:          workitems.SystemClock{},
+		realClock:      workitems.SystemClock{},
 		logger:         slog.New(slog.DiscardHandler),
 		defaultTimeout: 10 * time.Minute,
 		sleep:          sleepCtx,
@@ -144,7 +151,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 		Attempt:        req.Attempt,
 		Item:           req.Item,
 		Template:       req.Template,
-		Now:            v.now(),
+		Now:            v.clock.Now(),
 		NetworkRefused: req.NetworkRefused,
 	}
 	if req.Item != nil {
@@ -159,7 +166,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
-	f.Now = v.now()
+	f.Now = v.clock.Now()
 	d, vd := conclude(f)
 	var files []EvidenceFile
 	if f.files != nil {
@@ -226,7 +233,7 @@ func (v *Verifier) VerifyPushed(ctx context.Context, req Request, sha string) (R
 			return Result{}, err
 		}
 	}
-	f.Now = v.now()
+	f.Now = v.clock.Now()
 	d, vd := conclude(f)
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision on the pushed commit",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt), slog.String("sha", sha),
@@ -308,14 +315,14 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 		timeout = v.defaultTimeout
 	}
 	// Processes run in real time, so their deadline is real time, not the injected clock.
-	deadline := time.Now().Add(timeout)
+	deadline := v.realClock.Now().Add(timeout)
 	format := dc.Format
 	if format == "" {
 		format = FormatAuto
 	}
 	f.ReportExpected = len(dc.Reports) > 0 || (format != FormatAuto && len(dc.Commands) > 0)
 	for _, cmd := range dc.Commands {
-		left := time.Until(deadline)
+		left := deadline.Sub(v.realClock.Now())
 		if left <= 0 {
 			f.Commands = append(f.Commands, CommandResult{Command: cmd, ExitCode: -1, TimedOut: true})
 			continue
@@ -432,7 +439,7 @@ func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspac
 	if tmpl == nil {
 		return false, "", ErrNoTemplate
 	}
-	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Template: tmpl, Now: v.now(), Attempt: 1}
+	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Template: tmpl, Now: v.clock.Now(), Attempt: 1}
 	if err := v.runCheck(ctx, tmpl.DoneCheck, workspace, f); err != nil {
 		return false, "", err
 	}

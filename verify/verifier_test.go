@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/workitems"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func newTestVerifier() *Verifier {
-	return New(WithClock(func() time.Time { return testNow }))
+	return New(WithClock(fakeclock.New(testNow)))
 }
 
 // fixtureCmd is a done-check command that replays a recorded report and exits with code.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // CIStore keeps CI results posted to the evidence webhook, latest per check name; it is also the
@@ -185,15 +187,19 @@ type RedisCIStore struct {
 	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
-	now    func() time.Time
+	clock  workitems.Clock
 }
 
-// NewRedisCIStore returns a store whose keys start with prefix + "ci:". ttl 0 means 14 days.
-func NewRedisCIStore(rdb redis.UniversalClient, prefix string, ttl time.Duration) *RedisCIStore {
+// NewRedisCIStore returns a store whose keys start with prefix + "ci:". ttl 0 means 14 days;
+// clock (nil: the system clock) times the stored checks.
+func NewRedisCIStore(rdb redis.UniversalClient, prefix string, ttl time.Duration, clock workitems.Clock) *RedisCIStore {
 	if ttl <= 0 {
 		ttl = 14 * 24 * time.Hour
 	}
-	return &RedisCIStore{rdb: rdb, prefix: prefix, ttl: ttl, now: time.Now}
+	if clock == nil {
+		clock = workitems.SystemClock{}
+	}
+	return &RedisCIStore{rdb: rdb, prefix: prefix, ttl: ttl, clock: clock}
 }
 
 // ciKey is the one place the store's key is built: <prefix>ci:<repo>@<sha>.
@@ -213,7 +219,7 @@ func (s *RedisCIStore) Put(ctx context.Context, repo, sha string, checks []CIChe
 	key := ciKey(s.prefix, repo, sha)
 	vals := make([]any, 0, 2*len(checks))
 	for _, c := range checks {
-		b, err := json.Marshal(storedCheck{State: c.State, URL: c.URL, Details: c.Details, At: s.now().UTC()})
+		b, err := json.Marshal(storedCheck{State: c.State, URL: c.URL, Details: c.Details, At: s.clock.Now().UTC()})
 		if err != nil {
 			return fmt.Errorf("verify: ci store: %w", err)
 		}

@@ -72,9 +72,9 @@ func newRig(t testing.TB) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci := verify.NewRedisCIStore(env.Client, env.Prefix, time.Hour)
-	v := verify.New(verify.WithClock(clock.Now), verify.WithCI("webhook", ci))
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now))
+	ci := verify.NewRedisCIStore(env.Client, env.Prefix, time.Hour, clock)
+	v := verify.New(verify.WithClock(clock), verify.WithCI("webhook", ci))
+	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	return &rig{store: store, ci: ci, clock: clock, cfg: cfg, judge: &waits.Judge{Verifier: v}, wakes: &wakes{}}
 }
 

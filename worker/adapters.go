@@ -28,7 +28,7 @@ type fencedCheckpointer struct {
 	snap   *snapshotter        // nil: no workspace (nothing to snapshot)
 	warn   func(string, error) // a snapshot could not be taken
 	charge *charge             // nil: checkpoints charge nothing (NewFencedCheckpointer)
-	clock  workitems.Clock     // paces retries of a failed write (default: the system clock)
+	clock  workitems.Clock     // times checkpoints and paces retries of a failed write (default: the system clock)
 	log    *slog.Logger        // a failed write being retried (default: slog.Default)
 	steer  *steerSource        // nil: the loop takes no steer input through this checkpointer
 	seq    atomic.Int64        // numbers this execution's writes: each write's token (workitems.CheckpointToken)
@@ -57,6 +57,14 @@ type envelope struct {
 	Loop      json.RawMessage              `json:"loop,omitempty"`
 	Workspace *workitems.WorkspaceSnapshot `json:"workspace,omitempty"`
 	At        time.Time                    `json:"at"`
+}
+
+// clk is the injected clock, or the system clock when none was given.
+func (c *fencedCheckpointer) clk() workitems.Clock {
+	if c.clock == nil {
+		return workitems.SystemClock{}
+	}
+	return c.clock
 }
 
 // envelope returns the stored envelope (nil when the attempt has no checkpoint).
@@ -90,7 +98,7 @@ func (c *fencedCheckpointer) Load(ctx context.Context) ([]byte, [][]byte, error)
 
 // Save writes the loop's state with the current spend and the workspace's snapshot.
 func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...[]byte) error {
-	e := envelope{Spend: c.meter.Spent(), At: time.Now().UTC()}
+	e := envelope{Spend: c.meter.Spent(), At: c.clk().Now().UTC()}
 	if len(state) > 0 {
 		if !json.Valid(state) {
 			b, _ := json.Marshal(string(state))
@@ -110,12 +118,14 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 		}
 	}
 	w.State, _ = json.Marshal(e)
-	start := time.Now()
+	// The write's latency is real elapsed time, whatever clock the attempt runs on.
+	real := workitems.SystemClock{}
+	start := real.Now()
 	if c.charge != nil {
 		w.Charge = &workitems.Charge{Template: c.charge.template, Spend: e.Spend}
 	}
 	charged, err := c.write(ctx, w)
-	c.obs.CheckpointWrite(time.Since(start))
+	c.obs.CheckpointWrite(real.Now().Sub(start))
 	if err == nil && e.Workspace != nil {
 		c.snap.stored(*e.Workspace)
 	}
@@ -137,10 +147,7 @@ func (c *fencedCheckpointer) write(ctx context.Context, w workitems.CheckpointWr
 	// One token for every try of this write: a try whose reply was lost after Redis ran it
 	// (go-redis's own retry, or ours) is then applied once, so its history is not appended twice.
 	w.Token = workitems.CheckpointToken(c.fence, c.seq.Add(1))
-	clock := c.clock
-	if clock == nil {
-		clock = workitems.SystemClock{}
-	}
+	clock := c.clk()
 	for n := 1; ; n++ {
 		charged, err := c.store.WriteChargedCheckpoint(ctx, c.fence, w)
 		if err == nil || errors.Is(err, workitems.ErrLeaseLost) {
@@ -182,7 +189,7 @@ func CheckpointRetryDelay(n int) time.Duration {
 // restart discards the loop's checkpoint and history, keeping the spend already made, and
 // records the fresh workspace's snapshot: the attempt starts over from its first step.
 func (c *fencedCheckpointer) restart(ctx context.Context, spend workitems.Spend, ws workitems.WorkspaceSnapshot) error {
-	e := envelope{Spend: spend, Workspace: &ws, At: time.Now().UTC()}
+	e := envelope{Spend: spend, Workspace: &ws, At: c.clk().Now().UTC()}
 	raw, _ := json.Marshal(e)
 	_, err := c.write(ctx, workitems.CheckpointWrite{State: raw, Reset: true,
 		Snapshot: &workitems.Snapshot{WorkspaceSnapshot: ws}})

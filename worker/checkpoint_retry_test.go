@@ -52,7 +52,7 @@ func TestACheckpointWriteWaitsOutARedisOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := &logSink{word: "checkpoint write failed", hit: make(chan struct{})}
-	meter := NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now)
+	meter := NewMeter(workitems.Budget{}, workitems.Spend{}, nil)
 	cp := &fencedCheckpointer{store: store, fence: fence, meter: meter, obs: nopObserver{}, log: slog.New(sink)}
 	srv.Stop()
 	done := make(chan error, 1)
@@ -88,7 +88,7 @@ func TestACheckpointWriteOfAFencedOutExecutionEndsAtOnce(t *testing.T) {
 	if _, err := store.AcquireLease(ctx, "it", 1, "b", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	cp := &fencedCheckpointer{store: store, fence: old, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now), obs: nopObserver{}}
+	cp := &fencedCheckpointer{store: store, fence: old, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, nil), obs: nopObserver{}}
 	if err := cp.Save(ctx, []byte(`{}`)); !errors.Is(err, workitems.ErrLeaseLost) {
 		t.Fatalf("fenced-out write: %v, want ErrLeaseLost", err)
 	}
@@ -107,7 +107,7 @@ func TestACheckpointWriteStopsWithItsAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := &logSink{word: "checkpoint write failed", hit: make(chan struct{})}
-	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now), obs: nopObserver{}, log: slog.New(sink)}
+	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, nil), obs: nopObserver{}, log: slog.New(sink)}
 	srv.Stop()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)

@@ -115,7 +115,7 @@ func TestACheckpointWriteWhoseReplyIsLostIsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now), obs: nopObserver{}}
+	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, nil), obs: nopObserver{}}
 	// The first write loads the script, so the armed request is the write itself (EVALSHA).
 	if err := cp.Save(ctx, []byte(`{"next":2}`), []byte("step 1")); err != nil {
 		t.Fatal(err)

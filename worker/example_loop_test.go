@@ -58,7 +58,7 @@ func Example_innerLoop() {
 	}
 	budget := workitems.Budget{Steps: 2, WallTime: workitems.Duration(time.Minute)}
 	a := &worker.Attempt{N: 1, Workspace: dir, Events: printEvents{},
-		Meter: worker.NewClockMeter(budget, workitems.Spend{}, workitems.SystemClock{})}
+		Meter: worker.NewMeter(budget, workitems.Spend{}, workitems.SystemClock{})}
 	exit := loop.Run(context.Background(), a)
 	fmt.Println("exit:", exit.Reason, exit.Budget, "| steps:", a.Meter.Spent().Steps)
 	b, _ := os.ReadFile(filepath.Join(dir, "NOTES.md"))

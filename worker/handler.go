@@ -432,7 +432,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	loopBudget := budget
 	loopBudget.WallTime -= budget.VerifyReserve // kept back for the done check
 	loopBudget.VerifyReserve = 0
-	meter := NewClockMeter(loopBudget, prior, h.o.Clock)
+	meter := NewMeter(loopBudget, prior, h.o.Clock)
 	cp.meter = meter
 	fail := func(class workitems.ErrorClass, msg string) loopResult {
 		return loopResult{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: class, Message: msg}, spend: meter.Spent(), charge: ch}

@@ -17,7 +17,7 @@ func heartbeatFixture(t *testing.T, id string) (*workitems.Store, *fakeclock.Clo
 	t.Helper()
 	env := redistest.New(t)
 	clock := fakeclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	st := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now))
+	st := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: "t", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1}

@@ -29,7 +29,7 @@ func newJanitorFixture(t *testing.T) *janitorFixture {
 	env := redistest.New(t)
 	clock := fakeclock.New(time.Now())
 	return &janitorFixture{t: t, env: env, clock: clock,
-		st:  workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now)),
+		st:  workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock)),
 		w:   &Workspaces{Root: t.TempDir(), Deployment: env.Prefix},
 		src: sourceRepo(t, 3, 1)}
 }

@@ -35,31 +35,18 @@ type Meter struct {
 	budget workitems.Budget
 	spent  workitems.Spend // excluding the running wall-time segment
 	start  time.Time
-	now    func() time.Time
-	clock  workitems.Clock // times the wall-time deadline
+	clock  workitems.Clock // reads the spend's wall time and times its deadline
 }
 
-// NewMeter starts a meter for budget b, with prior spend already charged, reading the time
-// from now (nil: the system clock). Its deadline timer runs on real time; NewClockMeter runs
-// it on an injected clock too.
-func NewMeter(b workitems.Budget, prior workitems.Spend, now func() time.Time) *Meter {
-	if now == nil {
-		return NewClockMeter(b, prior, workitems.SystemClock{})
+// NewMeter starts a meter for budget b, with prior spend already charged, whose spend, wall
+// time and deadline all run on clock c (the handler's one clock; nil: the system clock), so
+// that a fake clock moves every wall-time budget.
+func NewMeter(b workitems.Budget, prior workitems.Spend, c workitems.Clock) *Meter {
+	if c == nil {
+		c = workitems.SystemClock{}
 	}
-	return NewClockMeter(b, prior, nowClock(now))
+	return &Meter{budget: b, spent: prior, start: c.Now(), clock: c}
 }
-
-// NewClockMeter starts a meter whose spend, wall time and deadline all run on clock c (the
-// handler's one clock), so that a fake clock moves every wall-time budget.
-func NewClockMeter(b workitems.Budget, prior workitems.Spend, c workitems.Clock) *Meter {
-	return &Meter{budget: b, spent: prior, start: c.Now(), now: c.Now, clock: c}
-}
-
-// nowClock is a clock read from a function, with real timers.
-type nowClock func() time.Time
-
-func (f nowClock) Now() time.Time                         { return f() }
-func (f nowClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Budget returns the caps.
 func (m *Meter) Budget() workitems.Budget { return m.budget }
@@ -73,7 +60,7 @@ func (m *Meter) Spent() workitems.Spend {
 
 func (m *Meter) spentLocked() workitems.Spend {
 	s := m.spent
-	s.WallTime += workitems.Duration(m.now().Sub(m.start))
+	s.WallTime += workitems.Duration(m.clock.Now().Sub(m.start))
 	return s
 }
 
@@ -158,7 +145,7 @@ func (m *Meter) WallTimeLeft() (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return max(0, d.Sub(m.now())), true
+	return max(0, d.Sub(m.clock.Now())), true
 }
 
 // WallTimeUp returns a channel that receives when the wall-time budget runs out on the meter's

@@ -29,7 +29,7 @@ func TestMeterStopsAtEachCap(t *testing.T) {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
 			c := fakeclock.New(time.Unix(0, 0))
-			m := NewMeter(tc.b, workitems.Spend{}, c.Now)
+			m := NewMeter(tc.b, workitems.Spend{}, c)
 			if err := m.Add(tc.spend); err != nil {
 				t.Fatalf("half the cap: %v", err)
 			}
@@ -49,7 +49,7 @@ func TestMeterWallTimeCountsPriorSpendAndTheClock(t *testing.T) {
 	t.Parallel()
 	c := fakeclock.New(time.Unix(1000, 0))
 	// A resumed attempt already used 40s of its 60s.
-	m := NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{WallTime: workitems.Duration(40 * time.Second)}, c.Now)
+	m := NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{WallTime: workitems.Duration(40 * time.Second)}, c)
 	if dl, ok := m.Deadline(); !ok || !dl.Equal(time.Unix(1020, 0)) {
 		t.Fatalf("deadline %v", dl)
 	}
@@ -88,7 +88,7 @@ func TestRegistryNamesUnknownLoops(t *testing.T) {
 func TestMeterDeadlineRunsOnTheInjectedClock(t *testing.T) {
 	t.Parallel()
 	c := fakeclock.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	m := NewClockMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute), VerifyReserve: workitems.Duration(10 * time.Second)},
+	m := NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute), VerifyReserve: workitems.Duration(10 * time.Second)},
 		workitems.Spend{WallTime: workitems.Duration(20 * time.Second)}, c)
 	if left, ok := m.WallTimeLeft(); !ok || left != 30*time.Second {
 		t.Fatalf("left %v %v, want 30s", left, ok)
@@ -106,7 +106,7 @@ func TestMeterDeadlineRunsOnTheInjectedClock(t *testing.T) {
 	if !errors.Is(context.Cause(ctx), cause) {
 		t.Fatalf("cause %v", context.Cause(ctx))
 	}
-	if _, ok := NewClockMeter(workitems.Budget{}, workitems.Spend{}, c).WallTimeLeft(); ok {
+	if _, ok := NewMeter(workitems.Budget{}, workitems.Spend{}, c).WallTimeLeft(); ok {
 		t.Fatal("an uncapped meter has a deadline")
 	}
 }

@@ -80,7 +80,7 @@ func TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed(t *testin
 	store := workitems.NewStore(rdb, "t:")
 	it, fence := runningAttempt(t, store)
 	h := NewHandler(HandlerOptions{Store: store, Workspaces: &Workspaces{Root: t.TempDir(), Deployment: "t"}})
-	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now), obs: nopObserver{}}
+	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, nil), obs: nopObserver{}}
 	log := slog.New(slog.DiscardHandler)
 
 	_, _, err := h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: filepath.Join(t.TempDir(), "missing")}, fence, cp, false, nil, log)

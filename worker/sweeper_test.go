@@ -76,7 +76,7 @@ func TestTheSweeperRemovesWhatIsDueAndKeepsTheRest(t *testing.T) {
 	env := redistest.New(t)
 	// Real time as the start: the sweeper compares leftovers' file times with its clock.
 	clock := fakeclock.New(time.Now())
-	st := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock.Now))
+	st := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	src := sourceRepo(t, 3, 2)
 	w := &Workspaces{Root: t.TempDir(), Deployment: env.Prefix}
 

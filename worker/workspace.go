@@ -49,8 +49,17 @@ type Workspaces struct {
 	// Credentials gives the mirror's fetches of a remote repo its forge's credential (nil:
 	// every repo is read anonymously).
 	Credentials RepoCredentials
+	// Clock stamps a workspace's creation (nil: the system clock).
+	Clock workitems.Clock
 
 	locks sync.Map // mirror name → semaphore
+}
+
+func (w *Workspaces) clock() workitems.Clock {
+	if w.Clock == nil {
+		return workitems.SystemClock{}
+	}
+	return w.Clock
 }
 
 // baseTag marks the commit an attempt started from, inside the workspace (for people and
@@ -172,7 +181,7 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref s
 	dir := w.Path(itemID, n)
 	src := w.resolve(repo)
 	ws := &Workspace{Dir: dir, index: dir + ".index"}
-	meta := workspaceMeta{Item: itemID, Attempt: n, Deployment: w.deployment(), Created: time.Now().UTC()}
+	meta := workspaceMeta{Item: itemID, Attempt: n, Deployment: w.deployment(), Created: w.clock().Now().UTC()}
 	base := workitems.WorkspaceBase{Source: proc.RedactURL(repo), Host: w.host(), At: meta.Created}
 	fill := func(tmp string) error { return w.fillDir(ctx, tmp, src, repo, &base) }
 	if ref != "" && (src == "" || !isGitRepo(src)) {
@@ -301,7 +310,7 @@ func (w *Workspaces) build(ctx context.Context, dir string, fill, finish func(tm
 		return err
 	}
 	if _, err := os.Stat(dir); err == nil {
-		old := filepath.Join(parent, fmt.Sprintf(".tmp-old-%s-%d", filepath.Base(dir), time.Now().UnixNano()))
+		old := filepath.Join(parent, fmt.Sprintf(".tmp-old-%s-%s", filepath.Base(dir), randomHex(8)))
 		if err := os.Rename(dir, old); err != nil {
 			return fmt.Errorf("worker: workspace: %w", err)
 		}

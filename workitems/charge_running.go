@@ -41,7 +41,7 @@ func (s *Store) ChargeRunning(ctx context.Context, f *Fence, c Charge) (Charged,
 	args := append([]any{f.Epoch}, spendArgs(c.Spend)...)
 	args = append(args, int64(dailyCostTTL.Seconds()))
 	res, err := chargeRunning.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.charged(f.Item, f.Attempt),
-		s.k.dailyCost(c.Template, s.now().UTC().Format(time.DateOnly))}, args...).Slice()
+		s.k.dailyCost(c.Template, s.Now().UTC().Format(time.DateOnly))}, args...).Slice()
 	if err != nil {
 		return Charged{}, fmt.Errorf("workitems: charge %s attempt %d: %w", f.Item, f.Attempt, err)
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -15,8 +15,7 @@ import (
 // chargeFixture is a store on a movable clock with one running item of template "tmpl".
 type chargeFixture struct {
 	s     *workitems.Store
-	mu    sync.Mutex
-	now   time.Time
+	clock *fakeclock.Clock
 	fence *workitems.Fence
 	id    string
 }
@@ -24,7 +23,7 @@ type chargeFixture struct {
 func newChargeFixture(t *testing.T) *chargeFixture {
 	t.Helper()
 	env := redistest.New(t)
-	f := &chargeFixture{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), id: "tmpl@charge"}
+	f := &chargeFixture{clock: fakeclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), id: "tmpl@charge"}
 	f.s = workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(f.clock))
 	ctx := context.Background()
 	if err := f.s.Create(ctx, newItem(f.id), workitems.CreateLimits{}); err != nil {
@@ -37,12 +36,7 @@ func newChargeFixture(t *testing.T) *chargeFixture {
 	return f
 }
 
-func (f *chargeFixture) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
-func (f *chargeFixture) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-}
+func (f *chargeFixture) advance(d time.Duration) { f.clock.Advance(d) }
 
 func (f *chargeFixture) daily(t *testing.T, day time.Time) float64 {
 	t.Helper()
@@ -59,7 +53,7 @@ func TestCheckpointsChargeTheSpendAsItHappens(t *testing.T) {
 	t.Parallel()
 	f := newChargeFixture(t)
 	ctx := context.Background()
-	day := f.clock()
+	day := f.clock.Now()
 	steps := []struct {
 		name      string
 		spend     workitems.Spend
@@ -96,7 +90,7 @@ func TestAResumedAttemptChargesOnlyWhatItAdds(t *testing.T) {
 	t.Parallel()
 	f := newChargeFixture(t)
 	ctx := context.Background()
-	day := f.clock()
+	day := f.clock.Now()
 	if _, _, err := f.s.SaveChargedCheckpoint(ctx, f.fence, "tmpl", workitems.Spend{CostUSD: 0.75}, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +140,12 @@ func TestACheckpointChargesTheDayItIsWrittenOn(t *testing.T) {
 	t.Parallel()
 	f := newChargeFixture(t)
 	ctx := context.Background()
-	day1 := f.clock()
+	day1 := f.clock.Now()
 	if _, _, err := f.s.SaveChargedCheckpoint(ctx, f.fence, "tmpl", workitems.Spend{CostUSD: 1}, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	f.advance(12 * time.Hour) // past 00:00 UTC
-	day2 := f.clock()
+	day2 := f.clock.Now()
 	if _, _, err := f.s.SaveChargedCheckpoint(ctx, f.fence, "tmpl", workitems.Spend{CostUSD: 1.25}, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +163,7 @@ func TestAnExitWithoutCheckpointsChargesEverything(t *testing.T) {
 	if _, err := f.s.RecordExit(context.Background(), f.fence, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 0.4}, "", false); err != nil {
 		t.Fatal(err)
 	}
-	if d := f.daily(t, f.clock()); !near(d, 0.4) {
+	if d := f.daily(t, f.clock.Now()); !near(d, 0.4) {
 		t.Errorf("daily cost %v, want 0.4", d)
 	}
 	if _, _, err := f.s.SaveChargedCheckpoint(context.Background(), f.fence, "", workitems.Spend{}, nil); err == nil {

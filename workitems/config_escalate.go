@@ -26,7 +26,7 @@ func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason Confi
 			return nil, fmt.Errorf("workitems: item %s: escalate attempt %d for a config change: %w", id, n,
 				&TransitionError{From: it.State, To: StateEscalated})
 		}
-		at := s.now().UTC()
+		at := s.Now().UTC()
 		d.Actor, d.At, d.Summary = "worker", at, summary
 		if a := it.Current(); a != nil {
 			a.State = AttemptDone

@@ -78,7 +78,7 @@ func (s *Store) deleteIf(ctx context.Context, id string, allowed func(*Item) err
 				p.Del(ctx, lastKey)
 			}
 			// The item's own log goes with it; the deployment-wide log keeps a trace.
-			e, _ := json.Marshal(Event{Item: id, Type: EventDeleted, Message: "deleted (was " + string(it.State) + ")", At: s.now().UTC()})
+			e, _ := json.Marshal(Event{Item: id, Type: EventDeleted, Message: "deleted (was " + string(it.State) + ")", At: s.Now().UTC()})
 			p.XAdd(ctx, &redis.XAddArgs{Stream: s.k.allEvents(), MaxLen: 10 * s.maxEvents, Approx: true, Values: []any{"e", e}})
 			return nil
 		})

@@ -47,7 +47,7 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 			return nil, err
 		}
 		a := it.Current()
-		now := s.now().UTC()
+		now := s.Now().UTC()
 		if d.At.IsZero() {
 			d.At = now
 		}

@@ -30,7 +30,7 @@ return 1
 // notices goes through Emit.
 func (s *Store) EmitFenced(ctx context.Context, f *Fence, e Event) error {
 	if e.At.IsZero() {
-		e.At = s.now().UTC()
+		e.At = s.Now().UTC()
 	}
 	e.Item = f.Item
 	b, _ := json.Marshal(e) // Event has only marshalable fields

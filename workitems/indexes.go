@@ -236,10 +236,10 @@ func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *Item, fro
 		p.SRem(ctx, s.k.open(it.Template), it.ID)
 	}
 	if to.Terminal() {
-		p.ZAdd(ctx, s.k.ended(to), redis.Z{Score: float64(s.now().UnixMilli()), Member: it.ID})
+		p.ZAdd(ctx, s.k.ended(to), redis.Z{Score: float64(s.Now().UnixMilli()), Member: it.ID})
 	}
 	if to == StateEscalated {
-		at := s.now()
+		at := s.Now()
 		if it.Escalation != nil {
 			at = it.Escalation.At
 		}
@@ -248,7 +248,7 @@ func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *Item, fro
 		p.ZRem(ctx, s.k.escalated(), it.ID)
 	}
 	if to == StateClosed {
-		p.HSet(ctx, s.k.lastClosed(), it.Template, s.now().Unix())
+		p.HSet(ctx, s.k.lastClosed(), it.Template, s.Now().Unix())
 	}
 }
 
@@ -388,7 +388,7 @@ type TemplateStat struct {
 
 // TemplateStats reads the stats of these templates (a page of them) in one pipeline.
 func (s *Store) TemplateStats(ctx context.Context, templates []string) (map[string]TemplateStat, error) {
-	day := s.now().UTC().Format("2006-01-02")
+	day := s.Now().UTC().Format("2006-01-02")
 	cost := make([]*redis.StringCmd, len(templates))
 	open := make([]*redis.IntCmd, len(templates))
 	closed := make([]*redis.StringCmd, len(templates))

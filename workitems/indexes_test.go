@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -14,9 +15,9 @@ import (
 // indexFixture: six items over two templates, in several states, with distinct spends.
 func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitems.ListOptions) string) {
 	t.Helper()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	ctx := context.Background()
 	// id: template, end state, cost
 	plan := []struct {
@@ -28,7 +29,7 @@ func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitem
 		{"a", workitems.StateCancelled, 5}, {"b", workitems.StateCancelled, 1}, {"a", workitems.StateQueued, 0},
 	}
 	for i, p := range plan {
-		now = now.Add(time.Minute)
+		clock.Advance(time.Minute)
 		it := newItem(fmt.Sprintf("i%d", i))
 		it.Template = p.tmpl
 		if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
@@ -142,18 +143,18 @@ func TestMigrateIndexesBuildsTheOrderedIndexesOfAnOlderStore(t *testing.T) {
 
 func TestEscalationsArePagedOldestFirst(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	ctx := context.Background()
 	for i := range 5 {
-		now = now.Add(time.Minute)
+		clock.Advance(time.Minute)
 		id := fmt.Sprintf("e%d", i)
 		if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
-			it.Escalation = &workitems.Escalation{At: now, Reason: "test"}
+			it.Escalation = &workitems.Escalation{At: clock.Now(), Reason: "test"}
 			return nil, it.SetState(workitems.StateEscalated)
 		}); err != nil {
 			t.Fatal(err)

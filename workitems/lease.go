@@ -215,7 +215,7 @@ func (s *Store) WriteChargedCheckpoint(ctx context.Context, f *Fence, w Checkpoi
 	}
 	res, err := saveCheckpoint.Run(ctx, s.rdb, []string{s.k.epoch(f.Item, f.Attempt), s.k.ckpt(f.Item, f.Attempt),
 		s.k.hist(f.Item, f.Attempt), s.k.snap(f.Item, f.Attempt), s.k.charged(f.Item, f.Attempt),
-		s.k.dailyCost(template, s.now().UTC().Format(time.DateOnly)), s.k.steer(f.Item),
+		s.k.dailyCost(template, s.Now().UTC().Format(time.DateOnly)), s.k.steer(f.Item),
 		s.k.ckptToken(f.Item, f.Attempt)}, args...).Slice()
 	if err != nil {
 		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)

@@ -36,7 +36,7 @@ func (s *Store) CreateRerun(ctx context.Context, origID string, it *Item, lim Cr
 	if it.ID == "" || it.Template == "" {
 		return fmt.Errorf("workitems: rerun of %s: new item needs an id and a template", origID)
 	}
-	now := s.now().UTC()
+	now := s.Now().UTC()
 	costKey := s.k.dailyCost(it.Template, now.Format("2006-01-02"))
 	var body []byte
 	m := func(tx *redis.Tx, orig *Item) ([]Event, error) {

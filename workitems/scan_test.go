@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -16,13 +17,13 @@ import (
 func TestScanStateWalksOldestFirstThroughTies(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	now := time.UnixMilli(1_000_000)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	clock := fakeclock.New(time.UnixMilli(1_000_000))
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	ctx := context.Background()
 	var want []string
 	for i := range 7 {
 		if i%3 == 0 { // groups of three share a creation time
-			now = now.Add(time.Second)
+			clock.Advance(time.Second)
 		}
 		id := fmt.Sprintf("s%d", i)
 		if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {

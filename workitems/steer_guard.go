@@ -44,7 +44,7 @@ func (s *Store) SteerIf(ctx context.Context, id, text, actor string, accept func
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.RPush(ctx, s.k.steer(id), text)
-			s.addEvent(ctx, p, Event{Item: id, Type: EventSteer, Actor: actor, Message: "steer input queued", At: s.now().UTC()})
+			s.addEvent(ctx, p, Event{Item: id, Type: EventSteer, Actor: actor, Message: "steer input queued", At: s.Now().UTC()})
 			return nil
 		})
 		return err

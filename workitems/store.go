@@ -20,7 +20,7 @@ import (
 type Store struct {
 	rdb       redis.UniversalClient
 	k         keys
-	now       func() time.Time
+	clock     Clock
 	maxEvents int64
 	hooks     hooks // hooks.go
 }
@@ -29,14 +29,14 @@ type Store struct {
 type StoreOption func(*Store)
 
 // WithClock injects the clock (tests move time instead of sleeping).
-func WithClock(now func() time.Time) StoreOption { return func(s *Store) { s.now = now } }
+func WithClock(c Clock) StoreOption { return func(s *Store) { s.clock = c } }
 
 // WithMaxEvents caps each item's event stream (approximately, as XADD MAXLEN ~).
 func WithMaxEvents(n int64) StoreOption { return func(s *Store) { s.maxEvents = n } }
 
 // NewStore returns a store whose keys all start with prefix (e.g. "ol:").
 func NewStore(rdb redis.UniversalClient, prefix string, opts ...StoreOption) *Store {
-	s := &Store{rdb: rdb, k: keys{p: prefix}, now: time.Now, maxEvents: 2000}
+	s := &Store{rdb: rdb, k: keys{p: prefix}, clock: SystemClock{}, maxEvents: 2000}
 	for _, o := range opts {
 		o(s)
 	}
@@ -51,7 +51,10 @@ func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 func (s *Store) Prefix() string { return s.k.p }
 
 // Now returns the store's clock reading.
-func (s *Store) Now() time.Time { return s.now() }
+func (s *Store) Now() time.Time { return s.clock.Now() }
+
+// Clock returns the store's clock, for components built beside the store that must read the same time.
+func (s *Store) Clock() Clock { return s.clock }
 
 // Fence identifies the lease epoch a writer holds on an attempt; writes made under a fence
 // fail with ErrLeaseLost once a newer epoch exists.
@@ -81,7 +84,7 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 	if it.ID == "" || it.Template == "" {
 		return fmt.Errorf("workitems: create: item needs an id and a template")
 	}
-	now := s.now().UTC()
+	now := s.Now().UTC()
 	it.State = StateQueued
 	it.CreatedAt, it.UpdatedAt = now, now
 	if it.Attempt == 0 {
@@ -228,7 +231,7 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 		if err != nil {
 			return err
 		}
-		now := s.now().UTC()
+		now := s.Now().UTC()
 		it.UpdatedAt = now
 		it.Version++
 		body, err := json.Marshal(&it)
@@ -295,7 +298,7 @@ func (s *Store) addEvent(ctx context.Context, p redis.Pipeliner, e Event) {
 // Emit appends one event to an item's log (for step events that change no item field).
 func (s *Store) Emit(ctx context.Context, e Event) error {
 	if e.At.IsZero() {
-		e.At = s.now().UTC()
+		e.At = s.Now().UTC()
 	}
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		s.addEvent(ctx, p, e)
@@ -362,7 +365,7 @@ func (s *Store) addDailyCost(ctx context.Context, p redis.Pipeliner, template st
 	if usd <= 0 {
 		return
 	}
-	key := s.k.dailyCost(template, s.now().UTC().Format("2006-01-02"))
+	key := s.k.dailyCost(template, s.Now().UTC().Format("2006-01-02"))
 	p.IncrByFloat(ctx, key, usd)
 	p.Expire(ctx, key, 72*time.Hour)
 }
@@ -431,7 +434,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if len(templates) == 0 {
 		return st, nil
 	}
-	day := s.now().UTC().Format("2006-01-02")
+	day := s.Now().UTC().Format("2006-01-02")
 	costKeys := make([]string, len(templates))
 	for i, t := range templates {
 		costKeys[i] = s.k.dailyCost(t, day)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
 	"outerloop/workitems"
 )
@@ -438,12 +439,12 @@ func TestEventsBlockingReadSeesNewEvent(t *testing.T) {
 
 func TestListPagesNewestFirstAndFilters(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
 	ctx := context.Background()
 	for i := range 5 {
-		now = now.Add(time.Minute)
+		clock.Advance(time.Minute)
 		it := newItem(fmt.Sprintf("i%d", i))
 		if i%2 == 1 {
 			it.Template = "other"

@@ -34,7 +34,7 @@ func (s *Store) StartAttempt(ctx context.Context, f *Fence, worker string) (*Ite
 			if err := take(op, it, StateRunning); err != nil {
 				return nil, err
 			}
-			a.State, a.StartedAt = AttemptRunning, s.now().UTC()
+			a.State, a.StartedAt = AttemptRunning, s.Now().UTC()
 			return []Event{{Type: EventAttemptStarted, Attempt: a.N, Actor: worker,
 				Data: map[string]string{"epoch": fmt.Sprint(f.Epoch), "changed": strings.Join(a.Changed, ",")}}}, nil
 		}
@@ -96,7 +96,7 @@ func (s *Store) RecordExitWith(ctx context.Context, f *Fence, r ExitRecord) (*It
 		}
 		a := it.Current()
 		template = it.Template
-		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.now().UTC(), AttemptVerifying, workspace
+		a.Exit, a.EndedAt, a.State, a.Workspace = &exit, s.Now().UTC(), AttemptVerifying, workspace
 		if restarted {
 			a.Condition.Restarted = true
 		}
@@ -140,7 +140,7 @@ func (s *Store) RecordDecision(ctx context.Context, f *Fence, d Decision, v *Ver
 		}
 		a := it.Current()
 		if d.At.IsZero() {
-			d.At = s.now().UTC()
+			d.At = s.Now().UTC()
 		}
 		a.Verified = v
 		return s.applyDecision(OpDecide, it, a, d)
@@ -239,7 +239,7 @@ var ErrNoChange = errors.New("retry changes nothing")
 // The item's total spend is never reset; raising a budget raises caps only.
 func (s *Store) Resolve(ctx context.Context, id string, r Resolution) (*Item, error) {
 	if r.At.IsZero() {
-		r.At = s.now().UTC()
+		r.At = s.Now().UTC()
 	}
 	if r.Actor == "" {
 		return nil, fmt.Errorf("workitems: resolve %s: actor missing", id)

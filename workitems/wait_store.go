@@ -21,7 +21,7 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 	if d.Wait == nil || !slicesContains(AllWaitKinds(), d.Wait.Kind) {
 		return nil, fmt.Errorf("workitems: item %s: a wait decision needs a wait kind (one of %v)", it.ID, AllWaitKinds())
 	}
-	now := s.now().UTC()
+	now := s.Now().UTC()
 	w := &Wait{Kind: d.Wait.Kind, Attempt: a.N, Since: now, Deadline: d.Wait.Deadline.UTC(), Reason: firstNonEmpty(d.Summary, joinReasons(d.Reasons))}
 	if w.Deadline.IsZero() || w.Deadline.Before(now) {
 		w.Deadline = now
@@ -103,7 +103,7 @@ func (s *Store) Wake(ctx context.Context, id string, seq int64, by WakeReason, d
 			return nil, fmt.Errorf("workitems: wake %s: the wait's attempt %d is not the current one: %w", id, it.Wait.Attempt, ErrWaitEnded)
 		}
 		if d.At.IsZero() {
-			d.At = s.now().UTC()
+			d.At = s.Now().UTC()
 		}
 		evs := []Event{{Type: EventWoken, Attempt: a.N, Message: fmt.Sprintf("woken by %s after waiting for %s", by, it.Wait.String()),
 			Data: map[string]string{"by": string(by), "kind": string(it.Wait.Kind), "seq": strconv.FormatInt(seq, 10)}}}

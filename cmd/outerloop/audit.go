@@ -21,7 +21,7 @@ import (
 // tokens file, OUTERLOOP_READ_LOGIN) on the app's clock, and its audit list, and logs which
 // credentials are in force by name and role (never a token).
 func accessControl(a *app.App) (*api.Auth, *api.AuditLog, error) {
-	auth, err := api.AuthFromEnv(os.Getenv, api.AuthOptions{Now: a.Store.Now})
+	auth, err := api.AuthFromEnv(os.Getenv, api.AuthOptions{Clock: a.Store.Clock()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("access control: %w", err)
 	}
@@ -31,7 +31,7 @@ func accessControl(a *app.App) (*api.Auth, *api.AuditLog, error) {
 
 // auditLog is the deployment's audit list in its Redis.
 func auditLog(a *app.App) *api.AuditLog {
-	return api.NewAuditLog(a.Store.Redis(), a.Store.Prefix(), 0, a.Store.Now)
+	return api.NewAuditLog(a.Store.Redis(), a.Store.Prefix(), 0, a.Store.Clock())
 }
 
 func auditCmd(g *globals) *cobra.Command {

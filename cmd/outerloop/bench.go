@@ -40,7 +40,7 @@ func benchCmd(g *globals) *cobra.Command {
 			if err := rdb.Ping(ctx).Err(); err != nil {
 				return fmt.Errorf("redis at %s: %w", opt.Addr, err)
 			}
-			id := fmt.Sprintf("%d", time.Now().UnixNano())
+			id := fmt.Sprintf("%d", clock.Now().UnixNano())
 			e := benchmark.Env{Redis: rdb, Asynq: asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Username: opt.Username, Password: opt.Password},
 				Prefix: "olbench:" + id + ":", Queue: "olbench-" + id}
 			defer func() {

@@ -81,22 +81,22 @@ func benchCLI(ctx context.Context, g *globals, url, prefix string, n int) error 
 	// Baselines of the same run: the binary starting with no config (process start), and
 	// parsing the config alone (version loads it and prints its hash); the commands add
 	// opening the app and their reads.
-	t0 := time.Now()
+	t0 := clock.Now()
 	var node yaml.Node
 	if err := yaml.Unmarshal([]byte(b.String()), &node); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.out, "  %-38s %10s\n", "baseline: yaml.v3 decode to nodes", time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(g.out, "  %-38s %10s\n", "baseline: yaml.v3 decode to nodes", clock.Now().Sub(t0).Round(time.Millisecond))
 	for _, args := range [][]string{{"version", "--config", filepath.Join(dir, "none.yaml")}, {"version"},
 		{"items", "--limit", "1"}, {"escalations"}, {"gc", "--dry-run"}} {
 		var times []time.Duration
 		for range 5 {
 			cmd := exec.CommandContext(ctx, self, append([]string{"--config", path, "--redis", url, "--prefix", prefix + "cli:"}, args...)...)
-			t0 := time.Now()
+			t0 := clock.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("bench: %v: %w: %s", args, err, out)
 			}
-			times = append(times, time.Since(t0))
+			times = append(times, clock.Now().Sub(t0))
 		}
 		slices.Sort(times)
 		label := strings.Join(args, " ")

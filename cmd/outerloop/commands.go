@@ -250,7 +250,7 @@ func age(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return time.Since(t).Round(time.Second).String()
+	return clock.Now().Sub(t).Round(time.Second).String()
 }
 
 // printItem writes an item for a terminal: summary, its wait, attempts, decisions, review

@@ -128,7 +128,7 @@ templates:
 }
 
 func runDemo(ctx context.Context, g *globals, keep bool) error {
-	start := time.Now()
+	start := clock.Now()
 	dir, err := os.MkdirTemp("", "outerloop-demo-")
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 		fmt.Fprintln(out, "        (removed at exit; run with --keep to look at them, the workspaces and the sample repos)")
 	}
 	fmt.Fprintln(out, "escalated items wait for a person: with a real Redis, `outerloop escalations` and `outerloop resolve ID --retry --input ...`")
-	fmt.Fprintf(out, "demo finished in %s\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(out, "demo finished in %s\n", clock.Now().Sub(start).Round(100*time.Millisecond))
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"outerloop/evals"
+	"outerloop/internal/fakeclock"
 	"outerloop/workitems"
 )
 
@@ -451,8 +452,8 @@ func TestEvalRunFromItemsSelectsByTemplateStateDatesAndIds(t *testing.T) {
 	cfg, _ := setup(t, trueTemplate)
 	c := newCLI(t, cfg)
 	ctx := context.Background()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st := workitems.NewStore(c.env.Client, c.env.Prefix, workitems.WithClock(func() time.Time { return now }))
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := workitems.NewStore(c.env.Client, c.env.Prefix, workitems.WithClock(clock))
 	for _, sp := range []struct {
 		id, tmpl string
 		state    workitems.State
@@ -464,10 +465,10 @@ func TestEvalRunFromItemsSelectsByTemplateStateDatesAndIds(t *testing.T) {
 		{"i4", "fix", workitems.StateClosed, false},     // 2026-01-05
 		{"i5", "other", workitems.StateEscalated, true}, // 2026-01-06
 	} {
-		now = now.Add(24 * time.Hour)
+		clock.Advance(24 * time.Hour)
 		first := workitems.Attempt{N: 1, State: workitems.AttemptQueued, Condition: workitems.Condition{Input: "input of " + sp.id}}
 		if sp.base {
-			first.Base = &workitems.WorkspaceBase{Kind: workitems.BaseGit, Commit: "c0ffee-" + sp.id, Tree: "t", Source: "https://example.com/r.git", At: now}
+			first.Base = &workitems.WorkspaceBase{Kind: workitems.BaseGit, Commit: "c0ffee-" + sp.id, Tree: "t", Source: "https://example.com/r.git", At: clock.Now()}
 		}
 		it := &workitems.Item{ID: sp.id, Template: sp.tmpl, Goal: "goal of " + sp.id, Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 			Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1, Attempts: []workitems.Attempt{first}}

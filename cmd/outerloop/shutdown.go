@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // DefaultShutdownTimeout bounds a long-running command's whole stop after SIGTERM: a supervisor
@@ -24,8 +26,9 @@ const DefaultShutdownTimeout = 60 * time.Second
 // signal means.
 type stopper struct {
 	log   *slog.Logger
-	stack io.Writer      // goroutine dump at the deadline (stderr)
-	exit  func(code int) // os.Exit; tests observe it
+	stack io.Writer       // goroutine dump at the deadline (stderr)
+	exit  func(code int)  // os.Exit; tests observe it
+	clock workitems.Clock // times the stages (real: see Start's watchdog)
 
 	mu      sync.Mutex
 	running []string // stages under way, in start order
@@ -33,7 +36,7 @@ type stopper struct {
 }
 
 func newStopper(log *slog.Logger) *stopper {
-	return &stopper{log: log, stack: os.Stderr, exit: os.Exit}
+	return &stopper{log: log, stack: os.Stderr, exit: os.Exit, clock: clock}
 }
 
 // arm starts the hard deadline d (≤ 0: DefaultShutdownTimeout) and the watch for a second
@@ -72,14 +75,14 @@ func (s *stopper) stage(name string, f func()) {
 	s.mu.Lock()
 	s.running = append(s.running, name)
 	s.mu.Unlock()
-	t0 := time.Now()
+	t0 := s.clock.Now()
 	defer func() {
 		s.mu.Lock()
 		if i := slices.Index(s.running, name); i >= 0 {
 			s.running = slices.Delete(s.running, i, i+1)
 		}
 		s.mu.Unlock()
-		if d := time.Since(t0); d > time.Second {
+		if d := s.clock.Now().Sub(t0); d > time.Second {
 			s.log.Info("shutdown stage done", "stage", name, "took", d.Round(time.Millisecond).String())
 		}
 	}()

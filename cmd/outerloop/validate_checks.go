@@ -249,7 +249,7 @@ func checkSchedules(_ context.Context, v *validation) {
 	if v.cfg == nil {
 		return
 	}
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	for _, t := range v.cfg.Templates {
 		if t.Schedule == "" {
 			continue

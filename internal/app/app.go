@@ -162,7 +162,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		o.Workdir = filepath.Join(os.TempDir(), "outerloop-work")
 	}
 	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir,
-		Workspaces: &worker.Workspaces{Root: o.Workdir, BaseDir: o.Config.Dir, Deployment: o.Prefix}}
+		Workspaces: &worker.Workspaces{Root: o.Workdir, BaseDir: o.Config.Dir, Deployment: o.Prefix, Clock: o.Clock}}
 	runner, err := NewRunner(ctx, o.Config, o.Workdir)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -196,9 +196,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.AsynqOpt = conn.AsynqOpt()
 	// Escalations and failures queue their notifications in the transition's own MULTI.
-	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock.Now, o.Logger.With("component", "notify"))
+	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock, o.Logger.With("component", "notify"))
 	a.Fleet = fleet.NewGate(a.Redis, o.Prefix, o.Clock)
-	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock.Now),
+	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock),
 		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithTransitionHook(a.Fleet.TransitionHook()),
 		workitems.WithLimitHook(a.Outbox.LimitHook()))
 	// Stores written before the ordered indexes get them built once, here (one GET when current).
@@ -217,7 +217,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)
 	// Metrics log through the app's logger (--log-format) and read the app's clock.
-	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock.Now)}, o.Metrics...)...)
+	a.Metrics = metrics.New(append([]metrics.Option{metrics.WithLogger(o.Logger), metrics.WithClock(o.Clock)}, o.Metrics...)...)
 	if !o.OneShot {
 		a.Metrics.SetConfig(o.Config)
 	}
@@ -242,9 +242,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	// The mirror reads a private repo with its forge's token, by the push's path (a header).
 	a.Workspaces.Credentials = a.repoCredentials
-	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour)
+	a.CIStore = verify.NewRedisCIStore(a.Redis, o.Prefix, 7*24*time.Hour, o.Clock)
 	a.EvidenceFiles = verify.NewRedisEvidenceStore(a.Redis, o.Prefix, 30*24*time.Hour)
-	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), a.CIStore),
+	vopts := []verify.Option{verify.WithLogger(o.Logger), verify.WithClock(o.Clock), verify.WithCI(string(workitems.CIProviderWebhook), a.CIStore),
 		verify.WithEvidenceStore(a.EvidenceFiles)}
 	for name, f := range a.Forges {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
@@ -256,14 +256,14 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		o.Publisher = publish.New(publish.Options{Forges: a.Forges, Logger: o.Logger})
 	}
 	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits"), Config: a.CurrentConfig}
-	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Now: o.Clock.Now, Logger: o.Logger})
+	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Clock: o.Clock, Logger: o.Logger})
 	a.Loops = worker.NewRegistry()
 	a.Loops.Register("script", scriptloop.New())
 	// The agent loop waits out model retries on the app's one clock, and its providers read
 	// Retry-After dates against it.
 	a.Loops.Register("agent", agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
 		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
-			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock.Now))
+			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock))
 			if err != nil {
 				return nil, err
 			}

@@ -34,7 +34,7 @@ func (a *App) Evals() *Evals {
 	a.evals.once.Do(func() {
 		exps := evals.NewStore(a.Redis, a.opts.Prefix)
 		// No transition or limit hooks: eval runs notify nobody.
-		st := workitems.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), workitems.WithClock(a.opts.Clock.Now))
+		st := workitems.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), workitems.WithClock(a.opts.Clock))
 		tpl := evals.NewTemplates(exps, a.CurrentConfig, a.Logger.With("component", "evals"))
 		q := scheduler.NewQueue(st, a.client, a.inspector, a.CurrentConfig(),
 			scheduler.QueueOptions{Queue: EvalQueue(a.opts.Queue), Clock: a.opts.Clock, Logger: a.Logger.With("lane", "eval")})
@@ -59,11 +59,11 @@ func (a *App) evalLane(workerID string) worker.Lane {
 	// Mirrors are shared with production's (a mirror's flock keeps the two apart).
 	w := a.Workspaces
 	ws := worker.Workspaces{Root: w.Root, BaseDir: w.BaseDir, Deployment: evals.ItemPrefix(a.opts.Prefix),
-		SnapshotLimit: w.SnapshotLimit, Host: w.Host, Credentials: w.Credentials}
+		SnapshotLimit: w.SnapshotLimit, Host: w.Host, Credentials: w.Credentials, Clock: w.Clock}
 	h := worker.NewHandler(worker.HandlerOptions{
 		Store: ev.Store, Config: a.Config, CurrentConfig: ev.Templates.Current, ReloadConfig: ev.Templates.Reload,
 		Loops: a.Loops, Verifier: VerifierAdapter{V: a.Verifier, J: a.Judge}, Enqueuer: ev.Queue, Workspaces: &ws,
-		Deliverer: DelivererAdapter{delivery.New(delivery.Options{MaxPatchBytes: a.opts.MaxPatchBytes, Now: a.opts.Clock.Now, Logger: a.Logger})},
+		Deliverer: DelivererAdapter{delivery.New(delivery.Options{MaxPatchBytes: a.opts.MaxPatchBytes, Clock: a.opts.Clock, Logger: a.Logger})},
 		Clock:     a.opts.Clock, Logger: a.Logger.With("lane", "eval"), WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL,
 		Runner: a.Runner, ProgressEvery: a.opts.ProgressEvery,
 	})

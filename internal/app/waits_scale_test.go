@@ -142,8 +142,8 @@ templates:
 	counted := redis.NewClient(redisOptions(t))
 	counted.AddHook(hook)
 	t.Cleanup(func() { _ = counted.Close() })
-	store := workitems.NewStore(counted, s.Prefix(), workitems.WithClock(clock.Now))
-	v := verify.New(verify.WithClock(clock.Now), verify.WithCI("webhook", verify.NewRedisCIStore(counted, s.Prefix(), time.Hour)))
+	store := workitems.NewStore(counted, s.Prefix(), workitems.WithClock(clock))
+	v := verify.New(verify.WithClock(clock), verify.WithCI("webhook", verify.NewRedisCIStore(counted, s.Prefix(), time.Hour, clock)))
 	wakes := &wakeCounter{}
 	p := &waits.Poller{Store: store, Judge: &waits.Judge{Verifier: v}, Waker: wakes, Config: func() *workitems.Config { return cfg },
 		Clock: clock, Batch: 200}

@@ -45,7 +45,7 @@ func RawRoundTrip(b *testing.B, e Env) {
 func CheckpointWrite(b *testing.B, e Env) {
 	ctx := context.Background()
 	store := workitems.NewStore(e.Redis, e.Prefix)
-	id := fmt.Sprintf("bench-ckpt-%d", time.Now().UnixNano())
+	id := fmt.Sprintf("bench-ckpt-%d", wall.Now().UnixNano())
 	if err := store.Create(ctx, &workitems.Item{ID: id, Template: "bench"}, workitems.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func RawAsynq(b *testing.B, e Env) {
 	defer c.Close()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := c.Enqueue(asynq.NewTask("bench", []byte(`{}`)), asynq.Queue(q), asynq.TaskID(fmt.Sprintf("raw-%d-%d", time.Now().UnixNano(), i))); err != nil {
+		if _, err := c.Enqueue(asynq.NewTask("bench", []byte(`{}`)), asynq.Queue(q), asynq.TaskID(fmt.Sprintf("raw-%d-%d", wall.Now().UnixNano(), i))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -132,7 +132,7 @@ func Item(b *testing.B, e Env) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	prefix := fmt.Sprintf("%sbench%d:", e.Prefix, time.Now().UnixNano())
+	prefix := fmt.Sprintf("%sbench%d:", e.Prefix, wall.Now().UnixNano())
 	store := workitems.NewStore(e.Redis, prefix)
 	client := asynq.NewClient(e.Asynq)
 	defer client.Close()

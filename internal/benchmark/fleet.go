@@ -81,10 +81,10 @@ func FleetTick(ctx context.Context, e Env, sizes []int, rounds int, progress io.
 		for r := range max(rounds, 1) {
 			at := tick.Add(time.Duration(r) * 24 * time.Hour)
 			before := cnt.n.Load()
-			start := time.Now()
+			start := wall.Now()
 			ft, err := q.SubmitFleet(ctx, t, workitems.Origin{Kind: workitems.OriginCron, Actor: "bench", Tick: at}, "",
 				func(repo string) string { return workitems.FleetItemID(t.Name, at, repo) })
-			times = append(times, time.Since(start))
+			times = append(times, wall.Now().Sub(start))
 			commands = cnt.n.Load() - before
 			if err != nil {
 				return nil, err

@@ -54,9 +54,9 @@ func ModDownload(ctx context.Context, r *proc.Runner, dir string, rounds int, pr
 		} else {
 			env = append(env, "GOMODCACHE="+cache, "GOFLAGS=-modcacherw")
 		}
-		start := time.Now()
+		start := wall.Now()
 		res := rr.Run(ctx, proc.Spec{Command: "go mod download", Dir: mod, Env: env, Policy: p, Timeout: 5 * time.Minute})
-		d := time.Since(start)
+		d := wall.Now().Sub(start)
 		defer os.RemoveAll(cache)
 		if res.Err != nil || res.ExitCode != 0 {
 			return d, fmt.Errorf("bench go mod download (%s): exit %d %v: %s", p.Network, res.ExitCode, res.Err, res.Tail)

@@ -43,9 +43,9 @@ func Sandbox(ctx context.Context, r *proc.Runner, dir string, rounds int, cold b
 	guardOnly.Mode = proc.ModeOff
 	run := func(rr *proc.Runner, mode proc.Mode, cmd string, p proc.Policy) (time.Duration, error) {
 		p.Mode, p.Workspace = mode, mod
-		start := time.Now()
+		start := wall.Now()
 		res := rr.Run(ctx, proc.Spec{Command: cmd, Dir: mod, Env: env, Policy: p})
-		d := time.Since(start)
+		d := wall.Now().Sub(start)
 		if res.Err != nil || res.ExitCode != 0 {
 			return d, fmt.Errorf("bench %q (%s): exit %d %v: %s", cmd, mode, res.ExitCode, res.Err, res.Tail)
 		}

@@ -44,7 +44,7 @@ type ScaleFill struct {
 // verifying → an end), with spend, concurrently. The mix: 90% closed, 4% failed, 3% cancelled,
 // 2% escalated, 1% left queued.
 func Fill(ctx context.Context, st *workitems.Store, n, templates int, progress io.Writer) (ScaleFill, error) {
-	start := time.Now()
+	start := wall.Now()
 	var next atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
@@ -68,13 +68,13 @@ func Fill(ctx context.Context, st *workitems.Store, n, templates int, progress i
 					return
 				}
 				if progress != nil && i > 0 && i%100000 == 0 {
-					fmt.Fprintf(progress, "  filled %d items (%s)\n", i, time.Since(start).Round(time.Second))
+					fmt.Fprintf(progress, "  filled %d items (%s)\n", i, wall.Now().Sub(start).Round(time.Second))
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return ScaleFill{Items: n, Templates: templates, Took: time.Since(start)}, firstErr
+	return ScaleFill{Items: n, Templates: templates, Took: wall.Now().Sub(start)}, firstErr
 }
 
 func fillOne(ctx context.Context, st *workitems.Store, i, templates int, goal string) error {
@@ -154,14 +154,14 @@ func Scale(ctx context.Context, q *scheduler.Queue, n, rounds int) ([]ScaleRead,
 		for i := range reads {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			t0 := time.Now()
+			t0 := wall.Now()
 			resp, err := http.Get(srv.URL + reads[i].Path)
 			if err != nil {
 				return nil, err
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			times[i] = append(times[i], time.Since(t0))
+			times[i] = append(times[i], wall.Now().Sub(t0))
 			runtime.ReadMemStats(&after)
 			allocs[i] += after.TotalAlloc - before.TotalAlloc
 			if resp.StatusCode != http.StatusOK {

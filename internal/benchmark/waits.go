@@ -64,11 +64,11 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 		return f, err
 	}
 	tmpl, _ := cfg.Template("waits-bench")
-	clock := fakeclock.New(time.Now().UTC())
-	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, time.Now().UnixNano())
-	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock.Now))
-	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour)
-	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
+	clock := fakeclock.New(wall.Now().UTC())
+	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, wall.Now().UnixNano())
+	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock))
+	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour, clock)
+	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
 
 	log := slog.New(slog.DiscardHandler)
 	loops := worker.NewRegistry()
@@ -124,8 +124,8 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	defer rdb.Close()
 	cnt := &counter{}
 	rdb.AddHook(cnt)
-	pstore := workitems.NewStore(rdb, prefix, workitems.WithClock(clock.Now))
-	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock.Now), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour)))}
+	pstore := workitems.NewStore(rdb, prefix, workitems.WithClock(clock))
+	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour, clock)))}
 	p := &waits.Poller{Store: pstore, Judge: pjudge, Waker: noWake{}, Config: func() *workitems.Config { return cfg }, Clock: clock, Batch: n}
 	// A first round dials and loads the claim script: what a poller pays once, not per round.
 	if _, err := p.Round(ctx); err != nil {
@@ -137,12 +137,12 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	}
 	f.IdleRoundCommands = cnt.n.Swap(0)
 	clock.Advance(workitems.DefaultFirstPoll)
-	start := time.Now()
+	start := wall.Now()
 	due, err := p.Round(ctx)
 	if err != nil {
 		return f, err
 	}
-	f.DueRound, f.DueRoundItems, f.DueRoundCommands = time.Since(start), due, cnt.n.Swap(0)
+	f.DueRound, f.DueRoundItems, f.DueRoundCommands = wall.Now().Sub(start), due, cnt.n.Swap(0)
 	return f, nil
 }
 

@@ -176,9 +176,9 @@ func Workspaces(ctx context.Context, dir string, spec RepoSpec, n int, progress 
 	}
 	ways := []*way{
 		{name: "outerloop workspace (mirror fetch + clone --shared)", make: func(i int) (time.Duration, int64, error) {
-			start := time.Now()
+			start := wall.Now()
 			w, err := ws.Prepare(ctx, "bench@1", i, src)
-			d := time.Since(start)
+			d := wall.Now().Sub(start)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -186,20 +186,20 @@ func Workspaces(ctx context.Context, dir string, spec RepoSpec, n int, progress 
 		}},
 		{name: "git worktree add (same mirror)", baseline: true, make: func(i int) (time.Duration, int64, error) {
 			p := filepath.Join(dir, "worktrees", fmt.Sprint(i))
-			start := time.Now()
+			start := wall.Now()
 			if out, err := exec.CommandContext(ctx, "git", "-C", mirror, "worktree", "add", "-q", "--detach", p, commit).CombinedOutput(); err != nil {
 				return 0, 0, fmt.Errorf("worktree add: %v: %s", err, out)
 			}
-			d := time.Since(start)
+			d := wall.Now().Sub(start)
 			return d, diskUsage(p) + diskUsage(filepath.Join(mirror, "worktrees", fmt.Sprint(i))), nil
 		}},
 		{name: "git clone --no-hardlinks (before mirrors)", make: func(i int) (time.Duration, int64, error) {
 			p := filepath.Join(dir, "clones", fmt.Sprint(i))
-			start := time.Now()
+			start := wall.Now()
 			if out, err := exec.CommandContext(ctx, "git", "clone", "-q", "--no-hardlinks", src, p).CombinedOutput(); err != nil {
 				return 0, 0, fmt.Errorf("clone: %v: %s", err, out)
 			}
-			d := time.Since(start)
+			d := wall.Now().Sub(start)
 			return d, diskUsage(p), nil
 		}},
 	}
@@ -264,7 +264,7 @@ func WorktreeAdd(b *testing.B, src string) {
 func CheckpointSnapshot(b *testing.B, e Env, src string, changed bool) {
 	ctx := context.Background()
 	store := workitems.NewStore(e.Redis, e.Prefix)
-	id := fmt.Sprintf("bench-snap-%d", time.Now().UnixNano())
+	id := fmt.Sprintf("bench-snap-%d", wall.Now().UnixNano())
 	if err := store.Create(ctx, &workitems.Item{ID: id, Template: "bench"}, workitems.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func CheckpointSnapshot(b *testing.B, e Env, src string, changed bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := worker.NewMeter(workitems.Budget{}, workitems.Spend{}, time.Now)
+	m := worker.NewMeter(workitems.Budget{}, workitems.Spend{}, nil)
 	cp := worker.NewWorkspaceCheckpointer(store, f, m, nil, ws, 0)
 	state, entry := make([]byte, 500), make([]byte, 100)
 	target := filepath.Join(ws.Dir, "edited-by-the-loop.txt")

@@ -25,7 +25,7 @@ func TestTheInjectedClockDrivesRetryAfterAndTheRetryWait(t *testing.T) {
 	srv.Enqueue(modeltest.RateLimited(clock.Now().Add(30*time.Second).Format(http.TimeFormat)), modeltest.Text("done"))
 	a := h.attempt()
 	a.Config = &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": srv.Config()}}
-	a.Meter = worker.NewClockMeter(h.budget, workitems.Spend{}, clock)
+	a.Meter = worker.NewMeter(h.budget, workitems.Spend{}, clock)
 	l := New(WithClock(clock), WithJitter(func() float64 { return 1 }))
 
 	done := make(chan workitems.Exit, 1)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/worker"
@@ -158,28 +159,6 @@ type doneFunc func(ctx context.Context) (worker.DoneCheckResult, error)
 
 func (f doneFunc) Check(ctx context.Context) (worker.DoneCheckResult, error) { return f(ctx) }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // harness wires one attempt with in-memory doubles.
 type harness struct {
 	t      testing.TB
@@ -187,7 +166,7 @@ type harness struct {
 	cp     *memCheckpointer
 	ev     *memEvents
 	steer  *memSteer
-	clock  *fakeClock
+	clock  *fakeclock.Clock
 	tmpl   *workitems.Template
 	budget workitems.Budget
 	done   worker.DoneChecker
@@ -202,7 +181,7 @@ type harness struct {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	return &harness{
-		t: t, dir: t.TempDir(), cp: &memCheckpointer{}, ev: &memEvents{}, steer: &memSteer{}, clock: newFakeClock(),
+		t: t, dir: t.TempDir(), cp: &memCheckpointer{}, ev: &memEvents{}, steer: &memSteer{}, clock: fakeclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)),
 		tmpl: &workitems.Template{Name: "fix", Goal: "make the tests pass",
 			Loop: workitems.Loop{Kind: "agent", Provider: "scripted", NoProgressLimit: 3}},
 		budget: workitems.Budget{WallTime: workitems.Duration(time.Hour), ModelCalls: 1000, ToolCalls: 1000},
@@ -218,7 +197,7 @@ func (h *harness) attempt() *worker.Attempt {
 		Template:  h.tmpl,
 		Config:    &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": {Kind: "replay", Prices: h.prices}}},
 		Workspace: h.dir, Resumed: h.resume,
-		Meter:       worker.NewMeter(h.budget, workitems.Spend{}, h.clock.Now),
+		Meter:       worker.NewMeter(h.budget, workitems.Spend{}, h.clock),
 		Checkpoints: h.cp, Events: h.ev, Steer: h.steer, DoneCheck: h.done,
 		Runner: h.runner,
 	}

@@ -99,7 +99,7 @@ func New(opts ...Option) *Loop {
 		lookupEnv:  os.LookupEnv,
 	}
 	l.providers = func(cfg workitems.ProviderConfig, name string) (model.Provider, error) {
-		return model.New(cfg, name, os.Getenv, http.DefaultClient, model.WithClock(l.clock.Now))
+		return model.New(cfg, name, os.Getenv, http.DefaultClient, model.WithClock(l.clock))
 	}
 	for _, o := range opts {
 		o(l)

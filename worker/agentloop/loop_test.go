@@ -86,7 +86,7 @@ func TestWallTimeDeadlineStopsABlockedModel(t *testing.T) {
 	// context while the model still streams, with no real time passing.
 	clock := fakeclock.New(h.clock.Now())
 	a := h.attempt()
-	a.Meter = worker.NewClockMeter(h.budget, workitems.Spend{}, clock)
+	a.Meter = worker.NewMeter(h.budget, workitems.Spend{}, clock)
 	p := model.NewScripted("scripted", model.ScriptStep{Block: true})
 	go func() {
 		clock.BlockUntil(1, nil) // the deadline's timer is waiting

@@ -28,6 +28,8 @@ type Loop struct {
 	maxLine   int
 	// progressEvery paces the running agent's progress events (progress.go).
 	progressEvery time.Duration
+	// clock reads the running agent's elapsed time for its progress events.
+	clock workitems.Clock
 }
 
 // Option configures a Loop.
@@ -41,8 +43,12 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 func WithBinary(agent, path string) Option { return func(l *Loop) { l.bins[agent] = path } }
 
 // New returns a Loop.
+// WithClock sets the clock of the progress events' elapsed time (default the system clock: the
+// agent and the progress ticker run in real time, so the handler's clock is not passed here).
+func WithClock(c workitems.Clock) Option { return func(l *Loop) { l.clock = c } }
+
 func New(opts ...Option) *Loop {
-	l := &Loop{lookupEnv: os.LookupEnv, bins: map[string]string{}, maxLine: 16 << 20}
+	l := &Loop{lookupEnv: os.LookupEnv, bins: map[string]string{}, maxLine: 16 << 20, clock: workitems.SystemClock{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -415,7 +421,7 @@ func (r *run) supervise(ctx context.Context, p *proc.Process, stdout io.Reader, 
 
 	leaderDone, eof := false, false
 	leaderExit := (<-chan struct{})(exited)
-	started, ticker := time.Now(), r.progressTicker()
+	started, ticker := r.l.clock.Now(), r.progressTicker()
 	defer ticker.Stop()
 	for !leaderDone || !eof {
 		select {

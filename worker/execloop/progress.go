@@ -28,6 +28,6 @@ func (r *run) progress(ctx context.Context, p *proc.Process, started time.Time) 
 	if r.st.LastMessage != "" {
 		out += "\n" + r.st.LastMessage
 	}
-	e := worker.ProgressEvent(r.drv.name, nil, time.Since(started), out)
+	e := worker.ProgressEvent(r.drv.name, nil, r.l.clock.Now().Sub(started), out)
 	r.emit(ctx, e.Type, worker.EventKindProgress, e.Message, e.Data)
 }

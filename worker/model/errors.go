@@ -261,7 +261,7 @@ func retryAfterFromHeader(h http.Header, now time.Time) (time.Duration, bool) {
 type classifier struct {
 	provider string
 	key      string
-	now      func() time.Time
+	clock    workitems.Clock
 }
 
 // fromSDK classifies what an SDK call or stream returned. x is the call's exchange, as the
@@ -320,7 +320,7 @@ func (c classifier) fromHTTP(f failure, body []byte) *Error {
 	default:
 		e.Class = workitems.ClassUnknown
 	}
-	if d, ok := retryAfterFromHeader(f.header, c.now()); ok {
+	if d, ok := retryAfterFromHeader(f.header, c.clock.Now()); ok {
 		e.RetryAfter = d
 	} else if d, ok := RetryAfterFromMessage(f.message); ok {
 		e.RetryAfter = d

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/fakeclock"
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
@@ -76,7 +77,7 @@ func TestHTTPErrorClassification(t *testing.T) {
 				t.Parallel()
 				fs := newFixtureServer(t, canned{status: tt.status, header: tt.header, body: tt.body})
 				p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL, APIKeyEnv: "K", Model: "m"}, "p", key,
-					fs.Client(), model.WithClock(func() time.Time { return now }))
+					fs.Client(), model.WithClock(fakeclock.New(now)))
 				if err != nil {
 					t.Fatal(err)
 				}

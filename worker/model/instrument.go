@@ -17,18 +17,20 @@ func Instrument(p Provider, observe Observe) Provider {
 	if observe == nil {
 		return p
 	}
-	return instrumented{p: p, observe: observe}
+	return instrumented{p: p, observe: observe, clock: workitems.SystemClock{}}
 }
 
 type instrumented struct {
 	p       Provider
 	observe Observe
+	// clock is real: latency is elapsed wall time, which a test's fake clock would report as zero.
+	clock workitems.Clock
 }
 
 func (i instrumented) Name() string { return i.p.Name() }
 
 func (i instrumented) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
-	start := time.Now()
+	start := i.clock.Now()
 	resp, err := i.p.Stream(ctx, req, onDelta)
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return resp, err
@@ -37,6 +39,6 @@ func (i instrumented) Stream(ctx context.Context, req Request, onDelta func(Delt
 	if err != nil {
 		class = string(workitems.ClassOf(err))
 	}
-	i.observe(i.p.Name(), time.Since(start), class)
+	i.observe(i.p.Name(), i.clock.Now().Sub(start), class)
 	return resp, err
 }

@@ -32,8 +32,8 @@ const (
 type Option func(*options)
 
 type options struct {
-	now  func() time.Time
-	idle time.Duration
+	clock workitems.Clock
+	idle  time.Duration
 }
 
 // DefaultIdleTimeout is how long a stream may stay silent (no byte, headers included) before
@@ -44,7 +44,7 @@ const DefaultIdleTimeout = 5 * time.Minute
 func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idle = d } }
 
 // WithClock sets the clock used to turn a Retry-After HTTP date into a delay.
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+func WithClock(c workitems.Clock) Option { return func(o *options) { o.clock = c } }
 
 // New builds the provider cfg.Kind names. The API key is read once, here, with
 // getenv(cfg.APIKeyEnv); an empty APIKeyEnv means the server needs no key (a local vLLM or
@@ -54,7 +54,7 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // from the environment: the SDKs' own variables (OPENAI_API_KEY, ANTHROPIC_BASE_URL, …) are
 // ignored.
 func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, hc *http.Client, opts ...Option) (Provider, error) {
-	o := options{now: time.Now, idle: DefaultIdleTimeout}
+	o := options{clock: workitems.SystemClock{}, idle: DefaultIdleTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -91,7 +91,7 @@ func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, 
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	c := &conn{name: name, model: cfg.Model, key: key, idle: o.idle, cls: classifier{provider: name, key: key, now: o.now}}
+	c := &conn{name: name, model: cfg.Model, key: key, idle: o.idle, cls: classifier{provider: name, key: key, clock: o.clock}}
 	// The SDKs resolve paths against the base URL, so it must end with a slash.
 	base += "/"
 	switch cfg.Kind {

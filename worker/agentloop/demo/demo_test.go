@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
@@ -36,7 +35,7 @@ func TestRecordedModelFixesThePaymentModule(t *testing.T) {
 	a := &worker.Attempt{
 		Item: &workitems.Item{ID: tmpl.Name + "@demo", Template: tmpl.Name, Goal: tmpl.Goal}, N: 1,
 		Template: &tmpl, Config: cfg, Workspace: ws,
-		Meter:       worker.NewMeter(tmpl.Budget, workitems.Spend{}, time.Now),
+		Meter:       worker.NewMeter(tmpl.Budget, workitems.Spend{}, nil),
 		Checkpoints: &workertest.Checkpoints{}, Events: ev, DoneCheck: check,
 	}
 	ex := agentloop.New().Run(t.Context(), a)
