@@ -68,6 +68,15 @@
 // template's repos_from discovers (package fleet/discover). GitHub reports no emptiness: a
 // repository of size 0 counts as empty.
 //
+// Forge is the union of what the consumers call; each consumer declares only its part
+// (publish.Forge: delivery; verify.CIForge: CI; waits.ReviewForge and waits.CommandForge: pull
+// requests, reviews, /outerloop commands), and a Set hands out whole Forges. New builds a forge
+// with its kind's Constructor from Config.Kinds (default BuiltinKinds: github and gitea, the
+// kinds config validation accepts); a program adds a kind by adding its Constructor to
+// BuiltinKinds() and passing the map in NewSet's base Config. A kind embeds Unsupported for
+// what it does not serve (ErrUnsupported, invalid_input). Example_aForgeKind registers an
+// in-memory kind and delivers through it to a real git remote.
+//
 // Kind-specific behaviour, documented here once:
 //   - GitHub: reviews are read from the first page and then the last pages (Link rel="last"),
 //     which hold the newest; inline comments are read newest first (sort=created,

@@ -15,6 +15,8 @@ var (
 	// ErrMissingToken means the forge's token variable is unset or empty (invalid_input: a
 	// configuration error; nothing retries it).
 	ErrMissingToken = errors.New("token variable not set")
+	// ErrUnsupported means the forge's kind does not implement the operation (see Unsupported).
+	ErrUnsupported = errors.New("not supported by this forge kind")
 	// ErrUnknownForge means no forge has that key.
 	ErrUnknownForge = errors.New("not a key of forges")
 	// ErrAuth means the forge refused the credentials (401/403).

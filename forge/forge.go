@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"outerloop/workitems"
@@ -14,6 +16,11 @@ import (
 
 // Forge is one configured forge (an entry of forges:). Repositories are named "owner/name".
 // Every method is safe for concurrent use; every error is an *Error.
+//
+// Forge is the union every forge kind implements (a Set holds Forges); no consumer needs all of
+// it: each declares the few methods it calls (publish.Forge for delivery, verify.CIForge for CI,
+// waits.ReviewForge and waits.CommandForge for pull requests, reviews and commands). A kind
+// that serves only some of them embeds Unsupported for the rest.
 type Forge interface {
 	// Name is the forge's key in forges:.
 	Name() string
@@ -200,8 +207,46 @@ type Config struct {
 	Tries     int
 	RetryBase time.Duration
 
+	// Kinds are the forge kinds New can build, by the kind forges: names (nil: BuiltinKinds).
+	// A program adds a kind by adding its Constructor to BuiltinKinds() and passing the map
+	// here (to NewSet in the base Config).
+	Kinds Kinds
+
 	// listPageSize is ListRepos's page size (default: each forge's largest); tests page small.
 	listPageSize int
+}
+
+// Constructor builds the client of one forge of a kind. cfg has its defaults applied (Name,
+// Getenv, HTTPClient, Clock, Logger, …); the token is not read here but at each use.
+type Constructor func(cfg Config) (Forge, error)
+
+// Kinds maps each forge kind to its Constructor: the extension point for a forge kind.
+type Kinds map[workitems.ForgeKind]Constructor
+
+// BuiltinKinds returns the kinds outerloop ships (workitems.AllForgeKinds: the kinds config
+// validation accepts), in a new map each call, so adding to it changes nobody else's.
+func BuiltinKinds() Kinds {
+	return Kinds{
+		workitems.ForgeGitHub: func(cfg Config) (Forge, error) {
+			g, err := newGitHub(cfg)
+			if err != nil {
+				return nil, err // not a nil *gitHub in a non-nil Forge
+			}
+			return g, nil
+		},
+		workitems.ForgeGitea: func(cfg Config) (Forge, error) {
+			g, err := newGitea(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return g, nil
+		},
+	}
+}
+
+// Names lists the kinds of k, sorted.
+func (k Kinds) Names() []workitems.ForgeKind {
+	return slices.Sorted(maps.Keys(k))
 }
 
 func (c *Config) withDefaults() {
@@ -222,26 +267,27 @@ func (c *Config) withDefaults() {
 	c.Tries = cmp.Or(c.Tries, 6)
 	c.RetryBase = cmp.Or(c.RetryBase, 250*time.Millisecond)
 	c.Name = cmp.Or(c.Name, string(c.Kind))
+	if c.Kinds == nil {
+		c.Kinds = BuiltinKinds()
+	}
 }
 
-// New builds the client for one forge. The token is not needed yet: it is read at each use.
+// New builds the client for one forge with its kind's Constructor (cfg.Kinds, default the
+// built-ins). The token is not needed yet: it is read at each use.
 func New(cfg Config) (Forge, error) {
 	cfg.withDefaults()
-	switch cfg.Kind {
-	case workitems.ForgeGitHub:
-		return newGitHub(cfg)
-	case workitems.ForgeGitea:
-		return newGitea(cfg)
+	if mk := cfg.Kinds[cfg.Kind]; mk != nil {
+		return mk(cfg)
 	}
 	return nil, &Error{Forge: cfg.Name, Op: "configure", Class: workitems.ClassInvalidInput,
-		Err: fmt.Errorf("kind %q is not one of %v", cfg.Kind, workitems.AllForgeKinds())}
+		Err: fmt.Errorf("kind %q is not one of %v", cfg.Kind, cfg.Kinds.Names())}
 }
 
 // Set is the deployment's forges by key.
 type Set map[string]Forge
 
 // NewSet builds a client for every entry of forges:; base is applied to each (its Name and
-// ForgeConfig are replaced).
+// ForgeConfig are replaced; its Kinds say which kinds it can build).
 func NewSet(forges map[string]workitems.ForgeConfig, base Config) (Set, error) {
 	s := Set{}
 	for name, fc := range forges {

@@ -56,7 +56,7 @@ func MarkedTree(body string) (item, tree string) {
 
 // target is where one publication goes.
 type target struct {
-	f      forge.Forge
+	f      Forge
 	repo   *forge.Repository
 	slug   string
 	base   string
@@ -64,9 +64,12 @@ type target struct {
 	auth   forge.GitAuth
 }
 
+// forge looks up the named forge as delivery sees it: only the methods of Forge.
+func (p *Publisher) forge(name string) (Forge, error) { return p.o.Forges.Get(name) }
+
 func (p *Publisher) target(ctx context.Context, t *workitems.Template, item string) (*target, error) {
 	d := t.Deliver
-	f, err := p.o.Forges.Get(d.Forge)
+	f, err := p.forge(d.Forge)
 	if err != nil {
 		return nil, fmt.Errorf("publish: deliver.forge: %w", err)
 	}

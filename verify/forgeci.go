@@ -15,10 +15,19 @@ var ErrRateLimited = forge.ErrRateLimited
 // ForgeCI reads CI evidence from a forge: GitHub check runs and commit statuses, Gitea commit
 // statuses (Gitea Actions included), each the latest per name for the SHA. It re-runs GitHub
 // check runs that failed for infrastructure reasons (CIRerunner).
-type ForgeCI struct{ F forge.Forge }
+type ForgeCI struct{ F CIForge }
+
+// CIForge is what CI evidence needs of a forge: a commit's checks, and re-running them. Every
+// forge of a forge.Set is one; a new forge kind read for CI implements these two methods.
+type CIForge interface {
+	// Checks returns the latest result per check name for sha.
+	Checks(ctx context.Context, repo, sha string) ([]forge.Check, error)
+	// RerunChecks re-requests the named checks of sha and returns those it could.
+	RerunChecks(ctx context.Context, repo, sha string, names []string) ([]string, error)
+}
 
 // NewForgeCI wraps f.
-func NewForgeCI(f forge.Forge) *ForgeCI { return &ForgeCI{F: f} }
+func NewForgeCI(f CIForge) *ForgeCI { return &ForgeCI{F: f} }
 
 // Checks returns every check the forge knows for sha.
 func (s *ForgeCI) Checks(ctx context.Context, repo, sha string) ([]CICheck, error) {

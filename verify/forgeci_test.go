@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,39 @@ func TestVerifyReadsCIFromARealGitea(t *testing.T) {
 	srv.PostStatus(t, repo, sha, "test", "success", "12 passed", "http://ci/test")
 	if d := verify(); d.Outcome != workitems.OutcomeClose || d.Rule != "checks_passed" {
 		t.Fatalf("green: %s/%s %v", d.Outcome, d.Rule, d.Reasons)
+	}
+}
+
+// checksOnly is a forge that only reads and re-runs checks: all ForgeCI asks of one.
+type checksOnly struct {
+	checks []forge.Check
+	rerun  []string
+	err    error
+}
+
+func (c *checksOnly) Checks(context.Context, string, string) ([]forge.Check, error) {
+	return c.checks, c.err
+}
+
+func (c *checksOnly) RerunChecks(_ context.Context, _, _ string, names []string) ([]string, error) {
+	c.rerun = names
+	return names, c.err
+}
+
+func TestForgeCINeedsOnlyChecksAndRerunOfAForge(t *testing.T) {
+	t.Parallel()
+	sha := strings.Repeat("a", 40)
+	f := &checksOnly{checks: []forge.Check{{Name: "build", State: forge.CheckFailure, SHA: sha, URL: "http://ci/1", Summary: "exit 2"}}}
+	ci := NewForgeCI(f)
+	got, err := ci.Checks(context.Background(), "acme/app", sha)
+	if err != nil || len(got) != 1 || got[0] != (CICheck{Name: "build", State: CIFailure, SHA: sha, URL: "http://ci/1", Details: "exit 2"}) {
+		t.Fatalf("checks %+v, %v", got, err)
+	}
+	if err := ci.Rerun(context.Background(), "acme/app", sha, []string{"build"}); err != nil || len(f.rerun) != 1 || f.rerun[0] != "build" {
+		t.Fatalf("rerun %v, %v", f.rerun, err)
+	}
+	f.err = forge.ErrRateLimited
+	if _, err := ci.Checks(context.Background(), "acme/app", sha); !errors.Is(err, ErrRateLimited) || !strings.Contains(err.Error(), "acme/app@") {
+		t.Fatalf("a failing forge: %v", err)
 	}
 }

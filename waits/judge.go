@@ -124,7 +124,7 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 		ev.Delivery = &rec
 	}
 	ev.Reruns = w.InfraReruns
-	f, err := j.Forges.Get(w.Forge)
+	f, err := j.forge(w.Forge)
 	if w.PR != 0 {
 		if err != nil {
 			return ev, err
@@ -169,7 +169,7 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 
 // readReview reads the pull request's reviews: each account's latest review submitted after the
 // commit was pushed, never outerloop's own account.
-func (j *Judge) readReview(ctx context.Context, f forge.Forge, tmpl *workitems.Template, it *workitems.Item, rv *workitems.Review) (*verify.ReviewEvidence, error) {
+func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *workitems.Template, it *workitems.Item, rv *workitems.Review) (*verify.ReviewEvidence, error) {
 	w := it.Wait
 	self, err := f.Self(ctx)
 	if err != nil {

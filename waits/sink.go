@@ -56,6 +56,9 @@ type Sink struct {
 
 var _ hooks.Sink = (*Sink)(nil)
 
+// forge looks up the named forge as the sink sees it: only the methods of CommandForge.
+func (s *Sink) forge(name string) (CommandForge, error) { return s.Forges.Get(name) }
+
 // commandRE is a comment's /outerloop command: the first line that starts with it.
 var commandRE = regexp.MustCompile(`(?m)^\s*/outerloop\s+(retry|cancel|rebase)\b[ \t]*(.*)$`)
 
@@ -125,7 +128,7 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 	verb, rest := m[1], strings.TrimSpace(m[2])
 	actor := e.Forge + ":" + e.Comment.User
 	entry := AuditEntry{Actor: actor, Action: "outerloop " + verb}
-	f, err := s.Forges.Get(e.Forge)
+	f, err := s.forge(e.Forge)
 	if err != nil {
 		return nil // a forge this deployment does not talk to: nothing to act on
 	}
@@ -194,7 +197,7 @@ func (s *Sink) ended(ctx context.Context, e hooks.Event) error {
 	default:
 		return nil
 	}
-	f, err := s.Forges.Get(e.Forge)
+	f, err := s.forge(e.Forge)
 	if err != nil {
 		return nil
 	}
