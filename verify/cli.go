@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"outerloop/internal/shorten"
@@ -17,7 +16,8 @@ import (
 // CLIOptions is everything `outerloop verify` is told besides the report files: with them, a
 // decision taken on an item can be replayed offline from its evidence files.
 type CLIOptions struct {
-	Format   workitems.ReportFormat // auto (default) or one of workitems.AllReportFormats
+	Format   workitems.ReportFormat // auto (default) or one of Formats
+	Formats  *Formats               // the formats read (nil: BuiltinFormats)
 	Template *workitems.Template    // decide as this template (nil: a plain done check)
 	ExitCode *int                   // the test command's exit status (--exit-code); nil: not given
 	CIFile   string                 // a POST /api/evidence body (--ci)
@@ -52,8 +52,12 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	if format == "" {
 		format = FormatAuto
 	}
-	if !slices.Contains(workitems.AllReportFormats(), format) {
-		return 2, fmt.Errorf("verify: format %q: want one of %s", format, workitems.JoinKinds(workitems.AllReportFormats()))
+	formats := opt.Formats
+	if formats == nil {
+		formats = BuiltinFormats()
+	}
+	if err := formats.check(format); err != nil {
+		return 2, err
 	}
 	tmpl := opt.Template
 	if tmpl == nil {
@@ -101,7 +105,7 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 		if err := ctx.Err(); err != nil {
 			return 2, fmt.Errorf("verify: %w", err)
 		}
-		rep, err := ParseFile(file, format, Limits{})
+		rep, err := formats.ParseFile(file, format, Limits{})
 		if err != nil {
 			f.Missing = append(f.Missing, err.Error())
 			text.printf("%s: %v\n", file, err)

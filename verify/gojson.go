@@ -12,6 +12,27 @@ import (
 	"outerloop/internal/shorten"
 )
 
+// detectGoJSON finds a test2json event among the first 200 lines of head, after any build
+// output (`go: downloading`, compiler errors); it is found inside, so a format that opens the
+// head (TAP with JSON in its diagnostics) wins. A head that opens as XML is a document, never an
+// event stream.
+func detectGoJSON(head []byte) Detection {
+	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '<' {
+		return DetectNone
+	}
+	var sc jsonScanner
+	var ev rawEvent
+	rest := head
+	for i := 0; i <= 200 && len(rest) > 0; i++ {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' && sc.decode(t, &ev) == nil && ev.ActionSeen {
+			return DetectInside
+		}
+	}
+	return DetectNone
+}
+
 // ParseGoJSON reads a `go test -json` stream (test2json events, one per line, possibly mixed with
 // non-JSON lines such as compiler output) and returns its evidence. Memory is bounded by lim: a
 // tail of output per running test and per package, and at most lim.MaxTests kept test cases.

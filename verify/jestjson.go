@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,15 @@ type jestReport struct {
 			FailureMessages []string `json:"failureMessages"`
 		} `json:"assertionResults"`
 	} `json:"testResults"`
+}
+
+// detectJestJSON: the head opens as one JSON object naming jest's totals or results.
+func detectJestJSON(head []byte) Detection {
+	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '{' &&
+		(bytes.Contains(head, []byte(`"numTotalTests"`)) || bytes.Contains(head, []byte(`"assertionResults"`))) {
+		return DetectOpens
+	}
+	return DetectNone
 }
 
 // ParseJestJSON reads a jest (`--json`) or vitest (`--reporter=json`) report. The document is

@@ -16,6 +16,16 @@ import (
 	"outerloop/internal/shorten"
 )
 
+// detectJUnit: the head opens as XML and has a testsuite or testcase element. XML of any other
+// kind is no report (detectGoJSON leaves XML alone too).
+func detectJUnit(head []byte) Detection {
+	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '<' &&
+		(bytes.Contains(head, []byte("<testsuite")) || bytes.Contains(head, []byte("<testcase"))) {
+		return DetectOpens
+	}
+	return DetectNone
+}
+
 // ParseJUnit reads a JUnit XML report token by token (Surefire, pytest xunit1/xunit2,
 // jest-junit, gotestsum and friends). Memory is bounded: text runs are cut to a tail before the
 // XML decoder sees them, and each test keeps a bounded tail of its output.

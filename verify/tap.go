@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"regexp"
@@ -9,6 +10,29 @@ import (
 
 	"outerloop/internal/shorten"
 )
+
+// tapFirstLine is how a TAP stream begins: its version, its plan, a first point or a bail out.
+var tapFirstLine = regexp.MustCompile(`^(TAP version \d+|1\.\.\d+|(not )?ok\b|Bail out!)`)
+
+// detectTAP decides by the first meaningful line of head (blank lines and `#` comments before
+// it are skipped), so JSON in a stream's diagnostics cannot make it something else and an "ok"
+// further down plain output does not make it TAP.
+func detectTAP(head []byte) Detection {
+	rest := head
+	for i := 0; i <= 200 && len(rest) > 0; i++ {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		l := bytes.TrimRight(line, "\r")
+		if t := bytes.TrimSpace(l); len(t) == 0 || t[0] == '#' {
+			continue
+		}
+		if tapFirstLine.Match(l) {
+			return DetectOpens
+		}
+		return DetectNone
+	}
+	return DetectNone
+}
 
 // ParseTAP reads a TAP 13/14 stream: version line, plan first or last (`1..N`, `1..0 # SKIP`),
 // test points with `# SKIP` / `# TODO` directives (`not ok # TODO` is not a failure), YAML

@@ -64,6 +64,7 @@ type Verifier struct {
 	pollEvery      time.Duration
 	evidence       EvidenceFileStore
 	runner         *proc.Runner
+	formats        *Formats
 }
 
 // WithEvidenceStore keeps each attempt's evidence files (reports, CI, diff, replay.json) so its
@@ -88,6 +89,10 @@ func WithDefaultTimeout(d time.Duration) Option { return func(v *Verifier) { v.d
 // WithRunner sets the runner of done-check commands (sandbox, guard); without one they run
 // unconfined with the scrubbed environment.
 func WithRunner(r *proc.Runner) Option { return func(v *Verifier) { v.runner = r } }
+
+// WithFormats sets the evidence formats the verifier reads (default BuiltinFormats): a done
+// check's format names one of them, and auto asks them in order.
+func WithFormats(fs *Formats) Option { return func(v *Verifier) { v.formats = fs } }
 
 // WithLimits bounds what report parsers keep in memory.
 func WithLimits(l Limits) Option { return func(v *Verifier) { v.limits = l } }
@@ -118,6 +123,7 @@ func New(opts ...Option) *Verifier {
 		defaultTimeout: 10 * time.Minute,
 		sleep:          sleepCtx,
 		pollEvery:      30 * time.Second,
+		formats:        BuiltinFormats(),
 	}
 	for _, o := range opts {
 		o(v)
@@ -360,7 +366,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 		for _, p := range paths {
 			rel, _ := filepath.Rel(workspace, p)
 			f.keep(evidenceName(len(f.Reports)+len(f.Missing), rel), p)
-			rep, err := ParseFile(p, format, v.limits)
+			rep, err := v.formats.ParseFile(p, format, v.limits)
 			if err != nil {
 				f.Missing = append(f.Missing, err.Error())
 				continue
@@ -384,14 +390,16 @@ func (v *Verifier) commandReport(res CommandResult, format workitems.ReportForma
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("verify: output of %q: %w", res.Command, err)
 		}
-		if format = detectFormat(head[:n], ""); format == "" {
+		f, ok := v.formats.Detect(head[:n])
+		if !ok {
 			return nil, nil
 		}
+		format = f.Name
 		if _, err := fh.Seek(0, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("verify: output of %q: %w", res.Command, err)
 		}
 	}
-	rep, err := ParseReport(fh, res.Command, format, v.limits)
+	rep, err := v.formats.Parse(fh, res.Command, format, v.limits)
 	if errors.Is(err, ErrUnknownFormat) {
 		return nil, nil
 	}
