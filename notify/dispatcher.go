@@ -20,7 +20,7 @@ type Result string
 
 // The results of a delivery attempt.
 const (
-	ResultDelivered Result = "delivered" // the sink answered 2xx
+	ResultDelivered Result = "delivered" // the sink took it (a built-in one: a 2xx answer)
 	ResultRetry     Result = "retry"     // it failed; another attempt is due after a backoff
 	ResultDead      Result = "dead"      // it failed on the last attempt
 )
