@@ -20,7 +20,7 @@ type Result string
 
 // The results of a delivery attempt.
 const (
-	ResultDelivered Result = "delivered" // the sink answered 2xx
+	ResultDelivered Result = "delivered" // the sink took it (a built-in one: a 2xx answer)
 	ResultRetry     Result = "retry"     // it failed; another attempt is due after a backoff
 	ResultDead      Result = "dead"      // it failed on the last attempt
 )
@@ -40,7 +40,11 @@ type DispatcherOptions struct {
 	Logger *slog.Logger
 	// Getenv reads the sinks' secret variables at each delivery (default os.Getenv).
 	Getenv func(string) string
-	// HTTP sends the requests (default: a client with notify.timeout).
+	// Sinks are the sink kinds deliveries are sent through, looked up by each sink's
+	// configured kind (default: BuiltinSinks(HTTP)).
+	Sinks *Registry
+	// HTTP sends the built-in sinks' requests when Sinks is not given (default: a client with
+	// notify.timeout).
 	HTTP *http.Client
 	// Observer counts attempts (may be nil).
 	Observer Observer
@@ -67,8 +71,8 @@ type Dispatcher struct {
 	mu     sync.Mutex
 }
 
-// NewDispatcher checks that every sink's environment variables are set (the error names the
-// sink and the variable) and returns a dispatcher, not started.
+// NewDispatcher checks that every sink's kind is registered and its environment variables are
+// set (the error names the sink and the variable) and returns a dispatcher, not started.
 func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	if o.Outbox == nil {
 		return nil, errors.New("notify: dispatcher needs an outbox")
@@ -102,12 +106,21 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 		host, _ := os.Hostname()
 		o.ID = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
+	if o.Sinks == nil {
+		o.Sinks = BuiltinSinks(o.HTTP)
+	}
+	d := &Dispatcher{o: o}
 	for _, name := range cfg.SinkNames() {
-		if _, _, err := sinkSecrets(name, cfg.Sinks[name], o.Getenv); err != nil {
+		to := d.target(name, cfg.Sinks[name])
+		s, err := o.Sinks.lookup(to)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Check(to); err != nil {
 			return nil, err
 		}
 	}
-	return &Dispatcher{o: o}, nil
+	return d, nil
 }
 
 // Start runs the dispatcher until Shutdown (nothing on a nil dispatcher).
@@ -195,13 +208,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 func (d *Dispatcher) deliver(ctx context.Context, cfg workitems.Notify, dl Delivery) {
 	log := d.o.Logger.With("notification", dl.Notification.ID, "sink", dl.Sink, "attempt", dl.Attempts+1)
 	bg := context.WithoutCancel(ctx) // outcomes are recorded even while shutting down
-	sink, ok := cfg.Sinks[dl.Sink]
-	var err error
-	if !ok {
-		err = fmt.Errorf("notify: sink %q is no longer configured", dl.Sink)
-	} else {
-		err = send(ctx, d.o.HTTP, dl.Sink, sink, d.o.Getenv, dl)
-	}
+	err := d.send(ctx, cfg, dl)
 	if err != nil && ctx.Err() != nil {
 		if rerr := d.o.Outbox.Release(bg, dl, d.o.Clock.Now()); rerr != nil {
 			log.Warn("notification not released (claimed again after the visibility timeout)", "err", rerr)
@@ -229,6 +236,24 @@ func (d *Dispatcher) deliver(ctx context.Context, cfg workitems.Notify, dl Deliv
 		d.observe(dl.Sink, ResultRetry)
 		log.Warn("notification failed; retrying", "err", err, "next", next)
 	}
+}
+
+func (d *Dispatcher) target(name string, s workitems.NotifySink) Target {
+	return Target{Name: name, Config: s, Getenv: d.o.Getenv}
+}
+
+// send makes one attempt of dl through the sink of its configured kind.
+func (d *Dispatcher) send(ctx context.Context, cfg workitems.Notify, dl Delivery) error {
+	sc, ok := cfg.Sinks[dl.Sink]
+	if !ok {
+		return fmt.Errorf("notify: sink %q is no longer configured", dl.Sink)
+	}
+	to := d.target(dl.Sink, sc)
+	s, err := d.o.Sinks.lookup(to)
+	if err != nil {
+		return err
+	}
+	return s.Send(ctx, to, dl)
 }
 
 func (d *Dispatcher) observe(sink string, r Result) {

@@ -3,6 +3,12 @@
 // the sinks of the `notify:` section — generic webhooks (a signed JSON body) and Slack-compatible
 // incoming webhooks.
 //
+// A sink kind is a Sink (sink.go) registered by kind in the Registry a Dispatcher is given:
+// BuiltinSinks holds the webhook and slack kinds, and a process registers more next to them.
+// The dispatcher looks each delivery's sink up by its configured kind; the same Registry is a
+// workitems.SinkRegistry, so config validation (workitems.Kinds) accepts exactly the kinds the
+// process registered.
+//
 // It owns an outbox in Redis (keys.go, under the store's prefix) and the dispatcher that empties
 // it. An escalation or failure is put in the outbox inside the same MULTI as the item's
 // transition (Outbox.TransitionHook, installed on the store), so an escalated item always has its

@@ -150,11 +150,19 @@ type rig struct {
 	cfg    *workitems.Config
 	obs    *counts
 	env    func(string) string
+	sinks  *notify.Registry // the dispatchers' sink kinds (nil: the built-in ones)
 }
 
 // setup opens a store on real Redis with the outbox's hooks installed; sinks is the YAML of
 // notify.sinks (URL placeholder {url}).
 func setup(t *testing.T, clock *fakeclock.Clock, recv string, notifyYAML string) *rig {
+	t.Helper()
+	return setupWith(t, clock, recv, notifyYAML, nil)
+}
+
+// setupWith is setup with the sink kinds of sinks (nil: the built-in ones), which the config is
+// validated with and the rig's dispatchers send through.
+func setupWith(t *testing.T, clock *fakeclock.Clock, recv string, notifyYAML string, sinks *notify.Registry) *rig {
 	t.Helper()
 	y := strings.ReplaceAll(notifyYAML, "{url}", recv) + `
 defaults:
@@ -167,12 +175,16 @@ templates:
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
 `
-	cfg, err := workitems.ParseConfig([]byte(y))
+	kinds := workitems.Kinds{}
+	if sinks != nil {
+		kinds.Sinks = sinks
+	}
+	cfg, err := workitems.ParseConfigWith([]byte(y), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	r := &rig{clock: clock, cfg: cfg, obs: newCounts(),
+	r := &rig{clock: clock, cfg: cfg, obs: newCounts(), sinks: sinks,
 		env: func(k string) string {
 			if k == "TEST_SECRET" {
 				return secret
@@ -188,7 +200,7 @@ templates:
 func (r *rig) dispatcher(t *testing.T, id string) *notify.Dispatcher {
 	t.Helper()
 	d, err := notify.NewDispatcher(notify.DispatcherOptions{Outbox: r.outbox, Clock: r.clock, Getenv: r.env, Observer: r.obs, Logger: testLogger(),
-		ID: id, Poll: time.Hour, Visibility: 30 * time.Second, Rand: func() float64 { return 1 }})
+		Sinks: r.sinks, ID: id, Poll: time.Hour, Visibility: 30 * time.Second, Rand: func() float64 { return 1 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -425,7 +425,8 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 // and field.
 func (c *Config) Validate() error { return c.ValidateWith(nil) }
 
-// ValidateWith is Validate with the loop kinds of loops (nil: BuiltinLoopKinds).
+// ValidateWith is Validate with the loop kinds of loops (nil: BuiltinLoopKinds), and its sink
+// kinds when it is also a SinkRegistry (Kinds).
 func (c *Config) ValidateWith(loops LoopRegistry) error {
 	if loops == nil {
 		loops = BuiltinLoopKinds()
@@ -460,7 +461,7 @@ func (c *Config) ValidateWith(loops LoopRegistry) error {
 	if err := c.validateForges(); err != nil {
 		return err
 	}
-	if err := c.Notify.validate(); err != nil {
+	if err := c.Notify.validate(sinkKindsOf(loops)); err != nil {
 		return err
 	}
 	if err := c.Waits.validate(); err != nil {

@@ -35,7 +35,7 @@ func AllNotifyEvents() []NotifyEvent {
 // NotifySinkKind is how a sink is called.
 type NotifySinkKind string
 
-// The sink kinds.
+// The built-in sink kinds (BuiltinSinkKinds); a process may register more (SinkRegistry).
 const (
 	// SinkWebhook POSTs the notification as JSON, signed with HMAC-SHA256 of the body.
 	SinkWebhook NotifySinkKind = "webhook"
@@ -43,7 +43,7 @@ const (
 	SinkSlack NotifySinkKind = "slack"
 )
 
-// AllNotifySinkKinds lists every NotifySinkKind.
+// AllNotifySinkKinds lists the built-in NotifySinkKinds.
 func AllNotifySinkKinds() []NotifySinkKind { return []NotifySinkKind{SinkWebhook, SinkSlack} }
 
 // Notify is the top-level `notify:` section: where people are told about events that need
@@ -191,10 +191,199 @@ func ValidateSinkURL(raw string) error {
 	return nil
 }
 
-// validate checks the section's shape; whether the named environment variables are set is
-// checked where notifications are sent (notify.NewDispatcher), so that commands which send
-// none run without the secrets.
-func (n Notify) validate() error {
+// SinkRegistry is what config validation asks about notification sink kinds: which kinds exist
+// and whether a sink's settings suit its kind. The registry of sinks a dispatcher is given
+// (notify.Registry) implements it, so registering a new kind there needs no edit of a list
+// here; the dependency points inward, from notify to workitems.
+type SinkRegistry interface {
+	// SinkKinds lists the registered kinds, sorted.
+	SinkKinds() []NotifySinkKind
+	// ValidateSink checks the settings of the sink called name against its kind. It returns a
+	// *ConfigError naming the field (notify.sinks.<name>.kind for a kind nobody registered).
+	ValidateSink(name string, s NotifySink) error
+}
+
+// SinkValidator checks a sink's settings for one kind. A *ConfigError names the field relative
+// to the sink ("url", "secret_env"); any other error is reported against the sink.
+type SinkValidator func(s NotifySink) error
+
+// SinkKindSet is a SinkRegistry of kinds and their validators.
+type SinkKindSet struct {
+	v map[NotifySinkKind]SinkValidator
+}
+
+// NewSinkKindSet returns an empty set.
+func NewSinkKindSet() *SinkKindSet { return &SinkKindSet{v: map[NotifySinkKind]SinkValidator{}} }
+
+// Add registers kind with its validator (nil: ValidateSinkAddress).
+func (k *SinkKindSet) Add(kind NotifySinkKind, v SinkValidator) *SinkKindSet {
+	if v == nil {
+		v = ValidateSinkAddress
+	}
+	k.v[kind] = v
+	return k
+}
+
+// SinkKinds lists the kinds of k, sorted.
+func (k *SinkKindSet) SinkKinds() []NotifySinkKind {
+	out := make([]NotifySinkKind, 0, len(k.v))
+	for kind := range k.v {
+		out = append(out, kind)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ValidateSink checks s with its kind's validator.
+func (k *SinkKindSet) ValidateSink(name string, s NotifySink) error {
+	v, ok := k.v[s.Kind]
+	if !ok {
+		return UnknownSinkKind(name, s, k.SinkKinds())
+	}
+	return SinkError(name, v(s))
+}
+
+// BuiltinSinkKinds is the set of the sink kinds every binary registers (AllNotifySinkKinds) with
+// their settings' validation. ParseConfig uses it; notify's built-in sinks reuse these
+// validators.
+func BuiltinSinkKinds() *SinkKindSet {
+	return NewSinkKindSet().Add(SinkWebhook, ValidateWebhookSink).Add(SinkSlack, ValidateSlackSink)
+}
+
+// UnknownSinkKind is the error for the sink called name whose kind is missing or not in kinds.
+func UnknownSinkKind(name string, s NotifySink, kinds []NotifySinkKind) error {
+	f := "notify.sinks." + name + ".kind"
+	if s.Kind == "" {
+		return &ConfigError{Field: f, Err: fmt.Errorf("missing (one of %s)", JoinKinds(kinds))}
+	}
+	return &ConfigError{Field: f, Err: fmt.Errorf("%q is not one of %s", s.Kind, JoinKinds(kinds))}
+}
+
+// SinkError names the sink called name in a validator's error: a *ConfigError's field is put
+// under notify.sinks.<name>, any other error is reported against the sink itself.
+func SinkError(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	prefix := "notify.sinks." + name
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		if !strings.HasPrefix(ce.Field, prefix) {
+			ce.Field = prefix + "." + ce.Field
+		}
+		return ce
+	}
+	return &ConfigError{Field: prefix, Err: err}
+}
+
+// ValidateSinkAddress checks where a sink is sent: url, or url_env naming the variable that
+// holds it (for URLs that are secrets). It is every built-in kind's first check, and what a
+// registered kind without checks of its own is held to.
+func ValidateSinkAddress(s NotifySink) error {
+	switch {
+	case s.URL != "" && s.URLEnv != "":
+		return &ConfigError{Field: "url", Err: errors.New("give url or url_env, not both")}
+	case s.URL == "" && s.URLEnv == "":
+		return &ConfigError{Field: "url", Err: errors.New("missing (give url, or url_env naming the variable that holds it)")}
+	case s.URL != "":
+		if err := ValidateSinkURL(s.URL); err != nil {
+			return &ConfigError{Field: "url", Err: err}
+		}
+	case !envNameRE.MatchString(s.URLEnv):
+		return &ConfigError{Field: "url_env", Err: fmt.Errorf("%q is not an environment variable name", s.URLEnv)}
+	}
+	return nil
+}
+
+// ValidateWebhookSink checks a webhook sink: an address and the variable of its signing secret.
+func ValidateWebhookSink(s NotifySink) error {
+	if err := ValidateSinkAddress(s); err != nil {
+		return err
+	}
+	if s.SecretEnv == "" {
+		return &ConfigError{Field: "secret_env", Err: errors.New("missing: a webhook is signed with the secret in this environment variable")}
+	}
+	if !envNameRE.MatchString(s.SecretEnv) {
+		return &ConfigError{Field: "secret_env", Err: fmt.Errorf("%q is not an environment variable name", s.SecretEnv)}
+	}
+	return nil
+}
+
+// ValidateSlackSink checks a Slack sink: an address and no signing secret.
+func ValidateSlackSink(s NotifySink) error {
+	if err := ValidateSinkAddress(s); err != nil {
+		return err
+	}
+	if s.SecretEnv != "" {
+		return &ConfigError{Field: "secret_env", Err: errors.New("slack incoming webhooks are not signed: the URL is the secret (use url_env)")}
+	}
+	return nil
+}
+
+// Kinds bundles the registries a process validates its config with: pass it to
+// ParseConfigWith or LoadConfigWith when the process registered sink kinds of its own (a nil
+// field means the built-in kinds).
+type Kinds struct {
+	Loops LoopRegistry
+	Sinks SinkRegistry
+}
+
+var (
+	_ LoopRegistry = Kinds{}
+	_ SinkRegistry = Kinds{}
+)
+
+func (k Kinds) loops() LoopRegistry {
+	if k.Loops == nil {
+		return BuiltinLoopKinds()
+	}
+	return k.Loops
+}
+
+func (k Kinds) sinks() SinkRegistry {
+	if k.Sinks == nil {
+		return BuiltinSinkKinds()
+	}
+	return k.Sinks
+}
+
+// LoopKinds lists the loop kinds (LoopRegistry).
+func (k Kinds) LoopKinds() []string { return k.loops().LoopKinds() }
+
+// ValidateLoop checks t's loop with the loop kinds (LoopRegistry).
+func (k Kinds) ValidateLoop(c *Config, t *Template) error { return k.loops().ValidateLoop(c, t) }
+
+// SinkKinds lists the sink kinds (SinkRegistry).
+func (k Kinds) SinkKinds() []NotifySinkKind { return k.sinks().SinkKinds() }
+
+// ValidateSink checks a sink with the sink kinds (SinkRegistry).
+func (k Kinds) ValidateSink(name string, s NotifySink) error { return k.sinks().ValidateSink(name, s) }
+
+// sinkKindsOf returns the sink kinds config validation accepts: those of the registry given to
+// ParseConfigWith when it also registers sinks (Kinds, or a registry of both), else the
+// built-in kinds.
+func sinkKindsOf(loops LoopRegistry) SinkRegistry {
+	if r, ok := loops.(SinkRegistry); ok {
+		return r
+	}
+	return BuiltinSinkKinds()
+}
+
+// ValidateSinks checks every sink against sinks alone (the rest of the config was validated
+// when it was parsed), as ValidateLoops does for loops.
+func (c *Config) ValidateSinks(sinks SinkRegistry) error {
+	for _, name := range c.Notify.SinkNames() {
+		if err := sinks.ValidateSink(name, c.Notify.Sinks[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks the section's shape and each sink against its kind in sinks; whether the
+// named environment variables are set is checked where notifications are sent
+// (notify.NewDispatcher), so that commands which send none run without the secrets.
+func (n Notify) validate(sinks SinkRegistry) error {
 	bad := func(field string, err error) error { return &ConfigError{Field: "notify." + field, Err: err} }
 	if n.BaseURL != "" {
 		if err := ValidateSinkURL(n.BaseURL); err != nil {
@@ -206,39 +395,13 @@ func (n Notify) validate() error {
 	}
 	for _, name := range n.SinkNames() {
 		s := n.Sinks[name]
-		f := "sinks." + name + "."
 		if !nameRE.MatchString(name) {
 			return bad("sinks."+name, errors.New("use lower-case letters, digits, '.', '_' and '-' (at most 63)"))
 		}
-		if !slices.Contains(AllNotifySinkKinds(), s.Kind) {
-			return bad(f+"kind", fmt.Errorf("%q is not one of webhook, slack", s.Kind))
+		if err := sinks.ValidateSink(name, s); err != nil {
+			return err
 		}
-		switch {
-		case s.URL != "" && s.URLEnv != "":
-			return bad(f+"url", errors.New("give url or url_env, not both"))
-		case s.URL == "" && s.URLEnv == "":
-			return bad(f+"url", errors.New("missing (give url, or url_env naming the variable that holds it)"))
-		case s.URL != "":
-			if err := ValidateSinkURL(s.URL); err != nil {
-				return bad(f+"url", err)
-			}
-		case !envNameRE.MatchString(s.URLEnv):
-			return bad(f+"url_env", fmt.Errorf("%q is not an environment variable name", s.URLEnv))
-		}
-		switch s.Kind {
-		case SinkWebhook:
-			if s.SecretEnv == "" {
-				return bad(f+"secret_env", errors.New("missing: a webhook is signed with the secret in this environment variable"))
-			}
-			if !envNameRE.MatchString(s.SecretEnv) {
-				return bad(f+"secret_env", fmt.Errorf("%q is not an environment variable name", s.SecretEnv))
-			}
-		case SinkSlack:
-			if s.SecretEnv != "" {
-				return bad(f+"secret_env", errors.New("slack incoming webhooks are not signed: the URL is the secret (use url_env)"))
-			}
-		}
-		if err := validateNotifyEvents("notify."+f+"events", s.Events); err != nil {
+		if err := validateNotifyEvents("notify.sinks."+name+".events", s.Events); err != nil {
 			return err
 		}
 	}

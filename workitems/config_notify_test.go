@@ -1,6 +1,7 @@
 package workitems
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -124,5 +125,94 @@ func TestNotifyConfigRejectsBadInputNamingTheField(t *testing.T) {
 				t.Errorf("error %q repeats a sink URL", err)
 			}
 		})
+	}
+}
+
+// validSink returns settings a sink of kind passes its built-in checks with.
+func validSink(kind NotifySinkKind) string {
+	switch kind {
+	case SinkWebhook:
+		return `{kind: webhook, url: "https://hooks.example.com/ol", secret_env: OL_HOOK_SECRET}`
+	case SinkSlack:
+		return `{kind: slack, url_env: OL_SLACK_URL}`
+	}
+	return ""
+}
+
+func TestEveryBuiltinSinkKindIsAcceptedAndAnUnknownOneIsRefusedNamingTheKinds(t *testing.T) {
+	t.Parallel()
+	if got := BuiltinSinkKinds().SinkKinds(); !slices.Equal(got, slices.Sorted(slices.Values(AllNotifySinkKinds()))) {
+		t.Errorf("built-in sink kinds %v, want AllNotifySinkKinds %v", got, AllNotifySinkKinds())
+	}
+	for _, k := range AllNotifySinkKinds() {
+		s := validSink(k)
+		if s == "" {
+			t.Errorf("kind %s: no valid settings in this test: add them", k)
+			continue
+		}
+		cfg, err := ParseConfig([]byte("notify:\n  sinks:\n    s1: " + s + "\n" + validTemplate))
+		if err != nil {
+			t.Errorf("kind %s refused: %v", k, err)
+			continue
+		}
+		if cfg.Notify.Sinks["s1"].Kind != k {
+			t.Errorf("kind %s read as %q", k, cfg.Notify.Sinks["s1"].Kind)
+		}
+	}
+	for _, c := range []struct{ kind, want string }{
+		{"teams", `"teams" is not one of slack, webhook`},
+		{`""`, "missing (one of slack, webhook)"},
+	} {
+		_, err := ParseConfig([]byte("notify:\n  sinks:\n    s1: {kind: " + c.kind + `, url: "https://x.example/h"}` + "\n" + validTemplate))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != "notify.sinks.s1.kind" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("kind %s: error %v, want field notify.sinks.s1.kind and %q", c.kind, err, c.want)
+		}
+	}
+}
+
+// ntfyKind is a sink kind a process registers (not a built-in one).
+const ntfyKind NotifySinkKind = "ntfy"
+
+func TestARegisteredSinkKindIsAcceptedWithItsOwnChecks(t *testing.T) {
+	t.Parallel()
+	y := []byte("notify:\n  sinks:\n    phone: {kind: ntfy, url: \"https://ntfy.example/ol\"}\n    hook: " + validSink(SinkWebhook) + "\n" + validTemplate)
+	if _, err := ParseConfig(y); err == nil || !strings.Contains(err.Error(), "notify.sinks.phone.kind") {
+		t.Fatalf("the built-in kinds accepted ntfy: %v", err)
+	}
+	noSecret := func(s NotifySink) error {
+		if s.SecretEnv != "" {
+			return &ConfigError{Field: "secret_env", Err: errors.New("ntfy is not signed")}
+		}
+		return ValidateSinkAddress(s)
+	}
+	kinds := BuiltinSinkKinds().Add(ntfyKind, noSecret)
+	cfg, err := ParseConfigWith(y, Kinds{Sinks: kinds})
+	if err != nil {
+		t.Fatalf("a registered kind refused: %v", err)
+	}
+	if err := cfg.ValidateSinks(kinds); err != nil {
+		t.Errorf("ValidateSinks: %v", err)
+	}
+	if err := cfg.ValidateSinks(BuiltinSinkKinds()); err == nil || !strings.Contains(err.Error(), `"ntfy" is not one of slack, webhook`) {
+		t.Errorf("ValidateSinks with the built-in kinds: %v", err)
+	}
+	// The kind's own checks run, named under the sink; the built-in ones still apply to theirs.
+	for _, c := range []struct{ from, to, field string }{
+		{`url: "https://ntfy.example/ol"}`, `url: "https://ntfy.example/ol", secret_env: K}`, "notify.sinks.phone.secret_env"},
+		{`url: "https://ntfy.example/ol"}`, `url_env: "not a var"}`, "notify.sinks.phone.url_env"},
+		{"secret_env: OL_HOOK_SECRET", "url_env: OL_HOOK", "notify.sinks.hook.url"},
+	} {
+		_, err := ParseConfigWith([]byte(strings.Replace(string(y), c.from, c.to, 1)), Kinds{Sinks: kinds})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%s: error %v, want field %s", c.to, err, c.field)
+		}
+	}
+	// A kind registered without checks is held to an address.
+	bare := BuiltinSinkKinds().Add(ntfyKind, nil)
+	_, err = ParseConfigWith([]byte(strings.Replace(string(y), `url: "https://ntfy.example/ol"`, `events: [failure]`, 1)), Kinds{Sinks: bare})
+	if err == nil || !strings.Contains(err.Error(), "notify.sinks.phone.url: missing") {
+		t.Errorf("a kind without checks accepted no address: %v", err)
 	}
 }

@@ -360,7 +360,10 @@ func (a *App) Dispatcher(id string) (*notify.Dispatcher, error) {
 	if len(a.Config.Notify.Sinks) == 0 {
 		return nil, nil
 	}
-	d, err := notify.NewDispatcher(notify.DispatcherOptions{Outbox: a.Outbox, Clock: a.opts.Clock, Getenv: a.opts.Getenv,
+	// The sink kinds this process sends through: the built-in ones (the config was validated
+	// against the same kinds), their requests bounded by notify.timeout.
+	sinks := notify.BuiltinSinks(&http.Client{Timeout: a.Outbox.Config().Notify.Timeout.D()})
+	d, err := notify.NewDispatcher(notify.DispatcherOptions{Outbox: a.Outbox, Clock: a.opts.Clock, Getenv: a.opts.Getenv, Sinks: sinks,
 		Logger: a.Logger.With("component", "notify"), ID: id, Observer: metrics.NewNotifications(a.Metrics, a.Config)})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
