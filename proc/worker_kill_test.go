@@ -1,15 +1,12 @@
 package proc_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,29 +52,6 @@ func stepLoop(r *proc.Runner, dir, mark string) int {
 	return 3
 }
 
-// markedProcesses returns the live (not zombie) processes whose environment holds mark.
-func markedProcesses(mark string) []int {
-	want := []byte(markEnv + "=" + mark + "\x00")
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := bytes.LastIndexByte(st, ')'); i > 0 && len(st) > i+2 && (st[i+2] == 'Z' || st[i+2] == 'X') {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // TestNoCommandOutlivesAWorkerKilledAtARandomMoment starts a worker process running two
 // command loops, SIGKILLs it at a random moment (the commands start, fork and write all the
 // time, so the kill meets every phase: the guard starting, the command forking, the command
@@ -111,14 +85,11 @@ func TestNoCommandOutlivesAWorkerKilledAtARandomMoment(t *testing.T) {
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				_ = cmd.Wait()
 				// Observation, not synchronisation: the guards kill asynchronously and tell nobody.
-				left := markedProcesses(mark)
-				for deadline := time.Now().Add(3 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = markedProcesses(mark) {
-					time.Sleep(20 * time.Millisecond)
-				}
+				left := proctest.Lingering(func() []int { return proctest.ProcessesWithEnv(markEnv + "=" + mark + "\x00") }, 3*time.Second)
 				if len(left) > 0 {
 					survivors += len(left)
 					killsWithSurvivors++
-					t.Errorf("kill %d: %d processes outlived the worker by 3 s: %s", i+1, len(left), describe(left))
+					t.Errorf("kill %d: %d processes outlived the worker by 3 s: %s", i+1, len(left), proctest.Describe(left))
 					for _, p := range left {
 						_ = syscall.Kill(p, syscall.SIGKILL)
 					}
@@ -127,21 +98,4 @@ func TestNoCommandOutlivesAWorkerKilledAtARandomMoment(t *testing.T) {
 			t.Logf("%s: %d kills, %d with survivors, %d surviving processes", mode, kills, killsWithSurvivors, survivors)
 		})
 	}
-}
-
-// describe names each pid's command line and parent, for the failure message.
-func describe(pids []int) string {
-	var out []string
-	for _, p := range pids {
-		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		ppid := ""
-		if i := bytes.LastIndexByte(st, ')'); i > 0 {
-			if f := strings.Fields(string(st[i+1:])); len(f) > 1 {
-				ppid = f[1]
-			}
-		}
-		out = append(out, fmt.Sprintf("%d(ppid %s: %s)", p, ppid, strings.ReplaceAll(strings.TrimSpace(string(cl)), "\x00", " ")))
-	}
-	return strings.Join(out, ", ")
 }

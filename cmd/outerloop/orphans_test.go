@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,48 +12,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"outerloop/proc/proctest"
 )
 
-// stepsOf returns the live (not zombie) processes whose environment places them in a workspace
-// under workDir: every process a worker with that work dir started for an item (its guards,
-// the limits helper, bubblewrap and the commands, whatever they exec), seen as host processes.
+// stepsOf returns the live processes whose environment places them in a workspace under
+// workDir: every process a worker with that work dir started for an item (its guards, the
+// limits helper, bubblewrap and the commands, whatever they exec), seen as host processes.
 func stepsOf(workDir string) []int {
-	want := []byte("OUTERLOOP_WORKSPACE=" + workDir + string(os.PathSeparator))
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := bytes.LastIndexByte(st, ')'); i > 0 && len(st) > i+2 && (st[i+2] == 'Z' || st[i+2] == 'X') {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// describePids names each pid's parent and command line, for a failure message.
-func describePids(pids []int) string {
-	var out []string
-	for _, p := range pids {
-		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		ppid := "?"
-		if i := bytes.LastIndexByte(st, ')'); i > 0 {
-			if f := strings.Fields(string(st[i+1:])); len(f) > 1 {
-				ppid = f[1]
-			}
-		}
-		out = append(out, fmt.Sprintf("%d (ppid %s) %s", p, ppid, strings.TrimSpace(strings.ReplaceAll(string(cl), "\x00", " "))))
-	}
-	return strings.Join(out, "; ")
+	return proctest.ProcessesWithEnv("OUTERLOOP_WORKSPACE=" + workDir + string(os.PathSeparator))
 }
 
 // orphanStep is a step that records its pid, forks into its group and into a session of its
@@ -131,14 +97,11 @@ func TestNoStepOutlivesItsSIGKILLedWorker(t *testing.T) {
 				time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 				c.kill(w) // SIGKILL, then reaped
 				// Observation, not synchronisation: the guards kill on their own and tell nobody.
-				left := stepsOf(w.dir)
-				for deadline := time.Now().Add(3 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = stepsOf(w.dir) {
-					time.Sleep(20 * time.Millisecond)
-				}
+				left := proctest.Lingering(func() []int { return stepsOf(w.dir) }, 3*time.Second)
 				if len(left) > 0 {
 					survivors += len(left)
 					killsWithSurvivors++
-					t.Errorf("kill %d (worker %s): %d processes of its steps outlived it by 3 s: %s", i+1, w.id, len(left), describePids(left))
+					t.Errorf("kill %d (worker %s): %d processes of its steps outlived it by 3 s: %s", i+1, w.id, len(left), proctest.Describe(left))
 					for _, p := range left {
 						_ = syscall.Kill(p, syscall.SIGKILL)
 					}

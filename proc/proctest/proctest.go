@@ -3,6 +3,7 @@
 package proctest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,26 +196,70 @@ func CheckLeaks(out string) []string {
 
 // Processes returns the pids whose command line holds marker.
 func Processes(marker string) []int {
+	return scan(func(dir string) bool {
+		b, err := os.ReadFile(dir + "/cmdline")
+		return err == nil && strings.Contains(string(b), marker) && !strings.Contains(string(b), "sh\x00-c")
+	})
+}
+
+// ProcessesWithEnv returns the live processes whose environment holds entry (all or the start
+// of a "NAME=value" string): every process a command started, whatever it exec'd, as the host
+// sees it, which a sandbox cannot hide.
+func ProcessesWithEnv(entry string) []int {
+	want := []byte(entry)
+	return scan(func(dir string) bool {
+		env, err := os.ReadFile(dir + "/environ")
+		return err == nil && bytes.Contains(env, want)
+	})
+}
+
+// scan returns the live (not zombie) processes other than this one that match.
+func scan(match func(procDir string) bool) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
+		dir := "/proc/" + e.Name()
+		if !match(dir) {
 			continue
 		}
-		if strings.Contains(string(b), marker) && !strings.Contains(string(b), "sh\x00-c") {
-			st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if i := strings.LastIndexByte(string(st), ')'); i > 0 && len(st) > i+2 && st[i+2] == 'Z' {
-				continue // a zombie runs nothing
-			}
-			pids = append(pids, pid)
+		st, _ := os.ReadFile(dir + "/stat")
+		if i := bytes.LastIndexByte(st, ')'); i > 0 && len(st) > i+2 && (st[i+2] == 'Z' || st[i+2] == 'X') {
+			continue // a zombie runs nothing
 		}
+		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// Lingering returns what find still finds after within, or nothing as soon as it finds
+// nothing: for processes killed asynchronously by guards or the kernel, which tell nobody.
+func Lingering(find func() []int, within time.Duration) []int {
+	left := find()
+	for deadline := time.Now().Add(within); len(left) > 0 && time.Now().Before(deadline); left = find() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return left
+}
+
+// Describe names each pid's parent and command line, for a failure message.
+func Describe(pids []int) string {
+	var out []string
+	for _, p := range pids {
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		ppid := "?"
+		if i := bytes.LastIndexByte(st, ')'); i > 0 {
+			if f := strings.Fields(string(st[i+1:])); len(f) > 1 {
+				ppid = f[1]
+			}
+		}
+		out = append(out, fmt.Sprintf("%d (ppid %s) %s", p, ppid, strings.TrimSpace(strings.ReplaceAll(string(cl), "\x00", " "))))
+	}
+	return strings.Join(out, "; ")
 }
 
 // AssertNoProcess fails t when a process with marker in its command line runs. The command's
