@@ -71,7 +71,7 @@ func TestManualEnqueueRespectsMaxOpenUnlessForced(t *testing.T) {
 	}
 }
 
-// Steer is stored only for an item whose agent loop is running or queued; a script item and an
+// Steer is stored only for an item whose loop reads steer input (agent) and is running or queued; a script item and an
 // ended agent item are refused with 409, and nothing is queued.
 func TestSteerIsRefusedUnlessAnAgentLoopIsRunningOrQueued(t *testing.T) {
 	t.Parallel()
@@ -96,7 +96,7 @@ func TestSteerIsRefusedUnlessAnAgentLoopIsRunningOrQueued(t *testing.T) {
 	}
 	for id, want := range map[string]string{script: `loop is "script"`, ended: "escalated"} {
 		code, m := f.do(t, "POST", "/api/items/"+id+"/steer", `{"text":"unread"}`, token)
-		if msg, _ := m["error"].(string); code != 409 || !strings.Contains(msg, want) || !strings.Contains(msg, "agent loop") {
+		if msg, _ := m["error"].(string); code != 409 || !strings.Contains(msg, want) || !strings.Contains(msg, "reads steer input") {
 			t.Errorf("steer %s: %d %v, want 409 naming %q", id, code, m, want)
 		}
 		if q, _ := f.store.PeekSteer(ctx, id, 0); len(q) != 0 {

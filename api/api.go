@@ -642,7 +642,7 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []TemplateView{}
 	for _, t := range page {
-		v := TemplateView{Name: t.Name, Schedule: t.Schedule, Loop: t.Loop.Kind, Goal: t.Goal, DailyCostCapUSD: t.DailyCostCapUSD}
+		v := TemplateView{Name: t.Name, Schedule: t.Schedule, Loop: string(t.Loop.Kind), Goal: t.Goal, DailyCostCapUSD: t.DailyCostCapUSD}
 		v.DailyCostUSD, v.Open = stats[t.Name].DailyCostUSD, stats[t.Name].Open
 		if s.o.NextRun != nil {
 			v.NextRun, _ = s.o.NextRun(t.Name)

@@ -86,7 +86,7 @@ templates:
 			return model.Instrument(p, current.Load().Metrics.ModelRequest), err
 		}))
 		a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
-			Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Loops: map[string]worker.InnerLoop{"agent": agent}})
+			Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Loops: map[workitems.LoopKind]worker.InnerLoop{"agent": agent}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,7 +78,7 @@ notify:
 		return model.Instrument(p, m.ModelRequest), err
 	}))
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
-		Workdir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Loops: map[string]worker.InnerLoop{"agent": agent},
+		Workdir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Loops: map[workitems.LoopKind]worker.InnerLoop{"agent": agent},
 		Getenv: func(k string) string {
 			if k == "OUTERLOOP_TEST_SCRAPE_SECRET" {
 				return "scrape-secret"

@@ -86,7 +86,7 @@ func (m *Metrics) SetConfig(cfg *workitems.Config) {
 	for i := range cfg.Templates {
 		t := &cfg.Templates[i]
 		names = append(names, t.Name)
-		view.templates = append(view.templates, templateLabels{name: t.Name, loop: t.Loop.Kind})
+		view.templates = append(view.templates, templateLabels{name: t.Name, loop: string(t.Loop.Kind)})
 		for _, k := range workitems.AllBudgetKinds() {
 			if c := t.Budget.Cap(k); c > 0 {
 				m.budgetCap.WithLabelValues(t.Name, "attempt", string(k)).Set(c)
@@ -126,7 +126,7 @@ func (m *Metrics) SetTemplates(ts []workitems.Template) {
 
 // createTemplateSeries creates a template's counter series at zero (see SetConfig).
 func (m *Metrics) createTemplateSeries(t *workitems.Template, view *configView) {
-	name, loop := t.Name, t.Loop.Kind
+	name, loop := t.Name, string(t.Loop.Kind)
 	m.attemptsStarted.WithLabelValues(name, loop)
 	m.attemptDuration.WithLabelValues(name, loop)
 	m.attemptSteps.WithLabelValues(name, loop)

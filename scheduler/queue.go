@@ -40,6 +40,7 @@ type Queue struct {
 	maxRetry  int
 	fleet     *fleet.Gate
 	repos     RepoSource
+	loops     LoopKinds
 }
 
 // DecisionObserver counts decisions on items (metrics.Metrics implements it). The Queue reports
@@ -64,6 +65,15 @@ type QueueOptions struct {
 	Fleet *fleet.Gate
 	// Repos lists the repositories of repos_from templates (nil: their ticks fail, saying so).
 	Repos RepoSource
+	// Loops says what each loop kind does, for Steer (default: the built-in kinds,
+	// workitems.BuiltinLoopKinds). A process that registers loops passes its registry.
+	Loops LoopKinds
+}
+
+// LoopKinds tells the queue what an inner loop kind does (worker.Registry and
+// workitems.LoopKindSet implement it): Steer asks whether a kind reads steer input.
+type LoopKinds interface {
+	LoopTraits(kind workitems.LoopKind) (workitems.LoopTraits, bool)
 }
 
 // NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
@@ -83,8 +93,11 @@ func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Ins
 	if o.Observer == nil {
 		o.Observer = nopDecisions{}
 	}
+	if o.Loops == nil {
+		o.Loops = workitems.BuiltinLoopKinds()
+	}
 	q := &Queue{store: store, client: client, inspector: inspector, queue: o.Queue,
-		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry, fleet: o.Fleet, repos: o.Repos}
+		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry, fleet: o.Fleet, repos: o.Repos, loops: o.Loops}
 	q.cfg.Store(cfg)
 	return q
 }

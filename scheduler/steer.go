@@ -8,15 +8,16 @@ import (
 	"outerloop/workitems"
 )
 
-// Steer queues a person's input for an item's agent loop, refusing it (ErrNotSteerable, with
-// the reason) unless an agent loop of the item is running or queued: a closed item, or one
-// whose loop is a script or an external agent, never reads it.
+// Steer queues a person's input for an item's loop, refusing it (ErrNotSteerable, with the
+// reason) unless a loop of the item that reads steer input (its kind's traits: Steerable) is
+// running or queued: a closed item, or one whose loop reads no input (a script, an external
+// agent), never would.
 func (q *Queue) Steer(ctx context.Context, id, text, actor string) error {
 	return q.store.SteerIf(ctx, id, text, actor, func(it *workitems.Item) error {
 		if !slices.Contains(workitems.SteerableStates(), it.State) {
 			return fmt.Errorf("scheduler: steer %s: the item is %s: %w", id, it.State, workitems.ErrNotSteerable)
 		}
-		kind := ""
+		var kind workitems.LoopKind
 		if a := it.Current(); a != nil {
 			kind = a.Condition.Strategy.Loop
 		}
@@ -27,8 +28,8 @@ func (q *Queue) Steer(ctx context.Context, id, text, actor string) error {
 			}
 			kind = t.Loop.Kind
 		}
-		if kind != "agent" {
-			return fmt.Errorf("scheduler: steer %s: its loop is %q, which reads no steer input (only the agent loop does): %w",
+		if traits, ok := q.loops.LoopTraits(kind); !ok || !traits.Steerable {
+			return fmt.Errorf("scheduler: steer %s: its loop is %q, which reads no steer input: %w",
 				id, kind, workitems.ErrNotSteerable)
 		}
 		return nil

@@ -36,7 +36,8 @@ type fencedCheckpointer struct {
 
 // charge is where an attempt's spend is charged, and what has been so far.
 type charge struct {
-	template, loop  string
+	template        string
+	loop            workitems.LoopKind
 	provider, model string // the config's provider key ("" for none) and the model asked for ("": its configured one)
 	item            string
 	mu              sync.Mutex      // the loop's checkpoints and the running charge (running_charge.go) both record
@@ -45,11 +46,11 @@ type charge struct {
 
 // count reports a charge to the observer: the spend counters and the running attempt's cost.
 func (c *charge) count(obs Observer, delta workitems.Spend) {
-	obs.AddSpend(c.template, c.loop, delta, c.item)
+	obs.AddSpend(c.template, string(c.loop), delta, c.item)
 	if c.provider != "" {
 		obs.AddModelSpend(c.template, c.provider, c.model, delta, c.item)
 	}
-	obs.SetRunningCost(c.template, c.loop, c.item, c.charged.CostUSD)
+	obs.SetRunningCost(c.template, string(c.loop), c.item, c.charged.CostUSD)
 }
 
 type envelope struct {

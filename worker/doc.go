@@ -26,9 +26,11 @@
 // still write is listed in the README (Reliability).
 //
 // Extension points: an InnerLoop registered in a Registry under its kind (the Registry is the
-// workitems.LoopRegistry config validation asks, so a new kind's settings are checked by the
-// loop itself: LoopSettingsValidator), a model provider (worker/model.Provider) and an evidence
-// parser (verify.NewReport); each has a runnable example.
+// workitems.LoopRegistry that config validation, the scheduler's steer and the handler's
+// charge ask, so a new kind's settings are checked by the loop itself, LoopSettingsValidator,
+// and its traits come with it, LoopTraitsDeclarer; Example_loopKind), a model provider
+// (worker/model.Provider; agentloop's Example_providerFactory) and an evidence parser
+// (verify.NewReport); each has a runnable example.
 //
 // Workspaces (workspace.go, mirror.go, snapshot.go, resume.go, sweeper.go): each worker host
 // keeps one bare mirror per repository under <workdir>/mirrors, fetched before each new attempt,

@@ -159,6 +159,9 @@ func NewHandler(o HandlerOptions) *Handler {
 	if o.Workspaces == nil {
 		o.Workspaces = &Workspaces{Root: filepath.Join(os.TempDir(), "outerloop-work")}
 	}
+	if o.Loops == nil {
+		o.Loops = NewRegistry() // no loop: every attempt fails naming its unknown kind
+	}
 	h := &Handler{o: o, running: map[string]int{}, idle: make(chan struct{})}
 	close(h.idle)
 	h.base, h.cancel = context.WithCancel(context.Background())
@@ -372,7 +375,7 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			}
 			return err
 		}
-		h.o.Observer.AttemptFinished(it.Template, loopKind(tmpl, a.Condition), exit.Reason, spend.WallTime.D(), spend.Steps, it.ID)
+		h.o.Observer.AttemptFinished(it.Template, string(loopKind(tmpl, a.Condition)), exit.Reason, spend.WallTime.D(), spend.Steps, it.ID)
 		if r.charge != nil { // RecordExit charged what the checkpoints had not
 			delta := workitems.Uncharged(spend, r.charge.charged)
 			r.charge.charged = r.charge.charged.Add(delta)
@@ -410,7 +413,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 	a := it.Current()
 	kind := loopKind(tmpl, a.Condition)
 	ch := &charge{template: it.Template, loop: kind, item: it.ID, model: a.Condition.Strategy.Model}
-	if kind != "script" {
+	if traits, _ := h.o.Loops.LoopTraits(kind); traits.CallsModel {
 		ch.provider = tmpl.Loop.Provider
 	}
 	cp := &fencedCheckpointer{store: h.o.Store, fence: fence, obs: h.o.Observer, charge: ch, clock: h.o.Clock, log: log}
@@ -483,7 +486,7 @@ func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workite
 		log.Warn("killed what a dead execution of this attempt left running", "groups", n)
 		events.Emit(ctx, workitems.Event{Type: workitems.EventWarning, Message: fmt.Sprintf("killed %d process group(s) a dead execution of this attempt left running", n)})
 	}
-	h.o.Observer.AttemptStarted(it.Template, kind)
+	h.o.Observer.AttemptStarted(it.Template, string(kind))
 	log.Info("attempt running", "loop", kind, "workspace", ws, "resumed", resumed)
 	stopCharging := h.chargeWhileRunning(ctx, cp, h.o.LeaseTTL/3)
 	exit := h.safeRun(ctx, loop, att)
@@ -587,7 +590,7 @@ func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 	return hb.Stop
 }
 
-func loopKind(t *workitems.Template, c workitems.Condition) string {
+func loopKind(t *workitems.Template, c workitems.Condition) workitems.LoopKind {
 	if c.Strategy.Loop != "" {
 		return c.Strategy.Loop
 	}

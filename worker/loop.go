@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"sync"
 
 	"outerloop/proc"
@@ -104,17 +104,21 @@ type DoneCheckResult struct {
 	Summary string // failed tests, first error, counts
 }
 
-// Registry maps inner loop kinds (agent, exec, script) to implementations.
+// Registry maps inner loop kinds (agent, exec, script and any a process adds) to
+// implementations. It is the process's workitems.LoopRegistry (registry_kinds.go): the kinds,
+// their traits and their settings' checks.
 type Registry struct {
 	mu    sync.RWMutex
-	loops map[string]InnerLoop
+	loops map[workitems.LoopKind]InnerLoop
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{loops: map[string]InnerLoop{}} }
+func NewRegistry() *Registry { return &Registry{loops: map[workitems.LoopKind]InnerLoop{}} }
 
-// Register adds or replaces the loop for kind.
-func (r *Registry) Register(kind string, l InnerLoop) {
+// Register adds or replaces the loop for kind. A loop may declare its kind's traits
+// (LoopTraitsDeclarer) and check its settings (LoopSettingsValidator); a built-in kind's loop
+// that does neither keeps the built-in ones.
+func (r *Registry) Register(kind workitems.LoopKind, l InnerLoop) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.loops[kind] = l
@@ -124,7 +128,7 @@ func (r *Registry) Register(kind string, l InnerLoop) {
 var ErrUnknownLoop = errors.New("unknown inner loop")
 
 // Lookup returns the loop for kind.
-func (r *Registry) Lookup(kind string) (InnerLoop, error) {
+func (r *Registry) Lookup(kind workitems.LoopKind) (InnerLoop, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	l, ok := r.loops[kind]
@@ -134,11 +138,11 @@ func (r *Registry) Lookup(kind string) (InnerLoop, error) {
 	return l, nil
 }
 
-func (r *Registry) kindsLocked() []string {
-	var ks []string
+func (r *Registry) kindsLocked() []workitems.LoopKind {
+	ks := make([]workitems.LoopKind, 0, len(r.loops))
 	for k := range r.loops {
 		ks = append(ks, k)
 	}
-	sort.Strings(ks)
+	slices.Sort(ks)
 	return ks
 }

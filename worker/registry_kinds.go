@@ -12,13 +12,38 @@ type LoopSettingsValidator interface {
 	ValidateLoop(c *workitems.Config, t *workitems.Template) error
 }
 
+// LoopTraitsDeclarer is implemented by an InnerLoop that says what its kind does: whether it
+// reads steer input, whether its spend is charged to the template's provider, which programs
+// validate should look for. A loop without it has the built-in traits of its kind
+// (workitems.BuiltinLoopKinds), or none (not steerable, no provider charged, no programs) for
+// a kind of its own.
+type LoopTraitsDeclarer interface {
+	Traits() workitems.LoopTraits
+}
+
 var _ workitems.LoopRegistry = (*Registry)(nil)
 
 // LoopKinds lists the registered kinds, sorted (workitems.LoopRegistry).
-func (r *Registry) LoopKinds() []string {
+func (r *Registry) LoopKinds() []workitems.LoopKind {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.kindsLocked()
+}
+
+// LoopTraits returns what the loop registered for kind does (workitems.LoopRegistry); false for
+// a kind nobody registered.
+func (r *Registry) LoopTraits(kind workitems.LoopKind) (workitems.LoopTraits, bool) {
+	r.mu.RLock()
+	l, ok := r.loops[kind]
+	r.mu.RUnlock()
+	if !ok {
+		return workitems.LoopTraits{}, false
+	}
+	if d, ok := l.(LoopTraitsDeclarer); ok {
+		return d.Traits(), true
+	}
+	tr, _ := workitems.BuiltinLoopKinds().LoopTraits(kind)
+	return tr, true
 }
 
 // ValidateLoop checks t's loop settings with the loop registered for its kind
@@ -36,10 +61,8 @@ func (r *Registry) ValidateLoop(c *workitems.Config, t *workitems.Template) erro
 		return workitems.LoopError(t, v.ValidateLoop(c, t))
 	}
 	builtin := workitems.BuiltinLoopKinds()
-	for _, k := range builtin.LoopKinds() {
-		if k == t.Loop.Kind {
-			return builtin.ValidateLoop(c, t)
-		}
+	if _, ok := builtin.LoopTraits(t.Loop.Kind); ok {
+		return builtin.ValidateLoop(c, t)
 	}
 	return nil
 }

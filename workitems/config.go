@@ -78,16 +78,12 @@ func ProviderKinds() []ProviderKind {
 	return []ProviderKind{ProviderOpenAIResponses, ProviderOpenAIChat, ProviderAnthropic, ProviderReplay}
 }
 
-// LoopKinds lists the built-in inner loop kinds (BuiltinLoopKinds); a deployment's registry
-// may add more (ParseConfigWith).
-func LoopKinds() []string { return BuiltinLoopKinds().LoopKinds() }
-
 // ExecAgents lists the external agents `loop.kind: exec` can run.
 func ExecAgents() []string { return []string{"codex", "claude", "aider", "command"} }
 
 // Loop configures a template's inner loop. Which fields apply depends on Kind.
 type Loop struct {
-	Kind string `yaml:"kind"`
+	Kind LoopKind `yaml:"kind"`
 
 	// Model and PromptVariant are where an item's first attempt starts
 	// (Template.FirstStrategy): the model overrides the provider's (agent, and exec agents

@@ -135,10 +135,10 @@ func ciForge(t *Template) string {
 // ConfigPin is what an item records of the config it was created under: the config and
 // template versions, and the template settings an item cannot outlive (see Incompatible).
 type ConfigPin struct {
-	Config   string `json:"config"`
-	Template string `json:"template"`
-	LoopKind string `json:"loop_kind"`
-	Repo     string `json:"repo,omitempty"`
+	Config   string   `json:"config"`
+	Template string   `json:"template"`
+	LoopKind LoopKind `json:"loop_kind"`
+	Repo     string   `json:"repo,omitempty"`
 	// DeliverMode and DeliverRepo say where the item's change goes.
 	DeliverMode DeliveryMode `json:"deliver_mode,omitempty"`
 	DeliverRepo string       `json:"deliver_repo,omitempty"`

@@ -37,10 +37,10 @@ func AllOriginKinds() []OriginKind {
 
 // Strategy is how an attempt goes about the goal.
 type Strategy struct {
-	Loop          string `json:"loop,omitempty"`           // inner loop kind override
-	Model         string `json:"model,omitempty"`          // model override
-	PromptVariant string `json:"prompt_variant,omitempty"` // e.g. "stabilise", "minimal-diff"
-	Scope         string `json:"scope,omitempty"`          // narrowed scope (paths, packages)
+	Loop          LoopKind `json:"loop,omitempty"`           // inner loop kind override
+	Model         string   `json:"model,omitempty"`          // model override
+	PromptVariant string   `json:"prompt_variant,omitempty"` // e.g. "stabilise", "minimal-diff"
+	Scope         string   `json:"scope,omitempty"`          // narrowed scope (paths, packages)
 }
 
 // FirstStrategy is the strategy an item's first attempt starts from: the template's

@@ -4,17 +4,61 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 )
 
-// LoopRegistry is what config validation asks about inner loop kinds: which kinds exist and
-// whether a template's loop settings suit its kind. The registry of inner loops implements it
-// (worker.Registry), so registering a new kind there needs no edit of a list here; the
-// dependency points inward, from the worker to workitems.
+// LoopKind names an inner loop: a template's loop.kind, or an attempt's strategy override. The
+// built-in kinds are below; a process registers more with its loop registry (worker.Registry),
+// which says what each kind does (LoopTraits), so no code outside a loop's own package compares
+// kinds.
+type LoopKind string
+
+// The built-in loop kinds (BuiltinLoopKinds).
+const (
+	LoopScript LoopKind = "script" // the template's commands, in order (worker/scriptloop)
+	LoopAgent  LoopKind = "agent"  // outerloop's own agent, calling a model provider (worker/agentloop)
+	LoopExec   LoopKind = "exec"   // an external coding agent's CLI: codex, claude, aider, a command (worker/execloop)
+)
+
+// LoopKinds lists the built-in inner loop kinds, sorted; a deployment's registry may add more
+// (ParseConfigWith).
+func LoopKinds() []LoopKind { return BuiltinLoopKinds().LoopKinds() }
+
+// LoopTraits is what code outside a loop's package needs to know about its kind: the worker's
+// charging, the scheduler's steer and `outerloop validate`. A kind declares its traits when it
+// is registered (BuiltinLoopKinds for the built-in ones; worker.LoopTraitsDeclarer for others).
+type LoopTraits struct {
+	// Steerable: the loop reads input queued with `outerloop steer` (worker.Attempt.Steer).
+	// Steering an item of another kind is refused (ErrNotSteerable): nobody would read it.
+	Steerable bool
+	// CallsModel: the loop's spend is model use through the template's loop.provider, so it is
+	// charged to that provider (its spend counters and daily cap) as well as to the template.
+	CallsModel bool
+	// Programs lists the programs a loop of t starts, for `outerloop validate` to check they
+	// exist before a run (nil: none it could know).
+	Programs func(t *Template) []LoopProgram
+}
+
+// LoopProgram is one program a template's loop starts, as its settings name it.
+type LoopProgram struct {
+	Field string // the setting naming it: loop.commands[0], loop.agent
+	// Command is a shell command line whose first word is the program (validate skips a line
+	// that starts with a shell word); with Exact it is the program itself, a name looked up on
+	// PATH or a path.
+	Command string
+	Exact   bool
+}
+
+// LoopRegistry is what config validation and the steer and charge paths ask about inner loop
+// kinds: which kinds exist, what each does, and whether a template's loop settings suit its
+// kind. The registry of inner loops implements it (worker.Registry), so registering a new kind
+// there needs no edit of a list here; the dependency points inward, from the worker to
+// workitems.
 type LoopRegistry interface {
 	// LoopKinds lists the registered kinds, sorted.
-	LoopKinds() []string
+	LoopKinds() []LoopKind
+	// LoopTraits returns what kind does; false for a kind nobody registered.
+	LoopTraits(kind LoopKind) (LoopTraits, bool)
 	// ValidateLoop checks t.Loop against its kind. It returns a *ConfigError naming the field
 	// (loop.kind for a kind nobody registered).
 	ValidateLoop(c *Config, t *Template) error
@@ -24,46 +68,64 @@ type LoopRegistry interface {
 // *ConfigError (its Template is filled in when empty), or are reported against "loop".
 type LoopValidator func(c *Config, t *Template) error
 
-// LoopKindSet is a LoopRegistry of kinds and their validators.
+// LoopKindSet is a LoopRegistry of kinds with their traits and validators.
 type LoopKindSet struct {
-	v map[string]LoopValidator
+	kinds map[LoopKind]loopKindEntry
+}
+
+type loopKindEntry struct {
+	traits   LoopTraits
+	validate LoopValidator
 }
 
 // NewLoopKindSet returns an empty set.
-func NewLoopKindSet() *LoopKindSet { return &LoopKindSet{v: map[string]LoopValidator{}} }
+func NewLoopKindSet() *LoopKindSet { return &LoopKindSet{kinds: map[LoopKind]loopKindEntry{}} }
 
-// Add registers kind with its validator (nil: any settings).
-func (s *LoopKindSet) Add(kind string, v LoopValidator) *LoopKindSet {
-	s.v[kind] = v
+// Add registers kind with its traits and validator (nil: any settings).
+func (s *LoopKindSet) Add(kind LoopKind, traits LoopTraits, v LoopValidator) *LoopKindSet {
+	s.kinds[kind] = loopKindEntry{traits: traits, validate: v}
 	return s
 }
 
 // LoopKinds lists the kinds of s, sorted.
-func (s *LoopKindSet) LoopKinds() []string {
-	out := make([]string, 0, len(s.v))
-	for k := range s.v {
+func (s *LoopKindSet) LoopKinds() []LoopKind {
+	out := make([]LoopKind, 0, len(s.kinds))
+	for k := range s.kinds {
 		out = append(out, k)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
+}
+
+// LoopTraits returns kind's traits; false when s lacks kind.
+func (s *LoopKindSet) LoopTraits(kind LoopKind) (LoopTraits, bool) {
+	e, ok := s.kinds[kind]
+	return e.traits, ok
 }
 
 // ValidateLoop checks t.Loop with its kind's validator.
 func (s *LoopKindSet) ValidateLoop(c *Config, t *Template) error {
-	v, ok := s.v[t.Loop.Kind]
+	e, ok := s.kinds[t.Loop.Kind]
 	if !ok {
 		return UnknownLoopKind(t, s.LoopKinds())
 	}
-	return LoopError(t, v(c, t))
+	if e.validate == nil {
+		return nil
+	}
+	return LoopError(t, e.validate(c, t))
 }
 
 // UnknownLoopKind is the error for a template whose loop.kind is missing or not in kinds.
-func UnknownLoopKind(t *Template, kinds []string) error {
+func UnknownLoopKind(t *Template, kinds []LoopKind) error {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
 	if t.Loop.Kind == "" {
-		return &ConfigError{Template: t.Name, Field: "loop.kind", Err: fmt.Errorf("missing (one of %s)", strings.Join(kinds, ", "))}
+		return &ConfigError{Template: t.Name, Field: "loop.kind", Err: fmt.Errorf("missing (one of %s)", strings.Join(names, ", "))}
 	}
 	return &ConfigError{Template: t.Name, Field: "loop.kind",
-		Err: fmt.Errorf("unknown inner loop %q (one of %s)", t.Loop.Kind, strings.Join(kinds, ", "))}
+		Err: fmt.Errorf("unknown inner loop %q (one of %s)", t.Loop.Kind, strings.Join(names, ", "))}
 }
 
 // LoopError names t in a validator's error: a *ConfigError gets t's name when it has none,
@@ -83,10 +145,35 @@ func LoopError(t *Template, err error) error {
 }
 
 // BuiltinLoopKinds is the set of the loops every binary registers (agent, exec, script) with
-// their settings' validation. ParseConfig uses it; the worker's registry reuses these
-// validators for its built-in kinds.
+// their traits and their settings' validation. ParseConfig uses it; the worker's registry reuses
+// these traits and validators for its built-in kinds.
 func BuiltinLoopKinds() *LoopKindSet {
-	return NewLoopKindSet().Add("script", ValidateScriptLoop).Add("agent", ValidateAgentLoop).Add("exec", ValidateExecLoop)
+	return NewLoopKindSet().
+		// A script's commands choose their own tools (and models): nothing to charge to a
+		// provider, no steer input read; its commands are programs validate can look for.
+		Add(LoopScript, LoopTraits{Programs: scriptPrograms}, ValidateScriptLoop).
+		Add(LoopAgent, LoopTraits{Steerable: true, CallsModel: true}, ValidateAgentLoop).
+		// An external agent calls its model itself: charged to loop.provider when one is named;
+		// it reads no steer input (its CLI takes the prompt once).
+		Add(LoopExec, LoopTraits{CallsModel: true, Programs: execPrograms}, ValidateExecLoop)
+}
+
+// scriptPrograms: every command of a script loop.
+func scriptPrograms(t *Template) []LoopProgram {
+	out := make([]LoopProgram, 0, len(t.Loop.Commands))
+	for i, c := range t.Loop.Commands {
+		out = append(out, LoopProgram{Field: fmt.Sprintf("loop.commands[%d]", i), Command: c})
+	}
+	return out
+}
+
+// execPrograms: the agent's binary, loop.command or the binary named like the agent (codex,
+// claude, aider).
+func execPrograms(t *Template) []LoopProgram {
+	if t.Loop.Command != "" {
+		return []LoopProgram{{Field: "loop.command", Command: t.Loop.Command, Exact: true}}
+	}
+	return []LoopProgram{{Field: "loop.agent", Command: t.Loop.Agent, Exact: true}}
 }
 
 func loopBad(field, format string, args ...any) error {

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNotSteerable means steer input was refused: no agent loop of the item is running or
-// queued to read it, so it would wait unread forever.
-var ErrNotSteerable = errors.New("no agent loop of the item is running or queued to read steer input")
+// ErrNotSteerable means steer input was refused: no loop of the item that reads steer input
+// (LoopTraits.Steerable) is running or queued, so it would wait unread forever.
+var ErrNotSteerable = errors.New("no loop of the item that reads steer input is running or queued")
 
-// SteerableStates are the states in which an item's agent loop reads steer input: its
+// SteerableStates are the states in which an item's loop reads steer input: its
 // attempt runs, or is queued (a retry waiting for its turn is queued too).
 func SteerableStates() []State { return []State{StateQueued, StateRunning, StateRetryWait} }
 

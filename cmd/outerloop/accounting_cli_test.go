@@ -42,7 +42,7 @@ func TestCLIEnqueueHonoursMaxOpenAndSteerNeedsAnAgentLoop(t *testing.T) {
 	if err != nil || !it.Origin.Forced || it.Origin.Actor != "bob" {
 		t.Fatalf("forced item %+v %v", it.Origin, err)
 	}
-	if _, e, code := c.run("steer", first, "look at the docs"); code == 0 || !strings.Contains(e, "agent loop") {
+	if _, e, code := c.run("steer", first, "look at the docs"); code == 0 || !strings.Contains(e, "reads no steer input") {
 		t.Fatalf("steer of a script item: exit %d, %s", code, e)
 	}
 	if q, _ := s.PeekSteer(ctx, first, 0); len(q) != 0 {

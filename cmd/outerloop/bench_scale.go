@@ -36,7 +36,7 @@ func benchScale(ctx context.Context, g *globals, e benchmark.Env, url string, n,
 	cfg := &workitems.Config{}
 	for i := range templates {
 		cfg.Templates = append(cfg.Templates, workitems.Template{Name: fmt.Sprintf("t%03d", i), Goal: "bench",
-			Loop: workitems.Loop{Kind: "script"}})
+			Loop: workitems.Loop{Kind: workitems.LoopScript}})
 	}
 	client := asynq.NewClient(e.Asynq)
 	defer client.Close()

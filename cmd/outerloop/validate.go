@@ -19,6 +19,7 @@ import (
 // non-zero.
 type validation struct {
 	cfg      *workitems.Config
+	loops    workitems.LoopRegistry // the loop kinds the config was loaded with (nil: built-in)
 	workdir  string
 	info     []string
 	problems []string

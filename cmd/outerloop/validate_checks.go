@@ -128,16 +128,24 @@ func commandBinary(line string) string {
 	return ""
 }
 
-// checkBinaries: the binaries that done-check commands, script steps and exec agents start
-// are on PATH (or, written as a path, exist in the local repo or on the host).
+// checkBinaries: the binaries that done-check commands and loops start (the programs each loop
+// kind's traits list: script steps, an exec agent) are on PATH (or, written as a path, exist in
+// the local repo or on the host).
 func checkBinaries(_ context.Context, v *validation) {
 	if v.cfg == nil {
 		return
 	}
+	loops := v.loops
+	if loops == nil {
+		loops = workitems.BuiltinLoopKinds() // the kinds this binary's config load knows
+	}
 	seen := map[string]bool{}
 	for _, t := range v.cfg.Templates {
-		check := func(field, line string) {
-			bin := commandBinary(line)
+		check := func(field, line string, exact bool) {
+			bin := line
+			if !exact {
+				bin = commandBinary(line)
+			}
 			if bin == "" {
 				return
 			}
@@ -151,20 +159,11 @@ func checkBinaries(_ context.Context, v *validation) {
 			}
 		}
 		for i, c := range t.DoneCheck.Commands {
-			check(fmt.Sprintf("done_check.commands[%d]", i), c)
+			check(fmt.Sprintf("done_check.commands[%d]", i), c, false)
 		}
-		if t.Loop.Kind == "script" {
-			for i, c := range t.Loop.Commands {
-				check(fmt.Sprintf("loop.commands[%d]", i), c)
-			}
-		}
-		if t.Loop.Kind == "exec" {
-			bin := t.Loop.Command
-			if bin == "" {
-				bin = t.Loop.Agent // codex, claude, aider: the binary of the same name
-			}
-			if problem := binaryProblem(v.cfg, t.Repo, bin); problem != "" {
-				v.problems = append(v.problems, fmt.Sprintf("template %q: loop: agent %s: %q: %s", t.Name, t.Loop.Agent, bin, problem))
+		if traits, _ := loops.LoopTraits(t.Loop.Kind); traits.Programs != nil {
+			for _, p := range traits.Programs(&t) {
+				check(p.Field, p.Command, p.Exact)
 			}
 		}
 	}

@@ -197,7 +197,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 `, repo, marks))
 	s := openWith(t, cfg, func(o *app.Options) {
 		o.Logger = testLogger(t)
-		o.Loops = map[string]worker.InnerLoop{"script": scriptloop.Loop{ProgressEvery: 100 * time.Millisecond}}
+		o.Loops = map[workitems.LoopKind]worker.InnerLoop{"script": scriptloop.Loop{ProgressEvery: 100 * time.Millisecond}}
 	})
 	s.startWorker(t, "w")
 	ctx := context.Background()

@@ -65,7 +65,7 @@ templates:
 	}))
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
 		Workdir: t.TempDir(), Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Loops: map[string]worker.InnerLoop{"agent": loop}})
+		Loops: map[workitems.LoopKind]worker.InnerLoop{"agent": loop}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ type Options struct {
 	Logger   *slog.Logger
 	Clock    workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
-	Loops map[string]worker.InnerLoop
+	Loops map[workitems.LoopKind]worker.InnerLoop
 	// Publisher delivers branch and pull_request modes through a forge (default:
 	// delivery.NotConfigured, which escalates them).
 	Publisher delivery.Publisher
@@ -223,9 +223,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Metrics.SetStatsSource(a.Store.Stats)
 	a.Metrics.SetFleetSource(a.fleetUsage)
+	// The registry of inner loops is filled below; the queue asks it what a kind does (steer).
+	a.Loops = worker.NewRegistry()
 	// People's decisions are counted where every resolution goes through: Queue.Resolve.
 	a.Queue = scheduler.NewQueue(a.Store, a.client, a.inspector, o.Config,
-		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet,
+		scheduler.QueueOptions{Queue: o.Queue, Clock: o.Clock, Logger: o.Logger, Observer: a.Metrics, Fleet: a.Fleet, Loops: a.Loops,
 			Repos: fleetRepos{a: a, d: discover.New(discover.Config{Redis: a.Redis, Prefix: o.Prefix, Clock: o.Clock,
 				Logger: o.Logger.With("component", "fleet")})}})
 	a.Fleet.HoldWhilePaused(a.Queue.Paused) // a paused fleet starts no new attempt
@@ -257,11 +259,10 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits"), Config: a.CurrentConfig}
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Clock: o.Clock, Logger: o.Logger})
-	a.Loops = worker.NewRegistry()
-	a.Loops.Register("script", scriptloop.New())
+	a.Loops.Register(workitems.LoopScript, scriptloop.New())
 	// The agent loop waits out model retries on the app's one clock, and its providers read
 	// Retry-After dates against it.
-	a.Loops.Register("agent", agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
+	a.Loops.Register(workitems.LoopAgent, agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
 		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
 			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock))
 			if err != nil {
@@ -269,7 +270,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 			}
 			return model.Instrument(p, a.Metrics.ModelRequest), nil
 		})))
-	a.Loops.Register("exec", execloop.New())
+	a.Loops.Register(workitems.LoopExec, execloop.New())
 	for k, l := range o.Loops {
 		a.Loops.Register(k, l)
 	}

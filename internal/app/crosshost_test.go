@@ -405,7 +405,7 @@ templates:
 	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(pc, name, srv.Getenv, nil)
 	}))
-	s := openWith(t, cfg, func(o *app.Options) { o.Loops = map[string]worker.InnerLoop{"agent": loop} })
+	s := openWith(t, cfg, func(o *app.Options) { o.Loops = map[workitems.LoopKind]worker.InnerLoop{"agent": loop} })
 	ctx := context.Background()
 
 	started := make(chan struct{})

@@ -37,7 +37,7 @@ func (a *App) Evals() *Evals {
 		st := workitems.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), workitems.WithClock(a.opts.Clock))
 		tpl := evals.NewTemplates(exps, a.CurrentConfig, a.Logger.With("component", "evals"))
 		q := scheduler.NewQueue(st, a.client, a.inspector, a.CurrentConfig(),
-			scheduler.QueueOptions{Queue: EvalQueue(a.opts.Queue), Clock: a.opts.Clock, Logger: a.Logger.With("lane", "eval")})
+			scheduler.QueueOptions{Queue: EvalQueue(a.opts.Queue), Clock: a.opts.Clock, Logger: a.Logger.With("lane", "eval"), Loops: a.Loops})
 		a.evals.ev = &Evals{Exps: exps, Store: st, Queue: q, Templates: tpl}
 	})
 	return a.evals.ev

@@ -505,7 +505,7 @@ templates:
 		return model.New(pc, name, srv.Getenv, nil)
 	}))
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
-		Workdir: t.TempDir(), Logger: testLogger(t), Loops: map[string]worker.InnerLoop{"agent": loop}})
+		Workdir: t.TempDir(), Logger: testLogger(t), Loops: map[workitems.LoopKind]worker.InnerLoop{"agent": loop}})
 	if err != nil {
 		t.Fatal(err)
 	}

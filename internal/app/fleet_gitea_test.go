@@ -57,7 +57,7 @@ func TestAFleetOnGiteaKeepsAtMostMaxOpenPRsOpenWhileTheyAreMergedOneByOne(t *tes
 	token := member.Getenv(tokenVar)
 	s := openWith(t, cfg, func(o *app.Options) {
 		o.Getenv = token
-		o.Loops = map[string]worker.InnerLoop{"script": loop}
+		o.Loops = map[workitems.LoopKind]worker.InnerLoop{"script": loop}
 		o.FleetEvery, o.FleetPRCheckEvery = 50*time.Millisecond, 100*time.Millisecond
 	})
 	ctx := context.Background()
@@ -143,7 +143,7 @@ func TestAFailingFleetOnGiteaPausesItselfAndTellsTheSink(t *testing.T) {
 			}
 			return token(k)
 		}
-		o.Loops = map[string]worker.InnerLoop{"script": loop}
+		o.Loops = map[workitems.LoopKind]worker.InnerLoop{"script": loop}
 		o.FleetEvery = 20 * time.Millisecond
 	})
 	ctx := context.Background()

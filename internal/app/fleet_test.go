@@ -29,7 +29,7 @@ func fleetApp(t *testing.T, y string, loop worker.InnerLoop, getenv func(string)
 	env := redistest.New(t)
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,
 		Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t), Getenv: getenv,
-		Loops: map[string]worker.InnerLoop{"script": loop}, FleetEvery: 20 * time.Millisecond})
+		Loops: map[workitems.LoopKind]worker.InnerLoop{"script": loop}, FleetEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestARegisteredLoopKindValidatesAndRuns(t *testing.T) {
 
 	env := redistest.New(t)
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,
-		Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t), Loops: map[string]worker.InnerLoop{"patcher": patcher{}}})
+		Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t), Loops: map[workitems.LoopKind]worker.InnerLoop{"patcher": patcher{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ templates:
 		return workitems.Exit{Reason: workitems.ExitCompleted}
 	})
 	a, err = app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,
-		Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Loops: map[string]worker.InnerLoop{"script": loop}})
+		Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Loops: map[workitems.LoopKind]worker.InnerLoop{"script": loop}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func Item(b *testing.B, e Env) {
 	defer client.Close()
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: e.Queue + "-ol"})
 	loops := worker.NewRegistry()
-	loops.Register("script", noopLoop)
+	loops.Register(workitems.LoopScript, noopLoop)
 	var done atomic.Int64
 	finished := make(chan struct{}, 1)
 	target := int64(b.N)

@@ -72,7 +72,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 
 	log := slog.New(slog.DiscardHandler)
 	loops := worker.NewRegistry()
-	loops.Register("script", noopLoop)
+	loops.Register(workitems.LoopScript, noopLoop)
 	h := worker.NewHandler(worker.HandlerOptions{Store: store, Config: cfg, Loops: loops, Verifier: closeVerifier{}, Logger: log})
 	w := worker.NewServer(e.Asynq, h, worker.ServerOptions{Queue: e.Queue + "-waits", Concurrency: 4, ReconcileEvery: -1, RecoverEvery: -1, Logger: log})
 	if err := w.Start(); err != nil {

@@ -88,7 +88,7 @@ func Template() workitems.Template {
 	return workitems.Template{
 		Name: TemplateName,
 		Goal: Goal,
-		Loop: workitems.Loop{Kind: "agent", Provider: ProviderName, NoProgressLimit: 3, ContextLimitTokens: 100000},
+		Loop: workitems.Loop{Kind: workitems.LoopAgent, Provider: ProviderName, NoProgressLimit: 3, ContextLimitTokens: 100000},
 		DoneCheck: workitems.DoneCheck{Commands: []string{"go test -json ./..."}, Format: "gojson",
 			Timeout: workitems.Duration(2 * time.Minute)},
 		Budget: workitems.Budget{WallTime: workitems.Duration(10 * time.Minute), ModelCalls: 20, ToolCalls: 40, CostUSD: 1},
