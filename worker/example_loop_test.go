@@ -167,7 +167,7 @@ templates:
   - {name: tally, repo: %s, goal: count, loop: {kind: tally}, done_check: {commands: ["true"]}}
 `, repo, heading, repo)
 	}
-	_, err = workitems.ParseConfigWith([]byte(config("Plan")), reg)
+	_, err = workitems.ParseConfigWith([]byte(config("Plan")), workitems.Kinds{Loops: reg})
 	var ce *workitems.ConfigError
 	if errors.As(err, &ce) {
 		fmt.Println("refused:", ce.Template, ce.Field)
@@ -176,7 +176,7 @@ templates:
 	if errors.As(err, &ce) {
 		fmt.Println("refused without the registry:", ce.Template, ce.Field)
 	}
-	cfg, err := workitems.ParseConfigWith([]byte(config("# Plan")), reg)
+	cfg, err := workitems.ParseConfigWith([]byte(config("# Plan")), workitems.Kinds{Loops: reg})
 	if err != nil {
 		panic(err)
 	}

@@ -212,17 +212,17 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// LoadConfig reads and validates a config file (with the built-in loop kinds).
-func LoadConfig(path string) (*Config, error) { return LoadConfigWith(path, nil) }
+// LoadConfig reads and validates a config file (with the built-in kinds).
+func LoadConfig(path string) (*Config, error) { return LoadConfigWith(path, Kinds{}) }
 
-// LoadConfigWith is LoadConfig validating loops with the kinds of loops (nil: built-in): a
-// reload checks the new file against the loops the process has registered.
-func LoadConfigWith(path string, loops LoopRegistry) (*Config, error) {
+// LoadConfigWith is LoadConfig validating with the registered kinds: a reload checks the new
+// file against the kinds the process has registered.
+func LoadConfigWith(path string, kinds Kinds) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
-	cfg, err := ParseConfigWith(b, loops)
+	cfg, err := ParseConfigWith(b, kinds)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
@@ -235,10 +235,10 @@ func LoadConfigWith(path string, loops LoopRegistry) (*Config, error) {
 
 // ParseConfig parses YAML, rejects unknown keys, applies defaults and validates (with the
 // built-in loop kinds).
-func ParseConfig(b []byte) (*Config, error) { return ParseConfigWith(b, nil) }
+func ParseConfig(b []byte) (*Config, error) { return ParseConfigWith(b, Kinds{}) }
 
-// ParseConfigWith is ParseConfig validating loops with the kinds of loops (nil: built-in).
-func ParseConfigWith(b []byte, loops LoopRegistry) (*Config, error) {
+// ParseConfigWith is ParseConfig validating with the registered kinds (Kinds{}: the built-in ones).
+func ParseConfigWith(b []byte, kinds Kinds) (*Config, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&root); err != nil {
@@ -255,7 +255,7 @@ func ParseConfigWith(b []byte, loops LoopRegistry) (*Config, error) {
 		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
 	cfg.applyDefaults()
-	if err := cfg.ValidateWith(loops); err != nil {
+	if err := cfg.ValidateWith(kinds); err != nil {
 		return nil, err
 	}
 	cfg.cache = newConfigCache(&cfg)
@@ -419,14 +419,11 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // Validate checks the whole config, with the built-in loop kinds; the error names the template
 // and field.
-func (c *Config) Validate() error { return c.ValidateWith(nil) }
+func (c *Config) Validate() error { return c.ValidateWith(Kinds{}) }
 
-// ValidateWith is Validate with the loop kinds of loops (nil: BuiltinLoopKinds), and its sink
-// kinds when it is also a SinkRegistry (Kinds).
-func (c *Config) ValidateWith(loops LoopRegistry) error {
-	if loops == nil {
-		loops = BuiltinLoopKinds()
-	}
+// ValidateWith is Validate with the registered kinds (a nil registry: the built-in kinds).
+func (c *Config) ValidateWith(kinds Kinds) error {
+	loops := kinds.loops()
 	if err := c.Defaults.Budget.validate(); err != nil {
 		return &ConfigError{Field: "defaults.budget", Err: err}
 	}
@@ -454,10 +451,10 @@ func (c *Config) ValidateWith(loops LoopRegistry) error {
 			return &ConfigError{Field: "providers." + name + ".prices", Err: errors.New("must not be negative")}
 		}
 	}
-	if err := c.validateForges(); err != nil {
+	if err := c.validateForges(kinds.forges()); err != nil {
 		return err
 	}
-	if err := c.Notify.validate(sinkKindsOf(loops)); err != nil {
+	if err := c.Notify.validate(kinds.sinks()); err != nil {
 		return err
 	}
 	if err := c.Waits.validate(); err != nil {

@@ -320,55 +320,6 @@ func ValidateSlackSink(s NotifySink) error {
 	return nil
 }
 
-// Kinds bundles the registries a process validates its config with: pass it to
-// ParseConfigWith or LoadConfigWith when the process registered sink kinds of its own (a nil
-// field means the built-in kinds).
-type Kinds struct {
-	Loops LoopRegistry
-	Sinks SinkRegistry
-}
-
-var (
-	_ LoopRegistry = Kinds{}
-	_ SinkRegistry = Kinds{}
-)
-
-func (k Kinds) loops() LoopRegistry {
-	if k.Loops == nil {
-		return BuiltinLoopKinds()
-	}
-	return k.Loops
-}
-
-func (k Kinds) sinks() SinkRegistry {
-	if k.Sinks == nil {
-		return BuiltinSinkKinds()
-	}
-	return k.Sinks
-}
-
-// LoopKinds lists the loop kinds (LoopRegistry).
-func (k Kinds) LoopKinds() []string { return k.loops().LoopKinds() }
-
-// ValidateLoop checks t's loop with the loop kinds (LoopRegistry).
-func (k Kinds) ValidateLoop(c *Config, t *Template) error { return k.loops().ValidateLoop(c, t) }
-
-// SinkKinds lists the sink kinds (SinkRegistry).
-func (k Kinds) SinkKinds() []NotifySinkKind { return k.sinks().SinkKinds() }
-
-// ValidateSink checks a sink with the sink kinds (SinkRegistry).
-func (k Kinds) ValidateSink(name string, s NotifySink) error { return k.sinks().ValidateSink(name, s) }
-
-// sinkKindsOf returns the sink kinds config validation accepts: those of the registry given to
-// ParseConfigWith when it also registers sinks (Kinds, or a registry of both), else the
-// built-in kinds.
-func sinkKindsOf(loops LoopRegistry) SinkRegistry {
-	if r, ok := loops.(SinkRegistry); ok {
-		return r
-	}
-	return BuiltinSinkKinds()
-}
-
 // ValidateSinks checks every sink against sinks alone (the rest of the config was validated
 // when it was parsed), as ValidateLoops does for loops.
 func (c *Config) ValidateSinks(sinks SinkRegistry) error {

@@ -374,7 +374,8 @@ func applyDeliverDefaults(t *Template) {
 	}
 }
 
-func (c *Config) validateForges() error {
+func (c *Config) validateForges(forges ForgeRegistry) error {
+	kinds := forges.ForgeKinds()
 	for name, f := range c.Forges {
 		field := "forges." + name
 		bad := func(sub string, err error) error { return &ConfigError{Field: field + sub, Err: err} }
@@ -384,8 +385,8 @@ func (c *Config) validateForges() error {
 		if name == reservedForgeName {
 			return bad("", errors.New(`the name "webhook" is reserved for done_check.ci.provider: webhook`))
 		}
-		if !slices.Contains(AllForgeKinds(), f.Kind) {
-			return bad(".kind", fmt.Errorf("%q is not one of %s", f.Kind, JoinKinds(AllForgeKinds())))
+		if !slices.Contains(kinds, f.Kind) {
+			return bad(".kind", fmt.Errorf("%q is not one of %s", f.Kind, JoinKinds(kinds)))
 		}
 		if f.BaseURL == "" {
 			return bad(".base_url", errors.New("missing (the server's URL, e.g. https://gitea.example.com)"))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -53,6 +54,11 @@ type Options struct {
 	Clock    workitems.Clock
 	// Loops adds or replaces inner loops (tests, the demo's recorded model).
 	Loops map[workitems.LoopKind]worker.InnerLoop
+	// Sinks adds notification sink kinds (or replaces built-in ones) for this process's
+	// dispatchers; ForgeKinds adds forge kinds. The config is checked against them at Open and
+	// at every reload (docs/extending.md).
+	Sinks      map[workitems.NotifySinkKind]notify.Sink
+	ForgeKinds forge.Kinds
 	// Publisher delivers branch and pull_request modes through a forge (default:
 	// delivery.NotConfigured, which escalates them).
 	Publisher delivery.Publisher
@@ -236,8 +242,12 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// still say ci.provider: github). CI evidence comes from a template's forge, or from results
 	// posted to POST /api/evidence, kept under our prefix (serve's webhook writes the same store).
 	// A rate limit one process meets holds every process's calls to that forge.
+	if err := o.Config.ValidateForgeKinds(a.forgeKinds()); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: config: %w", err)
+	}
 	a.Forges, err = forge.NewSet(o.Config.Forges, forge.Config{Clock: o.Clock, Logger: o.Logger, Getenv: o.Getenv,
-		SharedLimits: sharedlimit.New(a.Redis, o.Prefix, o.Clock)})
+		SharedLimits: sharedlimit.New(a.Redis, o.Prefix, o.Clock), Kinds: a.forgeKinds()})
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("app: %w", err)
@@ -274,13 +284,40 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	for k, l := range o.Loops {
 		a.Loops.Register(k, l)
 	}
-	// The registry owns the loop kinds and their settings' checks: a template of a kind this
-	// process registered (and only those) is valid here.
-	if err := o.Config.ValidateLoops(a.Loops); err != nil {
+	// The registries own the kinds and their settings' checks: a loop or sink of a kind this
+	// process registered (and only those) is valid here (forge kinds were checked above).
+	k := a.Kinds()
+	err = o.Config.ValidateLoops(k.Loops)
+	if err == nil {
+		err = o.Config.ValidateSinks(k.Sinks)
+	}
+	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("app: config: %w", err)
 	}
 	return a, nil
+}
+
+// Kinds are the registries of this process's loop, sink and forge kinds, which its config is
+// validated against at Open and at every reload.
+func (a *App) Kinds() workitems.Kinds {
+	return workitems.Kinds{Loops: a.Loops, Sinks: a.sinks(nil), Forges: a.forgeKinds()}
+}
+
+// forgeKinds are the built-in forge kinds and Options.ForgeKinds.
+func (a *App) forgeKinds() forge.Kinds {
+	kinds := forge.BuiltinKinds()
+	maps.Copy(kinds, a.opts.ForgeKinds)
+	return kinds
+}
+
+// sinks are the built-in sink kinds, their requests made with hc, and Options.Sinks.
+func (a *App) sinks(hc *http.Client) *notify.Registry {
+	r := notify.BuiltinSinks(hc)
+	for k, s := range a.opts.Sinks {
+		r.Register(k, s)
+	}
+	return r
 }
 
 // NewRunner builds the runner of this process's child processes from the deployment's
@@ -361,9 +398,9 @@ func (a *App) Dispatcher(id string) (*notify.Dispatcher, error) {
 	if len(a.Config.Notify.Sinks) == 0 {
 		return nil, nil
 	}
-	// The sink kinds this process sends through: the built-in ones (the config was validated
-	// against the same kinds), their requests bounded by notify.timeout.
-	sinks := notify.BuiltinSinks(&http.Client{Timeout: a.Outbox.Config().Notify.Timeout.D()})
+	// The sink kinds this process sends through (the config was validated against the same
+	// kinds), the built-ins' requests bounded by notify.timeout.
+	sinks := a.sinks(&http.Client{Timeout: a.Outbox.Config().Notify.Timeout.D()})
 	d, err := notify.NewDispatcher(notify.DispatcherOptions{Outbox: a.Outbox, Clock: a.opts.Clock, Getenv: a.opts.Getenv, Sinks: sinks,
 		Logger: a.Logger.With("component", "notify"), ID: id, Observer: metrics.NewNotifications(a.Metrics, a.Config)})
 	if err != nil {

@@ -61,15 +61,15 @@ func TestARegisteredLoopKindValidatesAndRuns(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "loop.kind" || !strings.Contains(err.Error(), `"patcher"`) {
 		t.Fatalf("built-in kinds only: %v, want loop.kind naming patcher", err)
 	}
-	_, err = workitems.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "rm -rf")), reg)
+	_, err = workitems.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "rm -rf")), workitems.Kinds{Loops: reg})
 	if !errors.As(err, &ce) || ce.Template != "patch" || ce.Field != "loop.command" {
 		t.Fatalf("bad settings: %v, want template patch field loop.command", err)
 	}
-	_, err = workitems.ParseConfigWith([]byte(patcherConfig(repo, "script", "x")), reg)
+	_, err = workitems.ParseConfigWith([]byte(patcherConfig(repo, "script", "x")), workitems.Kinds{Loops: reg})
 	if !errors.As(err, &ce) || ce.Field != "loop.kind" || !strings.Contains(err.Error(), "one of patcher") {
 		t.Fatalf("a kind the registry lacks: %v, want loop.kind listing the registered kinds", err)
 	}
-	cfg, err := workitems.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "sample-fix")), reg)
+	cfg, err := workitems.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "sample-fix")), workitems.Kinds{Loops: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

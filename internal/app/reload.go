@@ -109,7 +109,7 @@ func (a *App) doReload(ctx context.Context, force bool) ReloadResult {
 	}
 	var cfg *workitems.Config
 	if err == nil {
-		cfg, err = workitems.LoadConfigWith(r.path, a.Loops)
+		cfg, err = workitems.LoadConfigWith(r.path, a.Kinds())
 	}
 	if err != nil {
 		r.metrics.Reloaded(metrics.ReloadInvalid)
