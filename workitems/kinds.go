@@ -28,7 +28,7 @@ type ForgeRegistry interface {
 type builtinForgeKinds struct{}
 
 func (builtinForgeKinds) ForgeKinds() []ForgeKind {
-	return slices.Sorted(slices.Values(AllForgeKinds()))
+	return AllForgeKinds()
 }
 
 func (k Kinds) loops() LoopRegistry {
