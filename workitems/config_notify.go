@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -161,18 +160,10 @@ func validateNotifyEvents(field string, evs []NotifyEvent) error {
 	for i, e := range evs {
 		if !slices.Contains(AllNotifyEvents(), e) {
 			return &ConfigError{Field: fmt.Sprintf("%s[%d]", field, i),
-				Err: fmt.Errorf("unknown event %q (one of %s)", e, joinEvents(AllNotifyEvents()))}
+				Err: fmt.Errorf("unknown event %q (one of %s)", e, JoinKinds(AllNotifyEvents()))}
 		}
 	}
 	return nil
-}
-
-func joinEvents(evs []NotifyEvent) string {
-	s := make([]string, len(evs))
-	for i, e := range evs {
-		s[i] = string(e)
-	}
-	return strings.Join(s, ", ")
 }
 
 // ValidateSinkURL checks a sink's URL: absolute http or https with a host. The error never
@@ -211,7 +202,7 @@ func (n Notify) validate() error {
 			return bad("sinks."+name, errors.New("use lower-case letters, digits, '.', '_' and '-' (at most 63)"))
 		}
 		if !slices.Contains(AllNotifySinkKinds(), s.Kind) {
-			return bad(f+"kind", fmt.Errorf("%q is not one of webhook, slack", s.Kind))
+			return bad(f+"kind", fmt.Errorf("%q is not one of %s", s.Kind, JoinKinds(AllNotifySinkKinds())))
 		}
 		switch {
 		case s.URL != "" && s.URLEnv != "":

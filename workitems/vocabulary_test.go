@@ -250,3 +250,76 @@ func TestADecisionsKindFollowsItsActor(t *testing.T) {
 		}
 	}
 }
+
+// validSink is a sink of each kind that validation accepts (each kind wants its own fields).
+var validSink = map[NotifySinkKind]string{
+	SinkWebhook: `{kind: webhook, url: "https://hooks.example.com/x", secret_env: HOOK_SECRET}`,
+	SinkSlack:   `{kind: slack, url_env: SLACK_URL}`,
+}
+
+// TestEveryNotifySinkKindAndEventIsOneTheConfigMayName walks AllNotifySinkKinds and
+// AllNotifyEvents through validation (notify.NewDispatcher builds a sink of each kind); a kind
+// or an event outside them is refused naming every accepted one.
+func TestEveryNotifySinkKindAndEventIsOneTheConfigMayName(t *testing.T) {
+	t.Parallel()
+	cfg := func(sink, event string) string {
+		return fmt.Sprintf("notify:\n  events: [%s]\n  sinks:\n    s: %s\ntemplates:\n  - name: t\n    repo: /tmp/r\n    goal: g\n    budget: {wall_time: 1m}\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n", event, sink)
+	}
+	for _, k := range AllNotifySinkKinds() {
+		sink, ok := validSink[k]
+		if !ok {
+			t.Errorf("sink kind %s has no valid sink in this test: add one", k)
+			continue
+		}
+		for _, ev := range AllNotifyEvents() {
+			c, err := ParseConfig([]byte(cfg(sink, string(ev))))
+			if err != nil {
+				t.Errorf("sink kind %s, event %s: %v", k, ev, err)
+				continue
+			}
+			if got := c.Notify.Sinks["s"].Kind; got != k || !slices.Equal(c.Notify.Events, []NotifyEvent{ev}) {
+				t.Errorf("sink kind %s, event %s parsed as %s, %v", k, ev, got, c.Notify.Events)
+			}
+		}
+	}
+	_, err := ParseConfig([]byte(cfg(`{kind: teams, url: "https://x.example.com/"}`, string(NotifyEscalation))))
+	if err == nil || !strings.Contains(err.Error(), "notify.sinks.s.kind") || !strings.Contains(err.Error(), JoinKinds(AllNotifySinkKinds())) {
+		t.Errorf("sink kind teams: %v, want notify.sinks.s.kind refused naming %s", err, JoinKinds(AllNotifySinkKinds()))
+	}
+	_, err = ParseConfig([]byte(cfg(validSink[SinkSlack], "deployed")))
+	if err == nil || !strings.Contains(err.Error(), "notify.events") || !strings.Contains(err.Error(), JoinKinds(AllNotifyEvents())) {
+		t.Errorf("event deployed: %v, want notify.events refused naming %s", err, JoinKinds(AllNotifyEvents()))
+	}
+}
+
+// TestEveryMergeMethodAndReviewReactionIsOneADeliveryMayName walks AllMergeMethods (forge's
+// merge calls take each) and AllOnChangesRequested (verify's review rows decide on each)
+// through validation, refusals included.
+func TestEveryMergeMethodAndReviewReactionIsOneADeliveryMayName(t *testing.T) {
+	t.Parallel()
+	edit := func(method, onChanges string) string {
+		return fmt.Sprintf("      forge: gh\n      merge_method: %s\n      review: {on_changes_requested: %s}\n", method, onChanges)
+	}
+	for _, m := range AllMergeMethods() {
+		for _, r := range AllOnChangesRequested() {
+			c, err := parseEdited(t, "      forge: gh\n", edit(string(m), string(r)))
+			if err != nil {
+				t.Errorf("merge method %s, on_changes_requested %s: %v", m, r, err)
+				continue
+			}
+			tp, _ := c.Template("deps-bump")
+			if d := tp.Deliver; d.MergeMethod != m || d.Review == nil || d.Review.OnChangesRequested != r {
+				t.Errorf("merge method %s, on_changes_requested %s parsed as %+v", m, r, d)
+			}
+		}
+	}
+	for _, bad := range []struct{ method, onChanges, field, list string }{
+		{"octopus", string(ChangesRetry), "deliver.merge_method", JoinKinds(AllMergeMethods())},
+		{string(MergeSquash), "ignore", "deliver.review.on_changes_requested", JoinKinds(AllOnChangesRequested())},
+	} {
+		_, err := parseEdited(t, "      forge: gh\n", edit(bad.method, bad.onChanges))
+		if err == nil || !strings.Contains(err.Error(), bad.field) || !strings.Contains(err.Error(), bad.list) {
+			t.Errorf("%s %s: %v, want %s refused naming %s", bad.method, bad.onChanges, err, bad.field, bad.list)
+		}
+	}
+}
