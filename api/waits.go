@@ -9,11 +9,6 @@ import (
 	"outerloop/workitems"
 )
 
-// RuleChangesRequested is the verifier's rule for a review that requested changes and got the
-// item a next attempt (verify.RuleChangesRequested; named here so the views need not import
-// the verifier).
-const RuleChangesRequested = "changes_requested"
-
 // reviewMarker starts the part of a next attempt's input that the verifier wrote from a review
 // (verify's withReviewInput): what a person said before it is theirs.
 const reviewMarker = "A reviewer requested changes on the pull request"
@@ -44,7 +39,7 @@ type ReviewRound struct {
 func ReviewRounds(it *workitems.Item) []ReviewRound {
 	var out []ReviewRound
 	for _, d := range it.Decisions {
-		if d.Rule != RuleChangesRequested || d.Outcome != workitems.OutcomeRetry {
+		if d.Rule != workitems.RuleChangesRequested || d.Outcome != workitems.OutcomeRetry {
 			continue
 		}
 		r := ReviewRound{N: len(out) + 1, At: d.At, Reasons: d.Reasons}

@@ -422,7 +422,7 @@ func TestEscalationSaysWhy(t *testing.T) {
 			Actor: "verifier", At: now}
 		a.Decision = &d
 		it.Decisions = append(it.Decisions, d)
-		it.Escalation = &workitems.Escalation{Reason: d.Rule, Summary: d.Summary, Cause: d.Cause, Output: d.Output, At: now}
+		it.Escalation = &workitems.Escalation{Reason: string(d.Rule), Summary: d.Summary, Cause: d.Cause, Output: d.Output, At: now}
 		return it.SetState(workitems.StateEscalated)
 	})
 	for _, path := range []string{"/escalations", "/items/bump@1"} {

@@ -36,9 +36,9 @@ func park(t *testing.T, s *workitems.Store, id string, n int, kind workitems.Wai
 	}
 	del := &workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryPROpened, Base: "b", Commit: sha, Tree: "t-" + sha,
 		Branch: "outerloop/fix", PushedSHA: sha, PR: &workitems.PullRequest{Number: pr, URL: fmt.Sprintf("https://forge.example/o/r/pulls/%d", pr), State: workitems.PROpen}}
-	rule := "ci_pending"
+	rule := workitems.RuleCIPending
 	if kind == workitems.WaitReview {
-		rule = "review_pending"
+		rule = workitems.RuleReviewPending
 	}
 	d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: rule, Summary: "waiting for " + string(kind), Actor: "verifier",
 		Wait: &workitems.WaitPlan{Kind: kind, Deadline: s.Now().Add(72 * time.Hour), Forge: "tea", Repo: "o/r", LocalRule: "all_green", LocalSummary: "3 passed"}}

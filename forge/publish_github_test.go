@@ -125,7 +125,7 @@ func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *test
 		t.Fatalf("attempt 1 steps %v", ev1.steps)
 	}
 	// The push decides nothing; the policy after it waits for CI.
-	if d := judge.AfterPush(ctx, tmpl, it, 1, closeDec, &first, ""); d.Outcome != workitems.OutcomeWait || d.Rule != verify.RuleCIPending ||
+	if d := judge.AfterPush(ctx, tmpl, it, 1, closeDec, &first, ""); d.Outcome != workitems.OutcomeWait || d.Rule != workitems.RuleCIPending ||
 		d.Wait.Forge != "github" || d.Wait.Repo != "acme/payments" {
 		t.Fatalf("after the push: %+v %+v", d, d.Wait)
 	}

@@ -21,7 +21,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,9 +57,6 @@ const (
 // other is the label value for anything outside a fixed set (a provider or model the config does
 // not name, a rule name that is not one).
 const other = "other"
-
-// RulePerson is the rule label of a person's decisions (the verifier's carry its policy rule).
-const RulePerson = "person"
 
 // exemplarMaxRunes is client_golang's limit on an exemplar's label names and values together.
 const exemplarMaxRunes = prometheus.ExemplarMaxRunes
@@ -320,10 +316,10 @@ func (m *Metrics) AddModelSpend(template, provider, model string, delta workitem
 }
 
 // Decision counts a decision on an item: by the verifier (rule is the policy rule that fired)
-// or by a person (rule is ignored; counted as RulePerson). Rule names are identifiers; a
-// composite such as "max_attempts (after tests_failed)" is counted under its first word, and
-// anything else as "other", so the label set stays the policy's.
-func (m *Metrics) Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string) {
+// or by a person (rule is ignored; counted as workitems.RulePerson). A composite such as
+// "max_attempts (after tests_failed)" is counted under the rule that decided (RuleName.Base),
+// and anything outside workitems.AllRuleNames as "other", so the label set stays the policy's.
+func (m *Metrics) Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule workitems.RuleName, itemID string) {
 	if m == nil {
 		return
 	}
@@ -335,7 +331,7 @@ func (m *Metrics) Decision(template string, actor workitems.ActorKind, outcome w
 		o = other
 	}
 	if actor == workitems.ActorPerson {
-		rule = RulePerson
+		rule = workitems.RulePerson
 	}
 	ex := exemplar(itemID)
 	addCounter(m.decisions.WithLabelValues(template, o, string(actor)), 1, ex)
@@ -356,14 +352,11 @@ func (m *Metrics) Delivery(template string, outcome workitems.DeliveryOutcome, i
 	addCounter(m.deliveries.WithLabelValues(template, o), 1, exemplar(itemID))
 }
 
-var ruleRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}`)
-
-func ruleLabel(rule string) string {
-	r := ruleRE.FindString(rule)
-	if r == "" || (len(r) < len(rule) && rule[len(r)] != ' ') {
-		return other
+func ruleLabel(rule workitems.RuleName) string {
+	if r := rule.Base(); slices.Contains(workitems.AllRuleNames(), r) {
+		return string(r)
 	}
-	return r
+	return other
 }
 
 // NetworkRefused counts a connection the registries proxy refused to one of the template's

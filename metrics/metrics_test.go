@@ -80,9 +80,10 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	m.ModelRequest("openai", time.Second, "HTTP 500: upstream exploded")
 	// A person's decision is counted apart from the verifier's, under the rule "person".
 	m.Decision("nightly", workitems.ActorPerson, workitems.OutcomeCancel, "ignored", "")
-	// A composite rule counts under the rule that decided; free text is folded.
+	// A composite rule counts under the rule that decided; free text and names outside the policy are folded.
 	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeEscalate, "max_attempts (after tests_failed)", "")
 	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeEscalate, "Tests FAILED: TestX", "")
+	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeEscalate, "made_up_rule", "") // an identifier, not a rule
 	// Providers and models outside the config are folded.
 	m.AddModelSpend("nightly", "openai", "gpt-from-a-response", workitems.Spend{CostUSD: 0.125}, "")
 	m.AddModelSpend("nightly", "somebody-else", "x", workitems.Spend{CostUSD: 1}, "")
@@ -113,8 +114,8 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 		{"a person's decision is counted as a person's", "outerloop_decisions_total", `template="nightly",outcome="cancel",actor_kind="person"`, 1},
 		{"under the rule person", "outerloop_decision_rules_total", `template="nightly",outcome="cancel",rule="person"`, 1},
 		{"a composite rule counts under its first rule", "outerloop_decision_rules_total", `template="nightly",outcome="escalate",rule="max_attempts"`, 1},
-		{"a rule that is not an identifier is folded into other", "outerloop_decision_rules_total", `template="nightly",outcome="escalate",rule="other"`, 1},
-		{"escalations are counted by outcome whatever the rule", "outerloop_decisions_total", `template="nightly",outcome="escalate",actor_kind="verifier"`, 2},
+		{"a rule that is not one of the policy's is folded into other", "outerloop_decision_rules_total", `template="nightly",outcome="escalate",rule="other"`, 2},
+		{"escalations are counted by outcome whatever the rule", "outerloop_decisions_total", `template="nightly",outcome="escalate",actor_kind="verifier"`, 3},
 		{"cost is counted by provider and configured model", "outerloop_model_cost_usd_total", `template="nightly",provider="openai",model="gpt-5-codex"`, 0.25},
 		{"tokens are counted by provider, model and direction", "outerloop_model_tokens_total", `template="nightly",provider="openai",model="gpt-5-codex",direction="cached_input"`, 200},
 		{"a model the config does not name is folded into other", "outerloop_model_cost_usd_total", `template="nightly",provider="openai",model="other"`, 0.125},

@@ -223,7 +223,7 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 			del.Outcome, del.PR = workitems.DeliveryDeclined, prRef(last)
 			del.SameAs = &workitems.DeliveryRef{Item: item, PR: prRef(last)}
 			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("pull request #%d with tree %s was closed unmerged: declined, nothing pushed", last.Number, shorten.SHA(del.Tree)),
-				map[string]string{"pr": last.URL, "tree": del.Tree, "rule": workitems.RuleDeclined})
+				map[string]string{"pr": last.URL, "tree": del.Tree, "rule": string(workitems.RuleDeclined)})
 			return delivery.Published{Delivery: del}, true
 		}
 	}

@@ -219,7 +219,7 @@ func historyEntry(it *workitems.Item) HistoryEntry {
 	if n := len(it.Resolution); n > 0 && (d == nil || !it.Resolution[n-1].At.Before(d.At)) {
 		e.Outcome += " by " + it.Resolution[n-1].Actor
 	} else if d != nil && d.Rule != "" {
-		e.Outcome += " (" + d.Rule + ")"
+		e.Outcome += " (" + string(d.Rule) + ")"
 	}
 	if it.Escalation != nil && it.State == workitems.StateEscalated {
 		e.Summary = it.Escalation.Reason

@@ -46,12 +46,13 @@ type Queue struct {
 // DecisionObserver counts decisions on items (metrics.Metrics implements it). The Queue reports
 // a person's: Resolve is the one path the CLI, the API and the console resolve items through.
 type DecisionObserver interface {
-	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
+	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule workitems.RuleName, itemID string)
 }
 
 type nopDecisions struct{}
 
-func (nopDecisions) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
+func (nopDecisions) Decision(string, workitems.ActorKind, workitems.Outcome, workitems.RuleName, string) {
+}
 
 // QueueOptions configures a Queue.
 type QueueOptions struct {

@@ -238,7 +238,7 @@ func (o *countingObserver) SchedulerMisfire(template string, n int) {
 	}
 	o.misfire[template] += n
 }
-func (o *countingObserver) Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule, item string) {
+func (o *countingObserver) Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule workitems.RuleName, item string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.decisions = append(o.decisions, fmt.Sprintf("%s %s %s %s", template, actor, outcome, item))

@@ -47,21 +47,8 @@ type ReviewComment struct {
 	Body string
 }
 
-// The rules after the push, by name (the rows are in Rules; workitems holds the delivery ones).
+// Limits of a review's text in the next attempt's input.
 const (
-	RulePRMerged                = "pr_merged"
-	RulePRClosed                = "pr_closed"
-	RuleAutomergeRefused        = "automerge_refused"
-	RuleCIPending               = "ci_pending"
-	RuleChangesRequested        = "changes_requested"
-	RuleChangesRequestedEscal   = "changes_requested_escalate"
-	RuleReviewRoundsExhausted   = "review_rounds_exhausted"
-	RuleReviewPending           = "review_pending"
-	RuleReviewMissing           = "review_missing"
-	RuleWorkspaceLost           = "workspace_lost"
-	RuleTemplateRemoved         = "template_removed"
-	RuleTemplateIncompatible    = "template_incompatible"
-	precondition                = "precondition"
 	reviewInputMarker           = "A reviewer requested changes on the pull request"
 	maxReviewInput              = 8 << 10
 	maxReviewCommentsInInput    = 40
@@ -72,13 +59,13 @@ const (
 // Precondition is a problem found before any evidence could be read (the worker's resume, a
 // config reload): the table's first rows decide on it.
 type Precondition struct {
-	Rule    string // RuleWorkspaceLost, RuleTemplateRemoved, RuleTemplateIncompatible
+	Rule    workitems.RuleName // a precondition row's: workitems.RuleWorkspaceLost, workitems.RuleTemplateRemoved, workitems.RuleTemplateIncompatible
 	Summary string
 }
 
 // preconditionRules are the rows for problems found before any evidence.
 func preconditionRules() []Rule {
-	row := func(name, when string, out workitems.Outcome) Rule {
+	row := func(name workitems.RuleName, when string, out workitems.Outcome) Rule {
 		r := Rule{Name: name, When: when, Outcome: out,
 			Match:  func(f *Facts) bool { return f.Precondition != nil && f.Precondition.Rule == name },
 			Reason: func(f *Facts) string { return f.Precondition.Summary }}
@@ -92,9 +79,9 @@ func preconditionRules() []Rule {
 		return r
 	}
 	return []Rule{
-		row(RuleTemplateRemoved, "the item's template was removed from the config (found at a resume or reload)", workitems.OutcomeEscalate),
-		row(RuleTemplateIncompatible, "the item's template changed incompatibly with its pinned version (found at a resume or reload)", workitems.OutcomeEscalate),
-		row(RuleWorkspaceLost, "a resumed attempt's workspace could not be restored for verification: the next attempt starts from a clean checkout", workitems.OutcomeRetry),
+		row(workitems.RuleTemplateRemoved, "the item's template was removed from the config (found at a resume or reload)", workitems.OutcomeEscalate),
+		row(workitems.RuleTemplateIncompatible, "the item's template changed incompatibly with its pinned version (found at a resume or reload)", workitems.OutcomeEscalate),
+		row(workitems.RuleWorkspaceLost, "a resumed attempt's workspace could not be restored for verification: the next attempt starts from a clean checkout", workitems.OutcomeRetry),
 	}
 }
 
@@ -143,15 +130,15 @@ func deliveryRules() []Rule {
 				}
 				return "the result equals the patch item " + del(f).SameAs.Item + " delivered: nothing new"
 			}},
-		{Name: RulePRMerged, When: "a person merged the pull request while the item waited", Outcome: workitems.OutcomeClose,
+		{Name: workitems.RulePRMerged, When: "a person merged the pull request while the item waited", Outcome: workitems.OutcomeClose,
 			Match:  func(f *Facts) bool { return prState(f, workitems.PRMerged) },
 			Reason: func(f *Facts) string { return fmt.Sprintf("pull request #%d was merged by a person", del(f).PR.Number) }},
-		{Name: RulePRClosed, When: "a person closed the pull request unmerged while the item waited: the item ends as declined", Outcome: workitems.OutcomeClose,
+		{Name: workitems.RulePRClosed, When: "a person closed the pull request unmerged while the item waited: the item ends as declined", Outcome: workitems.OutcomeClose,
 			Match: func(f *Facts) bool { return prState(f, workitems.PRClosed) },
 			Reason: func(f *Facts) string {
 				return fmt.Sprintf("declined: pull request #%d was closed unmerged by a person", del(f).PR.Number)
 			}},
-		{Name: RuleAutomergeRefused, When: "automerge was refused (the head moved, conflicts, a required check or approval the forge wants)",
+		{Name: workitems.RuleAutomergeRefused, When: "automerge was refused (the head moved, conflicts, a required check or approval the forge wants)",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return f.MergeRefused != "" },
 			Reason:  func(f *Facts) string { return "automerge refused: " + f.MergeRefused }},
@@ -161,7 +148,7 @@ func deliveryRules() []Rule {
 // ciPendingRule waits for CI that has not answered before its deadline (ci_missing decides
 // after it).
 func ciPendingRule() Rule {
-	return Rule{Name: RuleCIPending, When: "required CI checks on the pushed commit have no result yet and the wait (done_check.ci.wait) has not run out",
+	return Rule{Name: workitems.RuleCIPending, When: "required CI checks on the pushed commit have no result yet and the wait (done_check.ci.wait) has not run out",
 		Outcome: workitems.OutcomeWait,
 		Match: func(f *Facts) bool {
 			return f.CI != nil && len(f.CI.Missing) > 0 && f.Now.Before(f.CIDeadline) && len(f.CI.failed()) == 0 &&
@@ -180,22 +167,22 @@ func reviewRules() []Rule {
 	rv := func(f *Facts) *ReviewEvidence { return f.Review }
 	changes := func(f *Facts) bool { return rv(f) != nil && len(rv(f).ChangesRequested) > 0 }
 	return []Rule{
-		{Name: RuleChangesRequestedEscal, When: "a review requests changes and deliver.review.on_changes_requested is escalate",
+		{Name: workitems.RuleChangesRequestedEscalate, When: "a review requests changes and deliver.review.on_changes_requested is escalate",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return changes(f) && rv(f).OnChanges == workitems.ChangesEscalate },
 			Reason:  func(f *Facts) string { return "a reviewer requested changes: " + reviewHeadline(rv(f)) }},
-		{Name: RuleReviewRoundsExhausted, When: "a review requests changes and deliver.review.max_rounds review retries were spent",
+		{Name: workitems.RuleReviewRoundsExhausted, When: "a review requests changes and deliver.review.max_rounds review retries were spent",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return changes(f) && rv(f).Rounds >= rv(f).MaxRounds },
 			Reason: func(f *Facts) string {
 				return fmt.Sprintf("a reviewer requested changes again after %d review rounds (max_rounds %d): %s", rv(f).Rounds, rv(f).MaxRounds, reviewHeadline(rv(f)))
 			}},
-		{Name: RuleChangesRequested, When: "a review of the pushed commit requests changes: the next attempt gets the review's body and inline comments and pushes to the same pull request",
+		{Name: workitems.RuleChangesRequested, When: "a review of the pushed commit requests changes: the next attempt gets the review's body and inline comments and pushes to the same pull request",
 			Outcome: workitems.OutcomeRetry,
 			Match:   changes,
 			Reason:  func(f *Facts) string { return "a reviewer requested changes: " + reviewHeadline(rv(f)) },
 			Next:    withReviewInput},
-		{Name: RuleReviewPending, When: "CI is green (or not asked for) and the pull request has fewer approvals than deliver.review.required_approvals, before the review wait runs out",
+		{Name: workitems.RuleReviewPending, When: "CI is green (or not asked for) and the pull request has fewer approvals than deliver.review.required_approvals, before the review wait runs out",
 			Outcome: workitems.OutcomeWait,
 			Match: func(f *Facts) bool {
 				return rv(f) != nil && len(rv(f).Approvals) < rv(f).Required && f.Now.Before(rv(f).Deadline) && allGreen(f)
@@ -206,7 +193,7 @@ func reviewRules() []Rule {
 			Wait: func(f *Facts) workitems.WaitPlan {
 				return workitems.WaitPlan{Kind: workitems.WaitReview, Deadline: rv(f).Deadline, PollIn: time.Minute}
 			}},
-		{Name: RuleReviewMissing, When: "the review wait (deliver.review.wait) ran out without the approvals required",
+		{Name: workitems.RuleReviewMissing, When: "the review wait (deliver.review.wait) ran out without the approvals required",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return rv(f) != nil && len(rv(f).Approvals) < rv(f).Required && allGreen(f) },
 			Reason: func(f *Facts) string {
@@ -307,16 +294,16 @@ func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 		}
 	}
 	d, _ := conclude(f)
-	if j.Local != nil && d.Outcome == workitems.OutcomeClose && d.Rule == "checks_passed" && j.CI == nil && j.Review == nil {
+	if j.Local != nil && d.Outcome == workitems.OutcomeClose && d.Rule == workitems.RuleChecksPassed && j.CI == nil && j.Review == nil {
 		// Nothing after the push added evidence: the local close stands as it was.
 		return *j.Local
 	}
 	if j.Local != nil && d.Outcome != workitems.OutcomeWait && j.Local.Rule != "" && d.Rule != j.Local.Rule {
-		d.Reasons = append(d.Reasons, "the local check had passed ("+j.Local.Rule+"): "+strings.Join(j.Local.Reasons, "; "))
+		d.Reasons = append(d.Reasons, "the local check had passed ("+string(j.Local.Rule)+"): "+strings.Join(j.Local.Reasons, "; "))
 	}
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "decision after the push",
 		slog.String("template", templateName(j.Template)), slog.Int("attempt", j.Attempt),
-		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule))
+		slog.String("outcome", string(d.Outcome)), slog.String("rule", string(d.Rule)))
 	return d
 }
 
@@ -333,7 +320,7 @@ func ReviewRounds(it *workitems.Item) int {
 		return 0
 	}
 	return len(slices.DeleteFunc(slices.Clone(it.Decisions), func(d workitems.Decision) bool {
-		return d.Rule != RuleChangesRequested || d.Outcome != workitems.OutcomeRetry
+		return d.Rule != workitems.RuleChangesRequested || d.Outcome != workitems.OutcomeRetry
 	}))
 }
 

@@ -171,7 +171,7 @@ func TestVerifyWithCI(t *testing.T) {
 		name    string
 		steps   [][]CICheck
 		outcome workitems.Outcome
-		rule    string
+		rule    workitems.RuleName
 		waited  time.Duration
 	}{
 		{"required checks that turn green while we wait close the item",

@@ -98,7 +98,7 @@ func TestDoneCheckCommands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Decision.Rule != c.rule || len(res.Facts.Reports) != 1 {
+			if string(res.Decision.Rule) != c.rule || len(res.Facts.Reports) != 1 {
 				t.Fatalf("got %s (%q) with %d reports", res.Decision.Rule, res.Decision.Reasons, len(res.Facts.Reports))
 			}
 		})

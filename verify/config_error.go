@@ -8,14 +8,11 @@ import (
 	"outerloop/workitems"
 )
 
-// RuleConfigError is the rule for a configuration error found at run time: another attempt
-// under the same configuration cannot do better, so it escalates at once with the cause in its
-// headline instead of spending retries on it.
-const RuleConfigError = "config_error"
-
-// configErrorRule is the first rule of the policy (see configProblem).
+// configErrorRule is the first rule of the policy (see configProblem): a configuration error
+// found at run time. Another attempt under the same configuration cannot do better, so it
+// escalates at once with the cause in its headline instead of spending retries on it.
 func configErrorRule() Rule {
-	return Rule{Name: RuleConfigError,
+	return Rule{Name: workitems.RuleConfigError,
 		When: "the configuration cannot work: a step or done-check command not found (exit 127), the repo path or the workspace " +
 			"cannot be prepared, a provider key variable unset, a sandbox unavailable, or the done check ran no tests on a tree the attempt left unchanged",
 		Outcome: workitems.OutcomeEscalate,
@@ -65,7 +62,7 @@ func headline(d workitems.Decision, evidence string) string {
 	if len(d.Reasons) > 0 && (d.Outcome == workitems.OutcomeWait || afterPushRule(d.Rule)) {
 		return shorten.Clip(d.Reasons[0], 1000) // what it waits for, or the problem found, says it all
 	}
-	if d.Rule != RuleConfigError || len(d.Reasons) == 0 {
+	if d.Rule != workitems.RuleConfigError || len(d.Reasons) == 0 {
 		return evidence
 	}
 	return shorten.Clip(d.Reasons[0]+"; "+evidence, 1000)
@@ -73,11 +70,12 @@ func headline(d workitems.Decision, evidence string) string {
 
 // afterPushRule: a rule decided on the delivery's or the pull request's facts, whose reason is
 // the headline (the local evidence's summary is in its reasons).
-func afterPushRule(rule string) bool {
+func afterPushRule(rule workitems.RuleName) bool {
 	switch rule {
 	case workitems.RuleBaseMoved, workitems.RuleDeliveryFailed, workitems.RuleDeclined, workitems.RuleAlreadyDelivered,
-		RulePRMerged, RulePRClosed, RuleAutomergeRefused, RuleChangesRequested, RuleChangesRequestedEscal,
-		RuleReviewRoundsExhausted, RuleReviewMissing, RuleTemplateRemoved, RuleTemplateIncompatible, RuleWorkspaceLost:
+		workitems.RulePRMerged, workitems.RulePRClosed, workitems.RuleAutomergeRefused, workitems.RuleChangesRequested,
+		workitems.RuleChangesRequestedEscalate, workitems.RuleReviewRoundsExhausted, workitems.RuleReviewMissing,
+		workitems.RuleTemplateRemoved, workitems.RuleTemplateIncompatible, workitems.RuleWorkspaceLost:
 		return true
 	}
 	return false

@@ -14,29 +14,29 @@ func TestConfigurationErrorsEscalateAtOnceWithTheirCause(t *testing.T) {
 	cases := []struct {
 		name  string
 		facts func(f *Facts)
-		rule  string
+		rule  workitems.RuleName
 		want  string
 	}{
 		{"a done-check command that does not exist", func(f *Facts) {
 			f.Reports = nil
 			f.Commands = []CommandResult{{Command: "mkae test", ExitCode: 127, Tail: "sh: 1: mkae: not found\n"}}
-		}, RuleConfigError, `done-check command "mkae test" not found (exit 127): sh: 1: mkae: not found`},
+		}, workitems.RuleConfigError, `done-check command "mkae test" not found (exit 127): sh: 1: mkae: not found`},
 		{"a step command that does not exist", func(f *Facts) {
 			f.Exit = workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: "command 1 (gofmtt -w .) not found (exit 127)", LastMessage: "sh: 1: gofmtt: not found"}
-		}, RuleConfigError, "command 1 (gofmtt -w .) not found (exit 127): sh: 1: gofmtt: not found"},
+		}, workitems.RuleConfigError, "command 1 (gofmtt -w .) not found (exit 127): sh: 1: gofmtt: not found"},
 		{"a repo path that is missing", func(f *Facts) {
 			f.Exit = workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: `worker: repo "/srv/nope": no such directory`}
-		}, RuleConfigError, `repo "/srv/nope": no such directory`},
+		}, workitems.RuleConfigError, `repo "/srv/nope": no such directory`},
 		{"a provider key variable that is unset", func(f *Facts) {
 			f.Exit = workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission,
 				Message: `execloop: provider "main": environment variable OPENAI_API_KEY is not set`}
-		}, RuleConfigError, "OPENAI_API_KEY is not set"},
+		}, workitems.RuleConfigError, "OPENAI_API_KEY is not set"},
 		{"zero tests on an unchanged tree", func(f *Facts) {
 			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Observed, r.Tests = Counts{}, nil })}
 			f.Diff = &DiffEvidence{}
-		}, RuleConfigError, "ran no tests"},
+		}, workitems.RuleConfigError, "ran no tests"},
 		{"zero tests after the attempt changed files stay a retry", func(f *Facts) {
 			f.Reports = []*Report{with(greenReport(), func(r *Report) { r.Observed, r.Tests = Counts{}, nil })}
 			f.Diff = &DiffEvidence{Files: []DiffFile{{Path: "a_test.go"}}}
@@ -55,7 +55,7 @@ func TestConfigurationErrorsEscalateAtOnceWithTheirCause(t *testing.T) {
 			if d.Rule != c.rule {
 				t.Fatalf("rule %s (%v), want %s", d.Rule, d.Reasons, c.rule)
 			}
-			if c.rule != RuleConfigError {
+			if c.rule != workitems.RuleConfigError {
 				return
 			}
 			if d.Outcome != workitems.OutcomeEscalate || d.Next != nil {

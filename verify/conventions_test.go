@@ -21,8 +21,8 @@ func TestReporterFixtures(t *testing.T) {
 	cases := []struct {
 		file        string
 		flavor      string
-		rule        string // the deciding rule
-		ran         int    // tests that ran (not skipped)
+		rule        workitems.RuleName // the deciding rule
+		ran         int                // tests that ran (not skipped)
 		bad         int
 		conventions []string
 		failing     []string
@@ -199,7 +199,7 @@ func TestCLIReplay(t *testing.T) {
 		files []string
 		opt   CLIOptions
 		code  int
-		rule  string
+		rule  workitems.RuleName
 	}{
 		{"green report, exit code 0", []string{pass}, CLIOptions{ExitCode: &zero}, 0, "all_green"},
 		{"green-looking report from a run that exited 1", []string{pass}, CLIOptions{ExitCode: &one}, 1, "command_failed"},

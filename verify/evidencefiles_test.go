@@ -63,7 +63,7 @@ func TestEvidenceFilesReplay(t *testing.T) {
 		fixture  string
 		cmd      string
 		allowed  []string
-		wantRule string
+		wantRule workitems.RuleName
 	}{
 		{"real failures retry", "junit/pytest-teardown.xml", "exit 1", nil, "tests_failed"},
 		{"a green report from a command that exited 1", "junit/jest-todo.xml", "exit 1", nil, "command_failed"},

@@ -99,14 +99,14 @@ func TestARegisteredFormatIsDecidedLikeABuiltinOne(t *testing.T) {
 		tmpl    *workitems.Template
 		formats *verify.Formats
 		outcome workitems.Outcome
-		rule    string
+		rule    workitems.RuleName
 	}{
-		{"a green report in the named format closes", checklistCheck("checklist", green...), formats, workitems.OutcomeClose, "all_green"},
-		{"a green report found by auto closes", checklistCheck(verify.FormatAuto, green...), formats, workitems.OutcomeClose, "all_green"},
-		{"a red report in the named format retries naming the failing test", checklistCheck("checklist", red...), formats, workitems.OutcomeRetry, "tests_failed"},
-		{"a red report found by auto retries naming the failing test", checklistCheck(verify.FormatAuto, red...), formats, workitems.OutcomeRetry, "tests_failed"},
-		{"a report cut before its END retries as truncated", checklistCheck("checklist", cut...), formats, workitems.OutcomeRetry, "report_truncated"},
-		{"without the format registered the report is missing", checklistCheck(verify.FormatAuto, green...), verify.BuiltinFormats(), workitems.OutcomeRetry, "report_missing"},
+		{"a green report in the named format closes", checklistCheck("checklist", green...), formats, workitems.OutcomeClose, workitems.RuleAllGreen},
+		{"a green report found by auto closes", checklistCheck(verify.FormatAuto, green...), formats, workitems.OutcomeClose, workitems.RuleAllGreen},
+		{"a red report in the named format retries naming the failing test", checklistCheck("checklist", red...), formats, workitems.OutcomeRetry, workitems.RuleTestsFailed},
+		{"a red report found by auto retries naming the failing test", checklistCheck(verify.FormatAuto, red...), formats, workitems.OutcomeRetry, workitems.RuleTestsFailed},
+		{"a report cut before its END retries as truncated", checklistCheck("checklist", cut...), formats, workitems.OutcomeRetry, workitems.RuleReportTruncated},
+		{"without the format registered the report is missing", checklistCheck(verify.FormatAuto, green...), verify.BuiltinFormats(), workitems.OutcomeRetry, workitems.RuleReportMissing},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,13 +120,13 @@ func TestARegisteredFormatIsDecidedLikeABuiltinOne(t *testing.T) {
 			if d.Outcome != c.outcome || d.Rule != c.rule {
 				t.Fatalf("decision %s/%s, want %s/%s (%v)", d.Outcome, d.Rule, c.outcome, c.rule, d.Reasons)
 			}
-			if c.rule == "report_missing" {
+			if c.rule == workitems.RuleReportMissing {
 				return
 			}
 			if len(res.Facts.Reports) != 1 || res.Facts.Reports[0].Format != "checklist" || res.Facts.Reports[0].Source != "checklist.txt" {
 				t.Fatalf("reports %+v", res.Facts.Reports)
 			}
-			if c.rule == "tests_failed" {
+			if c.rule == workitems.RuleTestsFailed {
 				if d.Next == nil || !strings.Contains(d.Next.Input, "logout") || !strings.Contains(d.Next.Input, "session kept") {
 					t.Fatalf("the retry does not name the failing test: %+v", d.Next)
 				}

@@ -57,7 +57,7 @@ func (f *Facts) keep(name, path string) {
 
 // Rule is one row of the decision policy. The first rule whose Match holds decides.
 type Rule struct {
-	Name    string
+	Name    workitems.RuleName
 	When    string // the condition, in words (POLICY.md is generated from these)
 	Outcome workitems.Outcome
 	Match   func(f *Facts) bool
@@ -70,7 +70,7 @@ type Rule struct {
 
 // Guard is a check applied to every retry; when it holds the retry becomes an escalation.
 type Guard struct {
-	Name   string
+	Name   workitems.RuleName
 	When   string
 	Match  func(f *Facts, sig string, next workitems.Condition) bool
 	Reason func(f *Facts, sig string) string
@@ -78,7 +78,7 @@ type Guard struct {
 
 // Rules returns the decision policy, in order.
 func Rules() []Rule {
-	esc := func(name, when string, reason workitems.ExitReason) Rule {
+	esc := func(name workitems.RuleName, when string, reason workitems.ExitReason) Rule {
 		return Rule{Name: name, When: when, Outcome: workitems.OutcomeEscalate,
 			Match: func(f *Facts) bool { return f.Exit.Reason == reason },
 			Reason: func(f *Facts) string {
@@ -95,13 +95,13 @@ func Rules() []Rule {
 	rules := []Rule{configErrorRule()}
 	rules = append(rules, preconditionRules()...)
 	rules = append(rules, []Rule{
-		esc("exit_budget_exhausted", "the attempt exited budget_exhausted", workitems.ExitBudgetExhausted),
-		esc("exit_needs_input", "the attempt exited needs_input", workitems.ExitNeedsInput),
-		esc("exit_needs_approval", "the attempt exited needs_approval", workitems.ExitNeedsApproval),
-		esc("exit_failed", "the attempt exited failed", workitems.ExitFailed),
-		esc("exit_no_progress", "the attempt exited no_progress", workitems.ExitNoProgress),
-		esc("exit_aborted", "the attempt exited aborted (the worker normally resumes instead)", workitems.ExitAborted),
-		{Name: "exit_transient_error", When: "the attempt exited transient_error", Outcome: workitems.OutcomeRetry,
+		esc(workitems.RuleExitBudgetExhausted, "the attempt exited budget_exhausted", workitems.ExitBudgetExhausted),
+		esc(workitems.RuleExitNeedsInput, "the attempt exited needs_input", workitems.ExitNeedsInput),
+		esc(workitems.RuleExitNeedsApproval, "the attempt exited needs_approval", workitems.ExitNeedsApproval),
+		esc(workitems.RuleExitFailed, "the attempt exited failed", workitems.ExitFailed),
+		esc(workitems.RuleExitNoProgress, "the attempt exited no_progress", workitems.ExitNoProgress),
+		esc(workitems.RuleExitAborted, "the attempt exited aborted (the worker normally resumes instead)", workitems.ExitAborted),
+		{Name: workitems.RuleExitTransientError, When: "the attempt exited transient_error", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool { return f.Exit.Reason == workitems.ExitTransientError },
 			Reason: func(f *Facts) string {
 				return "transient error, retry later: " + shorten.Clip(f.Exit.Message, 200)
@@ -110,38 +110,38 @@ func Rules() []Rule {
 				c.NotBefore = f.Now.Add(TransientBackoff(f.Attempt)).UTC()
 				return c
 			}},
-		{Name: "exit_unknown", When: "the attempt exited with a reason other than completed", Outcome: workitems.OutcomeEscalate,
+		{Name: workitems.RuleExitUnknown, When: "the attempt exited with a reason other than completed", Outcome: workitems.OutcomeEscalate,
 			Match:  func(f *Facts) bool { return f.Exit.Reason != workitems.ExitCompleted },
 			Reason: func(f *Facts) string { return fmt.Sprintf("unknown exit reason %q", f.Exit.Reason) }},
 	}...)
 	rules = append(rules, deliveryRules()...)
 	rules = append(rules, []Rule{
-		{Name: "infra_error", When: "the check kept failing for infrastructure reasons after Retry.InfraRetries re-runs",
+		{Name: workitems.RuleInfraError, When: "the check kept failing for infrastructure reasons after Retry.InfraRetries re-runs",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return f.InfraProblem != "" },
 			Reason: func(f *Facts) string {
 				return fmt.Sprintf("infrastructure failure after %d re-runs: %s", f.InfraReruns, f.InfraProblem)
 			}},
-		{Name: "diff_secret", When: "the diff adds something that looks like a secret", Outcome: workitems.OutcomeEscalate,
+		{Name: workitems.RuleDiffSecret, When: "the diff adds something that looks like a secret", Outcome: workitems.OutcomeEscalate,
 			Match:  func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Secrets) > 0 },
 			Reason: func(f *Facts) string { return "secret-looking additions: " + strings.Join(f.Diff.Secrets, "; ") }},
-		{Name: "diff_out_of_scope", When: "the diff touches paths outside allowed_paths or exceeds max_files / max_lines",
+		{Name: workitems.RuleDiffOutOfScope, When: "the diff touches paths outside allowed_paths or exceeds max_files / max_lines",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return f.Diff != nil && len(f.Diff.Violations) > 0 },
 			Reason:  func(f *Facts) string { return "diff out of scope: " + strings.Join(f.Diff.Violations, "; ") }},
-		{Name: "ci_action_required", When: "a required CI check needs a person (action_required)", Outcome: workitems.OutcomeEscalate,
+		{Name: workitems.RuleCIActionRequired, When: "a required CI check needs a person (action_required)", Outcome: workitems.OutcomeEscalate,
 			Match: func(f *Facts) bool { return f.CI != nil && len(f.CI.withState(CIActionRequired)) > 0 },
 			Reason: func(f *Facts) string {
 				return "CI needs action: " + strings.Join(f.CI.withState(CIActionRequired), ", ")
 			}},
 		ciPendingRule(),
-		{Name: "ci_missing", When: "required CI checks are missing, pending or stale when the wait deadline passes",
+		{Name: workitems.RuleCIMissing, When: "required CI checks are missing, pending or stale when the wait deadline passes",
 			Outcome: workitems.OutcomeEscalate,
 			Match:   func(f *Facts) bool { return f.CI != nil && len(f.CI.Missing) > 0 },
 			Reason: func(f *Facts) string {
 				return "required CI checks without a result after the wait: " + strings.Join(f.CI.Missing, ", ")
 			}},
-		{Name: "counts_disagree", When: "a report's declared totals contradict the tests it lists under its reporter's conventions, and no report shows a failure (a contradiction next to real failures is retried with them below; it never closes)",
+		{Name: workitems.RuleCountsDisagree, When: "a report's declared totals contradict the tests it lists under its reporter's conventions, and no report shows a failure (a contradiction next to real failures is retried with them below; it never closes)",
 			Outcome: workitems.OutcomeEscalate,
 			Match: func(f *Facts) bool {
 				return badCounts(f) != "" && len(failingIDs(f)) == 0 && !anyReport(f, func(r *Report) bool { return r.BuildFailed })
@@ -149,52 +149,52 @@ func Rules() []Rule {
 			Reason: func(f *Facts) string {
 				return "contradicting evidence, the report cannot be trusted: " + badCounts(f)
 			}},
-		{Name: "build_failed", When: "a report shows a build failure", Outcome: workitems.OutcomeRetry,
+		{Name: workitems.RuleBuildFailed, When: "a report shows a build failure", Outcome: workitems.OutcomeRetry,
 			Match:  func(f *Facts) bool { return anyReport(f, func(r *Report) bool { return r.BuildFailed }) },
 			Reason: func(f *Facts) string { return "build failed: " + firstError(f) },
 			Next:   withFailureInput},
-		{Name: "tests_failed", When: "a test's final outcome is fail, error, timeout or incomplete", Outcome: workitems.OutcomeRetry,
+		{Name: workitems.RuleTestsFailed, When: "a test's final outcome is fail, error, timeout or incomplete", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool { return len(failingIDs(f)) > 0 },
 			Reason: func(f *Facts) string {
 				ids := failingIDs(f)
 				return fmt.Sprintf("%d failing tests (%s): %s", len(ids), listClip(ids, 5), firstError(f))
 			},
 			Next: withFailureInput},
-		{Name: "report_missing", When: "an expected test report is missing or not a report", Outcome: workitems.OutcomeRetry,
+		{Name: workitems.RuleReportMissing, When: "an expected test report is missing or not a report", Outcome: workitems.OutcomeRetry,
 			Match:  func(f *Facts) bool { return len(f.Missing) > 0 || (f.ReportExpected && len(f.Reports) == 0) },
 			Reason: func(f *Facts) string { return "no test report: " + missingText(f) },
 			Next:   withFailureInput},
-		{Name: "check_timed_out", When: "a done-check command ran past its timeout", Outcome: workitems.OutcomeRetry,
+		{Name: workitems.RuleCheckTimedOut, When: "a done-check command ran past its timeout", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool {
 				return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return c.TimedOut })
 			},
 			Reason: func(f *Facts) string { return "the done check timed out: " + firstError(f) },
 			Next:   withFailureInput},
-		{Name: "report_truncated", When: "a report is incomplete (cut off, a package without its end, TAP plan mismatch or bail out)",
+		{Name: workitems.RuleReportTruncated, When: "a report is incomplete (cut off, a package without its end, TAP plan mismatch or bail out)",
 			Outcome: workitems.OutcomeRetry,
 			Match:   func(f *Facts) bool { return anyReport(f, func(r *Report) bool { return !r.Complete || r.Bailed }) },
 			Reason:  func(f *Facts) string { return "incomplete test report: " + incompleteText(f) },
 			Next:    withFailureInput},
-		{Name: "zero_tests", When: "the reports ran no tests (or skipped all of them)", Outcome: workitems.OutcomeRetry,
+		{Name: workitems.RuleZeroTests, When: "the reports ran no tests (or skipped all of them)", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool {
 				return len(f.Reports) > 0 && totalRan(f) == 0
 			},
 			Reason: func(f *Facts) string { return "zero tests ran: that is no evidence" },
 			Next:   withFailureInput},
-		{Name: "command_failed", When: "a done-check command exited non-zero although its report is green (contradiction) or gave no report",
+		{Name: workitems.RuleCommandFailed, When: "a done-check command exited non-zero although its report is green (contradiction) or gave no report",
 			Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool {
 				return slices.ContainsFunc(f.Commands, func(c CommandResult) bool { return !c.OK() })
 			},
 			Reason: func(f *Facts) string { return "a done-check command failed: " + firstError(f) },
 			Next:   withFailureInput},
-		{Name: "ci_failed", When: "a required CI check failed (or was cancelled)", Outcome: workitems.OutcomeRetry,
+		{Name: workitems.RuleCIFailed, When: "a required CI check failed (or was cancelled)", Outcome: workitems.OutcomeRetry,
 			Match: func(f *Facts) bool { return f.CI != nil && len(f.CI.failed()) > 0 },
 			Reason: func(f *Facts) string {
 				return "CI checks failed: " + strings.Join(f.CI.failed(), ", ")
 			},
 			Next: withFailureInput},
-		{Name: "exit_status_unknown", When: "a report's reporter cannot show a failure outside its tests (rspec's JUnit formatter, cargo's per-binary JUnit, any TAP stream: conventions `rspec-outside-examples`, `cargo-crashed-binary`, `tap-outside-points`) and no exit status of the test command is known",
+		{Name: workitems.RuleExitStatusUnknown, When: "a report's reporter cannot show a failure outside its tests (rspec's JUnit formatter, cargo's per-binary JUnit, any TAP stream: conventions `rspec-outside-examples`, `cargo-crashed-binary`, `tap-outside-points`) and no exit status of the test command is known",
 			Outcome: workitems.OutcomeEscalate,
 			Match: func(f *Facts) bool {
 				return len(f.Commands) == 0 && f.Local == nil && anyReport(f, func(r *Report) bool { return r.ExitStatusNeeded != "" })
@@ -208,7 +208,7 @@ func Rules() []Rule {
 				}
 				return ""
 			}},
-		{Name: "flaky_in_touched_code", When: "a test failed then passed on the same SHA, and its code is in the diff",
+		{Name: workitems.RuleFlakyInTouchedCode, When: "a test failed then passed on the same SHA, and its code is in the diff",
 			Outcome: workitems.OutcomeRetry,
 			Match:   func(f *Facts) bool { return len(flakyTouched(f)) > 0 },
 			Reason: func(f *Facts) string {
@@ -234,7 +234,7 @@ func Rules() []Rule {
 			Reason: func(f *Facts) string {
 				return "unchanged: the check passes and the attempt changed nothing, so nothing is committed or delivered"
 			}},
-		{Name: "flaky_unrelated", When: "all green on the final run; some tests failed then passed, outside the diff",
+		{Name: workitems.RuleFlakyUnrelated, When: "all green on the final run; some tests failed then passed, outside the diff",
 			Outcome: workitems.OutcomeClose,
 			Match:   func(f *Facts) bool { return allGreen(f) && len(flakyAll(f)) > 0 },
 			Reason: func(f *Facts) string {
@@ -244,7 +244,7 @@ func Rules() []Rule {
 				}
 				return fmt.Sprintf("all green (%d tests); flaky, %s: %s", totalRan(f), where, listClip(flakyAll(f), 5))
 			}},
-		{Name: "all_green", When: "every required evidence present, right SHA, > 0 tests ran, counts agree, all green",
+		{Name: workitems.RuleAllGreen, When: "every required evidence present, right SHA, > 0 tests ran, counts agree, all green",
 			Outcome: workitems.OutcomeClose,
 			Match:   func(f *Facts) bool { return len(f.Reports) > 0 && allGreen(f) },
 			Reason: func(f *Facts) string {
@@ -254,7 +254,7 @@ func Rules() []Rule {
 				}
 				return s
 			}},
-		{Name: "checks_passed", When: "no test report was asked for, every done-check command exited 0 (and CI, if any, is green)",
+		{Name: workitems.RuleChecksPassed, When: "no test report was asked for, every done-check command exited 0 (and CI, if any, is green)",
 			Outcome: workitems.OutcomeClose,
 			Match: func(f *Facts) bool {
 				return !f.ReportExpected && len(f.Reports) == 0 && (len(f.Commands) > 0 || f.CI != nil || f.Local != nil) && allGreen(f)
@@ -268,7 +268,7 @@ func Rules() []Rule {
 				}
 				return fmt.Sprintf("all %d done-check commands exited 0 (no test report was asked for)", len(f.Commands))
 			}},
-		{Name: "no_evidence", When: "nothing above matched: no evidence that the goal is met", Outcome: workitems.OutcomeEscalate,
+		{Name: workitems.RuleNoEvidence, When: "nothing above matched: no evidence that the goal is met", Outcome: workitems.OutcomeEscalate,
 			Match:  func(f *Facts) bool { return true },
 			Reason: func(f *Facts) string { return "no evidence either way" }},
 	}...)
@@ -278,7 +278,7 @@ func Rules() []Rule {
 // Guards returns the checks every retry passes; the first that holds escalates instead.
 func Guards() []Guard {
 	return []Guard{
-		{Name: "item_budget_exhausted", When: "the item's total budget is spent",
+		{Name: workitems.RuleItemBudgetExhausted, When: "the item's total budget is spent",
 			Match: func(f *Facts, _ string, _ workitems.Condition) bool {
 				if f.Item == nil {
 					return false
@@ -290,19 +290,19 @@ func Guards() []Guard {
 				k, _ := f.Item.ItemBudget.Exceeded(f.Item.Spend)
 				return "the item budget is exhausted (" + string(k) + ")"
 			}},
-		{Name: "max_attempts", When: "the attempt was the template's last (max_attempts)",
+		{Name: workitems.RuleMaxAttempts, When: "the attempt was the template's last (max_attempts)",
 			Match: func(f *Facts, _ string, _ workitems.Condition) bool { return f.Attempt >= maxAttempts(f.Template) },
 			Reason: func(f *Facts, _ string) string {
 				return fmt.Sprintf("attempt %d of %d failed, no attempts left", f.Attempt, maxAttempts(f.Template))
 			}},
-		{Name: "same_failure_repeated", When: "the same failure signature Retry.SameFailureLimit times in a row",
+		{Name: workitems.RuleSameFailureRepeated, When: "the same failure signature Retry.SameFailureLimit times in a row",
 			Match: func(f *Facts, sig string, _ workitems.Condition) bool {
 				return sig != "" && sameRun(f, sig) >= sameLimit(f.Template)
 			},
 			Reason: func(f *Facts, sig string) string {
 				return fmt.Sprintf("the same failure %d times in a row (signature %s)", sameRun(f, sig), sig)
 			}},
-		{Name: "unchanged_retry_refused", When: "the next condition would equal the current one",
+		{Name: workitems.RuleUnchangedRetryRefused, When: "the next condition would equal the current one",
 			Match: func(f *Facts, _ string, next workitems.Condition) bool {
 				return len(next.Changes(f.Condition)) == 0
 			},
@@ -409,7 +409,7 @@ func sameRun(f *Facts, sig string) int {
 
 // decide runs the table and the guards over the facts.
 func decide(f *Facts) workitems.Decision {
-	d := workitems.Decision{Actor: "verifier", At: f.Now.UTC()}
+	d := workitems.Decision{Actor: workitems.ActorVerifierName, At: f.Now.UTC()}
 	var r Rule
 	for _, r = range Rules() {
 		if r.Match(f) {
@@ -445,9 +445,9 @@ var volatile = regexp.MustCompile(`\(\d+(\.\d+)?m?s\)|0x[0-9a-f]+|\d+(\.\d+)?m?s
 
 // signature identifies a failure: the rule, the failing ids and the first error line with
 // durations and addresses removed, so the same failure gives the same signature.
-func signature(f *Facts, rule string) string {
+func signature(f *Facts, rule workitems.RuleName) string {
 	switch rule {
-	case "all_green", "flaky_unrelated", "checks_passed", "no_evidence", workitems.RuleNoChange:
+	case workitems.RuleAllGreen, workitems.RuleFlakyUnrelated, workitems.RuleChecksPassed, workitems.RuleNoEvidence, workitems.RuleNoChange:
 		return ""
 	}
 	h := sha256.New()
@@ -455,10 +455,10 @@ func signature(f *Facts, rule string) string {
 	if f.CI != nil {
 		fmt.Fprintf(h, "%s\n", strings.Join(f.CI.failed(), ","))
 	}
-	if rule == "exit_transient_error" {
+	if rule == workitems.RuleExitTransientError {
 		fmt.Fprintf(h, "%s\n", f.Exit.Class)
 	}
-	return rule + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+	return string(rule) + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // failureMarker starts every failure summary; text before it in an input came from a person

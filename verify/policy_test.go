@@ -79,7 +79,7 @@ func TestPolicyRules(t *testing.T) {
 	cases := []struct {
 		name    string
 		facts   func(f *Facts)
-		rule    string
+		rule    workitems.RuleName
 		outcome workitems.Outcome
 		check   func(t *testing.T, d workitems.Decision)
 	}{
@@ -149,7 +149,7 @@ func TestPolicyRules(t *testing.T) {
 		}, "zero_tests", workitems.OutcomeRetry, nil},
 		{"a done-check command that is not found escalates at once", func(f *Facts) {
 			f.Commands = []CommandResult{{Command: "mkae test", ExitCode: 127}}
-		}, RuleConfigError, workitems.OutcomeEscalate, nil},
+		}, workitems.RuleConfigError, workitems.OutcomeEscalate, nil},
 		{"a non-zero exit code with a green report never closes", func(f *Facts) { f.Commands[0].ExitCode = 2 },
 			"command_failed", workitems.OutcomeRetry, nil},
 		{"a green rspec or cargo report without the test command's exit status escalates", func(f *Facts) {
@@ -255,14 +255,14 @@ func TestPolicyRules(t *testing.T) {
 		}},
 		// After the push: the facts the pipeline and a wake hand over (no local reports).
 		{"a removed template escalates", func(f *Facts) {
-			f.Precondition = &Precondition{Rule: RuleTemplateRemoved, Summary: "template t is no longer in the config"}
-		}, RuleTemplateRemoved, workitems.OutcomeEscalate, nil},
+			f.Precondition = &Precondition{Rule: workitems.RuleTemplateRemoved, Summary: "template t is no longer in the config"}
+		}, workitems.RuleTemplateRemoved, workitems.OutcomeEscalate, nil},
 		{"an incompatible template escalates", func(f *Facts) {
-			f.Precondition = &Precondition{Rule: RuleTemplateIncompatible, Summary: "loop kind changed"}
-		}, RuleTemplateIncompatible, workitems.OutcomeEscalate, nil},
+			f.Precondition = &Precondition{Rule: workitems.RuleTemplateIncompatible, Summary: "loop kind changed"}
+		}, workitems.RuleTemplateIncompatible, workitems.OutcomeEscalate, nil},
 		{"a lost workspace retries from a clean checkout", func(f *Facts) {
-			f.Precondition = &Precondition{Rule: RuleWorkspaceLost, Summary: "the workspace could not be restored"}
-		}, RuleWorkspaceLost, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+			f.Precondition = &Precondition{Rule: workitems.RuleWorkspaceLost, Summary: "the workspace could not be restored"}
+		}, workitems.RuleWorkspaceLost, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
 			if !d.Next.CleanCheckout {
 				t.Errorf("next %+v", d.Next)
 			}
@@ -287,20 +287,20 @@ func TestPolicyRules(t *testing.T) {
 			pushed(f, openPR())
 			f.Delivery.PR.State = workitems.PRMerged
 			f.CI = pendingCI()
-		}, RulePRMerged, workitems.OutcomeClose, nil},
+		}, workitems.RulePRMerged, workitems.OutcomeClose, nil},
 		{"a pull request a person closed ends as declined", func(f *Facts) {
 			pushed(f, openPR())
 			f.Delivery.PR.State = workitems.PRClosed
 			f.Review = &ReviewEvidence{Required: 1, Deadline: testNow.Add(time.Hour)}
-		}, RulePRClosed, workitems.OutcomeClose, nil},
+		}, workitems.RulePRClosed, workitems.OutcomeClose, nil},
 		{"a refused automerge escalates", func(f *Facts) {
 			pushed(f, openPR())
 			f.MergeRefused = "the head moved"
-		}, RuleAutomergeRefused, workitems.OutcomeEscalate, nil},
+		}, workitems.RuleAutomergeRefused, workitems.OutcomeEscalate, nil},
 		{"CI without a result before its deadline waits", func(f *Facts) {
 			pushed(f, openPR())
 			f.CI = pendingCI()
-		}, RuleCIPending, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
+		}, workitems.RuleCIPending, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
 			if d.Wait == nil || d.Wait.Kind != workitems.WaitCI || !d.Wait.Deadline.Equal(testNow.Add(30*time.Minute)) || d.Next != nil {
 				t.Errorf("wait %+v", d.Wait)
 			}
@@ -318,7 +318,7 @@ func TestPolicyRules(t *testing.T) {
 			pushed(f, openPR())
 			f.CI = greenCI()
 			f.Review = &ReviewEvidence{Required: 1, Deadline: testNow.Add(72 * time.Hour), PR: 7}
-		}, RuleReviewPending, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
+		}, workitems.RuleReviewPending, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
 			if d.Wait == nil || d.Wait.Kind != workitems.WaitReview {
 				t.Errorf("wait %+v", d.Wait)
 			}
@@ -340,13 +340,13 @@ func TestPolicyRules(t *testing.T) {
 		{"no review by the deadline escalates", func(f *Facts) {
 			pushed(f, openPR())
 			f.Review = &ReviewEvidence{Required: 2, Approvals: []string{"ana"}, Deadline: testNow, PR: 7}
-		}, RuleReviewMissing, workitems.OutcomeEscalate, nil},
+		}, workitems.RuleReviewMissing, workitems.OutcomeEscalate, nil},
 		{"changes requested retry with the review's text and inline comments", func(f *Facts) {
 			pushed(f, openPR())
 			f.CI = greenCI()
 			f.Condition = workitems.Condition{Input: "Keep the API stable."}
 			f.Review = changesRequested(workitems.ChangesRetry, 0)
-		}, RuleChangesRequested, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
+		}, workitems.RuleChangesRequested, workitems.OutcomeRetry, func(t *testing.T, d workitems.Decision) {
 			in := d.Next.Input
 			for _, want := range []string{"Keep the API stable.", reviewInputMarker + " #7", "Review by bo:", "Please handle overflow.", "- calc.go:12: this overflows", "- calc_test.go:3: add a case"} {
 				if !strings.Contains(in, want) {
@@ -357,13 +357,13 @@ func TestPolicyRules(t *testing.T) {
 		{"changes requested escalate when the template says so", func(f *Facts) {
 			pushed(f, openPR())
 			f.Review = changesRequested(workitems.ChangesEscalate, 0)
-		}, RuleChangesRequestedEscal, workitems.OutcomeEscalate, nil},
+		}, workitems.RuleChangesRequestedEscalate, workitems.OutcomeEscalate, nil},
 		{"changes requested past max_rounds escalate", func(f *Facts) {
 			pushed(f, openPR())
 			f.Review = changesRequested(workitems.ChangesRetry, 3)
-		}, RuleReviewRoundsExhausted, workitems.OutcomeEscalate, nil},
+		}, workitems.RuleReviewRoundsExhausted, workitems.OutcomeEscalate, nil},
 	}
-	covered := map[string]bool{}
+	covered := map[workitems.RuleName]bool{}
 	for _, c := range cases {
 		covered[c.rule] = true
 		t.Run(c.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func TestRunnerFixtures(t *testing.T) {
 		file        string
 		exit        int // the tool's real exit status, or none
 		flavor      string
-		rule        string
+		rule        workitems.RuleName
 		ran, bad    int
 		skipped     int
 		conventions []string

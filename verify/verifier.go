@@ -197,7 +197,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	}
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt),
-		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule),
+		slog.String("outcome", string(d.Outcome)), slog.String("rule", string(d.Rule)),
 		slog.String("summary", vd.Summary))
 	return Result{Decision: d, Verdict: vd, Facts: f, Files: files}, nil
 }
@@ -243,7 +243,7 @@ func (v *Verifier) VerifyPushed(ctx context.Context, req Request, sha string) (R
 	d, vd := conclude(f)
 	v.logger.LogAttrs(ctx, slog.LevelInfo, "verify decision on the pushed commit",
 		slog.String("template", req.Template.Name), slog.Int("attempt", req.Attempt), slog.String("sha", sha),
-		slog.String("outcome", string(d.Outcome)), slog.String("rule", d.Rule))
+		slog.String("outcome", string(d.Outcome)), slog.String("rule", string(d.Rule)))
 	return Result{Decision: d, Verdict: vd, Facts: f}, nil
 }
 

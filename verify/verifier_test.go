@@ -53,7 +53,7 @@ func TestVerifyExitReasons(t *testing.T) {
 	cases := []struct {
 		reason  workitems.ExitReason
 		outcome workitems.Outcome
-		rule    string
+		rule    workitems.RuleName
 	}{
 		{workitems.ExitBudgetExhausted, workitems.OutcomeEscalate, "exit_budget_exhausted"},
 		{workitems.ExitNeedsInput, workitems.OutcomeEscalate, "exit_needs_input"},

@@ -252,7 +252,7 @@ func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workite
 	}
 	if ev.Reruns > w.InfraReruns {
 		// Checks that failed for infrastructure reasons were asked to run again: wait for them.
-		d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: verify.RuleCIPending, Actor: "verifier",
+		d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: workitems.RuleCIPending, Actor: workitems.ActorVerifierName,
 			Reasons: []string{fmt.Sprintf("re-running CI checks that failed for infrastructure reasons (%d of %d): %s", ev.Reruns, tmpl.Retry.InfraRetries, verify.InfraProblem(ev.CI))},
 			Wait:    &workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: w.Deadline, InfraReruns: ev.Reruns}}
 		d.Summary = d.Reasons[0]

@@ -171,11 +171,11 @@ func (p *Poller) poll(ctx context.Context, id string) {
 const pollTimeout = 20 * time.Second
 
 // waitRule is the rule that keeps an item in its kind of wait.
-func waitRule(w *workitems.Wait) string {
+func waitRule(w *workitems.Wait) workitems.RuleName {
 	if w.Kind == workitems.WaitReview {
-		return "review_pending"
+		return workitems.RuleReviewPending
 	}
-	return "ci_pending"
+	return workitems.RuleCIPending
 }
 
 func (p *Poller) wake(ctx context.Context, it *workitems.Item, by workitems.WakeReason, result string, log *slog.Logger) {

@@ -63,13 +63,13 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 	}
 	defer func() { _ = h.o.Store.ReleaseLease(context.WithoutCancel(ctx), fence) }()
 	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: it.Attempt,
-		Precondition: &Precondition{Rule: string(reason), Summary: summary}})
+		Precondition: &Precondition{Rule: reason.Rule(), Summary: summary}})
 	if _, err := h.o.Store.EscalateConfigChange(ctx, fence, reason, d); err != nil {
 		return nil, true, err
 	}
 	log.Warn("item escalated: its template does not fit the config in force", "template", it.Template,
 		"reason", reason, "summary", summary)
-	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, workitems.OutcomeEscalate, string(reason), it.ID)
+	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, workitems.OutcomeEscalate, reason.Rule(), it.ID)
 	return nil, true, nil
 }
 

@@ -69,7 +69,7 @@ type Observer interface {
 	// ClearRunningCost that it stopped running here.
 	SetRunningCost(template, loop, itemID string, usd float64)
 	ClearRunningCost(itemID string)
-	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule string, itemID string)
+	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule workitems.RuleName, itemID string)
 	Delivery(template string, outcome workitems.DeliveryOutcome, itemID string)
 	CheckpointWrite(d time.Duration)
 	// NetworkRefused counts a connection the sandbox's registries proxy refused to a command.
@@ -547,7 +547,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 		return fmt.Errorf("worker: verify %s attempt %d: %w", it.ID, a.N, err)
 	}
 	if d.Actor == "" {
-		d.Actor = "verifier"
+		d.Actor = workitems.ActorVerifierName
 	}
 	var del *workitems.Delivery
 	var patch []byte
@@ -608,11 +608,12 @@ type nopObserver struct{}
 func (nopObserver) AttemptStarted(string, string) {}
 func (nopObserver) AttemptFinished(string, string, workitems.ExitReason, time.Duration, int64, string) {
 }
-func (nopObserver) AddSpend(string, string, workitems.Spend, string)                        {}
-func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string)           {}
-func (nopObserver) SetRunningCost(string, string, string, float64)                          {}
-func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)                      {}
-func (nopObserver) ClearRunningCost(string)                                                 {}
-func (nopObserver) NetworkRefused(string, string)                                           {}
-func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {}
-func (nopObserver) CheckpointWrite(time.Duration)                                           {}
+func (nopObserver) AddSpend(string, string, workitems.Spend, string)              {}
+func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string) {}
+func (nopObserver) SetRunningCost(string, string, string, float64)                {}
+func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)            {}
+func (nopObserver) ClearRunningCost(string)                                       {}
+func (nopObserver) NetworkRefused(string, string)                                 {}
+func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, workitems.RuleName, string) {
+}
+func (nopObserver) CheckpointWrite(time.Duration) {}

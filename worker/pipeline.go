@@ -38,9 +38,9 @@ type AfterPushInput struct {
 }
 
 // Precondition is a problem found before any evidence could be read; Rule names its row of the
-// policy (workspace_lost, template_removed, template_incompatible).
+// policy (workitems.RuleWorkspaceLost, RuleTemplateRemoved, RuleTemplateIncompatible).
 type Precondition struct {
-	Rule    string
+	Rule    workitems.RuleName
 	Summary string
 }
 
@@ -89,7 +89,7 @@ func (h *Handler) afterPush(ctx context.Context, tmpl *workitems.Template, it *w
 	}
 	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: tmpl, Item: it, Attempt: n, Local: local, Delivery: del})
 	if d.Actor == "" {
-		d.Actor = "verifier"
+		d.Actor = workitems.ActorVerifierName
 	}
 	return d
 }
@@ -170,7 +170,7 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	var res JudgeResult
 	if !ok {
 		res.Decision = h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: n,
-			Precondition: &Precondition{Rule: string(workitems.ConfigTemplateRemoved),
+			Precondition: &Precondition{Rule: workitems.ConfigTemplateRemoved.Rule(),
 				Summary: fmt.Sprintf("template %q is no longer configured (config %s); the item was waiting for %s", it.Template, h.config().Version(), it.Wait)}})
 		tmpl = &workitems.Template{Name: it.Template}
 	} else if res, err = h.o.Evidence.Judge(ctx, JudgeInput{Template: tmpl, Item: it}); err != nil {
@@ -178,11 +178,11 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	}
 	d, del := res.Decision, res.Delivery
 	if d.Actor == "" {
-		d.Actor = "verifier"
+		d.Actor = workitems.ActorVerifierName
 	}
 	if del != nil && len(del.Checks) > 0 {
 		events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Message: fmt.Sprintf("CI on %s: %s (%s)", shorten.SHA(del.PushedSHA), d.Outcome, d.Rule),
-			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": d.Rule}})
+			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": string(d.Rule)}})
 	}
 	d, del, err = h.act(ctx, tmpl, it, n, d, del, events, func(refused string) (workitems.Decision, error) {
 		r, err := h.o.Evidence.Judge(ctx, JudgeInput{Template: tmpl, Item: it, MergeRefused: refused})

@@ -44,10 +44,6 @@ func (e *RestoreError) Error() string {
 }
 func (e *RestoreError) Unwrap() error { return e.Err }
 
-// RuleWorkspaceLost is the rule of the retry recorded when a resume in verifying cannot restore
-// the tree the loop exited with: verifying any other tree would be verifying something else.
-const RuleWorkspaceLost = "workspace_lost"
-
 // workspace gets the attempt's workspace ready for the loop and attaches the checkpointer's
 // snapshots to it. A new attempt gets a new workspace (the mirror is fetched). A resumed one gets
 // exactly the tree of its last checkpoint: the local workspace when its tree matches, else the
@@ -216,9 +212,9 @@ func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tm
 func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *workitems.Fence, re *RestoreError, log *slog.Logger) error {
 	a := it.Current()
 	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: h.templateOrName(it), Item: it, Attempt: a.N, Precondition: &Precondition{
-		Rule:    RuleWorkspaceLost,
+		Rule:    workitems.RuleWorkspaceLost,
 		Summary: fmt.Sprintf("the finished attempt's workspace cannot be restored on this host, so it cannot be verified; run it again (%s: %v)", re.Problem, re.Err)}})
-	d.Actor = "worker"
+	d.Actor = workitems.ActorWorkerName
 	it, err := h.o.Store.RecordDecision(ctx, fence, d, nil)
 	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
 		log.Warn("decision not recorded", "err", err)
@@ -229,7 +225,7 @@ func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *
 	}
 	last := it.Decisions[len(it.Decisions)-1]
 	// The worker's own decision is counted with the verifier's: both are the system's, not a person's.
-	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
+	h.o.Observer.Decision(it.Template, last.Kind(), last.Outcome, last.Rule, it.ID)
 	log.Warn("workspace lost before verifying", "reason", re.Problem, "err", re.Err, "outcome", last.Outcome, "state", it.State)
 	if it.State == workitems.StateRetryWait && h.o.Enqueuer != nil {
 		if err := h.o.Enqueuer.EnqueueAttempt(ctx, it); err != nil {

@@ -27,7 +27,7 @@ func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason Confi
 				&TransitionError{From: it.State, To: StateEscalated})
 		}
 		at := s.Now().UTC()
-		d.Actor, d.At, d.Summary = "worker", at, summary
+		d.Actor, d.At, d.Summary = ActorWorkerName, at, summary
 		if a := it.Current(); a != nil {
 			a.State = AttemptDone
 			a.EndedAt = at
@@ -36,7 +36,7 @@ func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason Confi
 		it.Decisions = append(it.Decisions, d)
 		it.Escalation = &Escalation{Reason: string(reason), Summary: summary, At: at,
 			Actions: []EscalationAction{SuggestCancel, SuggestRetry, SuggestClose}}
-		return []Event{{Type: EventEscalated, Attempt: it.Attempt, Actor: "worker", Message: summary,
+		return []Event{{Type: EventEscalated, Attempt: it.Attempt, Actor: ActorWorkerName, Message: summary,
 			Data: map[string]string{"reason": string(reason)}}}, it.SetState(StateEscalated)
 	})
 }

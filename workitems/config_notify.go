@@ -161,18 +161,10 @@ func validateNotifyEvents(field string, evs []NotifyEvent) error {
 	for i, e := range evs {
 		if !slices.Contains(AllNotifyEvents(), e) {
 			return &ConfigError{Field: fmt.Sprintf("%s[%d]", field, i),
-				Err: fmt.Errorf("unknown event %q (one of %s)", e, joinEvents(AllNotifyEvents()))}
+				Err: fmt.Errorf("unknown event %q (one of %s)", e, JoinKinds(AllNotifyEvents()))}
 		}
 	}
 	return nil
-}
-
-func joinEvents(evs []NotifyEvent) string {
-	s := make([]string, len(evs))
-	for i, e := range evs {
-		s[i] = string(e)
-	}
-	return strings.Join(s, ", ")
 }
 
 // ValidateSinkURL checks a sink's URL: absolute http or https with a host. The error never

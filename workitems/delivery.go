@@ -67,22 +67,6 @@ func AllCheckStates() []CheckState {
 		CheckNeutral, CheckActionRequired, CheckStale, CheckUnknown}
 }
 
-// The decision rules of the delivery flow (verify's policy table lists RuleNoChange; the others
-// are made after the verifier's close).
-const (
-	// RuleNoChange closes an item whose passing attempt changed nothing: nothing is committed.
-	RuleNoChange = "no_change"
-	// RuleAlreadyDelivered closes an item whose result equals the template's last delivered one.
-	RuleAlreadyDelivered = "already_delivered"
-	// RuleDeclined closes an item whose result equals a pull request a person closed unmerged.
-	RuleDeclined = "declined"
-	// RuleDeliveryFailed escalates an item whose change could not be delivered.
-	RuleDeliveryFailed = "delivery_failed"
-	// RuleBaseMoved retries an item whose change conflicts with where the base branch moved
-	// since the attempt started: the next attempt starts from the new base.
-	RuleBaseMoved = "base_moved"
-)
-
 // LabelNeedsHuman is the label an escalated item's pull request gets.
 const LabelNeedsHuman = "outerloop:needs-human"
 

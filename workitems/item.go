@@ -245,7 +245,7 @@ type EvidenceRef struct {
 // Decision is what happened after an attempt, with its reasons.
 type Decision struct {
 	Outcome   Outcome       `json:"outcome"`
-	Rule      string        `json:"rule"` // the policy rule that fired
+	Rule      RuleName      `json:"rule"` // the policy rule that fired (AllRuleNames)
 	Reasons   []string      `json:"reasons,omitempty"`
 	Evidence  []EvidenceRef `json:"evidence,omitempty"`
 	Signature string        `json:"signature,omitempty"` // failure signature, for repeat detection
@@ -256,7 +256,7 @@ type Decision struct {
 	// would allow it; Output is the failing command's last lines (redacted).
 	Cause  string    `json:"cause,omitempty"`
 	Output string    `json:"output,omitempty"`
-	Actor  string    `json:"actor"` // "verifier" or who resolved
+	Actor  string    `json:"actor"` // ActorVerifierName or ActorWorkerName (Kind says which kind)
 	At     time.Time `json:"at"`
 }
 

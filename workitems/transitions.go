@@ -156,16 +156,16 @@ func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event,
 	if d.Outcome == OutcomeRetry {
 		switch {
 		case d.Next == nil || len(d.Next.Changes(a.Condition)) == 0:
-			d = escalateInstead(d, "unchanged_retry", "a retry must change its condition; the next attempt would run exactly as the last")
+			d = escalateInstead(d, RuleUnchangedRetry, "a retry must change its condition; the next attempt would run exactly as the last")
 		case it.Attempt >= maxAttempts(it):
-			d = escalateInstead(d, "max_attempts", fmt.Sprintf("%d of %d attempts used", it.Attempt, maxAttempts(it)))
+			d = escalateInstead(d, RuleMaxAttempts, fmt.Sprintf("%d of %d attempts used", it.Attempt, maxAttempts(it)))
 		}
 	}
 	a.Decision = &d
 	a.State = AttemptDone
 	it.Decisions = append(it.Decisions, d)
 	evs := []Event{{Type: EventDecision, Attempt: a.N, Actor: d.Actor, Message: d.Summary,
-		Data: map[string]string{"outcome": string(d.Outcome), "rule": d.Rule, "reasons": strings.Join(d.Reasons, "; ")}}}
+		Data: map[string]string{"outcome": string(d.Outcome), "rule": string(d.Rule), "reasons": strings.Join(d.Reasons, "; ")}}}
 	switch d.Outcome {
 	case OutcomeClose:
 		return evs, take(op, it, StateClosed)
@@ -177,10 +177,10 @@ func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event,
 			Data: map[string]string{"kind": "retry_planned", "changed": strings.Join(next.Changed, ",")}})
 		return evs, take(op, it, StateRetryWait)
 	case OutcomeEscalate:
-		it.Escalation = &Escalation{Reason: d.Rule, Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
+		it.Escalation = &Escalation{Reason: string(d.Rule), Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
 			Cause: d.Cause, Output: d.Output, At: d.At, Actions: AllEscalationActions()}
 		evs = append(evs, Event{Type: EventEscalated, Attempt: a.N, Message: it.Escalation.Summary,
-			Data: map[string]string{"reason": d.Rule}})
+			Data: map[string]string{"reason": string(d.Rule)}})
 		return evs, take(op, it, StateEscalated)
 	}
 	return nil, fmt.Errorf("workitems: item %s: decision outcome %q is not close, retry, escalate or wait", it.ID, d.Outcome)
@@ -193,14 +193,10 @@ func maxAttempts(it *Item) int {
 	return 1
 }
 
-func escalateInstead(d Decision, rule, reason string) Decision {
+func escalateInstead(d Decision, rule RuleName, reason string) Decision {
 	d.Outcome = OutcomeEscalate
 	d.Reasons = append(d.Reasons, reason)
-	if d.Rule != "" {
-		d.Rule = rule + " (after " + d.Rule + ")"
-	} else {
-		d.Rule = rule
-	}
+	d.Rule = rule.after(d.Rule)
 	d.Next = nil
 	return d
 }

@@ -64,8 +64,8 @@ type Wait struct {
 	// Reason is the policy's words for why it waits.
 	Reason string `json:"reason,omitempty"`
 	// Local is the local evidence's close (its rule and summary) that let the change be pushed.
-	LocalRule    string `json:"local_rule,omitempty"`
-	LocalSummary string `json:"local_summary,omitempty"`
+	LocalRule    RuleName `json:"local_rule,omitempty"`
+	LocalSummary string   `json:"local_summary,omitempty"`
 	// InfraReruns counts the re-runs of CI checks that failed for infrastructure reasons.
 	InfraReruns int `json:"infra_reruns,omitempty"`
 }
@@ -96,8 +96,8 @@ type WaitPlan struct {
 	Repo  string `json:"repo,omitempty"`
 	// LocalRule and LocalSummary are the local evidence's close that got the change pushed (the
 	// first wait of an attempt; later waits keep them).
-	LocalRule    string `json:"local_rule,omitempty"`
-	LocalSummary string `json:"local_summary,omitempty"`
+	LocalRule    RuleName `json:"local_rule,omitempty"`
+	LocalSummary string   `json:"local_summary,omitempty"`
 	// InfraReruns is how many times CI checks were re-run for infrastructure failures so far.
 	InfraReruns int `json:"infra_reruns,omitempty"`
 }

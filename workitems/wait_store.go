@@ -58,7 +58,7 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 	it.Decisions = append(it.Decisions, d)
 	evs := []Event{
 		{Type: EventDecision, Attempt: a.N, Actor: d.Actor, Message: d.Summary,
-			Data: map[string]string{"outcome": string(d.Outcome), "rule": d.Rule, "reasons": joinReasons(d.Reasons)}},
+			Data: map[string]string{"outcome": string(d.Outcome), "rule": string(d.Rule), "reasons": joinReasons(d.Reasons)}},
 		{Type: EventWaiting, Attempt: a.N, Message: "waiting for " + w.String(),
 			Data: map[string]string{"kind": string(w.Kind), "sha": w.SHA, "pr": strconv.Itoa(w.PR),
 				"deadline": w.Deadline.Format(time.RFC3339), "seq": strconv.FormatInt(w.Seq, 10)}},

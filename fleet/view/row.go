@@ -1,9 +1,6 @@
 package view
 
-import (
-	"outerloop/verify"
-	"outerloop/workitems"
-)
+import "outerloop/workitems"
 
 // The review states of a row (empty: no review is asked for or known).
 const (
@@ -22,7 +19,7 @@ func fill(row *Row, it *workitems.Item) {
 	if n := len(it.Decisions); n > 0 {
 		d = &it.Decisions[n-1]
 		if d.Rule != "" {
-			row.Outcome += " (" + d.Rule + ")"
+			row.Outcome += " (" + string(d.Rule) + ")"
 		}
 	}
 	if it.Delivery != nil {
@@ -82,11 +79,11 @@ func reviewState(it *workitems.Item, d *workitems.Decision) string {
 		return ""
 	}
 	switch d.Rule {
-	case verify.RuleReviewPending:
+	case workitems.RuleReviewPending:
 		return ReviewPending
-	case verify.RuleChangesRequested, verify.RuleChangesRequestedEscal, verify.RuleReviewRoundsExhausted:
+	case workitems.RuleChangesRequested, workitems.RuleChangesRequestedEscalate, workitems.RuleReviewRoundsExhausted:
 		return ReviewChangesRequested
-	case verify.RuleReviewMissing:
+	case workitems.RuleReviewMissing:
 		return ReviewMissing
 	}
 	if d.Outcome == workitems.OutcomeClose && waitedForReview(it) {

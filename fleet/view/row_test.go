@@ -3,7 +3,6 @@ package view
 import (
 	"testing"
 
-	"outerloop/verify"
 	"outerloop/workitems"
 )
 
@@ -28,9 +27,9 @@ func TestRowCIAndReview(t *testing.T) {
 		{"waiting for CI", workitems.Item{Wait: &workitems.Wait{Kind: workitems.WaitCI}}, "pending", ""},
 		{"waiting for a review", workitems.Item{Wait: &workitems.Wait{Kind: workitems.WaitReview},
 			Delivery: &workitems.Delivery{Checks: checks(workitems.CheckSuccess)}}, "success 1/1", ReviewWaiting},
-		{"changes requested", workitems.Item{Decisions: []workitems.Decision{{Outcome: workitems.OutcomeRetry, Rule: verify.RuleChangesRequested}}}, "-", ReviewChangesRequested},
+		{"changes requested", workitems.Item{Decisions: []workitems.Decision{{Outcome: workitems.OutcomeRetry, Rule: workitems.RuleChangesRequested}}}, "-", ReviewChangesRequested},
 		{"approved", workitems.Item{Decisions: []workitems.Decision{
-			{Outcome: workitems.OutcomeWait, Rule: verify.RuleReviewPending, Wait: &workitems.WaitPlan{Kind: workitems.WaitReview}},
+			{Outcome: workitems.OutcomeWait, Rule: workitems.RuleReviewPending, Wait: &workitems.WaitPlan{Kind: workitems.WaitReview}},
 			{Outcome: workitems.OutcomeClose, Rule: "checks_passed"}}}, "-", ReviewApproved},
 	} {
 		var r Row

@@ -350,7 +350,7 @@ func TestAResumeInVerifyingOnAnotherHostVerifiesTheExitTree(t *testing.T) {
 				return
 			}
 			// Verifying another tree would verify something else: a retry with a changed condition.
-			if got.State != workitems.StateRetryWait || got.Decisions[0].Rule != worker.RuleWorkspaceLost || got.Attempt != 2 {
+			if got.State != workitems.StateRetryWait || got.Decisions[0].Rule != workitems.RuleWorkspaceLost || got.Attempt != 2 {
 				t.Fatalf("lost workspace: %s attempt %d %+v", got.State, got.Attempt, got.Decisions)
 			}
 			if _, err := s.Store.MarkQueued(context.Background(), it.ID, 2); err != nil {

@@ -316,7 +316,7 @@ func TestForgeDelivery(t *testing.T) {
 			t.Fatal(err)
 		}
 		it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed)
-		if it.State != workitems.StateEscalated || len(it.Attempts) != 1 || it.Escalation.Reason != workitems.RuleDeliveryFailed ||
+		if it.State != workitems.StateEscalated || len(it.Attempts) != 1 || it.Escalation.Reason != string(workitems.RuleDeliveryFailed) ||
 			!strings.Contains(it.Escalation.Summary, "forge delivery not configured") {
 			t.Fatalf("want escalated at once with the cause: %s %+v", it.State, it.Escalation)
 		}

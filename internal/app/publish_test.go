@@ -554,7 +554,7 @@ func TestForgeDeliveryBadInputEscalatesAtOnce(t *testing.T) {
 			}
 			it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
 			d := it.Delivery
-			if it.State != workitems.StateEscalated || len(it.Attempts) != 1 || it.Escalation.Reason != workitems.RuleDeliveryFailed ||
+			if it.State != workitems.StateEscalated || len(it.Attempts) != 1 || it.Escalation.Reason != string(workitems.RuleDeliveryFailed) ||
 				d.Outcome != workitems.DeliveryFailed || d.ErrorClass != tc.class || !strings.Contains(d.Error, tc.cause) {
 				t.Fatalf("want escalated at once (%s, %q): %s %+v %+v", tc.class, tc.cause, it.State, it.Escalation, d)
 			}

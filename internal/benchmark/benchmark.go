@@ -106,7 +106,7 @@ templates:
 type closeVerifier struct{}
 
 func (closeVerifier) Verify(context.Context, worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	return workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "bench", Actor: "bench"}, &workitems.Verdict{}, nil
+	return workitems.Decision{Outcome: workitems.OutcomeClose, Rule: workitems.RuleChecksPassed, Actor: workitems.ActorVerifierName}, &workitems.Verdict{}, nil
 }
 func (closeVerifier) Check(context.Context, *workitems.Template, string) (worker.DoneCheckResult, error) {
 	return worker.DoneCheckResult{Passed: true}, nil
@@ -176,7 +176,7 @@ func (countClose) AddModelSpend(string, string, string, workitems.Spend, string)
 func (countClose) SetRunningCost(string, string, string, float64)                {}
 func (countClose) Delivery(string, workitems.DeliveryOutcome, string)            {}
 func (countClose) ClearRunningCost(string)                                       {}
-func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, string, string) {
+func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, workitems.RuleName, string) {
 	if c.n.Add(1) == c.target {
 		c.ch <- struct{}{}
 	}

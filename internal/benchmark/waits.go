@@ -88,7 +88,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	}
 	f.GoroutinesIdle, f.HeapIdle = settle()
 	fmt.Fprintf(progress, "parking %d items in waiting next to an idle worker\n", n)
-	local := workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "all_green", Reasons: []string{"green"}}
+	local := workitems.Decision{Outcome: workitems.OutcomeClose, Rule: workitems.RuleAllGreen, Reasons: []string{"green"}}
 	for i := range n {
 		id := fmt.Sprintf("waits-bench@%06d", i)
 		it := &workitems.Item{ID: id, Template: tmpl.Name, Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "bench"},
