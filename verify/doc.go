@@ -4,8 +4,9 @@
 // Evidence comes from:
 //   - test reports: go test -json (ParseGoJSON), JUnit XML (ParseJUnit), TAP 13/14 (ParseTAP),
 //     read by streaming parsers with bounded memory, and jest/vitest JSON (ParseJestJSON, one
-//     document, bounded at 64 MiB); ParseReport detects the format from the content, never from
-//     the file name. Each parser detects the tool (Report.Flavor) and counts by its convention
+//     document, bounded at 64 MiB), each a Format in a Formats registry (BuiltinFormats; a
+//     process adds its own with With and WithFormats, docs/extending.md); auto detection asks
+//     the registered formats in order, from the content, never from the file name. Each parser detects the tool (Report.Flavor) and counts by its convention
 //     (Conventions, listed in POLICY.md);
 //   - the exit codes of the template's done-check commands (sh -c in the workspace, own process
 //     group, killed with their children on timeout);

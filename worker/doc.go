@@ -29,8 +29,8 @@
 // workitems.LoopRegistry that config validation, the scheduler's steer and the handler's
 // charge ask, so a new kind's settings are checked by the loop itself, LoopSettingsValidator,
 // and its traits come with it, LoopTraitsDeclarer; Example_loopKind), a model provider
-// (worker/model.Provider; agentloop's Example_providerFactory) and an evidence parser
-// (verify.NewReport); each has a runnable example.
+// (worker/model.Provider; agentloop's Example_providerFactory) and an evidence format
+// (verify.Format; Example_evidenceFormat); each has a runnable example (docs/extending.md).
 //
 // Workspaces (workspace.go, mirror.go, snapshot.go, resume.go, sweeper.go): each worker host
 // keeps one bare mirror per repository under <workdir>/mirrors, fetched before each new attempt,
