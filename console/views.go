@@ -245,6 +245,8 @@ func actionLabel(a workitems.EscalationAction) string {
 		return "retry with input"
 	case workitems.SuggestRaiseBudget:
 		return "raise a budget"
+	case workitems.SuggestCancel:
+		return "cancel the item"
 	}
 	return string(a)
 }

@@ -3,6 +3,7 @@ package workitems
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"sort"
@@ -218,12 +219,7 @@ func (k *SinkKindSet) Add(kind NotifySinkKind, v SinkValidator) *SinkKindSet {
 
 // SinkKinds lists the kinds of k, sorted.
 func (k *SinkKindSet) SinkKinds() []NotifySinkKind {
-	out := make([]NotifySinkKind, 0, len(k.v))
-	for kind := range k.v {
-		out = append(out, kind)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(k.v))
 }
 
 // ValidateSink checks s with its kind's validator.

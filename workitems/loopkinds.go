@@ -3,6 +3,7 @@ package workitems
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -89,12 +90,7 @@ func (s *LoopKindSet) Add(kind LoopKind, traits LoopTraits, v LoopValidator) *Lo
 
 // LoopKinds lists the kinds of s, sorted.
 func (s *LoopKindSet) LoopKinds() []LoopKind {
-	out := make([]LoopKind, 0, len(s.kinds))
-	for k := range s.kinds {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(s.kinds))
 }
 
 // LoopTraits returns kind's traits; false when s lacks kind.
