@@ -442,9 +442,9 @@ func resolveCmd(g *globals) *cobra.Command {
 			})(cmd, args)
 		},
 	}
-	c.Flags().BoolVar(&doClose, "close", false, "close the item as done")
-	c.Flags().BoolVar(&doRetry, "retry", false, "run another attempt")
-	c.Flags().BoolVar(&doCancel, "cancel", false, "cancel the item")
+	c.Flags().BoolVar(&doClose, string(workitems.ResolveClose), false, "close the item as done")
+	c.Flags().BoolVar(&doRetry, string(workitems.ResolveRetry), false, "run another attempt")
+	c.Flags().BoolVar(&doCancel, string(workitems.ResolveCancel), false, "cancel the item")
 	c.Flags().StringVar(&input, "input", "", "with --retry: your answer or hint for the next attempt")
 	c.Flags().StringArrayVar(&budgets, "budget", nil, "with --retry: raise a cap, KIND=VALUE in the config's units (cost_usd=2.5, wall_time=1h, item.cost_usd=30)")
 	c.Flags().StringVar(&actor, "actor", "", "who resolves (default $USER)")
@@ -455,10 +455,10 @@ func resolveCmd(g *globals) *cobra.Command {
 func resolveRequest(doClose, doRetry, doCancel bool, input string, budgets []string) (api.ResolveRequest, error) {
 	n := 0
 	req := api.ResolveRequest{Input: input}
-	for flag, set := range map[string]bool{"close": doClose, "retry": doRetry, "cancel": doCancel} {
+	for action, set := range map[workitems.ResolutionAction]bool{workitems.ResolveClose: doClose, workitems.ResolveRetry: doRetry, workitems.ResolveCancel: doCancel} {
 		if set {
 			n++
-			req.Action = flag
+			req.Action = string(action)
 		}
 	}
 	if n != 1 {
