@@ -444,7 +444,9 @@ func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []
 	}
 	req.Header.Set("Authorization", "token "+s.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	// Generous: on a loaded machine (the full suite on 2 cores) a repository's creation has
+	// taken over 30 s; a fixture call that times out fails a test that is not about it.
+	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -452,6 +454,9 @@ func (s *Server) Do(ctx context.Context, method, path string, body any) (int, []
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
 }
+
+// apiTimeout bounds one API call of the fixture.
+const apiTimeout = 2 * time.Minute
 
 // Repo is a repository on the server.
 type Repo struct {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 )
 
 // User is a second account on the server, for what Gitea does not let one account do alone (a
@@ -113,7 +112,9 @@ func doAs(ctx context.Context, base string, auth func(*http.Request), method, pa
 	}
 	auth(req)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	// Generous: on a loaded machine (the full suite on 2 cores) a repository's creation has
+	// taken over 30 s; a fixture call that times out fails a test that is not about it.
+	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
