@@ -63,6 +63,8 @@ type Publication struct {
 	Item      *workitems.Item
 	Attempt   int
 	Workspace string
+	// GitDir holds the commit (Request.GitDir); "": the workspace's own .git.
+	GitDir string
 	// Delivery has mode, base, commit, tree and files filled in.
 	Delivery workitems.Delivery
 	// Decision is the verifier's close of the local evidence.
@@ -147,11 +149,16 @@ type Request struct {
 	Template  *workitems.Template
 	Item      *workitems.Item // before the decision is recorded
 	Attempt   int
-	Workspace string // the attempt's workspace, a git repository
-	Base      string // the commit the attempt started from
-	Decision  workitems.Decision
-	Verdict   *workitems.Verdict
-	Events    EventSink
+	Workspace string // the attempt's workspace: the work tree
+	// GitDir is the work tree's git directory when the worker keeps it apart
+	// (proc.WorkspaceGitDir): the commit, the patch and the push use it, and never read the
+	// work tree's .git, whose config, attributes and hooks the item's commands could write.
+	// "": the work tree's own .git (a repository nothing untrusted ran in).
+	GitDir   string
+	Base     string // the commit the attempt started from
+	Decision workitems.Decision
+	Verdict  *workitems.Verdict
+	Events   EventSink
 	// NetworkRefused lists the connections the sandbox refused to the attempt's commands
 	// ("host:port (reason)"); the pull request's body names them.
 	NetworkRefused []string
@@ -197,7 +204,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return d.fail(ctx, r, res, workitems.ClassInvalidInput, fmt.Errorf("delivery: deliver.author: %w", err))
 	}
-	g := git{dir: r.Workspace, env: []string{
+	g := git{dir: r.Workspace, gitDir: r.GitDir, env: []string{
 		"GIT_AUTHOR_NAME=" + author.Name, "GIT_AUTHOR_EMAIL=" + author.Email,
 		"GIT_COMMITTER_NAME=" + author.Name, "GIT_COMMITTER_EMAIL=" + author.Email}}
 	c, err := commitChange(ctx, g, r.Base, commitMessage(r), r.Item.ID, r.Attempt, reportExcludes(r.Template.DoneCheck.Reports))
@@ -239,7 +246,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 		return res, nil
 	}
 	d.emit(ctx, r, workitems.StepPublish, "handing the commit to the forge ("+string(mode)+")", map[string]string{"mode": string(mode)})
-	pub, err := d.o.Publisher.Publish(ctx, Publication{Template: r.Template, Item: r.Item, Attempt: r.Attempt, Workspace: r.Workspace,
+	pub, err := d.o.Publisher.Publish(ctx, Publication{Template: r.Template, Item: r.Item, Attempt: r.Attempt, Workspace: r.Workspace, GitDir: r.GitDir,
 		Delivery: *del, Decision: r.Decision, Events: r.Events, NetworkRefused: r.NetworkRefused})
 	if err != nil {
 		return d.failOrRetry(ctx, r, res, err)

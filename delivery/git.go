@@ -20,8 +20,9 @@ import (
 // git runs git in one workspace through proc.Git (no hooks, no signing, no pager, no prompt),
 // with none of the caller's GIT_* variables and no system config.
 type git struct {
-	dir string
-	env []string // extra environment (author identity)
+	dir    string
+	gitDir string   // the worker's own git directory of dir ("": dir's .git)
+	env    []string // extra environment (author identity)
 }
 
 func (g git) runner() proc.Git {
@@ -31,7 +32,7 @@ func (g git) runner() proc.Git {
 			env = append(env, kv)
 		}
 	}
-	return proc.Git{Dir: g.dir, Env: append(env, g.env...)}
+	return proc.Git{Dir: g.dir, GitDir: g.gitDir, Env: append(env, g.env...)}
 }
 
 // cmd is the git command, not started, for the callers that stream (their failures go

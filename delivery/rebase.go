@@ -52,6 +52,7 @@ type RebaseCheck struct {
 	// one's): always updated.
 	OwnPR     bool
 	Workspace string // a git repository holding Base and Commit
+	GitDir    string // its git directory when kept apart (Request.GitDir)
 	Base      string // the base branch's tip; Commit is one commit on it
 	Commit    string
 	PRHead    string // the open pull request's head commit
@@ -84,7 +85,7 @@ func CheckRebase(ctx context.Context, c RebaseCheck) (Rebase, error) {
 	if c.Workspace == "" || c.Base == "" || c.Commit == "" || c.PRHead == "" {
 		return Rebase{}, workitems.Classify(workitems.ClassInvariantViolation, errors.New("delivery: rebase check without workspace, base, commit or pull request head"))
 	}
-	g := git{dir: c.Workspace}
+	g := git{dir: c.Workspace, gitDir: c.GitDir}
 	if err := havePRHead(ctx, g, c); err != nil {
 		return Rebase{}, err
 	}

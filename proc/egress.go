@@ -163,9 +163,18 @@ func (r *Runner) egressArgs(s Spec, a, argv, env []string) ([]string, []string, 
 	e := s.egress
 	a = append(a, "--bind", e.dir, sandboxEgressDir, "--ro-bind-fd", strconv.Itoa(3+e.nextra), sandboxBridge)
 	if d := s.Policy.Downloads; d != "" {
+		ws := s.Policy.Workspace
+		if ws == "" {
+			ws = s.Dir
+		}
+		var err error
+		if d, err = ownDir(ws, d); err != nil {
+			return nil, nil, nil, fmt.Errorf("proc: downloads directory: %w", err)
+		}
+		// The command writes inside it: its subdirectories are made through an os.Root.
 		for _, sub := range []string{"gomod", "npm"} {
-			if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
-				return nil, nil, nil, fmt.Errorf("proc: downloads directory %s: %w", d, err)
+			if _, err := underRoot(d, sub); err != nil {
+				return nil, nil, nil, fmt.Errorf("proc: downloads directory: %w", err)
 			}
 		}
 		a = append(a, "--bind", d, d)
@@ -209,15 +218,6 @@ func (r *Runner) moduleCache() string {
 		return ""
 	}
 	return dl
-}
-
-// workspacePrivate is a directory for ws's own use that is never part of its diff: inside its
-// .git, or beside it when ws has none.
-func workspacePrivate(ws, name string) string {
-	if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {
-		return filepath.Join(ws, ".git", "outerloop", name)
-	}
-	return filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+"."+name)
 }
 
 // proxyEnv names the variables the bridge sets. Not ALL_PROXY: some tools read it as SOCKS.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"outerloop/internal/shorten"
@@ -41,7 +42,12 @@ func gitEnv() []string { return []string{"GIT_TERMINAL_PROMPT=0"} }
 // own Redact, which knows the credential it put in Env). A credential goes in Env (an
 // http.extraHeader through GIT_CONFIG_COUNT/KEY/VALUE), never in args or a URL.
 type Git struct {
-	Dir    string              // the repository (git -C Dir); "": the worker's directory
+	Dir string // the repository, or with GitDir its work tree (git -C Dir); "": the worker's directory
+	// GitDir is the repository's git directory when it is kept apart from the work tree (a
+	// workspace's: WorkspaceGitDir). Git then runs with --git-dir and --work-tree and never
+	// looks for a .git in Dir, so nothing written in the work tree — its .git included, whose
+	// config, attributes drivers, hooks and alternates an item controls — configures it.
+	GitDir string
 	Env    []string            // the environment to start from; nil: the worker's own (os.Environ())
 	Config []string            // more key=value settings, after gitConfig
 	Redact func(string) string // scrubs the caller's credential from git's output; nil: none
@@ -50,7 +56,7 @@ type Git struct {
 // Command returns the git command, not started, for callers that stream its output. Its
 // failures are the caller's to redact (Git.Err).
 func (g Git) Command(ctx context.Context, args ...string) *exec.Cmd {
-	full := make([]string, 0, 2*(len(gitConfig())+len(g.Config))+2+len(args))
+	full := make([]string, 0, 2*(len(gitConfig())+len(g.Config))+4+len(args))
 	for _, kv := range gitConfig() {
 		full = append(full, "-c", kv)
 	}
@@ -59,6 +65,15 @@ func (g Git) Command(ctx context.Context, args ...string) *exec.Cmd {
 	}
 	if g.Dir != "" {
 		full = append(full, "-C", g.Dir)
+	}
+	if g.GitDir != "" {
+		// Absolute: -C moves git before it reads them.
+		gd, _ := filepath.Abs(g.GitDir)
+		full = append(full, "--git-dir="+gd)
+		if g.Dir != "" {
+			wt, _ := filepath.Abs(g.Dir)
+			full = append(full, "--work-tree="+wt)
+		}
 	}
 	full = append(full, args...)
 	c := exec.CommandContext(ctx, "git", full...)

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"os"
 	"path/filepath"
 
 	"outerloop/workitems"
@@ -15,17 +14,26 @@ const (
 	DefaultAgentNetwork = NetworkHost
 )
 
-// PolicyFor returns the policy of a command under a template's (merged) sandbox in workspace
-// ws; def is the network when the sandbox names none. With build_cache: workspace the
-// workspace's build cache lives in its .git directory: writable, its own, removed with it and
-// never part of a diff or snapshot; otherwise (shared) the runner's.
-func PolicyFor(s workitems.Sandbox, ws string, def Network) Policy {
+// PolicyFor returns the policy of a command of template t (its merged sandbox, its operator
+// files, its repository) in workspace ws; def is the network when the sandbox names none.
+// Every directory it names besides the workspace is the worker's own, beside the workspace
+// (WorkspaceStateDir) or under the work dir, never a path read from the workspace.
+func PolicyFor(t *workitems.Template, ws string, def Network) Policy {
+	var s workitems.Sandbox
+	var files []string
+	var repo string
+	if t != nil {
+		s, files, repo = t.Sandbox, t.OperatorFiles, t.Repo
+	}
 	p := Policy{Mode: Mode(s.Mode), Network: Network(s.Network), Workspace: ws}
 	if p.Network == "" {
 		p.Network = def
 	}
 	if p.Network == NetworkRegistries {
-		p.Allow, p.Downloads = s.Allow, workspacePrivate(ws, "downloads")
+		p.Allow = s.Allow
+		if ws != "" {
+			p.Downloads = filepath.Join(WorkspaceStateDir(ws), "downloads")
+		}
 	}
 	// The config was validated at load: a limit that does not parse here keeps its default.
 	if l, err := s.Limits.Resolve(); err == nil {
@@ -33,12 +41,21 @@ func PolicyFor(s workitems.Sandbox, ws string, def Network) Policy {
 	} else {
 		p.Limits, _ = workitems.SandboxLimits{}.Resolve()
 	}
-	if s.BuildCache == "workspace" {
-		if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {
-			p.GoCache = filepath.Join(ws, ".git", "outerloop", "gocache")
-		} else {
-			p.GoCache = filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".gocache")
-		}
+	p.BuildCache, p.Repo = s.BuildCache, repo
+	if p.BuildCache == "" {
+		p.BuildCache = workitems.BuildCacheRepository
+	}
+	if p.BuildCache == workitems.BuildCacheWorkspace && ws != "" {
+		p.GoCache = filepath.Join(WorkspaceStateDir(ws), "gocache")
+	}
+	return p.WithFiles(files)
+}
+
+// WithHome returns p with a home kept across its workspace's commands (an exec agent's
+// sessions must outlive its process to be resumed), beside the workspace.
+func (p Policy) WithHome() Policy {
+	if p.Workspace != "" {
+		p.Home = filepath.Join(WorkspaceStateDir(p.Workspace), "home")
 	}
 	return p
 }

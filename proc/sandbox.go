@@ -51,7 +51,13 @@ type Policy struct {
 	Workspace string   // bound read-write (and every path inside it)
 	ReadOnly  []string // more directories bound read-only (a git mirror's objects)
 	Writable  []string // more directories bound read-write
-	GoCache   string   // a writable build cache for this workspace (GOCACHE); "" → under the private /tmp
+	// GoCache is a writable build cache of the command's own (GOCACHE); "" → by BuildCache.
+	GoCache string
+	// BuildCache says whose build cache the command writes when GoCache names none: one per
+	// Repo under the runner's GoCaches (repository), the runner's own (shared, and ""), or
+	// the workspace's (workspace; also repository when the runner keeps no caches).
+	BuildCache workitems.BuildCacheScope
+	Repo       string // the repository, as the template names it (build_cache: repository)
 	// Allow and Downloads are for network registries: hosts reached besides egress.DefaultAllow,
 	// and this workspace's writable directory for package downloads (Go modules, npm's cache).
 	Allow     []string
@@ -88,6 +94,9 @@ type Runner struct {
 	// GoCache is the worker's own build cache, bound read-write as GOCACHE for commands whose
 	// policy names no cache of their own (build_cache: shared); "" → a private one under /tmp.
 	GoCache string
+	// GoCaches holds one build cache per repository (build_cache: repository), under the work
+	// dir; "" → such commands get their workspace's own.
+	GoCaches string
 	// GoModCache is the worker's module cache, offered read-only to network registries
 	// commands as their first GOPROXY (egress.go); "" → none.
 	GoModCache string
@@ -186,29 +195,28 @@ func (r *Runner) bwrapArgv(s Spec, argv, env []string) ([]string, []string, erro
 	}
 	a = append(a, "--bind", ws, ws)
 	if h := s.Policy.Home; h != "" {
-		if err := os.MkdirAll(h, 0o700); err != nil {
-			return nil, nil, fmt.Errorf("proc: home %s: %w", h, err)
+		d, err := ownDir(ws, h)
+		if err != nil {
+			return nil, nil, fmt.Errorf("proc: home: %w", err)
 		}
-		a = append(a, "--bind", h, SandboxHome)
+		a = append(a, "--bind", d, SandboxHome)
 	}
-	for _, d := range append(gitAlternates(ws), s.Policy.ReadOnly...) {
+	// The objects the workspace's repository borrows (a worker's bare mirror), so git inside
+	// works: read from the worker's own git directory of the workspace, never from the
+	// workspace's .git, which a command may have pointed anywhere.
+	for _, d := range append(gitAlternates(WorkspaceGitDir(ws)), s.Policy.ReadOnly...) {
 		a = append(a, "--ro-bind-try", d, d)
 	}
 	for _, d := range s.Policy.Writable {
 		a = append(a, "--bind-try", d, d)
 	}
-	if c := s.Policy.GoCache; c != "" {
-		if err := os.MkdirAll(c, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("proc: build cache %s: %w", c, err)
-		}
-		a = append(a, "--bind", c, c)
-		env = setEnv(env, "GOCACHE", c)
-	} else if c := r.GoCache; c != "" {
-		if err := os.MkdirAll(c, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("proc: build cache %s: %w", c, err)
-		}
-		a = append(a, "--bind", c, c)
-		env = setEnv(env, "GOCACHE", c)
+	cache, err := r.goCache(ws, s.Policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cache != "" {
+		a = append(a, "--bind", cache, cache)
+		env = setEnv(env, "GOCACHE", cache)
 	} else {
 		env = setEnv(env, "GOCACHE", "/tmp/go-build")
 	}
@@ -237,10 +245,57 @@ func hide(p string) []string {
 	return []string{"--ro-bind", "/dev/null", p}
 }
 
-// gitAlternates returns the object directories ws's repository borrows from (a worker's bare
-// mirror), so git inside the sandbox can read them.
-func gitAlternates(ws string) []string {
-	b, err := os.ReadFile(filepath.Join(ws, ".git", "objects", "info", "alternates"))
+// goCache is the build cache a command of p binds read-write ("" → none: a private one
+// under /tmp), created if need be: the policy's own, else by its scope (Policy.BuildCache).
+func (r *Runner) goCache(ws string, p Policy) (string, error) {
+	if p.GoCache == "" && p.BuildCache == workitems.BuildCacheRepository {
+		if r.GoCaches != "" && p.Repo != "" {
+			if err := os.MkdirAll(r.GoCaches, 0o755); err != nil {
+				return "", fmt.Errorf("proc: build caches %s: %w", r.GoCaches, err)
+			}
+			d, err := underRoot(r.GoCaches, repositoryKey(p.Repo))
+			if err != nil {
+				return "", fmt.Errorf("proc: build cache: %w", err)
+			}
+			return d, nil
+		}
+		p.GoCache = filepath.Join(WorkspaceStateDir(ws), "gocache")
+	}
+	if c := p.GoCache; c != "" {
+		d, err := ownDir(ws, c)
+		if err != nil {
+			return "", fmt.Errorf("proc: build cache: %w", err)
+		}
+		return d, nil
+	}
+	if c := r.GoCache; c != "" {
+		if err := os.MkdirAll(c, 0o755); err != nil {
+			return "", fmt.Errorf("proc: build cache %s: %w", c, err)
+		}
+		return c, nil
+	}
+	return "", nil
+}
+
+// ownDir makes d, a directory a policy names for ws's commands to write, and returns it: in
+// ws's state directory through an os.Root (stateDir), elsewhere (a path the operator or a
+// test gave) as it is.
+func ownDir(ws, d string) (string, error) {
+	state := WorkspaceStateDir(ws)
+	if rel, err := filepath.Rel(state, d); err == nil && rel != "." && filepath.IsLocal(rel) {
+		return stateDir(ws, rel)
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", fmt.Errorf("%s: %w", d, err)
+	}
+	return d, nil
+}
+
+// gitAlternates returns the object directories the repository whose git directory is gitDir
+// borrows from (a worker's bare mirror), so git inside the sandbox can read them. Only the
+// worker writes that file (WorkspaceGitDir); relative entries are not ours and are ignored.
+func gitAlternates(gitDir string) []string {
+	b, err := os.ReadFile(filepath.Join(gitDir, "objects", "info", "alternates"))
 	if err != nil {
 		return nil
 	}

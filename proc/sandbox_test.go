@@ -118,6 +118,7 @@ func TestSandboxedGitReadsTheMirrorsObjects(t *testing.T) {
 		{"git", "-C", src, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one"},
 		{"git", "clone", "-q", "--bare", src, mirror},
 		{"git", "clone", "-q", "--shared", mirror, ws},
+		{"cp", "-r", ws + "/.git", proc.WorkspaceGitDir(ws)}, // the worker's own record of it
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v\n%s", c, err, out)
@@ -136,12 +137,6 @@ func TestSandboxedGitReadsTheMirrorsObjects(t *testing.T) {
 
 func TestPerWorkspaceBuildCacheIsWritableAndModuleCacheIsNot(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
-	if p := proc.PolicyFor(workitems.Sandbox{BuildCache: "workspace"}, "/w/ws", proc.NetworkNone); p.GoCache != "/w/.ws.gocache" {
-		t.Fatalf("build_cache workspace: cache %q", p.GoCache)
-	}
-	if p := proc.PolicyFor(workitems.Sandbox{}, "/w/ws", proc.NetworkNone); p.GoCache != "" {
-		t.Fatalf("build_cache shared: own cache %q", p.GoCache)
-	}
 	ws, cache := t.TempDir(), filepath.Join(t.TempDir(), "gocache")
 	modcache := strings.TrimSpace(goEnv(t, "GOMODCACHE"))
 	res := r.Run(context.Background(), proc.Spec{Dir: ws, Env: proc.BaseEnv(), Policy: proc.Policy{GoCache: cache},
@@ -151,6 +146,47 @@ func TestPerWorkspaceBuildCacheIsWritableAndModuleCacheIsNot(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cache, "probe")); err != nil {
 		t.Fatalf("build cache write did not land in the workspace's cache: %v", err)
+	}
+}
+
+// The build cache a command writes is its repository's by default: items of one repository
+// share one (warm), another repository's items never see it; workspace gives each workspace
+// its own beside it; shared is the worker's own, only when the config says so.
+func TestTheBuildCacheIsTheRepositorysUnlessTheConfigSharesIt(t *testing.T) {
+	r := proctest.Runner(t, proc.ModeBwrap)
+	r.GoCaches = filepath.Join(t.TempDir(), "caches")
+	r.GoCache = filepath.Join(t.TempDir(), "worker-gocache")
+	tmpl := func(repo string, scope workitems.BuildCacheScope) *workitems.Template {
+		return &workitems.Template{Repo: repo, Sandbox: workitems.Sandbox{BuildCache: scope}}
+	}
+	cacheOf := func(tm *workitems.Template) string {
+		t.Helper()
+		ws := filepath.Join(t.TempDir(), "attempt-1")
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		res := r.Run(context.Background(), proc.Spec{Dir: ws, Env: proc.BaseEnv(), Policy: proc.PolicyFor(tm, ws, proc.NetworkNone),
+			Command: `touch "$GOCACHE/written" && echo "$GOCACHE"`})
+		if res.ExitCode != 0 {
+			t.Fatalf("%+v", res)
+		}
+		dir := strings.TrimSpace(res.Tail)
+		if _, err := os.Stat(filepath.Join(dir, "written")); err != nil {
+			t.Fatalf("the cache %s the command wrote is not on the host: %v", dir, err)
+		}
+		return dir
+	}
+	a1, a2 := cacheOf(tmpl("https://git.example/a.git", "")), cacheOf(tmpl("https://git.example/a.git", workitems.BuildCacheRepository))
+	b := cacheOf(tmpl("https://git.example/b.git", ""))
+	if a1 != a2 || a1 == b || filepath.Dir(a1) != r.GoCaches || filepath.Dir(b) != r.GoCaches {
+		t.Fatalf("repository caches: a %s and %s, b %s, want one per repository under %s", a1, a2, b, r.GoCaches)
+	}
+	if w := cacheOf(tmpl("https://git.example/a.git", workitems.BuildCacheWorkspace)); filepath.Base(w) != "gocache" ||
+		filepath.Base(filepath.Dir(w)) != "attempt-1.state" {
+		t.Fatalf("build_cache workspace: %s, want attempt-1.state/gocache beside the workspace", w)
+	}
+	if s := cacheOf(tmpl("https://git.example/a.git", workitems.BuildCacheShared)); s != r.GoCache {
+		t.Fatalf("build_cache shared: %s, want the worker's %s", s, r.GoCache)
 	}
 }
 

@@ -50,6 +50,7 @@ func NewRunner(ctx context.Context, s Setup) (*Runner, error) {
 			return nil, fmt.Errorf("proc: work dir: %w", err)
 		}
 		r.Records = filepath.Join(abs, ".proc")
+		r.GoCaches = filepath.Join(abs, "caches", "go-build")
 		r.Hide = append(r.Hide, abs)
 	}
 	for _, h := range s.Hide {

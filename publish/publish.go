@@ -115,7 +115,7 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 
 	// The base: re-make the commit on where the base branch is now, or retry from there.
 	req := tg.push("")
-	req.Dir, req.Branch = pub.Workspace, tg.base
+	req.Dir, req.Branch = repoDir(pub), tg.base
 	baseHead, err := forge.RemoteBranch(ctx, req)
 	if err != nil {
 		return delivery.Published{}, err
@@ -126,7 +126,7 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 	}
 	commit := del.Commit
 	if baseHead != del.Base {
-		remade, conflict, err := remake(ctx, pub.Workspace, tg, baseHead, del.Base, commit)
+		remade, conflict, err := remake(ctx, repoDir(pub), tg, baseHead, del.Base, commit)
 		if err != nil {
 			return delivery.Published{}, err
 		}
@@ -151,7 +151,7 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 
 	// Push with a lease on the branch as it is now.
 	req = tg.push(commit)
-	req.Dir, req.Branch = pub.Workspace, tg.branch
+	req.Dir, req.Branch = repoDir(pub), tg.branch
 	if req.Expected, err = forge.RemoteBranch(ctx, req); err != nil {
 		return delivery.Published{}, err
 	}
@@ -243,7 +243,7 @@ func (p *Publisher) rebasePolicy(ctx context.Context, pub delivery.Publication, 
 	item, _ := MarkedTree(open.Body)
 	policy := pub.Template.Deliver.RebasePolicy()
 	rb, err := delivery.CheckRebase(ctx, delivery.RebaseCheck{Policy: policy, Attempt: pub.Attempt, OwnPR: item == pub.Item.ID,
-		Workspace: pub.Workspace, Base: baseHead, Commit: commit, PRHead: open.HeadSHA,
+		Workspace: pub.Workspace, GitDir: pub.GitDir, Base: baseHead, Commit: commit, PRHead: open.HeadSHA,
 		FetchURL: tg.repo.CloneURL, FetchBranch: tg.branch, FetchEnv: tg.auth.Env(nil)})
 	if err != nil {
 		return delivery.Published{}, false, err
@@ -355,6 +355,16 @@ func prBody(pub delivery.Publication, commit string) string {
 
 func prRef(pr *forge.PullRequest) *workitems.PullRequest {
 	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: workitems.PRState(pr.State)}
+}
+
+// repoDir is the repository the publication's commit is in: the worker's own git directory
+// of the workspace when it keeps one (git runs there with no work tree: nothing of the item's
+// .git is read while the forge's credentials are in git's environment).
+func repoDir(pub delivery.Publication) string {
+	if pub.GitDir != "" {
+		return pub.GitDir
+	}
+	return pub.Workspace
 }
 
 // remake makes commit (a child of oldBase) a commit on newBase with a three-way merge; it

@@ -2,16 +2,13 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"outerloop/forge"
 	"outerloop/internal/shorten"
-	"outerloop/proc"
 	"outerloop/workitems"
 )
 
@@ -99,9 +96,9 @@ type CIRerunner interface {
 
 // collectCI waits (until cfg.Wait has passed) for every required check to have a final state
 // for the workspace's HEAD commit.
-func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, workspace string) (*CIEvidence, error) {
+func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, w worktree) (*CIEvidence, error) {
 	ev := &CIEvidence{Required: cfg.Required}
-	sha, err := headSHA(ctx, workspace)
+	sha, err := w.head()
 	if err != nil {
 		ev.Missing = slices.Clone(cfg.Required)
 		ev.Checks = nil
@@ -193,19 +190,6 @@ func ciSource(cfg *workitems.CICheck) string {
 		return cfg.Forge
 	}
 	return string(cfg.Provider)
-}
-
-// headSHA is the workspace's HEAD commit.
-func headSHA(ctx context.Context, dir string) (string, error) {
-	out, err := proc.Git{Dir: dir}.Run(ctx, nil, "rev-parse", "HEAD")
-	if err != nil {
-		var ge *proc.GitError
-		if errors.As(err, &ge) {
-			err = ge.Err
-		}
-		return "", fmt.Errorf("verify: git rev-parse HEAD in %s: %w", dir, err)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 // ReadCI reads the required checks of cfg on sha once, without waiting: what the checks say now,

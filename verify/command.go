@@ -30,17 +30,12 @@ func (c CommandResult) OK() bool { return c.Infra == "" && !c.TimedOut && c.Exit
 // commandSpec is the spec of one done-check command of f's attempt: the workspace, the
 // scrubbed environment, the template's sandbox (network registries unless it says otherwise).
 func commandSpec(f *Facts, workspace, cmd string, timeout time.Duration) proc.Spec {
-	var sb workitems.Sandbox
-	var files []string
-	if f.Template != nil {
-		sb, files = f.Template.Sandbox, f.Template.OperatorFiles
-	}
 	key := ""
 	if f.Item != nil {
 		key = fmt.Sprintf("%s/%d", f.Item.ID, f.Attempt)
 	}
 	return proc.Spec{Command: cmd, Dir: workspace, Env: proc.BaseEnv(), Timeout: timeout,
-		Policy: proc.PolicyFor(sb, workspace, proc.DefaultToolNetwork).WithFiles(files), Key: key}
+		Policy: proc.PolicyFor(f.Template, workspace, proc.DefaultToolNetwork), Key: key}
 }
 
 // runCommand runs s through r: its own process group, killed with everything it started on

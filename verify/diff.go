@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
-	"outerloop/internal/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -40,13 +37,18 @@ type DiffFile struct {
 }
 
 // CollectDiff measures the workspace against base and applies the template's limits (lim may be
-// nil: measure only). Untracked, not ignored files count as added.
-func CollectDiff(ctx context.Context, workspace, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {
+// nil: measure only). Untracked, not ignored files count as added. gitDir is the worker's own
+// git directory of the workspace (Request.GitDir); "" reads the workspace's .git.
+func CollectDiff(ctx context.Context, workspace, gitDir, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {
+	return collectDiff(ctx, worktree{dir: workspace, gitDir: gitDir}, base, lim)
+}
+
+func collectDiff(ctx context.Context, w worktree, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {
 	if base == "" {
 		return nil, errors.New("verify: diff: no base commit (the workspace is not a git repository)")
 	}
-	d := &DiffEvidence{Base: base, Module: goModule(workspace)}
-	out, err := git(ctx, workspace, "diff", "--numstat", "-z", "--no-renames", base, "--")
+	d := &DiffEvidence{Base: base, Module: goModule(w)}
+	out, err := w.git(ctx, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", base, "--")
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +66,7 @@ func CollectDiff(ctx context.Context, workspace, base string, lim *workitems.Dif
 		}
 		d.Files = append(d.Files, f)
 	}
-	untracked, err := git(ctx, workspace, "ls-files", "--others", "--exclude-standard", "-z")
+	untracked, err := w.git(ctx, "ls-files", "--others", "--exclude-standard", "-z")
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func CollectDiff(ctx context.Context, workspace, base string, lim *workitems.Dif
 			continue
 		}
 		f := DiffFile{Path: string(p), Untracked: true}
-		lines, binary, secrets := scanFile(filepath.Join(workspace, string(p)))
+		lines, binary, secrets := scanFile(w, string(p))
 		f.Added, f.Binary = lines, binary
 		for _, s := range secrets {
 			d.Secrets = append(d.Secrets, f.Path+":"+s)
@@ -84,7 +86,7 @@ func CollectDiff(ctx context.Context, workspace, base string, lim *workitems.Dif
 		d.Added += f.Added
 		d.Deleted += f.Deleted
 	}
-	if err := d.scanAdditions(ctx, workspace); err != nil {
+	if err := d.scanAdditions(ctx, w); err != nil {
 		return nil, err
 	}
 	d.applyLimits(lim)
@@ -117,8 +119,8 @@ func (d *DiffEvidence) applyLimits(lim *workitems.DiffCheck) {
 }
 
 // scanAdditions streams the added lines of tracked files through the secret patterns.
-func (d *DiffEvidence) scanAdditions(ctx context.Context, workspace string) error {
-	cmd := proc.Git{Dir: workspace}.Command(ctx, "diff", "-U0", "--no-color", "--no-renames", "--no-ext-diff",
+func (d *DiffEvidence) scanAdditions(ctx context.Context, w worktree) error {
+	cmd := w.command(ctx, "diff", "-U0", "--no-color", "--no-renames", "--no-ext-diff", "--no-textconv",
 		"--src-prefix=a/", "--dst-prefix=b/", d.Base, "--")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -159,8 +161,10 @@ func (d *DiffEvidence) scanAdditions(ctx context.Context, workspace string) erro
 }
 
 // scanFile counts lines of an untracked file and scans it for secrets, reading at most 8 MiB.
-func scanFile(p string) (lines int, binary bool, secrets []string) {
-	f, err := os.Open(p)
+// A link (git lists it as untracked) is not followed out of the workspace, nor is anything
+// but a regular file read.
+func scanFile(w worktree, rel string) (lines int, binary bool, secrets []string) {
+	f, err := w.open(rel)
 	if err != nil {
 		return 0, false, nil
 	}
@@ -183,21 +187,9 @@ func scanFile(p string) (lines int, binary bool, secrets []string) {
 	}
 }
 
-func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	out, err := proc.Git{Dir: dir}.Run(ctx, nil, args...)
-	if err != nil {
-		var ge *proc.GitError
-		if errors.As(err, &ge) {
-			return nil, fmt.Errorf("verify: git %s: %w: %s", args[0], ge.Err, shorten.Clip(ge.Output, 200))
-		}
-		return nil, err
-	}
-	return out, nil
-}
-
-// goModule returns the module path in workspace/go.mod, or "".
-func goModule(workspace string) string {
-	b, err := os.ReadFile(filepath.Join(workspace, "go.mod"))
+// goModule returns the module path in the workspace's go.mod, or "".
+func goModule(w worktree) string {
+	b, err := w.readFile("go.mod", 1<<20)
 	if err != nil {
 		return ""
 	}

@@ -61,7 +61,7 @@ func TestCollectDiff(t *testing.T) {
 			"internal/calc/new.go":  "package calc\n",
 			"build/out.bin":         "ignored by .gitignore\n",
 		})
-		d, err := CollectDiff(context.Background(), dir, sha, &workitems.DiffCheck{AllowedPaths: []string{"**/*.go"}})
+		d, err := CollectDiff(context.Background(), dir, "", sha, &workitems.DiffCheck{AllowedPaths: []string{"**/*.go"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestCollectDiff(t *testing.T) {
 		t.Parallel()
 		dir, sha := gitRepo(t, base)
 		writeFiles(t, dir, map[string]string{"README.md": "hello\nworld\nagain\n", "internal/calc/calc.go": "package calc\n"})
-		d, err := CollectDiff(context.Background(), dir, sha, &workitems.DiffCheck{AllowedPaths: []string{"internal/**"}, MaxFiles: 1, MaxLines: 2})
+		d, err := CollectDiff(context.Background(), dir, "", sha, &workitems.DiffCheck{AllowedPaths: []string{"internal/**"}, MaxFiles: 1, MaxLines: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestCollectDiff(t *testing.T) {
 			"deploy/id_rsa":         "-----BEGIN RSA " + "PRIVATE KEY-----\nabc\n",
 			"config.env":            "TOKEN=ghp_" + strings.Repeat("a1B2", 9) + "\n",
 		})
-		d, err := CollectDiff(context.Background(), dir, sha, nil)
+		d, err := CollectDiff(context.Background(), dir, "", sha, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestCollectDiff(t *testing.T) {
 	})
 	t.Run("no base commit is an error, not an empty diff", func(t *testing.T) {
 		t.Parallel()
-		if _, err := CollectDiff(context.Background(), t.TempDir(), "", nil); err == nil {
+		if _, err := CollectDiff(context.Background(), t.TempDir(), "", "", nil); err == nil {
 			t.Fatal("want an error")
 		}
 	})

@@ -213,13 +213,13 @@ func ReplayDir(ctx context.Context, w io.Writer, dir string, opt CLIOptions) (in
 
 // diffPatch is the workspace's change against base as a patch: tracked changes and untracked
 // files as new files, the evidence CollectDiff counted (bounded like any evidence file).
-func diffPatch(ctx context.Context, workspace, base string) []byte {
-	out, err := git(ctx, workspace, "diff", "--no-renames", "--no-color", base, "--")
+func diffPatch(ctx context.Context, w worktree, base string) []byte {
+	out, err := w.git(ctx, "diff", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv", base, "--")
 	if err != nil {
 		return nil
 	}
 	buf := bytes.NewBuffer(out)
-	untracked, err := git(ctx, workspace, "ls-files", "--others", "--exclude-standard", "-z")
+	untracked, err := w.git(ctx, "ls-files", "--others", "--exclude-standard", "-z")
 	if err != nil {
 		return buf.Bytes()
 	}
@@ -227,7 +227,7 @@ func diffPatch(ctx context.Context, workspace, base string) []byte {
 		if len(p) == 0 || buf.Len() > MaxEvidenceFileBytes {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(workspace, string(p)))
+		data, err := w.readFile(string(p), MaxEvidenceFileBytes+1)
 		if err != nil {
 			continue
 		}

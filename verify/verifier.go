@@ -27,6 +27,10 @@ type Request struct {
 	// Workspace is the absolute directory where the done-check commands run (sh -c, own process
 	// group, DoneCheck.Timeout or the default); report paths are relative to it.
 	Workspace string
+	// GitDir is the worker's own git directory of the workspace (proc.WorkspaceGitDir): the
+	// diff evidence is read through it, never through the workspace's .git, which the item's
+	// commands could have configured. "": the workspace's .git (a person's own checkout).
+	GitDir string
 	// BaseCommit is the git commit the attempt started from, for diff evidence; "" when the
 	// workspace is not a git repository.
 	BaseCommit string
@@ -178,7 +182,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	if f.files != nil {
 		var patch []byte
 		if f.Diff != nil && req.BaseCommit != "" {
-			patch = diffPatch(ctx, req.Workspace, req.BaseCommit)
+			patch = diffPatch(ctx, worktree{dir: req.Workspace, gitDir: req.GitDir}, req.BaseCommit)
 		}
 		repo := ""
 		if req.Template.DoneCheck.CI != nil {
@@ -255,11 +259,11 @@ func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
 	for run := 0; ; run++ {
 		f.Commands, f.Reports, f.Missing, f.InfraProblem = nil, nil, nil, ""
 		f.files = &evidenceSet{}
-		if err := v.runCheck(ctx, dc, req.Workspace, f); err != nil {
+		if err := v.runCheck(ctx, dc, worktree{dir: req.Workspace, gitDir: req.GitDir}, f); err != nil {
 			return err
 		}
 		if dc.CI != nil && !req.DeferCI {
-			ci, err := v.collectCI(ctx, dc.CI, req.Workspace)
+			ci, err := v.collectCI(ctx, dc.CI, worktree{dir: req.Workspace, gitDir: req.GitDir})
 			if err != nil {
 				return err
 			}
@@ -281,7 +285,7 @@ func (v *Verifier) gather(ctx context.Context, req Request, f *Facts) error {
 		}
 	}
 	if dc.Diff != nil || req.BaseCommit != "" {
-		d, err := CollectDiff(ctx, req.Workspace, req.BaseCommit, dc.Diff)
+		d, err := CollectDiff(ctx, req.Workspace, req.GitDir, req.BaseCommit, dc.Diff)
 		switch {
 		case err == nil:
 			f.Diff = d
@@ -315,7 +319,8 @@ func infraProblem(f *Facts) string {
 }
 
 // runCheck runs the done-check commands and reads the reports.
-func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspace string, f *Facts) error {
+func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, w worktree, f *Facts) error {
+	workspace := w.dir
 	timeout := dc.Timeout.D()
 	if timeout <= 0 {
 		timeout = v.defaultTimeout
@@ -365,17 +370,33 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, workspa
 		}
 		for _, p := range paths {
 			rel, _ := filepath.Rel(workspace, p)
-			f.keep(evidenceName(len(f.Reports)+len(f.Missing), rel), p)
-			rep, err := v.formats.ParseFile(p, format, v.limits)
+			rep, err := v.readReport(w, rel, format, f)
 			if err != nil {
 				f.Missing = append(f.Missing, err.Error())
 				continue
 			}
-			rep.Source, _ = filepath.Rel(workspace, p)
+			rep.Source = rel
 			f.Reports = append(f.Reports, rep)
 		}
 	}
 	return nil
+}
+
+// readReport reads the report at rel in the workspace — through its os.Root, a regular file
+// only (worktree.open) — keeps it with the evidence files and parses it.
+func (v *Verifier) readReport(w worktree, rel string, format workitems.ReportFormat, f *Facts) (*Report, error) {
+	fh, err := w.open(rel)
+	if err != nil {
+		return nil, fmt.Errorf("report %q: %w", rel, err)
+	}
+	defer fh.Close()
+	if f.files != nil {
+		f.files.add(evidenceName(len(f.Reports)+len(f.Missing), rel), fh)
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("report %q: %w", rel, err)
+		}
+	}
+	return v.formats.Parse(fh, filepath.Join(w.dir, rel), format, v.limits)
 }
 
 func (v *Verifier) commandReport(res CommandResult, format workitems.ReportFormat) (*Report, error) {
@@ -448,7 +469,7 @@ func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspac
 		return false, "", ErrNoTemplate
 	}
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Template: tmpl, Now: v.clock.Now(), Attempt: 1}
-	if err := v.runCheck(ctx, tmpl.DoneCheck, workspace, f); err != nil {
+	if err := v.runCheck(ctx, tmpl.DoneCheck, worktree{dir: workspace}, f); err != nil {
 		return false, "", err
 	}
 	f.InfraProblem = infraProblem(f)

@@ -25,10 +25,13 @@ type Deliverer interface {
 
 // DeliverInput is an attempt the local evidence closed.
 type DeliverInput struct {
-	Template   *workitems.Template
-	Item       *workitems.Item // before the decision is recorded
-	Attempt    int
-	Workspace  string
+	Template  *workitems.Template
+	Item      *workitems.Item // before the decision is recorded
+	Attempt   int
+	Workspace string
+	// GitDir is the worker's own git directory of the workspace (proc.WorkspaceGitDir): the
+	// commit and the push use it, never the workspace's .git.
+	GitDir     string
 	BaseCommit string
 	Decision   workitems.Decision
 	Verdict    *workitems.Verdict

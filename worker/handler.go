@@ -32,11 +32,14 @@ type Verifier interface {
 
 // VerifyInput is what the verifier gets after an attempt.
 type VerifyInput struct {
-	Template   *workitems.Template
-	Item       *workitems.Item
-	Attempt    int
-	Exit       workitems.Exit
-	Workspace  string
+	Template  *workitems.Template
+	Item      *workitems.Item
+	Attempt   int
+	Exit      workitems.Exit
+	Workspace string
+	// GitDir is the worker's own git directory of the workspace (proc.WorkspaceGitDir): the
+	// verifier's git reads it, never the workspace's .git.
+	GitDir     string
 	BaseCommit string
 	// NetworkRefused are the connections the sandbox refused to the attempt's commands.
 	NetworkRefused []string
@@ -540,7 +543,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 		// them and the setting that allows them.
 		refused = h.refusedOf(ctx, it.ID, a.N, log)
 	}
-	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws,
+	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws, GitDir: proc.WorkspaceGitDir(ws),
 		BaseCommit: base, NetworkRefused: refused})
 	if err != nil {
 		// Broken infrastructure, not a verdict: the item stays verifying and the task is retried.
@@ -553,7 +556,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	var patch []byte
 	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
 	if h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose {
-		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, BaseCommit: base,
+		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, GitDir: proc.WorkspaceGitDir(ws), BaseCommit: base,
 			Decision: d, Verdict: verdict, Events: events, NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed

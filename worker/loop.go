@@ -52,12 +52,7 @@ type Attempt struct {
 // Policy returns the sandbox policy for a command of this attempt, def being the kind's
 // network when the template names none.
 func (a *Attempt) Policy(def proc.Network) proc.Policy {
-	var s workitems.Sandbox
-	var files []string
-	if a.Template != nil {
-		s, files = a.Template.Sandbox, a.Template.OperatorFiles
-	}
-	return proc.PolicyFor(s, a.Workspace, def).WithFiles(files)
+	return proc.PolicyFor(a.Template, a.Workspace, def)
 }
 
 // ProcKey names the attempt in the runner's records.

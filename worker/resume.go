@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"outerloop/workitems"
 )
@@ -190,8 +191,8 @@ func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tm
 		if a.Workspace == "" {
 			return "", "", nil
 		}
-		b, _ := git(ctx, a.Workspace, "rev-parse", baseTag)
-		return a.Workspace, b, nil
+		out, _ := runGit(ctx, workspaceGit(a.Workspace, nil), nil, "rev-parse", baseTag)
+		return a.Workspace, strings.TrimSpace(string(out)), nil
 	}
 	if a.ExitSnapshot == nil || a.ExitSnapshot.Tree == "" {
 		why := "the exit recorded no workspace snapshot"

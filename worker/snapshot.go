@@ -49,15 +49,16 @@ func (ws *Workspace) Tree(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	g := ws.git(env)
 	if _, err := os.Stat(ws.index); err != nil {
-		if _, err := gitRun(ctx, ws.Dir, env, nil, "read-tree", ws.Base.Tree); err != nil {
+		if _, err := runGit(ctx, g, nil, "read-tree", ws.Base.Tree); err != nil {
 			return "", err
 		}
 	}
-	if _, err := gitRun(ctx, ws.Dir, env, nil, append(append([]string(nil), snapshotConfig...), "add", "--all", "--", ".")...); err != nil {
+	if _, err := runGit(ctx, g, nil, append(append([]string(nil), snapshotConfig...), "add", "--all", "--", ".")...); err != nil {
 		return "", err
 	}
-	out, err := gitRun(ctx, ws.Dir, env, nil, "write-tree")
+	out, err := runGit(ctx, g, nil, "write-tree")
 	if err != nil {
 		return "", err
 	}
@@ -67,7 +68,7 @@ func (ws *Workspace) Tree(ctx context.Context) (string, error) {
 // Diff returns the binary diff between two trees of the workspace, or only its size when it is
 // larger than limit (streamed: a huge diff is counted, never held).
 func (ws *Workspace) Diff(ctx context.Context, from, to string, limit int) (patch []byte, size int, tooLarge bool, err error) {
-	cmd := gitIn(ws.Dir, nil).Command(ctx,
+	cmd := ws.git(nil).Command(ctx,
 		"diff-tree", "-r", "-p", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv", from, to)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -101,7 +102,7 @@ func (ws *Workspace) Apply(ctx context.Context, patch []byte) error {
 	if len(patch) == 0 {
 		return nil
 	}
-	_, err := gitRun(ctx, ws.Dir, nil, patch, "apply", "--binary", "--whitespace=nowarn", "-")
+	_, err := runGit(ctx, ws.git(nil), patch, "apply", "--binary", "--whitespace=nowarn", "-")
 	return err
 }
 

@@ -25,7 +25,9 @@ import (
 // Workspaces makes and finds attempts' working copies on this host, under Root (the work dir):
 //
 //	<root>/mirrors/<name>.git                             bare mirror of a source repository (mirror.go)
-//	<root>/workspaces/<deployment>/<item>/attempt-N       the workspace, a git repository of its own
+//	<root>/workspaces/<deployment>/<item>/attempt-N       the workspace: the work tree, with a .git of the item's
+//	<root>/workspaces/<deployment>/<item>/attempt-N.git   the worker's own git directory of it (proc.WorkspaceGitDir)
+//	<root>/workspaces/<deployment>/<item>/attempt-N.state what its commands keep outside the tree (proc.WorkspaceStateDir)
 //	<root>/workspaces/<deployment>/<item>/attempt-N.json  what it is: item, attempt, base, mirror ref
 //	<root>/workspaces/<deployment>/<item>/attempt-N.index the private index snapshots are taken with
 //	<root>/workspaces/<deployment>/<item>/.tmp-*          a preparation under way (or crashed)
@@ -34,6 +36,13 @@ import (
 // attempt) and the base commit checked out: O(checkout), not O(history). A plain directory is
 // copied and committed with a fixed author, committer and date, so that another host makes the
 // same base commit from the same files. The base is what the attempt's diff is measured against.
+//
+// The workspace's own .git is the item's: its commands may rewrite its config, attributes,
+// hooks and alternates, or replace it. Before any command runs, the worker copies it to
+// attempt-N.git, which no sandbox sees, and every git command of the worker's on the
+// workspace (snapshots, restores, the delivery commit and push, the verifier's diff) runs on
+// that copy with the work tree beside it (proc.Git.GitDir): to the worker the item's .git is
+// a directory git never reads.
 //
 // Use a Workspaces by pointer; its zero value (with Root set) is ready.
 type Workspaces struct {
@@ -74,6 +83,20 @@ type Workspace struct {
 	MirrorCreated, MirrorFetched bool
 
 	index string // the private index snapshots use (outside Dir, so the loop cannot touch it)
+}
+
+// GitDir is the worker's own git directory of the workspace (proc.WorkspaceGitDir).
+func (ws *Workspace) GitDir() string { return proc.WorkspaceGitDir(ws.Dir) }
+
+// Git returns the worker's git on ws: the work tree with the worker's own git directory,
+// never the .git in the tree.
+func (ws *Workspace) git(env []string) proc.Git { return workspaceGit(ws.Dir, env) }
+
+// workspaceGit is the worker's git on the workspace dir (its git directory beside it).
+func workspaceGit(dir string, env []string) proc.Git {
+	g := gitIn(dir, env)
+	g.GitDir = proc.WorkspaceGitDir(dir)
+	return g
 }
 
 // workspaceMeta is attempt-N.json: enough for the sweeper to find the item and the mirror ref
@@ -154,8 +177,12 @@ func (w *Workspaces) Open(itemID string, n int) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+	// The worker's git directory, not the tree's .git: a workspace made before the two were
+	// apart has none, and is made again like one on another host.
+	if fi, err := os.Lstat(proc.WorkspaceGitDir(dir)); err != nil {
 		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("worker: workspace %s: its git directory is not a directory: %w", dir, fs.ErrNotExist)
 	}
 	if meta.Item != itemID || meta.Attempt != n {
 		return nil, fmt.Errorf("worker: workspace %s belongs to %s attempt %d: %w", dir, meta.Item, meta.Attempt, fs.ErrNotExist)
@@ -229,6 +256,11 @@ func (w *Workspaces) make(ctx context.Context, itemID string, n int, repo, ref s
 		// files that .gitignore matches stay tracked) and fresh stat data (no rehash on first use).
 		if err := copyFile(filepath.Join(tmp, ".git", "index"), ws.index); err != nil {
 			return err
+		}
+		// The worker's own git directory: the checkout's .git as it is now, before any command
+		// of the item's can have touched it.
+		if err := copyGitDir(filepath.Join(tmp, ".git"), proc.WorkspaceGitDir(dir)); err != nil {
+			return fmt.Errorf("worker: workspace git directory: %w", err)
 		}
 		meta.Base = base
 		b, _ := json.Marshal(meta)
@@ -327,10 +359,17 @@ func (w *Workspaces) build(ctx context.Context, dir string, fill, finish func(tm
 func (w *Workspaces) Remove(ctx context.Context, itemID string, n int) (int64, error) {
 	dir := w.Path(itemID, n)
 	meta, merr := readMeta(dir + ".json")
-	used := diskUsage(dir) + diskUsage(dir+".index")
+	own := []string{dir, proc.WorkspaceGitDir(dir), proc.WorkspaceStateDir(dir)}
+	used := diskUsage(dir + ".index")
+	for _, d := range own {
+		used += diskUsage(d)
+	}
 	var errs []error
-	if err := os.RemoveAll(dir); err != nil {
-		errs = append(errs, err)
+	// RemoveAll unlinks a link and never follows it: what a command linked to stays.
+	for _, d := range own {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, p := range []string{dir + ".index", dir + ".json"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -355,7 +394,10 @@ func (w *Workspaces) Attempts(itemID string) []int {
 	var out []int
 	seen := map[int]bool{}
 	for _, e := range ents {
-		name := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".json"), ".index")
+		name := e.Name()
+		for _, suffix := range []string{".json", ".index", ".git", ".state"} {
+			name = strings.TrimSuffix(name, suffix)
+		}
 		if n, err := strconv.Atoi(strings.TrimPrefix(name, "attempt-")); err == nil && strings.HasPrefix(name, "attempt-") && !seen[n] {
 			seen[n] = true
 			out = append(out, n)
@@ -400,11 +442,16 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 
 // gitRun runs git with extra environment and stdin and returns its output (stdout and stderr).
 func gitRun(ctx context.Context, dir string, env []string, stdin []byte, args ...string) ([]byte, error) {
+	return runGit(ctx, gitIn(dir, env), stdin, args...)
+}
+
+// runGit runs g with stdin and returns its output (stdout and stderr).
+func runGit(ctx context.Context, g proc.Git, stdin []byte, args ...string) ([]byte, error) {
 	var in io.Reader
 	if stdin != nil {
 		in = bytes.NewReader(stdin)
 	}
-	out, err := gitIn(dir, env).Combined(ctx, in, args...)
+	out, err := g.Combined(ctx, in, args...)
 	if err != nil {
 		var ge *proc.GitError
 		if errors.As(err, &ge) {
@@ -450,6 +497,32 @@ func copyTree(src, dst string) error {
 }
 
 func copyFile(src, dst string) error { return copyFileMode(src, dst, 0o644) }
+
+// copyGitDir copies a fresh checkout's git directory (directories and regular files: a fresh
+// clone has no links) to dst, replacing whatever was there.
+func copyGitDir(src, dst string) error {
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type().IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			return copyFileMode(path, target, fi.Mode().Perm())
+		}
+		return fmt.Errorf("%s: not a regular file or directory", path)
+	})
+}
 
 func copyFileMode(src, dst string, perm fs.FileMode) error {
 	in, err := os.Open(src)

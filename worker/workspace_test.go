@@ -181,7 +181,14 @@ func TestAWorkspaceFromTheMirrorHoldsOnlyItsOwnObjects(t *testing.T) {
 	if _, err := ws.Tree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ids, packs = looseObjects(t, filepath.Join(ws.Dir, ".git"))
+	// ... and lands in the worker's own git directory, not in the tree's .git (the item's).
+	if ids, packs := looseObjects(t, filepath.Join(ws.Dir, ".git")); len(ids) != 0 || packs != 0 {
+		t.Fatalf("the snapshot wrote %d objects, %d packs into the workspace's own .git", len(ids), packs)
+	}
+	if own := diskUsage(ws.GitDir()); own*5 > mirrorBytes {
+		t.Fatalf("the worker's git directory %d bytes against the mirror's %d: not O(checkout)", own, mirrorBytes)
+	}
+	ids, packs = looseObjects(t, ws.GitDir())
 	if len(ids) == 0 || len(ids) > 6 || packs != 0 {
 		t.Fatalf("after two changed files the workspace holds %d objects, %d packs", len(ids), packs)
 	}

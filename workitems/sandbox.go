@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Sandbox says how the commands of a template (or, at the top level, of the whole deployment)
@@ -18,16 +17,36 @@ type Sandbox struct {
 	// Allow names more hosts (host or host:port) the registries network reaches besides the
 	// default registries; a template's list extends the deployment's (sandbox_allow.go).
 	Allow []string `yaml:"allow" json:"allow,omitempty"`
-	// BuildCache is whose Go build cache commands write: shared (the worker's, default: warm,
-	// but one item could plant entries another build reuses) or workspace (each workspace its
-	// own: no poisoning, a cold cache per attempt).
-	BuildCache string `yaml:"build_cache" json:"build_cache,omitempty"`
+	// BuildCache is whose Go build cache commands write (BuildCacheScopes): one per repository
+	// (the default), one per workspace, or the worker's own shared by every repository.
+	BuildCache BuildCacheScope `yaml:"build_cache" json:"build_cache,omitempty"`
 	// Limits bound each command's memory, processes, CPU time and file size (sandbox_limits.go).
 	Limits SandboxLimits `yaml:"limits" json:"limits,omitzero"`
 }
 
-// SandboxBuildCaches lists the build_cache settings.
-func SandboxBuildCaches() []string { return []string{"shared", "workspace"} }
+// BuildCacheScope says who shares a Go build cache that sandboxed commands write. A build
+// cache is code: an entry one command planted is linked into what another compiles, so a
+// cache is shared only by commands that already trust each other.
+type BuildCacheScope string
+
+// The build cache scopes.
+const (
+	// BuildCacheRepository (the default): one cache per repository, kept by the worker across
+	// that repository's items and attempts. Items of one repository run its code anyway.
+	BuildCacheRepository BuildCacheScope = "repository"
+	// BuildCacheWorkspace: each workspace its own, removed with it: no attempt can change what
+	// another compiles, at the cost of a cold cache per attempt.
+	BuildCacheWorkspace BuildCacheScope = "workspace"
+	// BuildCacheShared: the worker's own GOCACHE, warm for every repository — and an item of
+	// one repository can plant entries that another repository's build links. An explicit
+	// opt-in for deployments whose repositories all trust each other.
+	BuildCacheShared BuildCacheScope = "shared"
+)
+
+// BuildCacheScopes lists the build_cache settings.
+func BuildCacheScopes() []BuildCacheScope {
+	return []BuildCacheScope{BuildCacheRepository, BuildCacheWorkspace, BuildCacheShared}
+}
 
 // SandboxMode says whether commands run in the sandbox (proc implements each).
 type SandboxMode string
@@ -81,8 +100,8 @@ func (s Sandbox) validate() error {
 	if s.Network != "" && !slices.Contains(SandboxNetworks(), s.Network) {
 		return fmt.Errorf("network %q is not one of %s", s.Network, JoinKinds(SandboxNetworks()))
 	}
-	if s.BuildCache != "" && !slices.Contains(SandboxBuildCaches(), s.BuildCache) {
-		return fmt.Errorf("build_cache %q is not one of %s", s.BuildCache, strings.Join(SandboxBuildCaches(), ", "))
+	if s.BuildCache != "" && !slices.Contains(BuildCacheScopes(), s.BuildCache) {
+		return fmt.Errorf("build_cache %q is not one of %s", s.BuildCache, JoinKinds(BuildCacheScopes()))
 	}
 	if err := s.Limits.validate(); err != nil {
 		return err

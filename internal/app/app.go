@@ -450,7 +450,7 @@ func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (wor
 	// the local one, which no CI has seen.
 	deferCI := in.Template.Deliver.Mode.NeedsForge() && in.Template.DoneCheck.CI != nil
 	r, err := v.V.Verify(ctx, verify.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Exit: in.Exit,
-		Workspace: in.Workspace, BaseCommit: in.BaseCommit, NetworkRefused: in.NetworkRefused, DeferCI: deferCI})
+		Workspace: in.Workspace, GitDir: in.GitDir, BaseCommit: in.BaseCommit, NetworkRefused: in.NetworkRefused, DeferCI: deferCI})
 	if err != nil {
 		return workitems.Decision{}, nil, err
 	}
@@ -489,7 +489,7 @@ type DelivererAdapter struct{ D *delivery.Deliverer }
 
 // Deliver runs the delivery flow.
 func (d DelivererAdapter) Deliver(ctx context.Context, in worker.DeliverInput) (worker.DeliverResult, error) {
-	r, err := d.D.Deliver(ctx, delivery.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Workspace: in.Workspace,
+	r, err := d.D.Deliver(ctx, delivery.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Workspace: in.Workspace, GitDir: in.GitDir,
 		Base: in.BaseCommit, Decision: in.Decision, Verdict: in.Verdict, Events: in.Events, NetworkRefused: in.NetworkRefused})
 	if err != nil {
 		return worker.DeliverResult{}, err

@@ -168,13 +168,9 @@ func (r *run) run(ctx context.Context) workitems.Exit {
 		r.addSecret(v)
 	}
 	r.policy = r.a.Policy(proc.DefaultAgentNetwork)
-	if ws := r.a.Workspace; filepath.IsAbs(ws) {
-		// The agent's home (its sessions, for resume) is kept with the workspace.
-		if fi, err := os.Stat(filepath.Join(ws, ".git")); err == nil && fi.IsDir() {
-			r.policy.Home = filepath.Join(ws, ".git", "outerloop", "home")
-		} else {
-			r.policy.Home = filepath.Join(filepath.Dir(ws), "."+filepath.Base(ws)+".home")
-		}
+	if filepath.IsAbs(r.a.Workspace) {
+		// The agent's home (its sessions, for resume) is kept beside the workspace.
+		r.policy = r.policy.WithHome()
 	}
 	inv, exit, ok := r.invocation(ctx)
 	if !ok {
