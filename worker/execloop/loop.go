@@ -333,7 +333,11 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 	}
 
 	policy := r.policy
-	policy.ReadOnly = append(append([]string(nil), policy.ReadOnly...), proc.BinaryDirs(path)...)
+	// A binary of the operator's is bound with what it links to; one in the workspace is the
+	// item's, bound already, and its links are the item's to point anywhere: none followed.
+	if rel, err := filepath.Rel(a.Workspace, path); err != nil || !filepath.IsLocal(rel) {
+		policy.ReadOnly = append(append([]string(nil), policy.ReadOnly...), proc.BinaryDirs(path)...)
+	}
 	spec := proc.Spec{Argv: append([]string{path}, r.drv.args(inv)...), Dir: a.Workspace, Env: env,
 		PipeStdout: true, TailMax: 8 << 10, Policy: policy, Key: a.ProcKey()}
 	if r.drv.stdin {
