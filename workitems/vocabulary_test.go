@@ -97,6 +97,29 @@ func TestEverySandboxModeAndNetworkIsOneATemplateMayName(t *testing.T) {
 	}
 }
 
+// TestEveryBuildCacheScopeIsOneATemplateMayName walks BuildCacheScopes through validation; an
+// unknown scope is refused naming them, and an unset one is the default (repository) by proc.
+func TestEveryBuildCacheScopeIsOneATemplateMayName(t *testing.T) {
+	t.Parallel()
+	cfg := func(scope string) string {
+		return fmt.Sprintf("sandbox: {build_cache: %s}\ntemplates:\n  - name: t\n    repo: /tmp/r\n    goal: g\n    budget: {wall_time: 1m}\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n", scope)
+	}
+	for _, sc := range BuildCacheScopes() {
+		c, err := ParseConfig([]byte(cfg(string(sc))))
+		if err != nil {
+			t.Errorf("build_cache %s: %v", sc, err)
+			continue
+		}
+		if got := c.Templates[0].Sandbox.BuildCache; got != sc {
+			t.Errorf("build_cache %s: the template's merged sandbox has %q", sc, got)
+		}
+	}
+	_, err := ParseConfig([]byte(cfg("tmp")))
+	if err == nil || !strings.Contains(err.Error(), JoinKinds(BuildCacheScopes())) {
+		t.Fatalf("build_cache tmp: %v, want it refused naming %s", err, JoinKinds(BuildCacheScopes()))
+	}
+}
+
 // TestEveryCIProviderIsOneADoneCheckMayName walks AllCIProviders through validation (github
 // with its forge of kind github, webhook alone); another provider is refused naming them.
 func TestEveryCIProviderIsOneADoneCheckMayName(t *testing.T) {
