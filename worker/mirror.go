@@ -21,8 +21,8 @@ import (
 // source repository. Workspaces are made from it with `git clone --shared`, so a workspace's
 // .git holds only the attempt's own objects and reads the rest through
 // .git/objects/info/alternates, which names <workdir>/mirrors/<name>.git/objects: a sandbox that
-// binds the workspace read-write must bind that directory read-only (read the alternates file
-// rather than assuming the path).
+// binds the workspace read-write binds that directory read-only, as the worker's own git
+// directory of the workspace names it (proc.WorkspaceGitDir), never as the workspace's .git does.
 //
 // Its fetch refspecs cover refs/heads and refs/tags only, so `fetch --prune` never touches the
 // refs/outerloop/base/… refs that pin each live workspace's base commit against gc.
