@@ -3,7 +3,9 @@ package proc
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,27 +57,48 @@ func stateDir(ws, name string) (string, error) {
 	return underRoot(state, name)
 }
 
-// underRoot makes dir/name (and its parents below dir) a directory through an os.Root of dir
-// and returns its path: a link on the way that leaves dir fails instead of being followed.
+// ErrPathRefused means a directory the worker makes for a workspace's commands was replaced by
+// something else — a link, a file — by those commands: the worker neither follows it nor
+// makes or binds anything where it points, and the command is not started.
+var ErrPathRefused = errors.New("refused: the workspace's commands replaced a directory the worker keeps for them")
+
+// underRoot makes dir/name, one path element, a directory through an os.Root of dir and
+// returns its path. Anything else already there (a link, wherever it points; a file) is
+// refused with ErrPathRefused.
 func underRoot(dir, name string) (string, error) {
+	if name == "" || strings.ContainsRune(name, filepath.Separator) || name == "." || name == ".." {
+		return "", fmt.Errorf("proc: %q is not one path element", name)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return "", fmt.Errorf("proc: %s: %w", dir, err)
 	}
 	defer root.Close()
-	if err := root.MkdirAll(name, 0o755); err != nil {
-		return "", fmt.Errorf("proc: %s: %w", filepath.Join(dir, name), err)
-	}
-	// MkdirAll through the root accepts a link to a directory inside dir; a bind must not
-	// follow even that (its target could be replaced between this check and the mount).
+	p := filepath.Join(dir, name)
 	fi, err := root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := root.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("proc: %s: %w", p, err)
+		}
+		fi, err = root.Lstat(name) // made, or made by someone else meanwhile: look again
+	}
 	if err != nil {
-		return "", fmt.Errorf("proc: %s: %w", filepath.Join(dir, name), err)
+		return "", fmt.Errorf("proc: %s: %w", p, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("proc: %s is not a directory (%s): refused", filepath.Join(dir, name), fi.Mode().Type())
+		return "", fmt.Errorf("proc: %s is a %s: %w", p, typeName(fi.Mode()), ErrPathRefused)
 	}
-	return filepath.Join(dir, name), nil
+	return p, nil
+}
+
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "link"
+	case m.IsRegular():
+		return "file"
+	}
+	return "special file (" + m.Type().String() + ")"
 }
 
 // repositoryKey names a repository's build cache: readable, and unique by a hash of the

@@ -123,6 +123,9 @@ func (l Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		case errors.Is(r.Err, proc.ErrSandboxUnavailable):
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission,
 				Message: fmt.Sprintf("command %d (%s) refused: %v", i+1, cmds[i], r.Err)}
+		case errors.Is(r.Err, proc.ErrPathRefused): // the item's own doing: a person looks
+			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassPermission,
+				Message: fmt.Sprintf("command %d (%s) not started: %v", i+1, cmds[i], r.Err)}
 		case r.Err != nil:
 			return workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: fmt.Sprintf("command %d (%s) could not start: %v", i+1, cmds[i], r.Err)}
