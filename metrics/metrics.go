@@ -174,7 +174,7 @@ func New(opts ...Option) *Metrics {
 	m.decisions = counterVec("decisions_total", "Decisions on items by outcome and who decided (actor_kind: verifier, person).", "template", "outcome", "actor_kind")
 	m.decisionRules = counterVec("decision_rules_total", "Decisions on items by outcome and the policy rule that fired (person for a person's).", "template", "outcome", "rule")
 	m.deliveries = counterVec("deliveries_total", "What became of closed items' changes, by outcome (pr_opened, pr_updated, merged, declined, unchanged, patch, pushed, failed).", "template", "outcome")
-	m.sandboxRefused = counterVec("sandbox_network_refused_total", "Connections the sandbox's registries proxy refused to a command, by template and reason (not_allowed, private_address, resolve_failed).", "template", "reason")
+	m.sandboxRefused = counterVec("sandbox_network_refused_total", "Connections the sandbox's registries proxy refused to a command, by template and reason (not_allowed, private_address, resolve_failed, origin_form, bad_target).", "template", "reason")
 	m.checkpointWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "checkpoint_write_duration_seconds",
 		Help:    "Latency of checkpoint writes to the store.",

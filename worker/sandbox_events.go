@@ -17,7 +17,8 @@ import (
 // would allow it. Data keys are the same for every command kind.
 const (
 	// EventKindNetworkRefused: the egress proxy refused a connection of a command.
-	// Data: host, port, reason (not_allowed | private_address | resolve_failed), command.
+	// Data: host, port, reason (not_allowed | private_address | resolve_failed | origin_form |
+	// bad_target), command.
 	EventKindNetworkRefused = "network_refused"
 	// EventKindLimitExceeded: a command hit a resource limit and was stopped or refused by it.
 	// Data: limit (memory | processes | cpu_time | file_size), value (the configured limit as
@@ -68,6 +69,10 @@ func refusalHint(r egress.Reason) string {
 		return ": add the host to the template's sandbox: {allow: [...]}, or set network: host"
 	case egress.ReasonPrivateAddress:
 		return ": it resolves only to loopback, private, link-local or metadata addresses, which the proxy never reaches"
+	case egress.ReasonOriginForm:
+		return ": the command sent the proxy a request for a path (origin form), as if the proxy were the server; the proxy carries only absolute http:// URIs and CONNECT"
+	case egress.ReasonBadTarget:
+		return ": the proxy carries only absolute http:// URIs and CONNECT to host:port"
 	}
 	return ""
 }
