@@ -359,16 +359,16 @@ func ruleLabel(rule workitems.RuleName) string {
 	return other
 }
 
-// NetworkRefused counts a connection the registries proxy refused to one of the template's
+// NetworkRefused counts n connections the registries proxy refused to one of the template's
 // commands; a reason outside egress.Reasons is folded into other.
-func (m *Metrics) NetworkRefused(template, reason string) {
-	if m == nil {
+func (m *Metrics) NetworkRefused(template, reason string, n int) {
+	if m == nil || n <= 0 {
 		return
 	}
 	if !slices.Contains(egress.Reasons(), egress.Reason(reason)) {
 		reason = other
 	}
-	m.sandboxRefused.WithLabelValues(template, reason).Inc()
+	m.sandboxRefused.WithLabelValues(template, reason).Add(float64(n))
 }
 
 // CheckpointWrite observes the latency of one checkpoint write.
