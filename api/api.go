@@ -197,10 +197,14 @@ const maxDrain = 16 << 20
 // errTooLarge is a body that ran past MaxBody while being read (no or a false Content-Length).
 var errTooLarge = fmt.Errorf("body larger than %d bytes", MaxBody)
 
-// decodeStatus is the status of a decode error: 413 for a body too large, else 400.
+// decodeStatus is the status of a decode error: 413 for a body too large, 408 for one that did
+// not arrive in time (BoundBodies), else 400.
 func decodeStatus(err error) int {
-	if errors.Is(err, errTooLarge) {
+	switch {
+	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case bodyTimedOut(err):
+		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest
 }

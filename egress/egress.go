@@ -38,10 +38,18 @@ const (
 	ReasonNotAllowed     Reason = "not_allowed"     // the host (or port) is not listed
 	ReasonPrivateAddress Reason = "private_address" // listed, but resolves only to addresses never reached
 	ReasonResolveFailed  Reason = "resolve_failed"  // listed, but its name did not resolve
+	// ReasonOriginForm: a request in origin form (GET /path) sent to the proxy as if it were
+	// the server; Host and Port are its Host header's.
+	ReasonOriginForm Reason = "origin_form"
+	// ReasonBadTarget: a CONNECT target or absolute URI the proxy cannot carry (no port, a
+	// bad port, a scheme other than http).
+	ReasonBadTarget Reason = "bad_target"
 )
 
 // Reasons lists the reasons a connection is refused.
-func Reasons() []Reason { return []Reason{ReasonNotAllowed, ReasonPrivateAddress, ReasonResolveFailed} }
+func Reasons() []Reason {
+	return []Reason{ReasonNotAllowed, ReasonPrivateAddress, ReasonResolveFailed, ReasonOriginForm, ReasonBadTarget}
+}
 
 // Refusal is one refused connection.
 type Refusal struct {
@@ -212,6 +220,7 @@ func (p *Proxy) handle(c net.Conn) {
 func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 	host, port, err := splitHostPort(req.Host, 443)
 	if err != nil {
+		p.refused(Refusal{Host: req.Host, Reason: ReasonBadTarget})
 		writeStatus(c, http.StatusBadRequest, "egress: bad CONNECT target "+strconv.Quote(req.Host))
 		return
 	}
@@ -241,13 +250,28 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 // forward sends one plain-HTTP request in absolute form to its vetted host and copies the
 // response back; it reports whether the client connection may carry another request.
 func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.URL.Host == "" {
+	if req.URL.Host == "" {
+		// Origin form: a client that took the proxy for the server (or probes it). What it
+		// meant to reach is its Host header, if anything.
+		host, port, err := splitHostPort(req.Host, 80)
+		if err != nil {
+			host, port = req.Host, 0
+		}
+		p.refused(Refusal{Host: host, Port: port, Reason: ReasonOriginForm})
 		writeStatus(c, http.StatusBadRequest, "egress: this is a proxy: send an absolute http:// URI, or CONNECT for https")
 		return false
 	}
-	host, port, err := splitHostPort(req.URL.Host, 80)
-	if err != nil {
-		writeStatus(c, http.StatusBadRequest, "egress: bad host "+strconv.Quote(req.URL.Host))
+	def := 80
+	if req.URL.Scheme == "https" {
+		def = 443
+	}
+	host, port, err := splitHostPort(req.URL.Host, def)
+	if err != nil || req.URL.Scheme != "http" {
+		if err != nil {
+			host, port = req.URL.Host, 0
+		}
+		p.refused(Refusal{Host: host, Port: port, Reason: ReasonBadTarget})
+		writeStatus(c, http.StatusBadRequest, "egress: only absolute http:// URIs are forwarded (CONNECT for https), not "+strconv.Quote(req.URL.Scheme+"://"+req.URL.Host))
 		return false
 	}
 	if fsys, ok := p.o.Files[normalHost(host)]; ok {
@@ -344,12 +368,21 @@ func (p *Proxy) Vet(ctx context.Context, host string, port int) ([]netip.Addr, *
 	return ok, nil
 }
 
+// refused reports r, its host normalised and clipped: it is the client's to write.
 func (p *Proxy) refused(r Refusal) {
+	r.Host = normalHost(r.Host)
+	if len(r.Host) > maxReportedHost {
+		r.Host = strings.ToValidUTF8(r.Host[:maxReportedHost], "") + "…"
+	}
 	p.o.Logger.Debug("egress: connection refused", "host", r.Host, "port", r.Port, "reason", r.Reason)
 	if p.o.Refused != nil {
 		p.o.Refused(r)
 	}
 }
+
+// maxReportedHost bounds the host a refusal names: a DNS name has at most 253 bytes, and a
+// request head may carry far more.
+const maxReportedHost = 253
 
 // serveFile answers a GET or HEAD from fsys (404 for anything it does not hold); it reports
 // whether the client connection may carry another request.

@@ -247,6 +247,81 @@ func TestPlainHTTPToAnUnlistedHostIsRefused(t *testing.T) {
 	}
 }
 
+// request sends raw as a client's request head to the proxy and returns the status line.
+func request(t *testing.T, proxy *url.URL, raw string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", proxy.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%q: %v", raw, err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// A request the proxy cannot carry is answered 400 and, like any refusal, reported with what
+// was wrong: a request in origin form (the client took the proxy for the server) under the host
+// its Host header names, an absolute URI of another scheme or a target without a usable port.
+func TestARequestInOriginFormOrWithABadTargetIsRefusedAndReported(t *testing.T) {
+	t.Parallel()
+	fn := &fakeNet{names: map[string][]netip.Addr{"pypi.example": {public("203.0.113.11")}}}
+	proxyURL, rs, _ := start(t, fn, "pypi.example")
+	cases := []struct {
+		raw  string
+		want egress.Refusal
+	}{
+		{"GET /latest/meta-data/ HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n",
+			egress.Refusal{Host: "169.254.169.254", Port: 80, Reason: egress.ReasonOriginForm}},
+		{"GET /simple/ HTTP/1.1\r\nHost: PyPI.example:8080\r\n\r\n",
+			egress.Refusal{Host: "pypi.example", Port: 8080, Reason: egress.ReasonOriginForm}},
+		{"GET //pypi.example/simple/ HTTP/1.1\r\nHost: pypi.example\r\n\r\n",
+			egress.Refusal{Host: "pypi.example", Port: 80, Reason: egress.ReasonOriginForm}},
+		{"GET https://pypi.example/simple/ HTTP/1.1\r\nHost: pypi.example\r\n\r\n",
+			egress.Refusal{Host: "pypi.example", Port: 443, Reason: egress.ReasonBadTarget}},
+		{"GET ftp://pypi.example/simple/ HTTP/1.1\r\nHost: pypi.example\r\n\r\n",
+			egress.Refusal{Host: "pypi.example", Port: 80, Reason: egress.ReasonBadTarget}},
+		{"GET http://pypi.example:99999/ HTTP/1.1\r\nHost: pypi.example\r\n\r\n",
+			egress.Refusal{Host: "pypi.example:99999", Port: 0, Reason: egress.ReasonBadTarget}},
+		{"CONNECT pypi.example:0 HTTP/1.1\r\nHost: pypi.example:0\r\n\r\n",
+			egress.Refusal{Host: "pypi.example:0", Port: 0, Reason: egress.ReasonBadTarget}},
+	}
+	var want []egress.Refusal
+	for _, tc := range cases {
+		if got := request(t, proxyURL, tc.raw); !strings.Contains(got, " 400 ") {
+			t.Errorf("%q: %q, want 400", tc.raw, got)
+		}
+		want = append(want, tc.want)
+	}
+	if got := rs.list(); !slices.Equal(got, want) {
+		t.Errorf("refusals:\n got %+v\nwant %+v", got, want)
+	}
+	if lookups, dials := fn.seen(); len(lookups)+len(dials) != 0 {
+		t.Errorf("the proxy looked up %q and dialed %q", lookups, dials)
+	}
+}
+
+// A refusal names at most a DNS name's length of the host a client wrote.
+func TestARefusalClipsAHostNoNameCouldHave(t *testing.T) {
+	t.Parallel()
+	proxyURL, rs, _ := start(t, &fakeNet{})
+	long := strings.Repeat("a", 4000) + ".example"
+	if got := connect(t, proxyURL, long+":443"); !strings.Contains(got, " 403 ") {
+		t.Fatalf("CONNECT: %q, want 403", got)
+	}
+	got := rs.list()
+	if len(got) != 1 || got[0].Reason != egress.ReasonNotAllowed || got[0].Port != 443 ||
+		!strings.HasPrefix(long, strings.TrimSuffix(got[0].Host, "…")) || len(got[0].Host) > 253+len("…") {
+		t.Fatalf("refusals %+v, want the host clipped to 253 bytes", got)
+	}
+}
+
 func TestAMixedAnswerIsReachedOnlyAtItsPublicAddress(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))

@@ -10,6 +10,7 @@
 //	{forge} not in forges:                        404 unknown_forge
 //	no webhook_secret_env, or its variable empty  403 not_configured (the message names the setting)
 //	body larger than MaxBody (5 MiB)              413 too_large
+//	body not received by the server's deadline    408 (no result: the connection closes; api.BoundBodies)
 //	signature missing or wrong                    401 bad_signature (nothing stored, nothing sent)
 //	ping                                          200 ignored
 //	event or action not used, payload unreadable  202 ignored (never 4xx: forges disable failing hooks)

@@ -172,6 +172,12 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 			log.Warn("webhook refused: body too large", "limit", h.o.MaxBody)
 			return
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Too slow: the server's body deadline passed (api.BoundBodies).
+			log.Warn("webhook refused: body not received in time", "remote", r.RemoteAddr)
+			w.WriteHeader(http.StatusRequestTimeout)
+			return
+		}
 		// The forge hung up mid-body: nobody reads the answer.
 		log.Warn("webhook body unreadable", "err", err)
 		w.WriteHeader(http.StatusBadRequest)

@@ -174,7 +174,7 @@ func New(opts ...Option) *Metrics {
 	m.decisions = counterVec("decisions_total", "Decisions on items by outcome and who decided (actor_kind: verifier, person).", "template", "outcome", "actor_kind")
 	m.decisionRules = counterVec("decision_rules_total", "Decisions on items by outcome and the policy rule that fired (person for a person's).", "template", "outcome", "rule")
 	m.deliveries = counterVec("deliveries_total", "What became of closed items' changes, by outcome (pr_opened, pr_updated, merged, declined, unchanged, patch, pushed, failed).", "template", "outcome")
-	m.sandboxRefused = counterVec("sandbox_network_refused_total", "Connections the sandbox's registries proxy refused to a command, by template and reason (not_allowed, private_address, resolve_failed).", "template", "reason")
+	m.sandboxRefused = counterVec("sandbox_network_refused_total", "Connections the sandbox's registries proxy refused to a command, by template and reason (not_allowed, private_address, resolve_failed, origin_form, bad_target).", "template", "reason")
 	m.checkpointWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "checkpoint_write_duration_seconds",
 		Help:    "Latency of checkpoint writes to the store.",
@@ -359,16 +359,16 @@ func ruleLabel(rule workitems.RuleName) string {
 	return other
 }
 
-// NetworkRefused counts a connection the registries proxy refused to one of the template's
+// NetworkRefused counts n connections the registries proxy refused to one of the template's
 // commands; a reason outside egress.Reasons is folded into other.
-func (m *Metrics) NetworkRefused(template, reason string) {
-	if m == nil {
+func (m *Metrics) NetworkRefused(template, reason string, n int) {
+	if m == nil || n <= 0 {
 		return
 	}
 	if !slices.Contains(egress.Reasons(), egress.Reason(reason)) {
 		reason = other
 	}
-	m.sandboxRefused.WithLabelValues(template, reason).Inc()
+	m.sandboxRefused.WithLabelValues(template, reason).Add(float64(n))
 }
 
 // CheckpointWrite observes the latency of one checkpoint write.

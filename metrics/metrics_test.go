@@ -89,8 +89,10 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 	m.AddModelSpend("nightly", "somebody-else", "x", workitems.Spend{CostUSD: 1}, "")
 	m.ModelRequest("unconfigured", time.Second, "")
 	m.Delivery("nightly", workitems.DeliveryOutcome("the forge said 502"), "")
-	m.NetworkRefused("nightly", "private_address")
-	m.NetworkRefused("nightly", "the resolver exploded")
+	m.NetworkRefused("nightly", "private_address", 1)
+	m.NetworkRefused("nightly", "not_allowed", 1)
+	m.NetworkRefused("nightly", "not_allowed", 41) // a command's refusals counted while it ran
+	m.NetworkRefused("nightly", "the resolver exploded", 1)
 
 	tests := []struct {
 		name   string
@@ -124,6 +126,7 @@ func TestRecordingMethodsCountWhatHappened(t *testing.T) {
 		{"a delivery is counted by outcome", "outerloop_deliveries_total", `template="nightly",outcome="pr_opened"`, 1},
 		{"a delivery outcome outside the vocabulary is folded into other", "outerloop_deliveries_total", `template="nightly",outcome="other"`, 1},
 		{"a refused connection is counted by reason", "outerloop_sandbox_network_refused_total", `template="nightly",reason="private_address"`, 1},
+		{"refusals counted while a command ran add their count", "outerloop_sandbox_network_refused_total", `template="nightly",reason="not_allowed"`, 42},
 		{"a refusal reason outside the vocabulary is folded into other", "outerloop_sandbox_network_refused_total", `template="nightly",reason="other"`, 1},
 		{"the running attempt's cost is exported", "outerloop_running_attempts_cost_usd", `template="nightly",loop="agent"`, 0.5},
 		{"and the attempt is counted as running", "outerloop_running_attempts", `template="nightly",loop="agent"`, 1},

@@ -36,14 +36,22 @@ const (
 	sandboxBridge    = "/run/outerloop-bridge"
 )
 
-// maxRefusalReports bounds the refusals reported per command: each distinct host, port and
-// reason once, and no more than this many (a tool retrying in a loop must not flood the log).
-const maxRefusalReports = 20
-
-// NetworkRefusal is a connection the proxy refused to a command.
+// NetworkRefusal is a connection the proxy refused to a command, or a count of them. The
+// first refusal of each of a command's first destinations (host, port, reason) is reported as
+// it happens; the others are counted and reported when the command ends, so that none goes
+// unrecorded however many there are (refusal_log.go).
 type NetworkRefusal struct {
 	egress.Refusal
 	Command string
+	// Count is how many refused connections the report stands for: 1 for one reported as it
+	// happened. Summed over a command's reports it is every refusal of the command.
+	Count int
+	// Counted marks a report made when the command ended, of refusals counted while it ran
+	// (besides the one reported as it happened, when its destination had one).
+	Counted bool
+	// Others marks the count of refusals to destinations past those counted one by one: Host
+	// is "" and Port 0, Reason is theirs.
+	Others bool
 }
 
 // egressRun is one command's proxy.
@@ -55,7 +63,10 @@ type egressRun struct {
 	// in bubblewrap's command line, which is pid 1's inside the sandbox.
 	bin    *os.File
 	nextra int
-	once   sync.Once
+	// flush reports the refusals counted while the command ran; called once the proxy is
+	// closed, so it has them all.
+	flush func()
+	once  sync.Once
 }
 
 func (e *egressRun) stop() {
@@ -63,6 +74,7 @@ func (e *egressRun) stop() {
 		_ = e.proxy.Close()
 		_ = e.bin.Close()
 		_ = os.RemoveAll(e.dir)
+		e.flush()
 	})
 }
 
@@ -103,7 +115,7 @@ func (r *Runner) refused(key string, nr NetworkRefusal) {
 	}
 	if w == nil {
 		r.logger().Warn("sandbox network refused a connection", "key", key, "host", nr.Host, "port", nr.Port,
-			"reason", nr.Reason, "command", nr.Command)
+			"reason", nr.Reason, "count", nr.Count, "others", nr.Others, "command", nr.Command)
 		return
 	}
 	(*w)(nr)
@@ -134,15 +146,15 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 	if command == "" {
 		command = strings.Join(s.Argv, " ")
 	}
-	var mu sync.Mutex
-	seen := map[egress.Refusal]bool{}
+	refusals := &refusalLog{}
 	report := func(rf egress.Refusal) {
-		mu.Lock()
-		fresh := !seen[rf] && len(seen) < maxRefusalReports
-		seen[rf] = true
-		mu.Unlock()
-		if fresh {
-			r.refused(s.Key, NetworkRefusal{Refusal: rf, Command: command})
+		if refusals.add(rf) {
+			r.refused(s.Key, NetworkRefusal{Refusal: rf, Command: command, Count: 1})
+		}
+	}
+	flush := func() {
+		for _, nr := range refusals.flush(command) {
+			r.refused(s.Key, nr)
 		}
 	}
 	res := r.Resolver
@@ -153,7 +165,7 @@ func (r *Runner) startEgress(s Spec) (*egressRun, error) {
 	p := egress.New(egress.Options{Allow: append(egress.DefaultAllow(), s.Policy.Allow...), Resolver: res, Refused: report,
 		Files: files, Logger: r.logger().With("key", s.Key)})
 	go func() { _ = p.Serve(l) }()
-	return &egressRun{dir: dir, proxy: p, bin: bin, nextra: len(s.ExtraFiles)}, nil
+	return &egressRun{dir: dir, proxy: p, bin: bin, nextra: len(s.ExtraFiles), flush: flush}, nil
 }
 
 // egressArgs adds to bubblewrap's arguments the socket directory and the bridge, puts the

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -216,19 +217,73 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-func TestRegistriesRefusalsAreReportedOncePerDestination(t *testing.T) {
+// A destination's first refusal is reported as it happens; its further ones are counted and
+// reported, with their number, when the command ends.
+func TestRegistriesReportsADestinationOnceThenCountsItsRefusals(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}
 	r := proctest.Runner(t, proc.ModeBwrap)
 	w := watch(t, r, "item/1")
 	ws := gitWorkspace(t)
-	res := registriesRun(t, r, ws, `for i in 1 2 3 4 5; do curl -sS -m 10 -o /dev/null https://example.com/ 2>/dev/null; done; echo done`)
+	cmd := `for i in 1 2 3 4 5; do curl -sS -m 10 -o /dev/null https://example.com/ 2>/dev/null; done; echo done`
+	res := registriesRun(t, r, ws, cmd)
 	if !strings.Contains(res.Tail, "done") {
 		t.Fatalf("exit %d:\n%s", res.ExitCode, res.Tail)
 	}
-	if got := w.list(); len(got) != 1 {
-		t.Fatalf("refusals %+v, want the one destination once", got)
+	dest := egress.Refusal{Host: "example.com", Port: 443, Reason: egress.ReasonNotAllowed}
+	want := []proc.NetworkRefusal{{Refusal: dest, Command: cmd, Count: 1}, {Refusal: dest, Command: cmd, Count: 4, Counted: true}}
+	if got := w.list(); !slices.Equal(got, want) {
+		t.Fatalf("refusals\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// Issue 36: a command that has had twenty destinations refused no longer hides the next ones:
+// the metadata address it tries after them is reported, with how often it was tried, when the
+// command ends.
+func TestRegistriesRecordsTheMetadataAddressPastTheTwentiethRefusedDestination(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	r := proctest.Runner(t, proc.ModeBwrap)
+	r.Resolver = hostsResolver{"meta.test": netip.MustParseAddr("169.254.169.254")}
+	w := watch(t, r, "item/1")
+	ws := gitWorkspace(t)
+	cmd := `for i in $(seq 1 21); do curl -sS -m 10 -o /dev/null https://h$i.example/ 2>/dev/null; done
+for i in 1 2 3; do curl -sS -m 10 -o /dev/null http://meta.test/latest/meta-data/ 2>/dev/null; done; echo done`
+	res := registriesRun(t, r, ws, cmd, "meta.test")
+	if !strings.Contains(res.Tail, "done") {
+		t.Fatalf("exit %d:\n%s", res.ExitCode, res.Tail)
+	}
+	var want []proc.NetworkRefusal
+	for i := 1; i <= 20; i++ {
+		want = append(want, proc.NetworkRefusal{Refusal: egress.Refusal{Host: fmt.Sprintf("h%d.example", i), Port: 443, Reason: egress.ReasonNotAllowed},
+			Command: cmd, Count: 1})
+	}
+	want = append(want,
+		proc.NetworkRefusal{Refusal: egress.Refusal{Host: "h21.example", Port: 443, Reason: egress.ReasonNotAllowed}, Command: cmd, Count: 1, Counted: true},
+		proc.NetworkRefusal{Refusal: egress.Refusal{Host: "meta.test", Port: 80, Reason: egress.ReasonPrivateAddress}, Command: cmd, Count: 3, Counted: true})
+	if got := w.list(); !slices.Equal(got, want) {
+		t.Fatalf("refusals\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A request in origin form, sent to the proxy as if it were the server, is a refusal too.
+func TestRegistriesReportsARequestInOriginForm(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	r := proctest.Runner(t, proc.ModeBwrap)
+	w := watch(t, r, "item/1")
+	ws := gitWorkspace(t)
+	cmd := `curl -sS -m 10 -o /dev/null -w '%{http_code}\n' -H 'Host: 169.254.169.254' "$HTTP_PROXY/latest/meta-data/"`
+	res := registriesRun(t, r, ws, cmd)
+	if strings.TrimSpace(res.Tail) != "400" {
+		t.Fatalf("exit %d: %q, want the proxy's 400", res.ExitCode, res.Tail)
+	}
+	want := []proc.NetworkRefusal{{Refusal: egress.Refusal{Host: "169.254.169.254", Port: 80, Reason: egress.ReasonOriginForm}, Command: cmd, Count: 1}}
+	if got := w.list(); !slices.Equal(got, want) {
+		t.Fatalf("refusals\n got %+v\nwant %+v", got, want)
 	}
 }
 

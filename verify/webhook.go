@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -144,6 +145,10 @@ func EvidenceHandler(store CIStore, token string) http.Handler {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", EvidenceLimit))
+				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) { // the server's body deadline passed
+				httpError(w, http.StatusRequestTimeout, "body not received in time")
 				return
 			}
 			httpError(w, http.StatusBadRequest, "reading body: "+err.Error())

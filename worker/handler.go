@@ -75,8 +75,8 @@ type Observer interface {
 	Decision(template string, actor workitems.ActorKind, outcome workitems.Outcome, rule workitems.RuleName, itemID string)
 	Delivery(template string, outcome workitems.DeliveryOutcome, itemID string)
 	CheckpointWrite(d time.Duration)
-	// NetworkRefused counts a connection the sandbox's registries proxy refused to a command.
-	NetworkRefused(template, reason string)
+	// NetworkRefused counts n connections the sandbox's registries proxy refused to a command.
+	NetworkRefused(template, reason string, n int)
 }
 
 // Errors a handler returns to asynq so that it tries the task again soon, without counting it
@@ -616,7 +616,7 @@ func (nopObserver) AddModelSpend(string, string, string, workitems.Spend, string
 func (nopObserver) SetRunningCost(string, string, string, float64)                {}
 func (nopObserver) Delivery(string, workitems.DeliveryOutcome, string)            {}
 func (nopObserver) ClearRunningCost(string)                                       {}
-func (nopObserver) NetworkRefused(string, string)                                 {}
+func (nopObserver) NetworkRefused(string, string, int)                            {}
 func (nopObserver) Decision(string, workitems.ActorKind, workitems.Outcome, workitems.RuleName, string) {
 }
 func (nopObserver) CheckpointWrite(time.Duration) {}

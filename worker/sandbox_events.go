@@ -17,7 +17,11 @@ import (
 // would allow it. Data keys are the same for every command kind.
 const (
 	// EventKindNetworkRefused: the egress proxy refused a connection of a command.
-	// Data: host, port, reason (not_allowed | private_address | resolve_failed), command.
+	// Data: host, port, reason (not_allowed | private_address | resolve_failed | origin_form |
+	// bad_target), command, count (the refused connections it stands for: 1 as one happens;
+	// at the command's end, those counted while it ran), counted ("true" for such a count),
+	// others ("true" for the count of destinations past those counted one by one: host and
+	// port are empty).
 	EventKindNetworkRefused = "network_refused"
 	// EventKindLimitExceeded: a command hit a resource limit and was stopped or refused by it.
 	// Data: limit (memory | processes | cpu_time | file_size), value (the configured limit as
@@ -25,38 +29,68 @@ const (
 	EventKindLimitExceeded = "limit_exceeded"
 )
 
-// networkRefused returns what records a refused connection of one of the attempt's commands:
-// a step event on the item (EventKindNetworkRefused) and the metric.
+// networkRefused returns what records a refused connection of one of the attempt's commands,
+// or a count of them (proc.NetworkRefusal): a step event on the item (EventKindNetworkRefused)
+// and the metric, which counts every refused connection.
 func (h *Handler) networkRefused(template string, events EventSink) func(proc.NetworkRefusal) {
 	return func(nr proc.NetworkRefusal) {
-		h.o.Observer.NetworkRefused(template, string(nr.Reason))
-		events.Emit(context.Background(), workitems.Event{Type: workitems.EventStep,
-			Message: fmt.Sprintf("sandbox network refused %s:%d (%s%s) to command %q", nr.Host, nr.Port, nr.Reason, refusalHint(nr.Reason), nr.Command),
-			Data: map[string]string{"kind": EventKindNetworkRefused, "host": nr.Host, "port": strconv.Itoa(nr.Port),
-				"reason": string(nr.Reason), "command": nr.Command}})
+		n := max(nr.Count, 1)
+		h.o.Observer.NetworkRefused(template, string(nr.Reason), n)
+		data := map[string]string{"kind": EventKindNetworkRefused, "host": nr.Host, "port": strconv.Itoa(nr.Port),
+			"reason": string(nr.Reason), "command": nr.Command, "count": strconv.Itoa(n)}
+		msg := fmt.Sprintf("sandbox network refused %s:%d (%s%s) to command %q", nr.Host, nr.Port, nr.Reason, refusalHint(nr.Reason), nr.Command)
+		switch {
+		case nr.Others:
+			data["others"], data["counted"], data["host"], data["port"] = "true", "true", "", ""
+			msg = fmt.Sprintf("sandbox network refused %d connection(s) to other destinations, past those counted one by one (%s%s), to command %q",
+				n, nr.Reason, refusalHint(nr.Reason), nr.Command)
+		case nr.Counted:
+			data["counted"] = "true"
+			msg = fmt.Sprintf("sandbox network refused %s:%d %d time(s) not reported one by one (%s%s) to command %q",
+				nr.Host, nr.Port, n, nr.Reason, refusalHint(nr.Reason), nr.Command)
+		}
+		events.Emit(context.Background(), workitems.Event{Type: workitems.EventStep, Message: msg, Data: data})
 	}
 }
 
-// maxRefusedListed bounds the refusals a pull request's body lists.
+// maxRefusedListed bounds the destinations a pull request's body lists.
 const maxRefusedListed = 20
 
-// refusedOf returns the connections the sandbox refused to attempt n's commands, each once,
-// from the item's events (an execution that resumed the attempt sees its predecessor's too).
+// refusedOf returns the connections the sandbox refused to attempt n's commands, each
+// destination once, from the item's events (an execution that resumed the attempt sees its
+// predecessor's too).
 func (h *Handler) refusedOf(ctx context.Context, id string, n int, log *slog.Logger) []string {
 	evs, err := h.o.Store.Events(ctx, id, "", 5000, 0)
 	if err != nil {
 		log.Warn("events unreadable: the pull request will not list refused connections", "err", err)
 		return nil
 	}
+	return refusedList(evs, n)
+}
+
+// refusedList lists the destinations of attempt n's network_refused events, each once and at
+// most maxRefusedListed of them; a last entry says how many more there were.
+func refusedList(evs []workitems.Event, n int) []string {
 	var out []string
+	more := 0
 	for _, e := range evs {
 		if e.Attempt != n || e.Data["kind"] != EventKindNetworkRefused {
 			continue
 		}
 		s := fmt.Sprintf("%s:%s (%s)", e.Data["host"], e.Data["port"], e.Data["reason"])
-		if !slices.Contains(out, s) && len(out) < maxRefusedListed {
-			out = append(out, s)
+		if e.Data["others"] == "true" {
+			s = fmt.Sprintf("other destinations (%s)", e.Data["reason"])
 		}
+		switch {
+		case slices.Contains(out, s):
+		case len(out) < maxRefusedListed:
+			out = append(out, s)
+		default:
+			more++ // may count a destination twice: the list has no room to remember it
+		}
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("and more (%d further events: see the item's events)", more))
 	}
 	return out
 }
@@ -68,6 +102,10 @@ func refusalHint(r egress.Reason) string {
 		return ": add the host to the template's sandbox: {allow: [...]}, or set network: host"
 	case egress.ReasonPrivateAddress:
 		return ": it resolves only to loopback, private, link-local or metadata addresses, which the proxy never reaches"
+	case egress.ReasonOriginForm:
+		return ": the command sent the proxy a request for a path (origin form), as if the proxy were the server; the proxy carries only absolute http:// URIs and CONNECT"
+	case egress.ReasonBadTarget:
+		return ": the proxy carries only absolute http:// URIs and CONNECT to host:port"
 	}
 	return ""
 }

@@ -23,14 +23,14 @@ func serveCmd(g *globals) *cobra.Command {
 	var addr string
 	var concurrency int
 	var noWorker, noScheduler, queuesUI bool
-	var shutdownTimeout time.Duration
+	var shutdownTimeout, bodyTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
 		Args:  cobra.NoArgs,
 		RunE: g.withLongApp(true, func(ctx context.Context, a *app.App, _ []string) error {
 			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
-				scheduler: !noScheduler, queuesUI: queuesUI, shutdownTimeout: shutdownTimeout})
+				scheduler: !noScheduler, queuesUI: queuesUI, shutdownTimeout: shutdownTimeout, bodyTimeout: bodyTimeout})
 		}),
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
@@ -39,6 +39,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&noScheduler, "no-scheduler", false, "do not run the cron scheduler in this process")
 	c.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "after SIGTERM, exit 1 (logging what was still stopping and every goroutine's stack) if stopping takes longer; a second SIGTERM exits at once")
 	c.Flags().BoolVar(&queuesUI, "queues-ui", false, "mount asynqmon's queue UI at /queues (reading needs a login when a token is configured, its actions the operator role)")
+	c.Flags().DurationVar(&bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "a request's body (a webhook's, an API call's) must arrive within this, or it is answered 408 and its connection closed")
 	return c
 }
 
@@ -49,6 +50,7 @@ type serveOptions struct {
 	worker, scheduler bool
 	queuesUI          bool
 	shutdownTimeout   time.Duration // the whole stop (DefaultShutdownTimeout when 0)
+	bodyTimeout       time.Duration // a request body's arrival (api.DefaultBodyTimeout when 0)
 }
 
 // shutdownBudget splits the whole stop's bound (DefaultShutdownTimeout when ≤ 0) into its parts
@@ -131,9 +133,10 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("serve: listen %s: %w", addr, err)
 	}
-	// No WriteTimeout: the console's live event streams stay open.
-	srv := &http.Server{Handler: api.Protect(mux, api.ProtectOptions{Auth: auth, Audit: audit, Logger: a.Logger}),
-		ReadHeaderTimeout: 10 * time.Second}
+	// Heads and bodies are read within bounds; no WriteTimeout: the console's live event
+	// streams and the API's long polls stay open (api.NewHTTPServer).
+	srv := api.NewHTTPServer(api.Protect(mux, api.ProtectOptions{Auth: auth, Audit: audit, Logger: a.Logger}),
+		api.ServerOptions{BodyTimeout: o.bodyTimeout})
 	srv.RegisterOnShutdown(con.Close)    // open item pages would otherwise hold Shutdown up
 	srv.RegisterOnShutdown(apiSrv.Close) // and so would the API's long polls
 	a.Logger.Info("serving", "addr", ln.Addr().String(), "embedded_redis", a.Embedded, "actions_enabled", auth.CanAct(), "read_login", auth.ReadLogin(),
@@ -204,7 +207,8 @@ func schedulerCmd(g *globals) *cobra.Command {
 func serveMetrics(a *app.App, addr string) func() {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.Metrics.Handler())
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := api.NewHTTPServer(mux, api.ServerOptions{})
+	srv.Addr = addr
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.Logger.Error("metrics listener failed", "addr", addr, "err", err)

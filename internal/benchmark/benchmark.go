@@ -181,8 +181,8 @@ func (c countClose) Decision(string, workitems.ActorKind, workitems.Outcome, wor
 		c.ch <- struct{}{}
 	}
 }
-func (countClose) CheckpointWrite(time.Duration) {}
-func (countClose) NetworkRefused(string, string) {}
+func (countClose) CheckpointWrite(time.Duration)      {}
+func (countClose) NetworkRefused(string, string, int) {}
 
 // Result is one measured pair.
 type Result struct {
