@@ -17,12 +17,16 @@ FROM golang:1.26-bookworm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates git tini bubblewrap \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 10001 outerloop \
- && mkdir -p /var/lib/outerloop && chown outerloop /var/lib/outerloop
+ && groupadd --gid 10001 outerloop \
+ && useradd --create-home --uid 10001 --gid 10001 outerloop \
+ && mkdir -p /var/lib/outerloop && chown outerloop:outerloop /var/lib/outerloop
 COPY --from=build /out/outerloop /usr/local/bin/outerloop
 # outerloop's own source: the repo of the example "self-check" template in deploy/outerloop.yaml.
 COPY --from=build --chown=outerloop /src /srv/outerloop
-USER outerloop
+# Every process of the image runs as the user outerloop, never root (a worker as root says so
+# at start, docs/containers.md): numeric, as the worker's `user:` in docker-compose.yml, so that
+# Kubernetes' runAsNonRoot can check it.
+USER 10001:10001
 WORKDIR /var/lib/outerloop
 ENV GOPATH=/home/outerloop/go GOCACHE=/home/outerloop/.cache/go-build
 # tini forwards SIGTERM so workers checkpoint and yield before they stop.

@@ -36,6 +36,7 @@ type composeService struct {
 	Ports         []string          `yaml:"ports"`
 	Volumes       []string          `yaml:"volumes"`
 	ContainerName string            `yaml:"container_name"`
+	User          string            `yaml:"user"`
 	Deploy        map[string]any    `yaml:"deploy"`
 }
 
@@ -224,6 +225,20 @@ func TestComposeRunsTheRightProcesses(t *testing.T) {
 		}
 		if _, pinned := w.Deploy["replicas"]; pinned {
 			t.Error("deploy.replicas pins the worker count")
+		}
+	})
+
+	t.Run("the worker runs as the image's unprivileged user", func(t *testing.T) {
+		t.Parallel()
+		img := loadImageUser(t)
+		if img.user == "0" || img.user == "root" || img.user == "" {
+			t.Fatalf("the Dockerfile's USER is %q: the image runs as root", img.user)
+		}
+		if want := img.uid + ":" + img.gid; c.Services["worker"].User != want {
+			t.Errorf("worker user %q, want the image's %s (useradd %s)", c.Services["worker"].User, want, img.name)
+		}
+		if img.user != img.uid+":"+img.gid {
+			t.Errorf("the Dockerfile's USER %q is not the uid:gid %s:%s it creates for %s", img.user, img.uid, img.gid, img.name)
 		}
 	})
 
@@ -577,4 +592,42 @@ func TestComposeCommandsUseFlagsTheCLIHas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// imageUser is who the Dockerfile's final stage runs as, and the user it creates.
+type imageUser struct {
+	user           string // USER
+	name, uid, gid string // from groupadd --gid and useradd --uid --gid
+}
+
+var (
+	userRE     = regexp.MustCompile(`(?m)^USER\s+(\S+)\s*$`)
+	useraddRE  = regexp.MustCompile(`useradd\b[^&\n]*--uid (\d+) --gid (\d+) (\w+)`)
+	groupaddRE = regexp.MustCompile(`groupadd --gid (\d+) (\w+)`)
+)
+
+func loadImageUser(t *testing.T) imageUser {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := string(b)
+	if i := strings.LastIndex(final, "\nFROM "); i >= 0 {
+		final = final[i:]
+	}
+	var u imageUser
+	if m := userRE.FindAllStringSubmatch(final, -1); len(m) > 0 {
+		u.user = m[len(m)-1][1]
+	}
+	m := useraddRE.FindStringSubmatch(final)
+	g := groupaddRE.FindStringSubmatch(final)
+	if m == nil || g == nil {
+		t.Fatal("the Dockerfile's final stage creates no user with groupadd --gid N NAME and useradd --uid N --gid N NAME")
+	}
+	u.uid, u.gid, u.name = m[1], m[2], m[3]
+	if g[1] != u.gid || g[2] != u.name {
+		t.Fatalf("groupadd makes %s with gid %s; useradd gives %s gid %s", g[2], g[1], u.name, u.gid)
+	}
+	return u
 }

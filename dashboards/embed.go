@@ -4,7 +4,8 @@
 // tests read exactly the files that Grafana and Prometheus load.
 //
 // The tests of this package also check the docker-compose stack at the repository root
-// (docker-compose.yml, Dockerfile, deploy/) since no Docker engine runs in CI.
+// (docker-compose.yml, Dockerfile, deploy/) since no Docker engine runs in CI, and the systemd
+// unit of a worker on a host (deploy/systemd; with systemd-analyze verify where it is installed).
 package dashboards
 
 import (

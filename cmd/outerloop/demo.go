@@ -162,6 +162,7 @@ func runDemo(ctx context.Context, g *globals, keep bool) error {
 	} else {
 		fmt.Fprintf(out, "sandbox: %s\n", a.Runner.Describe())
 	}
+	logPrivilege(a.Logger, g.euid(), a.Config, a.Runner) // the demo's worker runs in this process
 	fmt.Fprintln(out, "  fix-calc:      a script loop; its first try does not fix the failing test, the retry (with the failure as input) does")
 	fmt.Fprintln(out, "  slow-bump:     a script that outlasts its 3s wall-time budget → budget_exhausted → escalated to a person")
 	fmt.Fprintln(out, "  payment-agent: the native agent loop driven by a RECORDED model (replay of a real session, no API key)")

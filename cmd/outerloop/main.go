@@ -57,6 +57,9 @@ type globals struct {
 	logLevel  string
 	workdir   string
 	out, errw io.Writer
+	// euid is the process's effective uid (os.Geteuid; a test gives its own): a worker as root
+	// says so at start, and validate warns (privilege.go).
+	euid func() int
 	// waitRedis: a long-running command (serve, scheduler, worker) waits for Redis at start.
 	waitRedis bool
 	leaseTTL  time.Duration // worker --lease-ttl
@@ -66,7 +69,12 @@ type globals struct {
 }
 
 func newRoot(out, errw io.Writer) *cobra.Command {
-	g := &globals{out: out, errw: errw}
+	return newRootFor(&globals{out: out, errw: errw, euid: os.Geteuid})
+}
+
+// newRootFor is the command tree over g, whose out, errw and euid are set.
+func newRootFor(g *globals) *cobra.Command {
+	out, errw := g.out, g.errw
 	root := &cobra.Command{
 		Use:           "outerloop",
 		Short:         "Run coding and maintenance agents as durable, budgeted, verified jobs",

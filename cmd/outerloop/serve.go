@@ -30,7 +30,7 @@ func serveCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: g.withLongApp(true, func(ctx context.Context, a *app.App, _ []string) error {
 			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
-				scheduler: !noScheduler, queuesUI: queuesUI, shutdownTimeout: shutdownTimeout, bodyTimeout: bodyTimeout})
+				scheduler: !noScheduler, queuesUI: queuesUI, shutdownTimeout: shutdownTimeout, bodyTimeout: bodyTimeout, euid: g.euid()})
 		}),
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
@@ -51,6 +51,7 @@ type serveOptions struct {
 	queuesUI          bool
 	shutdownTimeout   time.Duration // the whole stop (DefaultShutdownTimeout when 0)
 	bodyTimeout       time.Duration // a request body's arrival (api.DefaultBodyTimeout when 0)
+	euid              int           // the process's effective uid: a worker as root says so at start
 }
 
 // shutdownBudget splits the whole stop's bound (DefaultShutdownTimeout when ≤ 0) into its parts
@@ -143,6 +144,7 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 		"worker", withWorker, "scheduler", withScheduler)
 	if withWorker {
 		logSandbox(a)
+		logPrivilege(a.Logger, o.euid, a.Config, a.Runner)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -248,6 +250,7 @@ func workerCmd(g *globals) *cobra.Command {
 			}
 			a.Logger.Info("worker running", "id", id, "concurrency", concurrency, "queue", a.QueueName())
 			logSandbox(a)
+			logPrivilege(a.Logger, g.euid(), a.Config, a.Runner)
 			<-ctx.Done()
 			a.Logger.Info("worker shutting down: attempts checkpoint and yield")
 			st.stage("worker (attempts checkpoint and yield)", func() {

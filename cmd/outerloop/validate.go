@@ -15,13 +15,16 @@ import (
 	"outerloop/workitems"
 )
 
-// validation is what validate learned: lines reported as they are, problems that make it exit
-// non-zero.
+// validation is what validate learned: lines reported as they are, warnings (reported, the exit
+// status unchanged) and problems that make it exit non-zero.
 type validation struct {
 	cfg      *workitems.Config
 	loops    workitems.LoopRegistry // the loop kinds the config was loaded with (nil: built-in)
 	workdir  string
+	euid     int          // the process's effective uid (os.Geteuid outside tests)
+	runner   *proc.Runner // the sandbox in force, once checkSandbox made it (nil before or when it failed)
 	info     []string
+	warnings []string
 	problems []string
 }
 
@@ -34,7 +37,7 @@ type validateCheck struct {
 
 func validateChecks() []validateCheck {
 	return []validateCheck{
-		{"sandbox", checkSandbox},
+		{"sandbox", checkSandbox}, {"privilege", checkPrivilege},
 		{"repos", checkRepos}, {"binaries", checkBinaries}, {"operator files", checkOperatorFiles}, {"tokens", checkTokens}, {"schedules", checkSchedules},
 	}
 }
@@ -49,6 +52,7 @@ func checkSandbox(ctx context.Context, v *validation) {
 		v.problems = append(v.problems, "sandbox: "+err.Error())
 		return
 	}
+	v.runner = r
 	v.info = append(v.info, "sandbox: "+r.Describe())
 	for _, t := range v.cfg.Templates {
 		mode := r.ModeFor(proc.Policy{Mode: t.Sandbox.Mode})
@@ -70,10 +74,10 @@ func checkSandbox(ctx context.Context, v *validation) {
 func validateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate",
-		Short: "Load the config and check it can run here: reports the sandbox mode in force; exits 1 naming each problem",
+		Short: "Load the config and check it can run here: reports the sandbox mode in force, warns when run as root; exits 1 naming each problem",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := &validation{workdir: g.workdir}
+			v := &validation{workdir: g.workdir, euid: g.euid()}
 			if v.workdir == "" {
 				v.workdir = filepath.Join(os.TempDir(), "outerloop-work")
 			}
@@ -95,6 +99,9 @@ func validateCmd(g *globals) *cobra.Command {
 func (v *validation) report(w io.Writer) error {
 	for _, l := range v.info {
 		fmt.Fprintln(w, l)
+	}
+	for _, l := range v.warnings {
+		fmt.Fprintln(w, "warning: "+l)
 	}
 	for _, p := range v.problems {
 		fmt.Fprintln(w, "problem: "+p)
