@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"time"
 
 	gsdk "code.gitea.io/sdk/gitea"
 )
@@ -17,11 +18,46 @@ func (g *gitea) PullRequest(ctx context.Context, repo string, number int) (*Pull
 	if err != nil {
 		return nil, err
 	}
-	p, resp, err := g.client(ctx).GetPullRequest(owner, name, int64(number))
+	c := g.client(ctx)
+	p, resp, err := c.GetPullRequest(owner, name, int64(number))
 	if err := g.fail(ctx, op, repo, resp, err); err != nil {
 		return nil, err
 	}
-	return g.pull(p), nil
+	out := g.pull(p)
+	if out.State == PRClosed {
+		if out.ClosedBy, err = g.closedBy(ctx, c, repo, owner, name, number, out.ClosedAt); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// closedBy is who closed an issue or pull request last: the poster of the newest "close" entry
+// of its timeline (GET /issues/{index}/timeline, from a minute before closedAt; Gitea's pull
+// request object does not say). "" when the timeline has none.
+func (g *gitea) closedBy(ctx context.Context, c *gsdk.Client, repo, owner, name string, number int, closedAt time.Time) (string, error) {
+	const op = "read the pull request's timeline"
+	opt := gsdk.ListIssueCommentOptions{ListOptions: gsdk.ListOptions{PageSize: 50}}
+	if !closedAt.IsZero() {
+		opt.Since = closedAt.Add(-time.Minute)
+	}
+	by := ""
+	for page := 1; page <= maxPages; page++ {
+		opt.Page = page
+		entries, resp, err := c.ListIssueTimeline(owner, name, int64(number), opt)
+		if err := g.fail(ctx, op, repo, resp, err); err != nil {
+			return "", err
+		}
+		for _, e := range entries {
+			if e.Type == "close" && e.Poster != nil {
+				by = e.Poster.UserName
+			}
+		}
+		if len(entries) < opt.PageSize {
+			break
+		}
+	}
+	return by, nil
 }
 
 // Reviews reads GET /pulls/{index}/reviews (oldest first; review requests and pending reviews
