@@ -25,5 +25,10 @@ type CommandForge interface {
 	Permission(ctx context.Context, repo, user string) (forge.Permission, error)
 }
 
+// permissionReader is what deciding whether an account may change an item reads of a forge.
+type permissionReader interface {
+	Permission(ctx context.Context, repo, user string) (forge.Permission, error)
+}
+
 // forge looks up the named forge as the judge sees it: only the methods of ReviewForge.
 func (j *Judge) forge(name string) (ReviewForge, error) { return j.Forges.Get(name) }

@@ -179,9 +179,9 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 	return ev, nil
 }
 
-// endRefused says why the merge or close of pull request pr of repo is not an end of its item
-// ("" when it is): the account that merged or closed it has no write access to repo, or the
-// forge did not name it.
+// endRefused says why the merge or close of pull request pr of repo is not an end of its item:
+// the account that did it has no write access to repo, or the forge did not name it. It is ""
+// when outerloop's own account or one with write access did it.
 func (j *Judge) endRefused(ctx context.Context, f ReviewForge, repo string, pr *forge.PullRequest) (string, error) {
 	by, did := pr.ClosedBy, "closed"
 	if pr.State == forge.PRMerged {
@@ -189,6 +189,13 @@ func (j *Judge) endRefused(ctx context.Context, f ReviewForge, repo string, pr *
 	}
 	if by == "" {
 		return fmt.Sprintf("the forge did not say who %s it", did), nil
+	}
+	self, err := f.Self(ctx)
+	if err != nil && workitems.ClassOf(err) == workitems.ClassTransient {
+		return "", err
+	}
+	if err == nil && by == self {
+		return "", nil // outerloop's own merge (automerge) or close
 	}
 	perm, err := permission(ctx, f, repo, by)
 	if err != nil {
@@ -202,9 +209,7 @@ func (j *Judge) endRefused(ctx context.Context, f ReviewForge, repo string, pr *
 
 // permission is user's permission on repo; only transient trouble is an error (anything else
 // the forge refuses is no permission).
-func permission(ctx context.Context, f interface {
-	Permission(ctx context.Context, repo, user string) (forge.Permission, error)
-}, repo, user string) (forge.Permission, error) {
+func permission(ctx context.Context, f permissionReader, repo, user string) (forge.Permission, error) {
 	perm, err := f.Permission(ctx, repo, user)
 	if err != nil {
 		if workitems.ClassOf(err) == workitems.ClassTransient {

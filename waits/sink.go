@@ -262,12 +262,9 @@ func (s *Sink) authorise(ctx context.Context, f CommandForge, it *workitems.Item
 		s.refuse(ctx, it.ID, workitems.RefusedPermission, pr, entry, "the forge did not say who acted")
 		return false, nil
 	}
-	perm, err := f.Permission(ctx, repo, user)
+	perm, err := permission(ctx, f, repo, user)
 	if err != nil {
-		if workitems.ClassOf(err) == workitems.ClassTransient {
-			return false, err
-		}
-		perm = forge.PermNone
+		return false, err
 	}
 	if !perm.CanWrite() {
 		s.refuse(ctx, it.ID, workitems.RefusedPermission, pr, entry,
