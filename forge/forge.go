@@ -110,6 +110,12 @@ type PullRequest struct {
 	MergeCommitSHA string    `json:"merge_commit_sha,omitempty"`
 	Labels         []string  `json:"labels,omitempty"`
 	ClosedAt       time.Time `json:"closed_at,omitzero"`
+	// MergedBy is the account that merged it (merged only); ClosedBy the one that closed it
+	// unmerged (closed only, and read by PullRequest alone: listings leave it empty). "" when
+	// the forge did not say. Whether such an end may end an item is checked against the
+	// account's permission (waits).
+	MergedBy string `json:"merged_by,omitempty"`
+	ClosedBy string `json:"closed_by,omitempty"`
 }
 
 // Merged reports whether the pull request was merged.

@@ -117,6 +117,9 @@ func (g *gitea) pull(p *gsdk.PullRequest) *PullRequest {
 		if p.MergedCommitID != nil {
 			out.MergeCommitSHA = *p.MergedCommitID
 		}
+		if p.MergedBy != nil {
+			out.MergedBy = p.MergedBy.UserName
+		}
 	case p.State == gsdk.StateClosed:
 		out.State = PRClosed
 	}

@@ -169,11 +169,21 @@ func TestGiteaReviewsArePullRequestEvidence(t *testing.T) {
 		wantErr(t, err, workitems.ClassPermission, ErrAuth)
 	})
 
-	t.Run("AClosedPullRequestReadsClosed", func(t *testing.T) {
-		e.srv.ClosePullRequest(t, e.repo, n)
+	t.Run("AClosedPullRequestReadsClosedByWhoClosedItLast", func(t *testing.T) {
+		if pr, err := e.f.PullRequest(bg, e.repo.Slug, n); err != nil || pr.ClosedBy != "" || pr.MergedBy != "" {
+			t.Fatalf("an open pull request was closed by nobody: %+v, %v", pr, err)
+		}
+		// The reviewer (not the token's account) closes it: the timeline names them.
+		reviewer.API(t, http.MethodPatch, pulls, map[string]string{"state": "closed"}, http.StatusCreated, nil)
 		pr, err := e.f.PullRequest(bg, e.repo.Slug, n)
-		if err != nil || pr.State != PRClosed || pr.Merged() || pr.ClosedAt.IsZero() {
-			t.Fatalf("closed: %+v, %v", pr, err)
+		if err != nil || pr.State != PRClosed || pr.Merged() || pr.ClosedAt.IsZero() || pr.ClosedBy != reviewer.Name || pr.MergedBy != "" {
+			t.Fatalf("closed by %s: %+v, %v", reviewer.Name, pr, err)
+		}
+		// Reopened and closed again by the admin: the newest close counts.
+		e.srv.API(t, http.MethodPatch, pulls, map[string]string{"state": "open"}, http.StatusCreated, nil)
+		e.srv.ClosePullRequest(t, e.repo, n)
+		if pr, err := e.f.PullRequest(bg, e.repo.Slug, n); err != nil || pr.State != PRClosed || pr.ClosedBy != e.srv.Admin {
+			t.Fatalf("closed again by %s: %+v, %v", e.srv.Admin, pr, err)
 		}
 	})
 }
@@ -195,7 +205,7 @@ func TestGiteaPullRequestReadsMergedWithItsMergeCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := e.f.PullRequest(bg, e.repo.Slug, pr.Number)
-	if err != nil || got.State != PRMerged || got.MergeCommitSHA != merge || got.HeadSHA != sha {
+	if err != nil || got.State != PRMerged || got.MergeCommitSHA != merge || got.HeadSHA != sha || got.MergedBy != e.srv.Admin || got.ClosedBy != "" {
 		t.Fatalf("merged: %+v, %v", got, err)
 	}
 	if !strings.HasPrefix(got.URL, e.srv.URL+"/") {

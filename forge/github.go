@@ -166,7 +166,7 @@ func (g *gitHub) pull(p *github.PullRequest) *PullRequest {
 	switch {
 	case p.MergedAt != nil || p.GetMerged():
 		// merge_commit_sha of an open pull request is GitHub's test merge: only kept once merged.
-		out.State, out.MergeCommitSHA = PRMerged, p.GetMergeCommitSHA()
+		out.State, out.MergeCommitSHA, out.MergedBy = PRMerged, p.GetMergeCommitSHA(), p.GetMergedBy().GetLogin()
 	case p.GetState() == "closed":
 		out.State = PRClosed
 	}

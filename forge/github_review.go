@@ -29,7 +29,19 @@ func (g *gitHub) PullRequest(ctx context.Context, repo string, number int) (*Pul
 	}); err != nil {
 		return nil, err
 	}
-	return g.pull(p), nil
+	out := g.pull(p)
+	if out.State == PRClosed {
+		// Who closed it is the issue's closed_by: the pull request's own object does not say.
+		var is *github.Issue
+		if err := g.do(ctx, op, repo, func() (resp *github.Response, err error) {
+			is, resp, err = g.client.Issues.Get(ctx, owner, name, number)
+			return resp, err
+		}); err != nil {
+			return nil, err
+		}
+		out.ClosedBy = is.GetClosedBy().GetLogin()
+	}
+	return out, nil
 }
 
 // Reviews reads GET /pulls/{n}/reviews (oldest first; after the first page it skips to the

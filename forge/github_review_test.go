@@ -36,6 +36,7 @@ func TestGitHubPullRequestReadsOneByNumber(t *testing.T) {
 	merged["head"].(map[string]any)["sha"] = strings.Repeat("d", 40)
 	merged["state"], merged["merged"], merged["merged_at"], merged["closed_at"], merged["merge_commit_sha"] = "closed", true,
 		e.fake.now.Format(time.RFC3339), e.fake.now.Format(time.RFC3339), strings.Repeat("e", 40)
+	merged["merged_by"] = map[string]any{"login": "ana", "type": "User"}
 	e.fake.closePull(2)
 
 	// A secondary rate limit is waited out, as for every call.
@@ -47,12 +48,19 @@ func TestGitHubPullRequestReadsOneByNumber(t *testing.T) {
 	if len(e.clock.Waits()) != 1 {
 		t.Fatalf("waits %v, want one for the rate limit", e.clock.Waits())
 	}
-	if pr, err := e.f.PullRequest(bg, ghRepo, 2); err != nil || pr.State != PRClosed || pr.ClosedAt.IsZero() {
+	if pr.MergedBy != "" || pr.ClosedBy != "" || len(e.fake.requestsTo("GET /repos/acme/payments/issues/1")) != 0 {
+		t.Fatalf("an open pull request was merged or closed by nobody: %+v (and its issue is not read)", pr)
+	}
+	// Who closed it comes from the issue (GitHub's pull request object does not say).
+	if pr, err := e.f.PullRequest(bg, ghRepo, 2); err != nil || pr.State != PRClosed || pr.ClosedAt.IsZero() || pr.ClosedBy != fakeCloser || pr.MergedBy != "" {
 		t.Fatalf("declined: %+v, %v", pr, err)
 	}
 	if pr, err := e.f.PullRequest(bg, ghRepo, 3); err != nil || pr.State != PRMerged || pr.MergeCommitSHA != strings.Repeat("e", 40) ||
-		pr.HeadSHA != strings.Repeat("d", 40) {
+		pr.HeadSHA != strings.Repeat("d", 40) || pr.MergedBy != "ana" || pr.ClosedBy != "" {
 		t.Fatalf("merged: %+v, %v", pr, err)
+	}
+	if got := e.fake.requestsTo("GET /repos/acme/payments/issues/"); len(got) != 1 || got[0] != "GET /repos/acme/payments/issues/2" {
+		t.Fatalf("issue reads %v, want only the closed one's", got)
 	}
 	_, err = e.f.PullRequest(bg, ghRepo, 9)
 	wantErr(t, err, workitems.ClassNotFound, ErrNotFound)

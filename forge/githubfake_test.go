@@ -173,12 +173,33 @@ func (f *fakeGitHub) newPull(title, body, base, head string, draft bool) map[str
 	return p
 }
 
-// closePull closes a pull request without merging (a person declining it).
+// closePull closes a pull request without merging (a person, fakeCloser, declining it).
 func (f *fakeGitHub) closePull(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.pull(n)
 	p["state"], p["closed_at"] = "closed", f.now.Format(time.RFC3339)
+}
+
+// fakeCloser is who closes the fake's pull requests (the issue's closed_by).
+const fakeCloser = "octo-maintainer"
+
+// issue is pull request n as GET /issues/{n} shows it: a closed one names who closed it.
+func (f *fakeGitHub) issue(n int) map[string]any {
+	p := f.pull(n)
+	if p == nil {
+		return nil
+	}
+	is := map[string]any{"number": n, "state": p["state"], "title": p["title"], "body": p["body"], "closed_at": p["closed_at"],
+		"html_url": p["html_url"], "pull_request": map[string]any{"html_url": p["html_url"], "merged_at": p["merged_at"]}}
+	if p["state"] == "closed" {
+		by := fakeCloser
+		if m, ok := p["merged_by"].(map[string]any); ok {
+			by, _ = m["login"].(string)
+		}
+		is["closed_by"] = map[string]any{"login": by, "type": "User"}
+	}
+	return is
 }
 
 func (f *fakeGitHub) handler() http.Handler {
@@ -284,6 +305,7 @@ func (f *fakeGitHub) handler() http.Handler {
 			sha := fmt.Sprintf("%040x", 0xabc000+len(in.MergeMethod)) // a merge commit the fake makes up
 			p["state"], p["merged"], p["merged_at"], p["closed_at"], p["merge_commit_sha"] = "closed", true,
 				f.now.Format(time.RFC3339), f.now.Format(time.RFC3339), sha
+			p["merged_by"] = map[string]any{"login": f.logins[f.token], "type": "User"}
 			f.write(w, http.StatusOK, map[string]any{"sha": sha, "merged": true, "message": "Pull Request successfully merged"})
 		}
 	}))
@@ -342,6 +364,14 @@ func (f *fakeGitHub) handler() http.Handler {
 		}
 		f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found",
 			"documentation_url": "https://docs.github.com/rest/pulls/pulls#get-a-pull-request"})
+	}))
+	mux.HandleFunc("GET "+pre+"/issues/{n}", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if is := f.issue(num(r)); is != nil {
+			f.write(w, http.StatusOK, is)
+			return
+		}
+		f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found",
+			"documentation_url": "https://docs.github.com/rest/issues/issues#get-an-issue"})
 	}))
 	// Reviews in chronological order, paged (per_page default 30, at most 100).
 	mux.HandleFunc("GET "+pre+"/pulls/{n}/reviews", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {

@@ -101,7 +101,8 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 	if err != nil {
 		return delivery.Published{}, err
 	}
-	del.Branch = tg.branch
+	// Where the branch and the pull request are: forge events act on the item only there.
+	del.Forge, del.Repo, del.Branch = tg.f.Name(), tg.slug, tg.branch
 
 	var prs forge.BranchPullRequests
 	if t.Deliver.Mode == workitems.DeliverPullRequest {

@@ -30,6 +30,9 @@ type ReviewEvidence struct {
 	Deadline         time.Time // until when a review is waited for
 	PR               int
 	URL              string
+	// NotCounted are the reviewers whose reviews did not count because they lack write access
+	// to the item's repository ("user (read access)"); the decision's reasons name them.
+	NotCounted []string
 }
 
 // ReviewNote is one review that requests changes, with its inline comments.
@@ -129,6 +132,14 @@ func deliveryRules() []Rule {
 					return fmt.Sprintf("the open pull request #%d (%s) already holds this change: nothing pushed", pr.Number, pr.URL)
 				}
 				return "the result equals the patch item " + del(f).SameAs.Item + " delivered: nothing new"
+			}},
+		{Name: workitems.RulePREndRefused, When: "the pull request was merged or closed while the item waited, by an account without write access to the item's repository (or one the forge did not name): not a person's decision the item takes",
+			Outcome: workitems.OutcomeEscalate,
+			Match: func(f *Facts) bool {
+				return f.PREndRefused != "" && (prState(f, workitems.PRMerged) || prState(f, workitems.PRClosed))
+			},
+			Reason: func(f *Facts) string {
+				return fmt.Sprintf("pull request #%d was %s, but %s: a person with write access decides", del(f).PR.Number, del(f).PR.State, f.PREndRefused)
 			}},
 		{Name: workitems.RulePRMerged, When: "a person merged the pull request while the item waited", Outcome: workitems.OutcomeClose,
 			Match:  func(f *Facts) bool { return prState(f, workitems.PRMerged) },
@@ -277,6 +288,10 @@ type Judgement struct {
 	CIDeadline   time.Time
 	Review       *ReviewEvidence // nil: the template asks for no review, or CI has not passed
 	MergeRefused string
+	// PREndRefused says why the pull request's merge or close is no authority over the item:
+	// who merged or closed it lacks write access to the item's repository, or the forge did not
+	// say who ("": it may end the item).
+	PREndRefused string
 	Wait         *workitems.Wait // the wait being woken (nil at push time)
 	Precondition *Precondition
 }
@@ -285,7 +300,7 @@ type Judgement struct {
 func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: j.Attempt, Item: j.Item, Template: j.Template,
 		Now: v.clock.Now(), Local: j.Local, Delivery: j.Delivery, CI: j.CI, CIDeadline: j.CIDeadline, Review: j.Review,
-		MergeRefused: j.MergeRefused, Wait: j.Wait, Precondition: j.Precondition}
+		MergeRefused: j.MergeRefused, PREndRefused: j.PREndRefused, Wait: j.Wait, Precondition: j.Precondition}
 	if j.Item != nil {
 		for _, a := range j.Item.Attempts {
 			if a.N == j.Attempt {
@@ -297,6 +312,9 @@ func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 	if j.Local != nil && d.Outcome == workitems.OutcomeClose && d.Rule == workitems.RuleChecksPassed && j.CI == nil && j.Review == nil {
 		// Nothing after the push added evidence: the local close stands as it was.
 		return *j.Local
+	}
+	if j.Review != nil && len(j.Review.NotCounted) > 0 {
+		d.Reasons = append(d.Reasons, "reviews not counted, their authors lack write access to the repository: "+strings.Join(j.Review.NotCounted, ", "))
 	}
 	if j.Local != nil && d.Outcome != workitems.OutcomeWait && j.Local.Rule != "" && d.Rule != j.Local.Rule {
 		d.Reasons = append(d.Reasons, "the local check had passed ("+string(j.Local.Rule)+"): "+strings.Join(j.Local.Reasons, "; "))

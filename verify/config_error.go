@@ -73,7 +73,7 @@ func headline(d workitems.Decision, evidence string) string {
 func afterPushRule(rule workitems.RuleName) bool {
 	switch rule {
 	case workitems.RuleBaseMoved, workitems.RuleDeliveryFailed, workitems.RuleDeclined, workitems.RuleAlreadyDelivered,
-		workitems.RulePRMerged, workitems.RulePRClosed, workitems.RuleAutomergeRefused, workitems.RuleChangesRequested,
+		workitems.RulePREndRefused, workitems.RulePRMerged, workitems.RulePRClosed, workitems.RuleAutomergeRefused, workitems.RuleChangesRequested,
 		workitems.RuleChangesRequestedEscalate, workitems.RuleReviewRoundsExhausted, workitems.RuleReviewMissing,
 		workitems.RuleTemplateRemoved, workitems.RuleTemplateIncompatible, workitems.RuleWorkspaceLost:
 		return true

@@ -41,6 +41,7 @@ type Facts struct {
 	CIDeadline   time.Time
 	Review       *ReviewEvidence
 	MergeRefused string
+	PREndRefused string // why the pull request's merge or close does not end the item (Judgement.PREndRefused)
 	Wait         *workitems.Wait
 	// Precondition is a problem found before any evidence (a lost workspace, a removed template).
 	Precondition *Precondition

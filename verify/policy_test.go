@@ -283,6 +283,25 @@ func TestPolicyRules(t *testing.T) {
 		{"a tree the open pull request holds closes as already delivered", func(f *Facts) {
 			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryUnchanged, SameAs: &workitems.DeliveryRef{Item: "t@0", PR: &workitems.PullRequest{Number: 3}}})
 		}, workitems.RuleAlreadyDelivered, workitems.OutcomeClose, nil},
+		{"a pull request closed by an account without write access escalates instead of ending the item", func(f *Facts) {
+			pushed(f, openPR())
+			f.Delivery.PR.State = workitems.PRClosed
+			f.PREndRefused = "rex, who closed it, has read access to acme/calc"
+		}, workitems.RulePREndRefused, workitems.OutcomeEscalate, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Reasons[0], "was closed, but rex, who closed it, has read access") {
+				t.Errorf("reasons %q", d.Reasons)
+			}
+		}},
+		{"a pull request merged by an account the forge did not name escalates", func(f *Facts) {
+			pushed(f, openPR())
+			f.Delivery.PR.State = workitems.PRMerged
+			f.PREndRefused = "the forge did not say who merged it"
+		}, workitems.RulePREndRefused, workitems.OutcomeEscalate, nil},
+		{"a refusal of an open pull request's end is no end", func(f *Facts) {
+			pushed(f, openPR())
+			f.PREndRefused = "stale"
+			f.CI = pendingCI()
+		}, workitems.RuleCIPending, workitems.OutcomeWait, nil},
 		{"a pull request a person merged closes", func(f *Facts) {
 			pushed(f, openPR())
 			f.Delivery.PR.State = workitems.PRMerged

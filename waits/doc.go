@@ -9,6 +9,13 @@
 //     backing off with the wait's age, within each forge's rate limit and Retry-After;
 //   - the wait's deadline, after which the policy decides on what is there (missing CI escalates).
 //
+// Forge events change an item only on the item's own pull request (the forge, repository and
+// number its delivery recorded; a marker in a pull request's body only finds the candidate) and
+// only by an account with write access to the item's repository: a /outerloop command or a
+// merge or close of an escalated item's pull request (Sink), a merge or close found while it
+// waits (Judge: pr_end_refused otherwise), a review (only writers' reviews count). The sink's
+// refusals are audited, logged and recorded on the item (forge_refused).
+//
 // A wake is a short task on the queue (scheduler.Queue.EnqueueWake, deduplicated per wait): a
 // worker reads the evidence once through Judge, which has verify's one table decide, acts
 // (merge, label) and records (workitems.Store.Wake). Nothing here waits on a forge.

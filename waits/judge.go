@@ -111,6 +111,9 @@ type Evidence struct {
 	Review   *verify.ReviewEvidence
 	Reruns   int // infrastructure re-runs asked for so far (with this read)
 	Delivery *workitems.Delivery
+	// PREndRefused says why the pull request's merge or close does not end the item: who did it
+	// has no write access to the item's repository, or the forge did not say who ("": it may).
+	PREndRefused string
 }
 
 // Read reads a waiting item's evidence once. With rerun, CI checks that failed for
@@ -145,7 +148,16 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 			}
 		}
 		if ev.PR.State != forge.PROpen {
-			return ev, nil // merged or closed by a person: nothing else matters
+			// Merged or closed by a person with write access: nothing else matters. By anyone
+			// else it is not theirs to end (the policy escalates).
+			if ev.PREndRefused, err = j.endRefused(ctx, f, w.Repo, ev.PR); err != nil {
+				return ev, err
+			}
+			if ev.PREndRefused != "" {
+				j.log().Warn("waits: a pull request's end refused as the end of its item", "item", it.ID, "repo", w.Repo,
+					"pr", w.PR, "state", ev.PR.State, "why", ev.PREndRefused)
+			}
+			return ev, nil
 		}
 	}
 	if ci := tmpl.DoneCheck.CI; ci != nil && w.SHA != "" {
@@ -167,8 +179,50 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 	return ev, nil
 }
 
+// endRefused says why the merge or close of pull request pr of repo is not an end of its item:
+// the account that did it has no write access to repo, or the forge did not name it. It is ""
+// when outerloop's own account or one with write access did it.
+func (j *Judge) endRefused(ctx context.Context, f ReviewForge, repo string, pr *forge.PullRequest) (string, error) {
+	by, did := pr.ClosedBy, "closed"
+	if pr.State == forge.PRMerged {
+		by, did = pr.MergedBy, "merged"
+	}
+	if by == "" {
+		return fmt.Sprintf("the forge did not say who %s it", did), nil
+	}
+	self, err := f.Self(ctx)
+	if err != nil && workitems.ClassOf(err) == workitems.ClassTransient {
+		return "", err
+	}
+	if err == nil && by == self {
+		return "", nil // outerloop's own merge (automerge) or close
+	}
+	perm, err := permission(ctx, f, repo, by)
+	if err != nil {
+		return "", err
+	}
+	if perm.CanWrite() {
+		return "", nil
+	}
+	return fmt.Sprintf("%s, who %s it, has %s access to %s", by, did, perm, repo), nil
+}
+
+// permission is user's permission on repo; only transient trouble is an error (anything else
+// the forge refuses is no permission).
+func permission(ctx context.Context, f permissionReader, repo, user string) (forge.Permission, error) {
+	perm, err := f.Permission(ctx, repo, user)
+	if err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient {
+			return forge.PermNone, err
+		}
+		return forge.PermNone, nil
+	}
+	return perm, nil
+}
+
 // readReview reads the pull request's reviews: each account's latest review submitted after the
-// commit was pushed, never outerloop's own account.
+// commit was pushed, never outerloop's own account, and only from accounts with write access to
+// the item's repository (the others are NotCounted).
 func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *workitems.Template, it *workitems.Item, rv *workitems.Review) (*verify.ReviewEvidence, error) {
 	w := it.Wait
 	self, err := f.Self(ctx)
@@ -204,6 +258,19 @@ func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *workitems.T
 	}
 	for _, u := range order {
 		r := latest[u]
+		if r.State != forge.ReviewApproved && r.State != forge.ReviewChangesRequested {
+			continue // dismissed: neither counts
+		}
+		perm, err := permission(ctx, f, w.Repo, u)
+		if err != nil {
+			return nil, err
+		}
+		if !perm.CanWrite() {
+			out.NotCounted = append(out.NotCounted, fmt.Sprintf("%s (%s access)", u, perm))
+			j.log().Info("waits: a review not counted: its author lacks write access", "item", it.ID, "repo", w.Repo,
+				"pr", w.PR, "reviewer", u, "permission", perm, "review", r.State)
+			continue
+		}
 		switch r.State {
 		case forge.ReviewApproved:
 			out.Approvals = append(out.Approvals, u)
@@ -245,7 +312,7 @@ func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workite
 		local.Reasons = []string{w.LocalSummary}
 	}
 	jd := verify.Judgement{Template: tmpl, Item: it, Attempt: w.Attempt, Local: local, Delivery: ev.Delivery, CI: ev.CI,
-		Review: ev.Review, MergeRefused: mergeRefused, Wait: w}
+		Review: ev.Review, MergeRefused: mergeRefused, PREndRefused: ev.PREndRefused, Wait: w}
 	jd.CIDeadline = w.Deadline
 	if w.Kind != workitems.WaitCI {
 		jd.CIDeadline = j.Verifier.Now() // CI had answered before this wait
@@ -280,4 +347,11 @@ func firstOf(ss []string) string {
 		return ""
 	}
 	return ss[0]
+}
+
+func (j *Judge) log() *slog.Logger {
+	if j.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return j.Logger
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 
 	"outerloop/forge"
@@ -44,6 +45,12 @@ type Triggers interface {
 // into a person's actions, and subscribed events into items. It is the hooks.Sink of serve's
 // POST /hooks/{forge}. An error makes the forge deliver again later (the handler un-marks the
 // delivery), so it is returned only for trouble worth another delivery.
+//
+// What the sink trusts: a pull request's body is anyone's to write, so the item its marker
+// names is only a candidate. An event changes that item only when it is about the item's own
+// delivery (workitems.Item.DeliveredTo: the same forge, repository and number) and its actor
+// has write access to the item's repository; any other is refused — in the audit list, as a
+// forge_refused event on the item, and in the log — and changes nothing.
 type Sink struct {
 	Store    *workitems.Store
 	Waker    Waker
@@ -51,7 +58,11 @@ type Sink struct {
 	Forges   forge.Set
 	Auditor  Auditor
 	Triggers Triggers
-	Logger   *slog.Logger
+	// Config is the config in force: an item's template's deliver: is where a delivery recorded
+	// before deliveries named their forge and repository went (nil: such a record names no
+	// pull request, and events on it are refused).
+	Config func() *workitems.Config
+	Logger *slog.Logger
 }
 
 var _ hooks.Sink = (*Sink)(nil)
@@ -118,8 +129,9 @@ func (s *Sink) wake(ctx context.Context, ids []string, e hooks.Event) error {
 	return nil
 }
 
-// command acts on "/outerloop retry|cancel|rebase" in a pull request's conversation, from a user
-// with write access to the repository; the pull request's body names the item (its marker).
+// command acts on "/outerloop retry|cancel|rebase" in the conversation of an item's own pull
+// request, from a user with write access to the item's repository; the pull request's marker
+// only finds the candidate item.
 func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 	m := commandRE.FindStringSubmatch(e.Comment.Body)
 	if m == nil {
@@ -132,30 +144,13 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 	if err != nil {
 		return nil // a forge this deployment does not talk to: nothing to act on
 	}
-	pr, err := f.PullRequest(ctx, e.Repo, e.Number)
-	if err != nil {
-		if workitems.ClassOf(err) == workitems.ClassTransient {
-			return err
-		}
-		s.log().Warn("waits: a command on a pull request that cannot be read", "repo", e.Repo, "pr", e.Number, "err", err)
-		return nil
+	it, err := s.candidate(ctx, f, e)
+	if err != nil || it == nil {
+		return err
 	}
-	id, _ := publish.MarkedTree(pr.Body)
-	if id == "" {
-		return nil // not outerloop's pull request
-	}
-	entry.Target = id
-	perm, err := f.Permission(ctx, e.Repo, e.Comment.User)
-	if err != nil {
-		if workitems.ClassOf(err) == workitems.ClassTransient {
-			return err
-		}
-		perm = forge.PermNone
-	}
-	if !perm.CanWrite() {
-		entry.Detail = fmt.Sprintf("refused: %s has %s access to %s, a command needs write", e.Comment.User, perm, e.Repo)
-		s.audit(ctx, entry)
-		return nil
+	entry.Target = it.ID
+	if ok, err := s.authorise(ctx, f, it, e, e.Comment.User, &entry); !ok || err != nil {
+		return err
 	}
 	r := workitems.Resolution{Actor: actor}
 	switch verb {
@@ -171,7 +166,7 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 			r.Input += "\n\n" + rest
 		}
 	}
-	it, err := s.Resolver.Resolve(ctx, id, r)
+	after, err := s.Resolver.Resolve(ctx, it.ID, r)
 	if err != nil {
 		if workitems.ClassOf(err) == workitems.ClassTransient {
 			return err
@@ -180,14 +175,15 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 		s.audit(ctx, entry)
 		return nil
 	}
-	entry.OK, entry.Detail = true, fmt.Sprintf("item %s is now %s (pull request #%d)", id, it.State, e.Number)
+	entry.OK, entry.Detail = true, fmt.Sprintf("item %s is now %s (pull request #%d)", it.ID, after.State, e.Number)
 	s.audit(ctx, entry)
-	s.log().Info("waits: a person's command from the forge", "item", id, "actor", actor, "command", verb, "state", it.State)
+	s.log().Info("waits: a person's command from the forge", "item", it.ID, "actor", actor, "command", verb, "state", after.State)
 	return nil
 }
 
 // ended acts on a pull request a person merged or closed whose item waits for that person
-// (escalated): merged closes the item, closed unmerged cancels it; both by that person.
+// (escalated): merged closes the item, closed unmerged cancels it; both by that person, when
+// it is the item's own pull request and they have write access to the item's repository.
 func (s *Sink) ended(ctx context.Context, e hooks.Event) error {
 	act := workitems.ResolveClose
 	switch e.PullRequest.Action {
@@ -201,34 +197,110 @@ func (s *Sink) ended(ctx context.Context, e hooks.Event) error {
 	if err != nil {
 		return nil
 	}
-	pr, err := f.PullRequest(ctx, e.Repo, e.Number)
-	if err != nil {
-		if workitems.ClassOf(err) == workitems.ClassTransient {
-			return err
-		}
-		return nil
+	it, err := s.candidate(ctx, f, e)
+	if err != nil || it == nil || it.State != workitems.StateEscalated {
+		return err // only an item waiting for a person is that person's to end
 	}
-	id, _ := publish.MarkedTree(pr.Body)
-	if id == "" {
-		return nil
+	user := cmp.Or(e.PullRequest.MergedBy, e.Sender)
+	actor := e.Forge + ":" + user
+	entry := AuditEntry{Actor: actor, Action: "pull request " + string(e.PullRequest.Action), Target: it.ID}
+	if ok, err := s.authorise(ctx, f, it, e, user, &entry); !ok || err != nil {
+		return err
 	}
-	it, err := s.Store.Get(ctx, id)
-	if err != nil || it.State != workitems.StateEscalated {
-		return nil // only an item waiting for a person is that person's to end
-	}
-	actor := e.Forge + ":" + cmp.Or(e.PullRequest.MergedBy, e.Sender)
-	entry := AuditEntry{Actor: actor, Action: "pull request " + string(e.PullRequest.Action), Target: id}
-	if _, err := s.Resolver.Resolve(ctx, id, workitems.Resolution{Action: act, Actor: actor,
+	if _, err := s.Resolver.Resolve(ctx, it.ID, workitems.Resolution{Action: act, Actor: actor,
 		Input: fmt.Sprintf("pull request #%d was %s on the forge", e.Number, e.PullRequest.Action)}); err != nil {
 		if workitems.ClassOf(err) == workitems.ClassTransient {
 			return err
 		}
 		entry.Detail = "refused: " + err.Error()
 	} else {
-		entry.OK, entry.Detail = true, fmt.Sprintf("item %s %s: its pull request #%d was %s", id, act, e.Number, e.PullRequest.Action)
+		entry.OK, entry.Detail = true, fmt.Sprintf("item %s %s: its pull request #%d was %s", it.ID, act, e.Number, e.PullRequest.Action)
 	}
 	s.audit(ctx, entry)
 	return nil
+}
+
+// candidate is the item the event's pull request names in its body's marker (nil: none, or no
+// such item). The marker is a hint, copied as easily as read: authorise decides.
+func (s *Sink) candidate(ctx context.Context, f CommandForge, e hooks.Event) (*workitems.Item, error) {
+	pr, err := f.PullRequest(ctx, e.Repo, e.Number)
+	if err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient {
+			return nil, err
+		}
+		s.log().Warn("waits: an event on a pull request that cannot be read", "repo", e.Repo, "pr", e.Number, "err", err)
+		return nil, nil
+	}
+	id, _ := publish.MarkedTree(pr.Body)
+	if id == "" {
+		return nil, nil // not outerloop's pull request
+	}
+	it, err := s.Store.Get(ctx, id)
+	if errors.Is(err, workitems.ErrNotFound) {
+		s.log().Info("waits: a pull request's marker names no item", "item", id, "repo", e.Repo, "pr", e.Number)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// authorise reports whether the event may change it: the event is about the item's own pull
+// request, and user has write access to the item's repository (as the item recorded it). A
+// refusal is recorded (refuse); the error is transient trouble asking the forge.
+func (s *Sink) authorise(ctx context.Context, f CommandForge, it *workitems.Item, e hooks.Event, user string, entry *AuditEntry) (bool, error) {
+	pr := workitems.ForgePR{Forge: e.Forge, Repo: e.Repo, Number: e.Number}
+	own := it.DeliveredPRs(s.deliver(it))
+	i := slices.IndexFunc(own, pr.Same)
+	if i < 0 {
+		s.refuse(ctx, it.ID, workitems.RefusedNotDelivered, pr, entry, workitems.NotDeliveredReason(pr, it.ID, own))
+		return false, nil
+	}
+	repo := own[i].Repo
+	if user == "" {
+		s.refuse(ctx, it.ID, workitems.RefusedPermission, pr, entry, "the forge did not say who acted")
+		return false, nil
+	}
+	perm, err := permission(ctx, f, repo, user)
+	if err != nil {
+		return false, err
+	}
+	if !perm.CanWrite() {
+		s.refuse(ctx, it.ID, workitems.RefusedPermission, pr, entry,
+			fmt.Sprintf("%s has %s access to %s, the item's repository, and acting on the item needs write", user, perm, repo))
+		return false, nil
+	}
+	return true, nil
+}
+
+// refuse records a refused event: the audit entry, a forge_refused event on the item, a log line.
+func (s *Sink) refuse(ctx context.Context, id string, why workitems.ForgeRefusal, pr workitems.ForgePR, entry *AuditEntry, detail string) {
+	entry.OK, entry.Detail = false, fmt.Sprintf("refused (%s): %s", why, detail)
+	s.audit(ctx, *entry)
+	s.log().Warn("waits: a forge event refused", "item", id, "actor", entry.Actor, "action", entry.Action, "refused", why,
+		"pr", pr.String(), "detail", detail)
+	if err := s.Store.Emit(ctx, workitems.Event{Item: id, Type: workitems.EventForgeRefused, Actor: entry.Actor,
+		Message: entry.Action + " " + entry.Detail,
+		Data:    map[string]string{"refused": string(why), "action": entry.Action, "pr": pr.String()}}); err != nil {
+		s.log().Warn("waits: recording a refused forge event on the item", "item", id, "err", err)
+	}
+}
+
+// deliver is the item's template's deliver: (nil: no config, or the template is gone).
+func (s *Sink) deliver(it *workitems.Item) *workitems.Deliver {
+	if s.Config == nil {
+		return nil
+	}
+	cfg := s.Config()
+	if cfg == nil {
+		return nil
+	}
+	t, ok := cfg.ItemTemplate(it)
+	if !ok {
+		return nil
+	}
+	return &t.Deliver
 }
 
 func (s *Sink) audit(ctx context.Context, e AuditEntry) {

@@ -1,8 +1,10 @@
 package waits_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,20 +15,57 @@ import (
 	"outerloop/workitems"
 )
 
-// prForge answers the two reads a command needs: the pull request (its body names the item) and
-// the commenter's permission. The rest of forge.Forge is not called by the sink.
+// prForge answers what the sink and the judge read of a forge: the pull request (its body
+// names the item; its state, and who merged or closed it), its reviews, outerloop's account and
+// each account's permission, by repository. The rest of forge.Forge is not called.
 type prForge struct {
 	forge.Forge
-	body  string
-	perms map[string]forge.Permission
+	mu       sync.Mutex
+	body     string
+	state    forge.PullRequestState // "": open
+	mergedBy string
+	closedBy string
+	reviews  []forge.Review
+	perms    map[string]forge.Permission // by user, on any repository
+	repoPerm map[string]forge.Permission // by "repo user", first
+	asked    []string                    // the permission questions, "repo user"
 }
 
 func (f *prForge) PullRequest(_ context.Context, repo string, n int) (*forge.PullRequest, error) {
-	return &forge.PullRequest{Number: n, State: forge.PROpen, Body: f.body}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pr := &forge.PullRequest{Number: n, State: cmp.Or(f.state, forge.PROpen), Body: f.body}
+	switch pr.State {
+	case forge.PRMerged:
+		pr.MergedBy = f.mergedBy
+	case forge.PRClosed:
+		pr.ClosedBy = f.closedBy
+	}
+	return pr, nil
 }
 
 func (f *prForge) Permission(_ context.Context, repo, user string) (forge.Permission, error) {
-	return f.perms[user], nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, repo+" "+user)
+	if p, ok := f.repoPerm[repo+" "+user]; ok {
+		return p, nil
+	}
+	return cmp.Or(f.perms[user], forge.PermNone), nil
+}
+
+func (f *prForge) Reviews(context.Context, string, int) ([]forge.Review, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reviews), nil
+}
+
+func (f *prForge) Self(context.Context) (string, error) { return "outerloop-bot", nil }
+
+func (f *prForge) questions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asked)
 }
 
 type resolver struct {
@@ -95,6 +134,7 @@ func TestCommandsOnAPullRequestActForWritersOnly(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	r.park(t, "w@1", "sha-w")
+	r.deliveredPR(t, "w@1", "tea", "acme/calc", 7)
 	f := &prForge{body: "Made by outerloop.\n\n<!-- outerloop: item=w@1 tree=" + strings.Repeat("ab", 20) + " -->",
 		perms: map[string]forge.Permission{"ana": forge.PermWrite, "rex": forge.PermRead}}
 	res := &resolver{s: r.store}
@@ -132,8 +172,8 @@ func TestCommandsOnAPullRequestActForWritersOnly(t *testing.T) {
 	}
 }
 
-// A person who merges or closes the pull request of an escalated item ends it: merged closes,
-// closed cancels, by that person, audited. A waiting item is woken instead.
+// A person with write access who merges or closes the pull request of an escalated item ends
+// it: merged closes, closed cancels, by that person, audited. A waiting item is woken instead.
 func TestAPullRequestAPersonEndsEndsItsEscalatedItem(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -142,12 +182,9 @@ func TestAPullRequestAPersonEndsEndsItsEscalatedItem(t *testing.T) {
 		return "<!-- outerloop: item=" + id + " tree=" + strings.Repeat("cd", 20) + " -->"
 	}
 	for _, id := range []string{"m@1", "c@1"} {
-		r.park(t, id, "sha-"+id)
-		if _, err := r.store.Wake(ctx, id, 1, workitems.WakeDeadline, workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "ci_missing", Actor: "verifier"}, nil); err != nil {
-			t.Fatal(err)
-		}
+		r.escalated(t, id, "tea", "acme/calc", 9)
 	}
-	f := &prForge{perms: map[string]forge.Permission{}}
+	f := &prForge{perms: map[string]forge.Permission{"ana": forge.PermWrite}}
 	res := &resolver{s: r.store}
 	aud := &audits{}
 	sink := &waits.Sink{Store: r.store, Waker: r.wakes, Resolver: res, Forges: forge.Set{"tea": f}, Auditor: aud}

@@ -131,7 +131,11 @@ type Delivery struct {
 	// or declined).
 	SameAs *DeliveryRef `json:"same_as,omitempty"`
 
-	// Filled by a forge publisher.
+	// Filled by a forge publisher. Forge (the key of forges:) and Repo (owner/name) are where
+	// Branch and PR are: a forge event acts on the item only there (Item.DeliveredPRs; a record
+	// without them, written before they were kept, is the template's deliver:).
+	Forge       string        `json:"forge,omitempty"`
+	Repo        string        `json:"repo,omitempty"`
 	Branch      string        `json:"branch,omitempty"`
 	PushedSHA   string        `json:"pushed_sha,omitempty"`
 	PR          *PullRequest  `json:"pr,omitempty"`

@@ -45,6 +45,10 @@ const (
 	RuleDeclined RuleName = "declined"
 	// RuleAlreadyDelivered closes an item whose result equals the template's last delivered one.
 	RuleAlreadyDelivered RuleName = "already_delivered"
+	// RulePREndRefused escalates an item whose pull request was merged or closed by an account
+	// without write access to the item's repository (or one the forge did not name): such an
+	// end is not a person's decision the item can take.
+	RulePREndRefused     RuleName = "pr_end_refused"
 	RulePRMerged         RuleName = "pr_merged"
 	RulePRClosed         RuleName = "pr_closed"
 	RuleAutomergeRefused RuleName = "automerge_refused"
@@ -109,7 +113,7 @@ func AllRuleNames() []RuleName {
 		RuleExitBudgetExhausted, RuleExitNeedsInput, RuleExitNeedsApproval, RuleExitFailed,
 		RuleExitNoProgress, RuleExitAborted, RuleExitTransientError, RuleExitUnknown,
 		RuleBaseMoved, RuleDeliveryFailed, RuleDeclined, RuleAlreadyDelivered,
-		RulePRMerged, RulePRClosed, RuleAutomergeRefused,
+		RulePREndRefused, RulePRMerged, RulePRClosed, RuleAutomergeRefused,
 		RuleInfraError, RuleDiffSecret, RuleDiffOutOfScope, RuleCIActionRequired, RuleCIPending,
 		RuleCIMissing, RuleCountsDisagree, RuleBuildFailed, RuleTestsFailed, RuleReportMissing,
 		RuleCheckTimedOut, RuleReportTruncated, RuleZeroTests, RuleCommandFailed, RuleCIFailed,

@@ -274,7 +274,8 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
 	if it.State != workitems.StateClosed || d == nil || d.Outcome != workitems.DeliveryMerged {
 		t.Fatalf("want closed and merged: %s %+v %+v", it.State, d, it.Decisions)
 	}
-	if d.Branch != "outerloop/fix" || d.PushedSHA != d.Commit || d.PR == nil || d.PR.State != workitems.PRMerged || d.MergeCommit == "" {
+	if d.Branch != "outerloop/fix" || d.PushedSHA != d.Commit || d.PR == nil || d.PR.State != workitems.PRMerged || d.MergeCommit == "" ||
+		d.Forge != "tea" || d.Repo != r.Slug {
 		t.Fatalf("delivery %+v", d)
 	}
 	if got := ci.shas(); len(got) != 1 || got[0] != d.PushedSHA {
