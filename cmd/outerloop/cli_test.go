@@ -81,7 +81,10 @@ func setup(t *testing.T, templates string) (cfgPath, repo string) {
 		t.Fatal(err)
 	}
 	cfgPath = filepath.Join(dir, "outerloop.yaml")
-	body := "defaults:\n  max_attempts: 2\n  budget: {wall_time: 3m, verify_reserve: 1m}\ntemplates:\n" + templates
+	// build_cache: shared: the sample repository's commands compile Go in a new work dir per
+	// test, where the default (a cache per repository in the work dir) would compile the
+	// standard library afresh each time; the default is tested in proc and the hostile suite.
+	body := "defaults:\n  max_attempts: 2\n  budget: {wall_time: 3m, verify_reserve: 1m}\nsandbox: {build_cache: shared}\ntemplates:\n" + templates
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(body, "REPO", repo)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,10 @@ func demoSandbox(ctx context.Context) (yaml, notice string) {
 		return "sandbox: {mode: off}\n", fmt.Sprintf("sandbox: OFF — %v.\n"+
 			"  The demo runs its own sample commands unsandboxed. A worker would refuse items here: %s\n", err, proc.SandboxHint)
 	}
-	return "", ""
+	// The sample repositories are the demo's own, so their commands may share the machine's
+	// warm Go build cache (an explicit opt-in; the default keeps one per repository, which
+	// would compile the standard library afresh in every demo's new work dir).
+	return "sandbox: {build_cache: shared}\n", ""
 }
 
 func demoConfig(dir, sandbox string) (*workitems.Config, error) {

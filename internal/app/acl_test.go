@@ -37,7 +37,7 @@ func TestShippedRedisACLRunsAnItemAndRefusesEverythingElse(t *testing.T) {
 	url := fmt.Sprintf("redis://outerloop:%s@%s/0", pass, srv.Addr)
 
 	repo := sampleRepo(t)
-	cfg, err := workitems.ParseConfig([]byte(fmt.Sprintf(`
+	cfg, err := parseConfig([]byte(fmt.Sprintf(`
 defaults: {budget: {wall_time: 2m, verify_reserve: 1m}}
 templates:
   - name: fix

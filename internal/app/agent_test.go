@@ -54,7 +54,7 @@ templates:
     loop: {kind: agent, provider: local}
     done_check: {commands: ["go test -json ./..."]}
 `, srv.URL, modeltest.KeyEnv, modeltest.Model, repo)
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := parseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ templates:
     loop: {kind: script, commands: ["sleep 30"]}
     done_check: {commands: ["go test -json ./..."]}
 %s`, repo, fixScript, repo, repo, extra)
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := parseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

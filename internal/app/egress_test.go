@@ -45,7 +45,7 @@ templates:
     loop: {kind: script, commands: ["go get -u ./... && go mod tidy", %q]}
     done_check: {commands: ["go test -json ./..."]}
 `, repo, probe)
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := parseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ import (
 // script fixes nothing, so a variant decides what a run does.
 func evalConfig(t *testing.T, repo, extra string) *workitems.Config {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(evalYAML(repo, extra)))
+	cfg, err := parseConfig([]byte(evalYAML(repo, extra)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 	defer recv.Close()
 	y := strings.Replace(evalYAML(repo, fmt.Sprintf("notify:\n  sinks:\n    hook: {kind: webhook, url: %q, secret_env: OL_TEST_EVAL_SECRET}\n", recv.URL)),
 		"    loop: {kind: script", "    notify: {sinks: [hook]}\n    loop: {kind: script", 1)
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := parseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func TestAVariantsModelAndPromptVariantReachTheProvider(t *testing.T) {
 	}
 	srv := modeltest.NewResponsesServer(t)
 	srv.Enqueue(modeltest.Text("Nothing to change."), modeltest.Text("Nothing to change."))
-	cfg, err := workitems.ParseConfig([]byte(fmt.Sprintf(`
+	cfg, err := parseConfig([]byte(fmt.Sprintf(`
 defaults:
   max_attempts: 1
   budget: {wall_time: 2m, verify_reserve: 1m, model_calls: 4, cost_usd: 1}

@@ -22,7 +22,7 @@ import (
 // fleetApp opens an app whose fleet admitter runs often, with loops replacing the script kind.
 func fleetApp(t *testing.T, y string, loop worker.InnerLoop, getenv func(string) string) *app.App {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := parseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestSinkAndForgeKindsAddedToTheAppAreAcceptedAtOpenAndOnReload(t *testing.T
 	fk := forge.BuiltinKinds()
 	fk["memory"] = forges["memory"]
 	kinds := workitems.Kinds{Sinks: notify.BuiltinSinks(nil).Register("ntfy", logSink{}), Forges: fk}
-	if _, err := workitems.ParseConfig([]byte(kindsConfig("ntfy"))); err == nil || !strings.Contains(err.Error(), "forges.mem.kind") {
+	if _, err := parseConfig([]byte(kindsConfig("ntfy"))); err == nil || !strings.Contains(err.Error(), "forges.mem.kind") {
 		t.Fatalf("the built-in kinds accepted a memory forge: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "outerloop.yaml")

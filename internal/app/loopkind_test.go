@@ -56,7 +56,7 @@ func TestARegisteredLoopKindValidatesAndRuns(t *testing.T) {
 	reg := worker.NewRegistry()
 	reg.Register("patcher", patcher{})
 
-	_, err := workitems.ParseConfig([]byte(patcherConfig(repo, "patcher", "sample-fix")))
+	_, err := parseConfig([]byte(patcherConfig(repo, "patcher", "sample-fix")))
 	var ce *workitems.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "loop.kind" || !strings.Contains(err.Error(), `"patcher"`) {
 		t.Fatalf("built-in kinds only: %v, want loop.kind naming patcher", err)

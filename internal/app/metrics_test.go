@@ -70,7 +70,7 @@ func scrapeValues(t *testing.T, url string) map[string]float64 {
 func TestAPausedStoreKeepsTheBudgetGaugesWithTheirAge(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := parseConfig([]byte(`
 defaults:
   budget: {wall_time: 10m}
 templates:
@@ -154,7 +154,7 @@ templates:
 // only what no checkpoint did.
 func TestSpendAdvancesWithEveryCheckpoint(t *testing.T) {
 	t.Parallel()
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := parseConfig([]byte(`
 defaults:
   budget: {wall_time: 10m, verify_reserve: 1m}
 templates:

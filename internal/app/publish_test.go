@@ -82,7 +82,7 @@ forges:
 %s
 templates:
 %s`, gs.URL, tokenVar, secretVar, top, templates)
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := parseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestASentinelFailoverMidRunLosesNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, "green.json"), []byte(green), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := parseConfig([]byte(`
 defaults:
   budget: {wall_time: 2m, verify_reserve: 1m}
 templates:

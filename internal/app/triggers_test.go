@@ -77,7 +77,7 @@ func TestTriggerCheckFailedOnMainMakesOneItemPerCommitFromARealGiteaDelivery(t *
 	gs.PushDir(t, dir, r, "main")
 	head := gs.Git(t, dir, "rev-parse", "HEAD")
 
-	cfg, err := workitems.ParseConfig(fmt.Appendf(nil, `
+	cfg, err := parseConfig(fmt.Appendf(nil, `
 defaults:
   budget: {wall_time: 3m}
 forges:

@@ -63,7 +63,7 @@ func (w *wakeCounter) EnqueueWake(context.Context, string, int64, workitems.Wake
 // test may run beside it (parallel tests start after the sequential ones).
 func TestAThousandWaitingItemsHoldNoGoroutinesOrWorkers(t *testing.T) {
 	const waiting, due = 1000, 100
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := parseConfig([]byte(`
 waits: {first_poll: 1m, poll_rate: 1000}
 templates:
   - name: t
