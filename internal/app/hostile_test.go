@@ -346,7 +346,7 @@ func (w *hostileWorld) check(t *testing.T, r *hostileRun, it *workitems.Item) {
 	if leaks := w.leaksOf(t, r, it); len(leaks) > 0 {
 		t.Errorf("secrets left the host's side:\n  %s", strings.Join(leaks, "\n  "))
 	}
-	if seen := r.elsewhere.requests(); len(seen) > 0 {
+	if seen := r.elsewhere.requests(w.allSecrets(nil)); len(seen) > 0 {
 		t.Errorf("git went to a server the item named instead of the remote:\n  %s", strings.Join(seen, "\n  "))
 	}
 	w.checkEnding(t, r, it)

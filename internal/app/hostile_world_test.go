@@ -164,8 +164,9 @@ func hostileForgeKinds() forge.Kinds {
 	return forge.Kinds{hostileForgeKind: func(cfg forge.Config) (forge.Forge, error) { return &hostileForge{cfg: cfg}, nil }}
 }
 
-// elsewhere is a server no git command of outerloop's may reach: every request is recorded and
-// answered 401 with a Basic challenge (so that a git which came here asks for a credential).
+// elsewhere is a server no git command of outerloop's may reach: every request is recorded
+// (its line, then NUL and its credentials, see requests) and answered 401 with a Basic
+// challenge (so that a git which came here asks for a credential).
 type elsewhere struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -177,8 +178,7 @@ func newElsewhere(t *testing.T) *elsewhere {
 	e := &elsewhere{}
 	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		e.mu.Lock()
-		e.seen = append(e.seen, fmt.Sprintf("%s %s (Authorization %q, Proxy-Authorization %q)", req.Method, req.URL,
-			req.Header.Get("Authorization"), req.Header.Get("Proxy-Authorization")))
+		e.seen = append(e.seen, fmt.Sprintf("%s %s\x00%s %s", req.Method, req.URL, req.Header.Get("Authorization"), req.Header.Get("Proxy-Authorization")))
 		e.mu.Unlock()
 		w.Header().Set("WWW-Authenticate", `Basic realm="elsewhere"`)
 		http.Error(w, "who are you", http.StatusUnauthorized)
@@ -187,10 +187,17 @@ func newElsewhere(t *testing.T) *elsewhere {
 	return e
 }
 
-func (e *elsewhere) requests() []string {
+// requests returns the request lines it got, each with the secrets its credential headers
+// carried (named, never shown).
+func (e *elsewhere) requests(sec secrets) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return slices.Clone(e.seen)
+	out := make([]string, 0, len(e.seen))
+	for _, r := range e.seen {
+		line, creds, _ := strings.Cut(r, "\x00")
+		out = append(out, fmt.Sprintf("%s, its credentials carrying %v", line, sec.found([]byte(creds))))
+	}
+	return out
 }
 
 // hostTree is what a host directory holds, path by path (symlinks not followed): kind, mode,
