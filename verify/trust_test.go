@@ -145,3 +145,42 @@ func symlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+// A workspace reached through a link (a work dir on another disk, linked into place) is read
+// as usual: its own reports are read, and a report that links out of it is still refused.
+func TestAWorkspaceReachedThroughALinkIsReadInsideItOnly(t *testing.T) {
+	t.Parallel()
+	ws, gitDir, base, markers, secret := hostileWorkspace(t)
+	linked := filepath.Join(t.TempDir(), "ws-link")
+	symlink(t, ws, linked)
+	if err := os.Symlink(gitDir, linked+".git"); err != nil {
+		t.Fatal(err)
+	}
+	green, err := os.ReadFile(filepath.Join("testdata", "junit", "ctest-green.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"out/good.xml": string(green)})
+	tmpl := &workitems.Template{Name: "fix", MaxAttempts: 3, DoneCheck: workitems.DoneCheck{Commands: []string{"true"},
+		Reports: []string{"out/*.xml"}, Timeout: workitems.Duration(time.Minute)}}
+	verifyIn := func() Result {
+		t.Helper()
+		res, err := New(WithClock(fakeclock.New(testNow))).Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}),
+			Attempt: 1, Exit: completed(), Workspace: linked, GitDir: linked + ".git", BaseCommit: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := verifyIn(); res.Decision.Outcome != workitems.OutcomeClose {
+		t.Fatalf("a green report in a linked workspace: %s %v", res.Decision.Rule, res.Decision.Reasons)
+	}
+	symlink(t, secret, filepath.Join(ws, "out", "stolen.xml"))
+	res := verifyIn()
+	if res.Decision.Outcome == workitems.OutcomeClose || !strings.Contains(strings.Join(res.Decision.Reasons, " "), "out/stolen.xml") {
+		t.Fatalf("a report linking out of a linked workspace: %s %v", res.Decision.Rule, res.Decision.Reasons)
+	}
+	if fired := hostilegit.Fired(t, markers); len(fired) > 0 {
+		t.Fatalf("the verifier ran the item's programs on the host: %v", fired)
+	}
+}
