@@ -40,6 +40,9 @@ defaults:
   max_attempts: 2
   budget: {wall_time: 2m, verify_reserve: 1m}
   item_budget: {wall_time: 10m, cost_usd: 2}
+# The sample repository compiles Go in a new work dir per test: the machine's warm build cache
+# (an opt-in) instead of a cold one per repository, which the default gives.
+sandbox: {build_cache: shared}
 templates:
 ` + templates))
 	if err != nil {

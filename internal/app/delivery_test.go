@@ -48,7 +48,11 @@ func (w *watchingDeliverer) Deliver(ctx context.Context, in worker.DeliverInput)
 	defer w.mu.Unlock()
 	if err == nil && res.Delivery != nil && res.Delivery.Commit != "" {
 		g := func(args ...string) string {
-			out, err := exec.Command("git", append([]string{"-C", in.Workspace}, args...)...).Output()
+			// The worker's own git directory of the workspace holds the delivery commit.
+			if in.GitDir == "" {
+				w.t.Errorf("the delivery of %s got no git directory of the worker's", in.Item.ID)
+			}
+			out, err := exec.Command("git", append([]string{"--git-dir=" + in.GitDir, "--work-tree=" + in.Workspace}, args...)...).Output()
 			if err != nil {
 				w.t.Errorf("git %v: %v", args, err)
 			}
