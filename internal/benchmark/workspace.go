@@ -182,7 +182,7 @@ func Workspaces(ctx context.Context, dir string, spec RepoSpec, n int, progress 
 			if err != nil {
 				return 0, 0, err
 			}
-			return d, diskUsage(w.Dir) + diskUsage(w.Dir+".index"), nil
+			return d, diskUsage(w.Dir) + diskUsage(w.Dir+".index") + diskUsage(w.GitDir()), nil
 		}},
 		{name: "git worktree add (same mirror)", baseline: true, make: func(i int) (time.Duration, int64, error) {
 			p := filepath.Join(dir, "worktrees", fmt.Sprint(i))
