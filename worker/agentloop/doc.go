@@ -76,6 +76,7 @@
 //	stream_error    {attempt, max, delay, class, error}; Message "reconnecting n/N"
 //	tool_call       {call_id, name, arguments (truncated)}
 //	tool_output     {call_id, name, failed, bytes}
+//	command_progress {tool: shell, elapsed, tail}; a shell call still running, every WithProgressEvery
 //	compaction      {input_items, summary_chars}
 //	stop_hook       {hook, decision, reason}
 //	warning         {budget | hook}; Message says why (wrap-up notice, empty block, hook failure)

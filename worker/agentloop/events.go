@@ -1,5 +1,7 @@
 package agentloop
 
+import "outerloop/worker"
+
 // EventKind is the "kind" of a step event the agent loop writes to the item's log.
 type EventKind string
 
@@ -17,10 +19,13 @@ const (
 	EventTurnCompleted EventKind = "turn_completed"
 	EventTurnAborted   EventKind = "turn_aborted"
 	EventTurnError     EventKind = "turn_error"
+	// EventCommandProgress: a shell tool call still running, its elapsed time and output tail
+	// (worker.ProgressEvent, every WithProgressEvery).
+	EventCommandProgress EventKind = worker.EventKindProgress
 )
 
 // AllEventKinds lists every event kind, in the order a turn usually writes them.
 func AllEventKinds() []EventKind {
 	return []EventKind{EventTurnStarted, EventModelRequest, EventStreamError, EventToolCall, EventToolOutput,
-		EventCompaction, EventStopHook, EventWarning, EventTurnCompleted, EventTurnAborted, EventTurnError}
+		EventCommandProgress, EventCompaction, EventStopHook, EventWarning, EventTurnCompleted, EventTurnAborted, EventTurnError}
 }

@@ -3,9 +3,14 @@ package agentloop
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"outerloop/worker/model"
+	"outerloop/workitems"
 )
 
 // A running shell tool call reports its elapsed time and the tail of its output while it runs.
@@ -36,5 +41,33 @@ func TestARunningShellCallReportsItsOutputTail(t *testing.T) {
 	}
 	if res := <-done; res.failed || !strings.Contains(res.out, "end") {
 		t.Fatalf("shell result %+v", res)
+	}
+}
+
+// Through the whole loop: a shell call still running reports progress events of kind
+// command_progress — one of AllEventKinds (the test sink refuses any other) — and the call then
+// ends as usual. Only a call that outlasts the progress period emits one, so a fast machine
+// never met the kind; a loaded one did, and the sink panicked.
+func TestALongShellCallsProgressIsAnEventKindOfTheLoop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var once sync.Once
+	h.ev.on = func(ev workitems.Event) {
+		if EventKind(ev.Data["kind"]) == EventCommandProgress && strings.Contains(ev.Data["tail"], "halfway") {
+			once.Do(func() { _ = os.WriteFile(filepath.Join(h.dir, "GO"), nil, 0o644) })
+		}
+	}
+	p := model.NewScripted("scripted",
+		model.Reply(model.CallResponse(model.Call("c1", "shell", `{"command":"echo halfway; while [ ! -f GO ]; do sleep 0.05; done; echo end"}`))),
+		model.Reply(model.TextResponse("waited")))
+	ex := h.run(t.Context(), p, WithProgressEvery(20*time.Millisecond))
+	if ex.Reason != workitems.ExitCompleted {
+		t.Fatalf("exit %+v", ex)
+	}
+	if out, ok := outputOf(p.Requests()[1], "c1"); !ok || !strings.Contains(out, "end") {
+		t.Fatalf("the shell call's output %q", out)
+	}
+	if !slices.Contains(h.ev.kinds(), string(EventCommandProgress)) {
+		t.Fatalf("no progress event among %v", h.ev.kinds())
 	}
 }
