@@ -88,7 +88,7 @@ func TestReportsAndUntrackedFilesAreReadOnlyInsideTheWorkspace(t *testing.T) {
 		{"a report directory that links to a host directory", func(t *testing.T, ws, secret string) {
 			symlink(t, filepath.Dir(secret), filepath.Join(ws, "out"))
 			symlink(t, "secret.xml", filepath.Join(filepath.Dir(secret), "report.xml"))
-		}, "out/report.xml"},
+		}, `"out/*.xml": out: path escapes`},
 		{"a report that is a FIFO", func(t *testing.T, ws, _ string) {
 			mkdir(t, filepath.Join(ws, "out"))
 			if err := syscall.Mkfifo(filepath.Join(ws, "out", "report.xml"), 0o644); err != nil {
@@ -122,8 +122,8 @@ func TestReportsAndUntrackedFilesAreReadOnlyInsideTheWorkspace(t *testing.T) {
 					t.Fatalf("evidence file %s holds the host file's contents:\n%s", f.Name, f.Data)
 				}
 			}
-			if strings.Contains(strings.Join(res.Decision.Reasons, " "), "canary-7f3e") {
-				t.Fatalf("the decision holds the host file's contents: %v", res.Decision.Reasons)
+			if why := strings.Join(res.Decision.Reasons, " "); strings.Contains(why, "canary-7f3e") || strings.Contains(why, "secret.xml") {
+				t.Fatalf("the decision holds the host file's contents or name: %v", res.Decision.Reasons)
 			}
 			if fired := hostilegit.Fired(t, markers); len(fired) > 0 {
 				t.Fatalf("the verifier ran the item's programs on the host: %v", fired)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -360,7 +361,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, w workt
 		}
 	}
 	for _, pattern := range dc.Reports {
-		paths, err := reportPaths(workspace, pattern)
+		paths, err := reportPaths(w, pattern)
 		if err != nil {
 			f.Missing = append(f.Missing, err.Error())
 			if f.files != nil {
@@ -368,8 +369,7 @@ func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, w workt
 			}
 			continue
 		}
-		for _, p := range paths {
-			rel, _ := filepath.Rel(workspace, p)
+		for _, rel := range paths {
 			rep, err := v.readReport(w, rel, format, f)
 			if err != nil {
 				f.Missing = append(f.Missing, err.Error())
@@ -430,35 +430,38 @@ func (v *Verifier) commandReport(res CommandResult, format workitems.ReportForma
 // ErrPathEscapes means a report path points outside the workspace.
 var ErrPathEscapes = errors.New("path escapes the workspace")
 
-// reportPaths resolves a report path or glob inside the workspace.
-func reportPaths(workspace, pattern string) ([]string, error) {
+// reportPaths resolves a report path or glob to paths relative to the workspace. Directories
+// are listed through w's os.Root: one that links out of the workspace is not listed (the
+// names of a host directory's files never reach a decision), and the refusal names the link.
+func reportPaths(w worktree, pattern string) ([]string, error) {
 	if filepath.IsAbs(pattern) {
 		return nil, fmt.Errorf("report %q: %w (give a path relative to the workspace)", pattern, ErrPathEscapes)
 	}
-	full := filepath.Join(workspace, pattern)
-	if rel, err := filepath.Rel(workspace, full); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+	if !filepath.IsLocal(pattern) {
 		return nil, fmt.Errorf("report %q: %w", pattern, ErrPathEscapes)
 	}
-	matches, err := filepath.Glob(full)
+	root, err := os.OpenRoot(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("report %q: %w", pattern, err)
+	}
+	defer root.Close()
+	matches, err := fs.Glob(root.FS(), filepath.ToSlash(filepath.Clean(pattern)))
 	if err != nil {
 		return nil, fmt.Errorf("report %q: bad pattern: %w", pattern, err)
 	}
-	var out []string
-	for _, m := range matches {
-		real, err := filepath.EvalSymlinks(m)
-		if err != nil {
-			continue
+	if len(matches) == 0 {
+		// Say why when the path, or a directory on the way, is a link out of the workspace.
+		for d := filepath.Clean(pattern); d != "." && d != "/"; d = filepath.Dir(d) {
+			if escapes(w.dir, d) {
+				return nil, fmt.Errorf("report %q: %s: %w (a link out of the workspace)", pattern, d, ErrPathEscapes)
+			}
 		}
-		ws, _ := filepath.EvalSymlinks(workspace)
-		if rel, err := filepath.Rel(ws, real); err != nil || strings.HasPrefix(rel, "..") {
-			return nil, fmt.Errorf("report %q: %w (symlink)", m, ErrPathEscapes)
-		}
-		out = append(out, m)
-	}
-	if len(out) == 0 {
 		return nil, fmt.Errorf("report %q: missing", pattern)
 	}
-	return out, nil
+	for i, m := range matches {
+		matches[i] = filepath.FromSlash(m)
+	}
+	return matches, nil
 }
 
 // Check runs a template's done check in a workspace and says whether it passed, for an agent
