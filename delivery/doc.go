@@ -3,8 +3,8 @@
 // it, the merge on a forge. It returns facts; the decision policy (package verify's table, asked
 // by the worker's pipeline) decides on them.
 //
-// The worker calls Deliver for an attempt the local evidence closed (through an adapter in
-// internal/app; the worker owns the interface it calls):
+// The worker's pipeline calls Deliver for an attempt the local evidence closed, directly,
+// through an interface the worker owns (worker.Deliverer) with this package's Request and Result:
 //
 //   - rule no_change (the check passed, the diff is empty): nothing is committed or pushed, the
 //     record's outcome is unchanged;

@@ -156,6 +156,24 @@ func deliveryRules() []Rule {
 	}
 }
 
+// ciRerunRule waits for CI checks that failed for infrastructure reasons and that the read of
+// this wake asked to run again: their new results decide, not the failures.
+func ciRerunRule() Rule {
+	return Rule{Name: workitems.RuleCIRerun, When: "CI checks on the pushed commit failed for infrastructure reasons and were just asked to run again (at most retry.infra_retries times)",
+		Outcome: workitems.OutcomeWait,
+		Match:   func(f *Facts) bool { return f.Wait != nil && f.CIReruns > f.Wait.InfraReruns },
+		Reason: func(f *Facts) string {
+			limit := 0
+			if f.Template != nil {
+				limit = f.Template.Retry.InfraRetries
+			}
+			return fmt.Sprintf("re-running CI checks that failed for infrastructure reasons (%d of %d): %s", f.CIReruns, limit, InfraProblem(f.CI))
+		},
+		Wait: func(f *Facts) workitems.WaitPlan {
+			return workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: f.Wait.Deadline, InfraReruns: f.CIReruns}
+		}}
+}
+
 // ciPendingRule waits for CI that has not answered before its deadline (ci_missing decides
 // after it).
 func ciPendingRule() Rule {
@@ -293,6 +311,9 @@ type Judgement struct {
 	// say who ("": it may end the item).
 	PREndRefused string
 	Wait         *workitems.Wait // the wait being woken (nil at push time)
+	// CIReruns counts the re-runs of CI checks that failed for infrastructure reasons so far,
+	// this read's included (Facts.CIReruns).
+	CIReruns     int
 	Precondition *Precondition
 }
 
@@ -300,7 +321,7 @@ type Judgement struct {
 func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 	f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: j.Attempt, Item: j.Item, Template: j.Template,
 		Now: v.clock.Now(), Local: j.Local, Delivery: j.Delivery, CI: j.CI, CIDeadline: j.CIDeadline, Review: j.Review,
-		MergeRefused: j.MergeRefused, PREndRefused: j.PREndRefused, Wait: j.Wait, Precondition: j.Precondition}
+		MergeRefused: j.MergeRefused, PREndRefused: j.PREndRefused, Wait: j.Wait, CIReruns: j.CIReruns, Precondition: j.Precondition}
 	if j.Item != nil {
 		for _, a := range j.Item.Attempts {
 			if a.N == j.Attempt {
@@ -309,10 +330,6 @@ func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 		}
 	}
 	d, _ := conclude(f)
-	if j.Local != nil && d.Outcome == workitems.OutcomeClose && d.Rule == workitems.RuleChecksPassed && j.CI == nil && j.Review == nil {
-		// Nothing after the push added evidence: the local close stands as it was.
-		return *j.Local
-	}
 	if j.Review != nil && len(j.Review.NotCounted) > 0 {
 		d.Reasons = append(d.Reasons, "reviews not counted, their authors lack write access to the repository: "+strings.Join(j.Review.NotCounted, ", "))
 	}

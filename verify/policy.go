@@ -42,7 +42,11 @@ type Facts struct {
 	Review       *ReviewEvidence
 	MergeRefused string
 	PREndRefused string // why the pull request's merge or close does not end the item (Judgement.PREndRefused)
-	Wait         *workitems.Wait
+	// CIReruns counts the re-runs of CI checks that failed for infrastructure reasons, this
+	// read's included; the wait being woken (Wait.InfraReruns) knew of fewer when this read
+	// asked for more.
+	CIReruns int
+	Wait     *workitems.Wait
 	// Precondition is a problem found before any evidence (a lost workspace, a removed template).
 	Precondition *Precondition
 
@@ -116,6 +120,7 @@ func Rules() []Rule {
 			Reason: func(f *Facts) string { return fmt.Sprintf("unknown exit reason %q", f.Exit.Reason) }},
 	}...)
 	rules = append(rules, deliveryRules()...)
+	rules = append(rules, ciRerunRule())
 	rules = append(rules, []Rule{
 		{Name: workitems.RuleInfraError, When: "the check kept failing for infrastructure reasons after Retry.InfraRetries re-runs",
 			Outcome: workitems.OutcomeEscalate,

@@ -316,6 +316,16 @@ func TestPolicyRules(t *testing.T) {
 			pushed(f, openPR())
 			f.MergeRefused = "the head moved"
 		}, workitems.RuleAutomergeRefused, workitems.OutcomeEscalate, nil},
+		{"CI checks a wake asked to re-run for infrastructure reasons are waited for", func(f *Facts) {
+			pushed(f, openPR())
+			f.CI = &CIEvidence{SHA: strings.Repeat("a", 40), Required: []string{"test"}, Checks: []CICheck{{Name: "test", State: CIInfraError}}}
+			f.Wait = &workitems.Wait{Kind: workitems.WaitCI, Deadline: testNow.Add(time.Hour), InfraReruns: 1}
+			f.CIReruns = 2
+		}, workitems.RuleCIRerun, workitems.OutcomeWait, func(t *testing.T, d workitems.Decision) {
+			if d.Wait == nil || d.Wait.InfraReruns != 2 || !d.Wait.Deadline.Equal(testNow.Add(time.Hour)) {
+				t.Errorf("wait %+v", d.Wait)
+			}
+		}},
 		{"CI without a result before its deadline waits", func(f *Facts) {
 			pushed(f, openPR())
 			f.CI = pendingCI()

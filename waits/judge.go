@@ -54,12 +54,6 @@ func (j *Judge) AfterPush(ctx context.Context, tmpl *workitems.Template, it *wor
 	return j.withWhere(d, tmpl, &local)
 }
 
-// Precondition decides on a problem found before any evidence (a lost workspace, a removed or
-// incompatible template) with the policy's first rows.
-func (j *Judge) Precondition(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, p verify.Precondition) workitems.Decision {
-	return j.Verifier.Judge(ctx, verify.Judgement{Template: tmpl, Item: it, Attempt: n, Precondition: &p})
-}
-
 // pushedForReview: the delivery put a new commit on the forge (CI and review follow it).
 func pushedForReview(del *workitems.Delivery) bool {
 	if del == nil || del.PushedSHA == "" {
@@ -312,18 +306,10 @@ func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workite
 		local.Reasons = []string{w.LocalSummary}
 	}
 	jd := verify.Judgement{Template: tmpl, Item: it, Attempt: w.Attempt, Local: local, Delivery: ev.Delivery, CI: ev.CI,
-		Review: ev.Review, MergeRefused: mergeRefused, PREndRefused: ev.PREndRefused, Wait: w}
+		Review: ev.Review, MergeRefused: mergeRefused, PREndRefused: ev.PREndRefused, Wait: w, CIReruns: ev.Reruns}
 	jd.CIDeadline = w.Deadline
 	if w.Kind != workitems.WaitCI {
 		jd.CIDeadline = j.Verifier.Now() // CI had answered before this wait
-	}
-	if ev.Reruns > w.InfraReruns {
-		// Checks that failed for infrastructure reasons were asked to run again: wait for them.
-		d := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: workitems.RuleCIPending, Actor: workitems.ActorVerifierName,
-			Reasons: []string{fmt.Sprintf("re-running CI checks that failed for infrastructure reasons (%d of %d): %s", ev.Reruns, tmpl.Retry.InfraRetries, verify.InfraProblem(ev.CI))},
-			Wait:    &workitems.WaitPlan{Kind: workitems.WaitCI, Deadline: w.Deadline, InfraReruns: ev.Reruns}}
-		d.Summary = d.Reasons[0]
-		return j.withWhere(d, tmpl, local), ev.Delivery, nil
 	}
 	d := j.Verifier.Judge(ctx, jd)
 	return j.withWhere(d, tmpl, local), ev.Delivery, nil

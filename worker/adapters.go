@@ -283,7 +283,8 @@ func (d doneChecker) Check(ctx context.Context) (DoneCheckResult, error) {
 	if d.events != nil {
 		ctx = withCheckProgress(ctx, d.events, d.every)
 	}
-	return d.v.Check(ctx, d.tmpl, d.ws)
+	passed, summary, err := d.v.Check(ctx, d.tmpl, d.ws)
+	return DoneCheckResult{Passed: passed, Summary: summary}, err
 }
 
 // NewFencedCheckpointer returns the Redis checkpointer the handler gives loops: writes are fenced

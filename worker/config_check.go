@@ -62,8 +62,7 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 		return nil, true, err
 	}
 	defer func() { _ = h.o.Store.ReleaseLease(context.WithoutCancel(ctx), fence) }()
-	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: it.Attempt,
-		Precondition: &Precondition{Rule: reason.Rule(), Summary: summary}})
+	d := h.precondition(ctx, it, it.Attempt, reason.Rule(), summary)
 	if _, err := h.o.Store.EscalateConfigChange(ctx, fence, reason, d); err != nil {
 		return nil, true, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"outerloop/internal/redistest"
 	"outerloop/scheduler"
+	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
@@ -122,21 +123,21 @@ func (planLoop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 // verify, wired by internal/app; it runs the template's done check).
 type planVerifier struct{}
 
-func (planVerifier) Verify(_ context.Context, in worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	b, err := os.ReadFile(filepath.Join(in.Workspace, "PLAN.md"))
+func (planVerifier) Verify(_ context.Context, req verify.Request) (verify.Result, error) {
+	b, err := os.ReadFile(filepath.Join(req.Workspace, "PLAN.md"))
 	if err != nil {
-		return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "no_plan", Reasons: []string{err.Error()}, Actor: "verifier"}, nil, nil
+		return verify.Result{Decision: workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "no_plan", Reasons: []string{err.Error()}, Actor: "verifier"}}, nil
 	}
-	return workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "plan_written",
-		Reasons: strings.Split(strings.TrimSpace(string(b)), "\n"), Actor: "verifier"}, nil, nil
+	return verify.Result{Decision: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "plan_written",
+		Reasons: strings.Split(strings.TrimSpace(string(b)), "\n"), Actor: "verifier"}}, nil
 }
 
-func (planVerifier) Check(context.Context, *workitems.Template, string) (worker.DoneCheckResult, error) {
-	return worker.DoneCheckResult{}, nil
+func (planVerifier) Check(context.Context, *workitems.Template, string) (bool, string, error) {
+	return false, "", nil
 }
 
-func (planVerifier) AfterPush(context.Context, worker.AfterPushInput) workitems.Decision {
-	return workitems.Decision{}
+func (planVerifier) Judge(_ context.Context, j verify.Judgement) workitems.Decision {
+	return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "precondition", Actor: "verifier"}
 }
 
 // Adding a loop kind: register the loop under a new kind; its traits (LoopTraitsDeclarer) and

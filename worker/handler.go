@@ -21,30 +21,6 @@ import (
 	"outerloop/workitems"
 )
 
-// Verifier decides what follows an attempt (verify.Verifier, through a small adapter).
-type Verifier interface {
-	Verify(ctx context.Context, in VerifyInput) (workitems.Decision, *workitems.Verdict, error)
-	// Check runs the done check for a loop that wants to see where it stands.
-	Check(ctx context.Context, tmpl *workitems.Template, workspace string) (DoneCheckResult, error)
-	// AfterPush decides with the same policy on a delivery's facts (pipeline.go).
-	AfterPush(ctx context.Context, in AfterPushInput) workitems.Decision
-}
-
-// VerifyInput is what the verifier gets after an attempt.
-type VerifyInput struct {
-	Template  *workitems.Template
-	Item      *workitems.Item
-	Attempt   int
-	Exit      workitems.Exit
-	Workspace string
-	// GitDir is the worker's own git directory of the workspace (proc.WorkspaceGitDir): the
-	// verifier's git reads it, never the workspace's .git.
-	GitDir     string
-	BaseCommit string
-	// NetworkRefused are the connections the sandbox refused to the attempt's commands.
-	NetworkRefused []string
-}
-
 // FleetGate is the limits of a fleet template's items (fleet.Gate): Acquire says whether an
 // attempt may start now, or holds its item in line (false) until its turn comes.
 type FleetGate interface {
@@ -514,76 +490,6 @@ func (h *Handler) safeRun(ctx context.Context, l InnerLoop, a *Attempt) (exit wo
 		}
 	}()
 	return l.Run(ctx, a)
-}
-
-// decide asks the verifier, hands the decision to delivery (a close becomes a commit and its
-// patch or pull request) and records both in one transaction; a retry's next attempt is
-// enqueued.
-func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
-	ws, base string, log *slog.Logger) error {
-	a := it.Current()
-	exit := workitems.Exit{Reason: workitems.ExitFailed, Message: "no exit recorded"}
-	if a.Exit != nil {
-		exit = *a.Exit
-	}
-	reserve := it.AttemptBudget(a.Condition).VerifyReserve.D()
-	if t := tmpl.DoneCheck.Timeout.D(); t > 0 {
-		reserve = t
-	}
-	if reserve <= 0 {
-		reserve = 10 * time.Minute
-	}
-	vctx, cancel := context.WithTimeout(ctx, reserve)
-	defer cancel()
-	// The done check's commands show their progress as the loop's do (fenced, as every event).
-	vctx = withCheckProgress(vctx, &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}, h.o.ProgressEvery)
-	var refused []string
-	if exit.Reason != workitems.ExitCompleted {
-		// A failure after refused connections is most likely theirs: the verifier's why names
-		// them and the setting that allows them.
-		refused = h.refusedOf(ctx, it.ID, a.N, log)
-	}
-	d, verdict, err := h.o.Verifier.Verify(vctx, VerifyInput{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws, GitDir: proc.WorkspaceGitDir(ws),
-		BaseCommit: base, NetworkRefused: refused})
-	if err != nil {
-		// Broken infrastructure, not a verdict: the item stays verifying and the task is retried.
-		return fmt.Errorf("worker: verify %s attempt %d: %w", it.ID, a.N, err)
-	}
-	if d.Actor == "" {
-		d.Actor = workitems.ActorVerifierName
-	}
-	var del *workitems.Delivery
-	var patch []byte
-	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
-	if h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose {
-		res, err := h.o.Deliverer.Deliver(ctx, DeliverInput{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws, GitDir: proc.WorkspaceGitDir(ws), BaseCommit: base,
-			Decision: d, Verdict: verdict, Events: events, NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
-		if err != nil {
-			// Like a verify error: the item stays verifying and the task is retried; a resumed
-			// delivery reuses the commit it made.
-			return fmt.Errorf("worker: deliver %s attempt %d: %w", it.ID, a.N, err)
-		}
-		del, patch = res.Delivery, res.Patch
-		d = h.afterPush(ctx, tmpl, it, a.N, d, del)
-	}
-	local := d
-	d, del, err = h.act(ctx, tmpl, it, a.N, d, del, events, func(refused string) (workitems.Decision, error) {
-		j := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: tmpl, Item: it, Attempt: a.N, Local: local, Delivery: del, MergeRefused: refused})
-		return j, nil
-	})
-	if err != nil {
-		return fmt.Errorf("worker: act on %s attempt %d: %w", it.ID, a.N, err)
-	}
-	it, err = h.o.Store.RecordDelivery(ctx, fence, d, verdict, del, patch)
-	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
-		log.Warn("decision not recorded", "err", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	h.recorded(ctx, it, a.N, del != nil, log)
-	return nil
 }
 
 // heartbeat starts the attempt's Heartbeat and returns its Stop.

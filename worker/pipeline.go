@@ -10,38 +10,222 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"outerloop/delivery"
 	"outerloop/internal/shorten"
+	"outerloop/proc"
+	"outerloop/verify"
 	"outerloop/workitems"
 )
 
-// The pipeline after the inner loop, driven here and nowhere else:
+// The pipeline after the inner loop, driven here and nowhere else. Each stage is called once,
+// in this order, through an interface the worker owns, with the stage's own request and result
+// types; no stage calls back into another, and only the policy decides:
 //
-//	local done check (Verifier.Verify) → delivery (commit, push, pull request: facts) →
-//	the one policy on those facts (Verifier.AfterPush) → act (merge, label) → record
+//	exit recorded ─▶ 1 local check (Verifier.Verify: evidence in the workspace, the table)
+//	               ─▶ 2 delivery    (Deliverer.Deliver: commit, patch, push, pull request: facts)
+//	               ─▶ 3 policy      (Evidence.AfterPush: the table on the delivery's facts)
+//	               ─▶ 4 act         (Deliverer.Merge of an automerged close, Deliverer.Followup
+//	                                 of an escalation: facts again; a refused merge is one
+//	                                 more fact for the table, automerge_refused)
+//	               ─▶ 5 record      (Store.RecordDelivery: decision, delivery and patch at once)
 //
-// and, for an item that waits, the same from a wake task: its evidence read once and judged
-// (Evidence.Judge) → act → record (Store.Wake). No stage calls back into another.
+// A waiting item takes the same road from a wake task (Wake): its evidence read once and
+// judged (Evidence.Wake) ─▶ act ─▶ record (Store.Wake). Problems found before any evidence
+// (a lost workspace, a removed template) go straight to the table's first rows
+// (Verifier.Judge with a verify.Precondition).
 
-// AfterPushInput is what the policy decides on after a delivery.
-type AfterPushInput struct {
-	Template *workitems.Template
-	Item     *workitems.Item
-	Attempt  int
-	// Local is the local evidence's close that let the change be delivered.
-	Local    workitems.Decision
-	Delivery *workitems.Delivery
-	// MergeRefused is why the forge refused to merge a close (automerge).
-	MergeRefused string
-	// Precondition, instead of a delivery, is a problem the worker found before any evidence
-	// (a lost workspace, a removed or incompatible template): the policy's first rows decide it.
-	Precondition *Precondition
+// Verifier is the local done check and the one decision policy (verify.Verifier).
+type Verifier interface {
+	// Verify runs the done check in the attempt's workspace and decides on its evidence. An
+	// error is broken infrastructure, not a verdict: the item stays verifying and the task is
+	// retried.
+	Verify(ctx context.Context, req verify.Request) (verify.Result, error)
+	// Check runs the done check for a loop that wants to see where it stands (a claim, not a
+	// decision).
+	Check(ctx context.Context, tmpl *workitems.Template, workspace string) (passed bool, summary string, err error)
+	// Judge decides with the same table on facts gathered elsewhere: a precondition here.
+	Judge(ctx context.Context, j verify.Judgement) workitems.Decision
 }
 
-// Precondition is a problem found before any evidence could be read; Rule names its row of the
-// policy (workitems.RuleWorkspaceLost, RuleTemplateRemoved, RuleTemplateIncompatible).
-type Precondition struct {
-	Rule    workitems.RuleName
-	Summary string
+// Deliverer makes a locally closed attempt a delivered change and acts at the forge
+// (delivery.Deliverer). It returns facts; the policy decides.
+type Deliverer interface {
+	// Deliver commits the change and, through a forge, pushes it and opens or updates the pull
+	// request. A failure a person must act on is a record with outcome failed; an error means
+	// transient trouble only: the item stays verifying and the task is retried, without costing
+	// an attempt.
+	Deliver(ctx context.Context, r delivery.Request) (delivery.Result, error)
+	// Merge merges a decided close's pull request (deliver.automerge). A refusal by the forge
+	// is a *delivery.MergeRefusedError; any other error is transient.
+	Merge(ctx context.Context, m delivery.Merge) (workitems.Delivery, error)
+	// Followup tells the forge about an escalation of an item with a pull request (label and
+	// comment). A failure is an event on the item, not an error.
+	Followup(ctx context.Context, f delivery.Followup)
+}
+
+// Evidence gathers the facts after the push and has the policy decide on them (waits.Judge):
+// right after a delivery (nothing read yet: CI and review the template asks for are pending),
+// and at a wake of a waiting item (CI on the pushed commit, the pull request's state and
+// reviews, read once without waiting). mergeRefused, when set, is why the forge refused to
+// merge a close.
+type Evidence interface {
+	AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, attempt int,
+		local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision
+	Wake(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, mergeRefused string) (workitems.Decision, *workitems.Delivery, error)
+}
+
+// decide takes a finished attempt down the pipeline: local check, delivery, the policy on the
+// delivery's facts, act, record; a retry's next attempt is enqueued.
+func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+	ws, base string, log *slog.Logger) error {
+	a := it.Current()
+	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
+
+	// 1. The local check.
+	local, err := h.verifyLocal(ctx, it, tmpl, events, ws, base, log)
+	if err != nil {
+		// Broken infrastructure, not a verdict: the item stays verifying and the task is retried.
+		return fmt.Errorf("worker: verify %s attempt %d: %w", it.ID, a.N, err)
+	}
+	d := withActor(local.Decision, workitems.ActorVerifierName)
+
+	// 2. Delivery of a local close.
+	var res delivery.Result
+	if h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose {
+		res, err = h.o.Deliverer.Deliver(ctx, delivery.Request{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws,
+			GitDir: proc.WorkspaceGitDir(ws), Base: base, Decision: d, Verdict: &local.Verdict, Events: events,
+			NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
+		if err != nil {
+			// Like a verify error: the item stays verifying and the task is retried; a resumed
+			// delivery reuses the commit it made.
+			return fmt.Errorf("worker: deliver %s attempt %d: %w", it.ID, a.N, err)
+		}
+	}
+	del := res.Delivery
+
+	// 3. The policy on the delivery's facts, when they say something: a forge took the change
+	// (CI, review and the pull request's state follow), or the delivery ended the item another
+	// way (failed, declined, already there, unchanged).
+	closed := d
+	if judgedAfterPush(tmpl, del) {
+		d = withActor(h.evidence().AfterPush(ctx, tmpl, it, a.N, closed, del, ""), workitems.ActorVerifierName)
+	}
+
+	// 4. Act at the forge.
+	if h.merges(tmpl, d, del) {
+		merged, refused, err := h.merge(ctx, tmpl, it, a.N, *del, events)
+		if err != nil {
+			return fmt.Errorf("worker: merge %s attempt %d: %w", it.ID, a.N, err)
+		}
+		if refused != "" {
+			d = withActor(h.evidence().AfterPush(ctx, tmpl, it, a.N, closed, del, refused), workitems.ActorVerifierName)
+		} else {
+			del = &merged
+		}
+	}
+	h.followup(ctx, tmpl, it, a.N, d, del, events)
+
+	// 5. Record decision, delivery and patch in one transaction.
+	it, err = h.o.Store.RecordDelivery(ctx, fence, d, &local.Verdict, del, res.Patch)
+	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {
+		log.Warn("decision not recorded", "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h.recorded(ctx, it, a.N, del != nil, log)
+	return nil
+}
+
+// verifyLocal runs the local check within the attempt's verify reserve; its commands report
+// progress as the loop's do (fenced, as every event).
+func (h *Handler) verifyLocal(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, events EventSink,
+	ws, base string, log *slog.Logger) (verify.Result, error) {
+	a := it.Current()
+	exit := workitems.Exit{Reason: workitems.ExitFailed, Message: "no exit recorded"}
+	if a.Exit != nil {
+		exit = *a.Exit
+	}
+	reserve := it.AttemptBudget(a.Condition).VerifyReserve.D()
+	if t := tmpl.DoneCheck.Timeout.D(); t > 0 {
+		reserve = t
+	}
+	if reserve <= 0 {
+		reserve = 10 * time.Minute
+	}
+	vctx, cancel := context.WithTimeout(ctx, reserve)
+	defer cancel()
+	vctx = withCheckProgress(vctx, events, h.o.ProgressEvery)
+	var refused []string
+	if exit.Reason != workitems.ExitCompleted {
+		// A failure after refused connections is most likely theirs: the verifier's why names
+		// them and the setting that allows them.
+		refused = h.refusedOf(ctx, it.ID, a.N, log)
+	}
+	return h.o.Verifier.Verify(vctx, verify.Request{Template: tmpl, Item: it, Attempt: a.N, Exit: exit, Workspace: ws,
+		GitDir: proc.WorkspaceGitDir(ws), BaseCommit: base, NetworkRefused: refused,
+		// A change delivered through a forge has its CI read on the pushed commit (a wait),
+		// not on the local one, which no CI has seen.
+		DeferCI: tmpl.Deliver.Mode.NeedsForge() && tmpl.DoneCheck.CI != nil})
+}
+
+// judgedAfterPush says whether a delivery's facts can change the local close, so that the
+// policy decides on them: the delivery ended without the change going through (failed,
+// declined, unchanged), or a forge took it and the template asks for CI on the pushed commit
+// or a review. Otherwise (a patch, a local commit, a pull request nothing is asked of) the
+// local close stands as the table decided it.
+func judgedAfterPush(tmpl *workitems.Template, del *workitems.Delivery) bool {
+	if del == nil {
+		return false
+	}
+	switch del.Outcome {
+	case workitems.DeliveryFailed, workitems.DeliveryDeclined, workitems.DeliveryUnchanged:
+		return true
+	}
+	return tmpl.Deliver.Mode.NeedsForge() && (tmpl.DoneCheck.CI != nil || tmpl.Deliver.Review != nil)
+}
+
+// merges says whether a decision asks for a merge: a close of an open pull request holding the
+// pushed commit, with deliver.automerge.
+func (h *Handler) merges(tmpl *workitems.Template, d workitems.Decision, del *workitems.Delivery) bool {
+	return h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose && tmpl.Deliver.Automerge &&
+		del != nil && del.PR != nil && del.PR.State == workitems.PROpen && del.PushedSHA != ""
+}
+
+// merge merges a close's pull request. refused is why the forge refused it (a fact for the
+// policy); an error is transient trouble (the task is tried again).
+func (h *Handler) merge(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, del workitems.Delivery,
+	events EventSink) (merged workitems.Delivery, refused string, err error) {
+	merged, err = h.o.Deliverer.Merge(ctx, delivery.Merge{Template: tmpl, Item: it, Attempt: n, Delivery: del, Events: events})
+	var r *delivery.MergeRefusedError
+	if errors.As(err, &r) {
+		return del, r.Err.Error(), nil
+	}
+	return merged, "", err
+}
+
+// followup tells the pull request of an escalated item so (labelled and commented); a retry's
+// next attempt updates the pull request itself.
+func (h *Handler) followup(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, d workitems.Decision,
+	del *workitems.Delivery, events EventSink) {
+	if h.o.Deliverer == nil || d.Outcome != workitems.OutcomeEscalate {
+		return
+	}
+	if del == nil {
+		del = it.Delivery
+	}
+	if del == nil {
+		return
+	}
+	h.o.Deliverer.Followup(ctx, delivery.Followup{Template: tmpl, Item: it, Attempt: n, Decision: d, Delivery: *del, Events: events})
+}
+
+// precondition decides on a problem found before any evidence (rule: one of the table's
+// precondition rows) with the policy.
+func (h *Handler) precondition(ctx context.Context, it *workitems.Item, attempt int, rule workitems.RuleName, summary string) workitems.Decision {
+	return h.o.Verifier.Judge(ctx, verify.Judgement{Template: h.templateOrName(it), Item: it, Attempt: attempt,
+		Precondition: &verify.Precondition{Rule: rule, Summary: summary}})
 }
 
 // templateOrName is the item's template in the config in force, or a stand-in with its name.
@@ -52,82 +236,33 @@ func (h *Handler) templateOrName(it *workitems.Item) *workitems.Template {
 	return &workitems.Template{Name: it.Template}
 }
 
-// Evidence reads a waiting item's evidence — CI on its pushed commit, its pull request's state
-// and reviews — once, without waiting, and decides with the one policy (waits.Judge through an
-// adapter). mergeRefused, when set, is why the forge refused the merge of a close.
-type Evidence interface {
-	Judge(ctx context.Context, in JudgeInput) (JudgeResult, error)
-}
-
-// JudgeInput is a waiting item to judge.
-type JudgeInput struct {
-	Template     *workitems.Template
-	Item         *workitems.Item
-	MergeRefused string
-}
-
-// JudgeResult is the decision with the delivery record as the evidence left it (the pull
-// request's state, the checks read).
-type JudgeResult struct {
-	Decision workitems.Decision
-	Delivery *workitems.Delivery
-}
-
-// afterPush decides on a delivery with the policy, when it has something to say: a forge took
-// the change (CI, review and the pull request's state follow), or the delivery's facts end the
-// item another way (failed, declined, already there, unchanged).
-func (h *Handler) afterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int,
-	local workitems.Decision, del *workitems.Delivery) workitems.Decision {
-	if del == nil {
-		return local
+// evidence is the after-push stage: the wired one, or, for a handler without forges, the policy
+// on the delivery's facts alone.
+func (h *Handler) evidence() Evidence {
+	if h.o.Evidence != nil {
+		return h.o.Evidence
 	}
-	switch {
-	case tmpl.Deliver.Mode.NeedsForge(), del.Outcome == workitems.DeliveryFailed, del.Outcome == workitems.DeliveryDeclined,
-		del.Outcome == workitems.DeliveryUnchanged:
-	default:
-		return local
-	}
-	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: tmpl, Item: it, Attempt: n, Local: local, Delivery: del})
+	return deliveryFactsOnly{h.o.Verifier}
+}
+
+// deliveryFactsOnly is the after-push stage of a handler wired without one (no forge to read):
+// the table decides on the delivery's facts, with no CI or review evidence.
+type deliveryFactsOnly struct{ v Verifier }
+
+func (e deliveryFactsOnly) AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int,
+	local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision {
+	return e.v.Judge(ctx, verify.Judgement{Template: tmpl, Item: it, Attempt: n, Local: &local, Delivery: del, MergeRefused: mergeRefused})
+}
+
+func (deliveryFactsOnly) Wake(_ context.Context, _ *workitems.Template, it *workitems.Item, _ string) (workitems.Decision, *workitems.Delivery, error) {
+	return workitems.Decision{}, nil, fmt.Errorf("worker: wake of %s: no evidence reader wired", it.ID)
+}
+
+func withActor(d workitems.Decision, actor string) workitems.Decision {
 	if d.Actor == "" {
-		d.Actor = workitems.ActorVerifierName
+		d.Actor = actor
 	}
 	return d
-}
-
-// act does what a decision asks of the forge before it is recorded: a close with automerge
-// merges (a refusal is a fact the policy decides on again, through redo), and an escalation of
-// an item with a pull request is told to it (labelled and commented). It returns the decision and delivery
-// to record; an error is transient trouble (the task is tried again).
-func (h *Handler) act(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, d workitems.Decision,
-	del *workitems.Delivery, events EventSink, redo func(mergeRefused string) (workitems.Decision, error)) (workitems.Decision, *workitems.Delivery, error) {
-	if h.o.Deliverer == nil {
-		return d, del, nil
-	}
-	if d.Outcome == workitems.OutcomeClose && tmpl.Deliver.Automerge && del != nil && del.PR != nil &&
-		del.PR.State == workitems.PROpen && del.PushedSHA != "" {
-		merged, err := h.o.Deliverer.Merge(ctx, MergeInput{Template: tmpl, Item: it, Attempt: n, Delivery: *del, Events: events})
-		var refused *MergeRefusedError
-		switch {
-		case errors.As(err, &refused):
-			if d, err = redo(refused.Reason); err != nil {
-				return d, del, err
-			}
-		case err != nil:
-			return d, del, err
-		default:
-			del = &merged
-		}
-	}
-	if d.Outcome == workitems.OutcomeEscalate { // a retry's next attempt updates the pull request itself
-		latest := del
-		if latest == nil {
-			latest = it.Delivery
-		}
-		if latest != nil {
-			h.o.Deliverer.Followup(ctx, FollowupInput{Template: tmpl, Item: it, Attempt: n, Decision: d, Delivery: *latest, Events: events})
-		}
-	}
-	return d, del, nil
 }
 
 // ProcessWake is the asynq handler of wake tasks: it judges a waiting item on its evidence
@@ -147,7 +282,8 @@ func (h *Handler) ProcessWake(ctx context.Context, t *asynq.Task) error {
 	return h.Wake(ctx, p)
 }
 
-// Wake judges and records one wake of a waiting item (the body of ProcessWake).
+// Wake takes one wake of a waiting item down the pipeline's second half: the evidence read
+// once and judged, act, record (the body of ProcessWake).
 func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	log := h.o.Logger.With("item", p.Item, "wait", p.Seq, "by", p.By)
 	it, err := h.o.Store.Get(ctx, p.Item)
@@ -161,36 +297,44 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 		log.Debug("wake dropped: the wait has ended", "state", it.State)
 		return nil
 	}
-	if h.o.Evidence == nil {
-		return fmt.Errorf("worker: wake of %s: no evidence reader wired", p.Item)
-	}
 	n := it.Wait.Attempt
 	events := &storeSink{store: h.o.Store, item: it.ID, attempt: n, log: log}
+
+	// 3. The policy on the evidence as it is now (or on a precondition: the template is gone).
 	tmpl, ok := h.config().ItemTemplate(it)
-	var res JudgeResult
+	var d workitems.Decision
+	var del *workitems.Delivery
 	if !ok {
-		res.Decision = h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: &workitems.Template{Name: it.Template}, Item: it, Attempt: n,
-			Precondition: &Precondition{Rule: workitems.ConfigTemplateRemoved.Rule(),
-				Summary: fmt.Sprintf("template %q is no longer configured (config %s); the item was waiting for %s", it.Template, h.config().Version(), it.Wait)}})
 		tmpl = &workitems.Template{Name: it.Template}
-	} else if res, err = h.o.Evidence.Judge(ctx, JudgeInput{Template: tmpl, Item: it}); err != nil {
+		d = h.precondition(ctx, it, n, workitems.ConfigTemplateRemoved.Rule(),
+			fmt.Sprintf("template %q is no longer configured (config %s); the item was waiting for %s", it.Template, h.config().Version(), it.Wait))
+	} else if d, del, err = h.evidence().Wake(ctx, tmpl, it, ""); err != nil {
 		return fmt.Errorf("worker: judge waiting %s: %w", it.ID, err)
 	}
-	d, del := res.Decision, res.Delivery
-	if d.Actor == "" {
-		d.Actor = workitems.ActorVerifierName
-	}
+	d = withActor(d, workitems.ActorVerifierName)
 	if del != nil && len(del.Checks) > 0 {
 		events.Emit(ctx, workitems.Event{Type: workitems.EventDelivery, Message: fmt.Sprintf("CI on %s: %s (%s)", shorten.SHA(del.PushedSHA), d.Outcome, d.Rule),
 			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": string(d.Rule)}})
 	}
-	d, del, err = h.act(ctx, tmpl, it, n, d, del, events, func(refused string) (workitems.Decision, error) {
-		r, err := h.o.Evidence.Judge(ctx, JudgeInput{Template: tmpl, Item: it, MergeRefused: refused})
-		return r.Decision, err
-	})
-	if err != nil {
-		return fmt.Errorf("worker: act on waiting %s: %w", it.ID, err)
+
+	// 4. Act at the forge.
+	if h.merges(tmpl, d, del) {
+		merged, refused, err := h.merge(ctx, tmpl, it, n, *del, events)
+		if err != nil {
+			return fmt.Errorf("worker: merge waiting %s: %w", it.ID, err)
+		}
+		if refused != "" {
+			if d, del, err = h.evidence().Wake(ctx, tmpl, it, refused); err != nil {
+				return fmt.Errorf("worker: judge waiting %s: %w", it.ID, err)
+			}
+			d = withActor(d, workitems.ActorVerifierName)
+		} else {
+			del = &merged
+		}
 	}
+	h.followup(ctx, tmpl, it, n, d, del, events)
+
+	// 5. Record.
 	w := *it.Wait
 	it, err = h.o.Store.Wake(ctx, it.ID, p.Seq, p.By, d, del)
 	if errors.Is(err, workitems.ErrWaitEnded) || errors.Is(err, workitems.ErrInvalidTransition) {
@@ -217,7 +361,7 @@ type wakeObserver interface {
 // delivered says the delivery record is new (counted once: at the push, or a merge at a wake).
 func (h *Handler) recorded(ctx context.Context, it *workitems.Item, n int, delivered bool, log *slog.Logger) {
 	last := it.Decisions[len(it.Decisions)-1]
-	h.o.Observer.Decision(it.Template, workitems.ActorVerifier, last.Outcome, last.Rule, it.ID)
+	h.o.Observer.Decision(it.Template, last.Kind(), last.Outcome, last.Rule, it.ID)
 	if it.Delivery != nil && it.Delivery.Attempt == n && delivered {
 		h.o.Observer.Delivery(it.Template, it.Delivery.Outcome, it.ID)
 		log.Info("decision", "outcome", last.Outcome, "rule", last.Rule, "state", it.State,

@@ -212,9 +212,8 @@ func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tm
 // workspaceLost retries an attempt whose finished tree cannot be restored for verifying.
 func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *workitems.Fence, re *RestoreError, log *slog.Logger) error {
 	a := it.Current()
-	d := h.o.Verifier.AfterPush(ctx, AfterPushInput{Template: h.templateOrName(it), Item: it, Attempt: a.N, Precondition: &Precondition{
-		Rule:    workitems.RuleWorkspaceLost,
-		Summary: fmt.Sprintf("the finished attempt's workspace cannot be restored on this host, so it cannot be verified; run it again (%s: %v)", re.Problem, re.Err)}})
+	d := h.precondition(ctx, it, a.N, workitems.RuleWorkspaceLost,
+		fmt.Sprintf("the finished attempt's workspace cannot be restored on this host, so it cannot be verified; run it again (%s: %v)", re.Problem, re.Err))
 	d.Actor = workitems.ActorWorkerName
 	it, err := h.o.Store.RecordDecision(ctx, fence, d, nil)
 	if errors.Is(err, workitems.ErrLeaseLost) || errors.Is(err, workitems.ErrStale) {

@@ -7,39 +7,48 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/delivery"
 	"outerloop/internal/redistest"
+	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
 
 type wakeVerifier struct{}
 
-func (wakeVerifier) Verify(context.Context, worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	return workitems.Decision{}, nil, errors.New("not in this test")
+func (wakeVerifier) Verify(context.Context, verify.Request) (verify.Result, error) {
+	return verify.Result{}, errors.New("not in this test")
 }
-func (wakeVerifier) Check(context.Context, *workitems.Template, string) (worker.DoneCheckResult, error) {
-	return worker.DoneCheckResult{}, nil
+func (wakeVerifier) Check(context.Context, *workitems.Template, string) (bool, string, error) {
+	return false, "", nil
 }
-func (wakeVerifier) AfterPush(_ context.Context, in worker.AfterPushInput) workitems.Decision {
-	if in.MergeRefused != "" {
-		return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused", Reasons: []string{in.MergeRefused}, Actor: "verifier"}
-	}
-	return in.Local
+func (wakeVerifier) Judge(_ context.Context, j verify.Judgement) workitems.Decision {
+	return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: j.Precondition.Rule, Actor: "verifier"}
+}
+
+// judgeCall is one call of the wake's evidence stage.
+type judgeCall struct {
+	item         string
+	mergeRefused string
 }
 
 // judged answers the wake's judge: the decision given, then (after a refused merge) escalate.
 type judged struct {
 	d     workitems.Decision
-	calls []worker.JudgeInput
+	calls []judgeCall
 }
 
-func (j *judged) Judge(_ context.Context, in worker.JudgeInput) (worker.JudgeResult, error) {
-	j.calls = append(j.calls, in)
-	if in.MergeRefused != "" {
-		return worker.JudgeResult{Decision: workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused",
-			Reasons: []string{"automerge refused: " + in.MergeRefused}, Actor: "verifier"}, Delivery: in.Item.Delivery}, nil
+func (j *judged) AfterPush(context.Context, *workitems.Template, *workitems.Item, int, workitems.Decision, *workitems.Delivery, string) workitems.Decision {
+	panic("not in this test")
+}
+
+func (j *judged) Wake(_ context.Context, _ *workitems.Template, it *workitems.Item, mergeRefused string) (workitems.Decision, *workitems.Delivery, error) {
+	j.calls = append(j.calls, judgeCall{item: it.ID, mergeRefused: mergeRefused})
+	if mergeRefused != "" {
+		return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused",
+			Reasons: []string{"automerge refused: " + mergeRefused}, Actor: "verifier"}, it.Delivery, nil
 	}
-	return worker.JudgeResult{Decision: j.d, Delivery: in.Item.Delivery}, nil
+	return j.d, it.Delivery, nil
 }
 
 type refusingDeliverer struct {
@@ -48,19 +57,19 @@ type refusingDeliverer struct {
 	followups []workitems.Decision
 }
 
-func (d *refusingDeliverer) Deliver(context.Context, worker.DeliverInput) (worker.DeliverResult, error) {
-	return worker.DeliverResult{}, errors.New("not in this test")
+func (d *refusingDeliverer) Deliver(context.Context, delivery.Request) (delivery.Result, error) {
+	return delivery.Result{}, errors.New("not in this test")
 }
-func (d *refusingDeliverer) Merge(_ context.Context, in worker.MergeInput) (workitems.Delivery, error) {
+func (d *refusingDeliverer) Merge(_ context.Context, m delivery.Merge) (workitems.Delivery, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.merges++
-	return in.Delivery, &worker.MergeRefusedError{Reason: "the head moved"}
+	return m.Delivery, &delivery.MergeRefusedError{Err: errors.New("the head moved")}
 }
-func (d *refusingDeliverer) Followup(_ context.Context, in worker.FollowupInput) {
+func (d *refusingDeliverer) Followup(_ context.Context, f delivery.Followup) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.followups = append(d.followups, in.Decision)
+	d.followups = append(d.followups, f.Decision)
 }
 
 type enqueued struct {
@@ -148,7 +157,7 @@ forges:
 	}
 	last := it.Decisions[len(it.Decisions)-1]
 	if it.State != workitems.StateEscalated || last.Rule != "automerge_refused" || del.merges != 1 || len(ev.calls) != 2 ||
-		ev.calls[1].MergeRefused != "the head moved" {
+		ev.calls[1].mergeRefused != "the head moved" {
 		t.Fatalf("state %s rule %s merges %d judged %+v", it.State, last.Rule, del.merges, ev.calls)
 	}
 	if len(del.followups) != 1 || del.followups[0].Outcome != workitems.OutcomeEscalate {

@@ -54,11 +54,14 @@ const (
 	RuleAutomergeRefused RuleName = "automerge_refused"
 
 	// The evidence: the diff, CI, the test reports and the done-check commands.
-	RuleInfraError         RuleName = "infra_error"
-	RuleDiffSecret         RuleName = "diff_secret"
-	RuleDiffOutOfScope     RuleName = "diff_out_of_scope"
-	RuleCIActionRequired   RuleName = "ci_action_required"
-	RuleCIPending          RuleName = "ci_pending"
+	RuleInfraError       RuleName = "infra_error"
+	RuleDiffSecret       RuleName = "diff_secret"
+	RuleDiffOutOfScope   RuleName = "diff_out_of_scope"
+	RuleCIActionRequired RuleName = "ci_action_required"
+	RuleCIPending        RuleName = "ci_pending"
+	// RuleCIRerun waits for CI checks that failed for infrastructure reasons and were just
+	// asked to run again (retry.infra_retries).
+	RuleCIRerun            RuleName = "ci_rerun"
 	RuleCIMissing          RuleName = "ci_missing"
 	RuleCountsDisagree     RuleName = "counts_disagree"
 	RuleBuildFailed        RuleName = "build_failed"
@@ -114,7 +117,7 @@ func AllRuleNames() []RuleName {
 		RuleExitNoProgress, RuleExitAborted, RuleExitTransientError, RuleExitUnknown,
 		RuleBaseMoved, RuleDeliveryFailed, RuleDeclined, RuleAlreadyDelivered,
 		RulePREndRefused, RulePRMerged, RulePRClosed, RuleAutomergeRefused,
-		RuleInfraError, RuleDiffSecret, RuleDiffOutOfScope, RuleCIActionRequired, RuleCIPending,
+		RuleInfraError, RuleDiffSecret, RuleDiffOutOfScope, RuleCIRerun, RuleCIActionRequired, RuleCIPending,
 		RuleCIMissing, RuleCountsDisagree, RuleBuildFailed, RuleTestsFailed, RuleReportMissing,
 		RuleCheckTimedOut, RuleReportTruncated, RuleZeroTests, RuleCommandFailed, RuleCIFailed,
 		RuleExitStatusUnknown, RuleFlakyInTouchedCode,

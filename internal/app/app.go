@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -356,9 +355,9 @@ func (a *App) QueueName() string { return a.opts.Queue }
 // Handler returns an attempt handler wired to this system.
 func (a *App) Handler(workerID string) *worker.Handler {
 	return worker.NewHandler(worker.HandlerOptions{
-		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: VerifierAdapter{V: a.Verifier, J: a.Judge},
-		Enqueuer: a.Queue, Fleet: a.Fleet, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: DelivererAdapter{a.Deliverer},
-		Evidence: EvidenceAdapter{a.Judge},
+		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: a.Verifier,
+		Enqueuer: a.Queue, Fleet: a.Fleet, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: a.Deliverer,
+		Evidence: a.Judge,
 		Observer: a.Metrics, Clock: a.opts.Clock, Logger: a.Logger, WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL, Runner: a.Runner,
 		ProgressEvery: a.opts.ProgressEvery,
 	})
@@ -435,82 +434,6 @@ func (a *App) Close() {
 	if a.mini != nil {
 		a.mini.Close()
 	}
-}
-
-// VerifierAdapter lets the worker call verify.Verifier through its own small interface; J
-// decides after the push (nil: a Judge over the same verifier without forges).
-type VerifierAdapter struct {
-	V *verify.Verifier
-	J *waits.Judge
-}
-
-// Verify runs the verifier.
-func (v VerifierAdapter) Verify(ctx context.Context, in worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	// A change delivered through a forge has its CI read on the pushed commit (a wait), not on
-	// the local one, which no CI has seen.
-	deferCI := in.Template.Deliver.Mode.NeedsForge() && in.Template.DoneCheck.CI != nil
-	r, err := v.V.Verify(ctx, verify.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Exit: in.Exit,
-		Workspace: in.Workspace, GitDir: in.GitDir, BaseCommit: in.BaseCommit, NetworkRefused: in.NetworkRefused, DeferCI: deferCI})
-	if err != nil {
-		return workitems.Decision{}, nil, err
-	}
-	return r.Decision, &r.Verdict, nil
-}
-
-// AfterPush decides on a delivery's facts with the same policy.
-func (v VerifierAdapter) AfterPush(ctx context.Context, in worker.AfterPushInput) workitems.Decision {
-	j := v.J
-	if j == nil {
-		j = &waits.Judge{Verifier: v.V}
-	}
-	if p := in.Precondition; p != nil {
-		return j.Precondition(ctx, in.Template, in.Item, in.Attempt, verify.Precondition{Rule: p.Rule, Summary: p.Summary})
-	}
-	return j.AfterPush(ctx, in.Template, in.Item, in.Attempt, in.Local, in.Delivery, in.MergeRefused)
-}
-
-// Check runs the done check.
-func (v VerifierAdapter) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (worker.DoneCheckResult, error) {
-	passed, summary, err := v.V.Check(ctx, tmpl, workspace)
-	return worker.DoneCheckResult{Passed: passed, Summary: summary}, err
-}
-
-// EvidenceAdapter lets the worker's wake judge a waiting item through waits.Judge.
-type EvidenceAdapter struct{ J *waits.Judge }
-
-// Judge reads the evidence and decides.
-func (e EvidenceAdapter) Judge(ctx context.Context, in worker.JudgeInput) (worker.JudgeResult, error) {
-	d, del, err := e.J.Wake(ctx, in.Template, in.Item, in.MergeRefused)
-	return worker.JudgeResult{Decision: d, Delivery: del}, err
-}
-
-// DelivererAdapter lets the worker call delivery.Deliverer through its own small interface.
-type DelivererAdapter struct{ D *delivery.Deliverer }
-
-// Deliver runs the delivery flow.
-func (d DelivererAdapter) Deliver(ctx context.Context, in worker.DeliverInput) (worker.DeliverResult, error) {
-	r, err := d.D.Deliver(ctx, delivery.Request{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Workspace: in.Workspace, GitDir: in.GitDir,
-		Base: in.BaseCommit, Decision: in.Decision, Verdict: in.Verdict, Events: in.Events, NetworkRefused: in.NetworkRefused})
-	if err != nil {
-		return worker.DeliverResult{}, err
-	}
-	return worker.DeliverResult{Delivery: r.Delivery, Patch: r.Patch}, nil
-}
-
-// Merge merges a close's pull request; a forge's refusal becomes the worker's MergeRefusedError.
-func (d DelivererAdapter) Merge(ctx context.Context, in worker.MergeInput) (workitems.Delivery, error) {
-	del, err := d.D.Merge(ctx, delivery.Merge{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Delivery: in.Delivery, Events: in.Events})
-	var refused *delivery.MergeRefusedError
-	if errors.As(err, &refused) {
-		return del, &worker.MergeRefusedError{Reason: refused.Err.Error()}
-	}
-	return del, err
-}
-
-// Followup tells the forge about an escalation or a retry.
-func (d DelivererAdapter) Followup(ctx context.Context, in worker.FollowupInput) {
-	d.D.Followup(ctx, delivery.Followup{Template: in.Template, Item: in.Item, Attempt: in.Attempt, Decision: in.Decision,
-		Delivery: in.Delivery, Events: in.Events})
 }
 
 // Poller returns the poller of waiting items (not started): every scheduler process runs one,

@@ -16,6 +16,7 @@ import (
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
 	"outerloop/scheduler"
+	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"
@@ -29,7 +30,7 @@ import (
 func (s *sys) host(t *testing.T, id string, mod func(*worker.HandlerOptions)) (*worker.Handler, *worker.Workspaces) {
 	t.Helper()
 	ws := &worker.Workspaces{Root: t.TempDir(), BaseDir: s.Config.Dir, Deployment: s.Prefix(), Host: id}
-	o := worker.HandlerOptions{Store: s.Store, Config: s.Config, Loops: s.Loops, Verifier: app.VerifierAdapter{V: s.Verifier},
+	o := worker.HandlerOptions{Store: s.Store, Config: s.Config, Loops: s.Loops, Verifier: s.Verifier, Evidence: s.Judge,
 		Workspaces: ws, Logger: testLogger(t), WorkerID: id}
 	if mod != nil {
 		mod(&o)
@@ -303,8 +304,8 @@ func TestAResumeThatCannotRestoreStartsOverAndKeepsTheSpend(t *testing.T) {
 // failingVerifier is broken infrastructure: the item stays verifying and the task is retried.
 type failingVerifier struct{ worker.Verifier }
 
-func (failingVerifier) Verify(context.Context, worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	return workitems.Decision{}, nil, errors.New("verifier unreachable")
+func (failingVerifier) Verify(context.Context, verify.Request) (verify.Result, error) {
+	return verify.Result{}, errors.New("verifier unreachable")
 }
 
 func TestAResumeInVerifyingOnAnotherHostVerifiesTheExitTree(t *testing.T) {

@@ -42,7 +42,7 @@ type watchingDeliverer struct {
 	failNext bool
 }
 
-func (w *watchingDeliverer) Deliver(ctx context.Context, in worker.DeliverInput) (worker.DeliverResult, error) {
+func (w *watchingDeliverer) Deliver(ctx context.Context, in delivery.Request) (delivery.Result, error) {
 	res, err := w.inner.Deliver(ctx, in)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -59,23 +59,23 @@ func (w *watchingDeliverer) Deliver(ctx context.Context, in worker.DeliverInput)
 			return string(out)
 		}
 		var n int
-		fmt.Sscan(g("rev-list", "--count", in.BaseCommit+"..HEAD"), &n)
+		fmt.Sscan(g("rev-list", "--count", in.Base+"..HEAD"), &n)
 		w.byKey[workitems.TaskID(in.Item.ID, in.Attempt)] = seen{head: strings.TrimSpace(g("rev-parse", "HEAD")),
 			parent: strings.TrimSpace(g("rev-parse", "HEAD^")), message: g("log", "-1", "--format=%B"),
-			author: strings.TrimSpace(g("log", "-1", "--format=%an <%ae>")), diff: g("diff", in.BaseCommit, "HEAD"), commits: n}
+			author: strings.TrimSpace(g("log", "-1", "--format=%an <%ae>")), diff: g("diff", in.Base, "HEAD"), commits: n}
 	}
 	if err == nil && w.failNext {
 		w.failNext = false
-		return worker.DeliverResult{}, workitems.Classify(workitems.ClassTransient, errors.New("test: the worker died after delivering"))
+		return delivery.Result{}, workitems.Classify(workitems.ClassTransient, errors.New("test: the worker died after delivering"))
 	}
 	return res, err
 }
 
-func (w *watchingDeliverer) Merge(ctx context.Context, in worker.MergeInput) (workitems.Delivery, error) {
+func (w *watchingDeliverer) Merge(ctx context.Context, in delivery.Merge) (workitems.Delivery, error) {
 	return w.inner.Merge(ctx, in)
 }
 
-func (w *watchingDeliverer) Followup(ctx context.Context, in worker.FollowupInput) {
+func (w *watchingDeliverer) Followup(ctx context.Context, in delivery.Followup) {
 	w.inner.Followup(ctx, in)
 }
 
@@ -88,9 +88,9 @@ func (w *watchingDeliverer) get(id string, n int) seen {
 // watchedHandler is the app's handler with the watching deliverer around its deliverer.
 func (s *sys) watchedHandler(t *testing.T, id string) (*worker.Handler, *watchingDeliverer) {
 	t.Helper()
-	w := &watchingDeliverer{t: t, inner: app.DelivererAdapter{D: s.Deliverer}, byKey: map[string]seen{}}
+	w := &watchingDeliverer{t: t, inner: s.Deliverer, byKey: map[string]seen{}}
 	h := worker.NewHandler(worker.HandlerOptions{Store: s.Store, Config: s.Config, Loops: s.Loops,
-		Verifier: app.VerifierAdapter{V: s.Verifier}, Enqueuer: s.Queue, Deliverer: w,
+		Verifier: s.Verifier, Evidence: s.Judge, Enqueuer: s.Queue, Deliverer: w,
 		Workspaces: s.Workspaces, Logger: testLogger(t), WorkerID: id})
 	return h, w
 }

@@ -62,8 +62,8 @@ func (a *App) evalLane(workerID string) worker.Lane {
 		SnapshotLimit: w.SnapshotLimit, Host: w.Host, Credentials: w.Credentials, Clock: w.Clock}
 	h := worker.NewHandler(worker.HandlerOptions{
 		Store: ev.Store, Config: a.Config, CurrentConfig: ev.Templates.Current, ReloadConfig: ev.Templates.Reload,
-		Loops: a.Loops, Verifier: VerifierAdapter{V: a.Verifier, J: a.Judge}, Enqueuer: ev.Queue, Workspaces: &ws,
-		Deliverer: DelivererAdapter{delivery.New(delivery.Options{MaxPatchBytes: a.opts.MaxPatchBytes, Clock: a.opts.Clock, Logger: a.Logger})},
+		Loops: a.Loops, Verifier: a.Verifier, Evidence: a.Judge, Enqueuer: ev.Queue, Workspaces: &ws,
+		Deliverer: delivery.New(delivery.Options{MaxPatchBytes: a.opts.MaxPatchBytes, Clock: a.opts.Clock, Logger: a.Logger}),
 		Clock:     a.opts.Clock, Logger: a.Logger.With("lane", "eval"), WorkerID: workerID, LeaseTTL: a.opts.LeaseTTL,
 		Runner: a.Runner, ProgressEvery: a.opts.ProgressEvery,
 	})

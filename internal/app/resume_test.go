@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
 	"outerloop/scheduler"
@@ -108,7 +107,7 @@ func TestAWorkerWhoseLeaseWasTakenOverWritesNothing(t *testing.T) {
 	// a long GC pause or a network partition.
 	frozen := fakeclock.New(time.Now())
 	a := worker.NewHandler(worker.HandlerOptions{Store: s.Store, Config: s.Config, Loops: s.Loops,
-		Verifier: app.VerifierAdapter{V: s.Verifier}, Workspaces: s.Workspaces, Clock: frozen,
+		Verifier: s.Verifier, Evidence: s.Judge, Workspaces: s.Workspaces, Clock: frozen,
 		LeaseTTL: 300 * time.Millisecond, WorkerID: "A", Logger: testLogger(t)})
 	aDone := make(chan error, 1)
 	go func() { aDone <- a.Process(ctx, it.ID, 1) }()

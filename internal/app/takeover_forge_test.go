@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
@@ -57,7 +56,7 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 	// A's clock is frozen: its heartbeat never renews, so its 300 ms lease runs out.
 	frozen := fakeclock.New(time.Now())
 	delivering := func(o *worker.HandlerOptions) {
-		o.Deliverer, o.Enqueuer = app.DelivererAdapter{D: s.Deliverer}, s.Queue
+		o.Deliverer, o.Evidence, o.Enqueuer = s.Deliverer, s.Judge, s.Queue
 	}
 	a, _ := s.host(t, "A", func(o *worker.HandlerOptions) {
 		delivering(o)

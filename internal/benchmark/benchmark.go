@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/scheduler"
+	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
@@ -105,15 +106,18 @@ templates:
 // closeVerifier closes every item: the benchmark measures our machinery, not a test run.
 type closeVerifier struct{}
 
-func (closeVerifier) Verify(context.Context, worker.VerifyInput) (workitems.Decision, *workitems.Verdict, error) {
-	return workitems.Decision{Outcome: workitems.OutcomeClose, Rule: workitems.RuleChecksPassed, Actor: workitems.ActorVerifierName}, &workitems.Verdict{}, nil
+func (closeVerifier) Verify(context.Context, verify.Request) (verify.Result, error) {
+	return verify.Result{Decision: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: workitems.RuleChecksPassed, Actor: workitems.ActorVerifierName}}, nil
 }
-func (closeVerifier) Check(context.Context, *workitems.Template, string) (worker.DoneCheckResult, error) {
-	return worker.DoneCheckResult{Passed: true}, nil
+func (closeVerifier) Check(context.Context, *workitems.Template, string) (bool, string, error) {
+	return true, "", nil
 }
 
-func (closeVerifier) AfterPush(_ context.Context, in worker.AfterPushInput) workitems.Decision {
-	return in.Local
+func (closeVerifier) Judge(_ context.Context, j verify.Judgement) workitems.Decision {
+	if j.Local != nil {
+		return *j.Local
+	}
+	return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: j.Precondition.Rule, Actor: workitems.ActorVerifierName}
 }
 
 // noopLoop does one step and completes, with a checkpoint like every real loop.
