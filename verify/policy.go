@@ -297,9 +297,9 @@ func Guards() []Guard {
 				return "the item budget is exhausted (" + string(k) + ")"
 			}},
 		{Name: workitems.RuleMaxAttempts, When: "the attempt was the template's last (max_attempts)",
-			Match: func(f *Facts, _ string, _ workitems.Condition) bool { return f.Attempt >= maxAttempts(f.Template) },
+			Match: func(f *Facts, _ string, _ workitems.Condition) bool { return f.Attempt >= maxAttempts(f) },
 			Reason: func(f *Facts, _ string) string {
-				return fmt.Sprintf("attempt %d of %d failed, no attempts left", f.Attempt, maxAttempts(f.Template))
+				return fmt.Sprintf("attempt %d of %d failed, no attempts left", f.Attempt, maxAttempts(f))
 			}},
 		{Name: workitems.RuleSameFailureRepeated, When: "the same failure signature Retry.SameFailureLimit times in a row",
 			Match: func(f *Facts, sig string, _ workitems.Condition) bool {
@@ -379,11 +379,17 @@ func TransientBackoff(n int) time.Duration {
 	return min(d, 10*time.Minute)
 }
 
-func maxAttempts(t *workitems.Template) int {
-	if t == nil || t.MaxAttempts <= 0 {
-		return 3
+// maxAttempts is the attempts the item may run: its template's max_attempts in force, and no
+// more than the item was made with (the store refuses a retry past that).
+func maxAttempts(f *Facts) int {
+	n := workitems.DefaultMaxAttempts
+	if f.Template != nil && f.Template.MaxAttempts > 0 {
+		n = f.Template.MaxAttempts
 	}
-	return t.MaxAttempts
+	if f.Item != nil {
+		n = min(n, f.Item.AttemptsAllowed())
+	}
+	return n
 }
 
 func sameLimit(t *workitems.Template) int {

@@ -223,6 +223,14 @@ func TestPolicyRules(t *testing.T) {
 		}, "item_budget_exhausted", workitems.OutcomeEscalate, nil},
 		{"a retry after the last attempt escalates", func(f *Facts) { f.Reports = []*Report{failingReport()}; f.Attempt = 3 },
 			"max_attempts", workitems.OutcomeEscalate, nil},
+		{"a retry past the attempts the item was made with escalates, whatever the template says now", func(f *Facts) {
+			f.Reports = []*Report{failingReport()}
+			f.Template.MaxAttempts, f.Item.MaxAttempts, f.Attempt = 5, 2, 2
+		}, "max_attempts", workitems.OutcomeEscalate, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(strings.Join(d.Reasons, "; "), "attempt 2 of 2 failed") {
+				t.Errorf("reasons %q", d.Reasons)
+			}
+		}},
 		{"the same failure signature twice in a row escalates", func(f *Facts) {
 			f.Reports = []*Report{failingReport()}
 			sig := signature(f, "tests_failed")

@@ -379,7 +379,7 @@ func fieldErr(path string, err error) error {
 
 func (c *Config) applyDefaults() {
 	if c.Defaults.MaxAttempts == 0 {
-		c.Defaults.MaxAttempts = 3
+		c.Defaults.MaxAttempts = DefaultMaxAttempts
 	}
 	c.applyForgeDefaults()
 	c.Retention = c.Retention.WithDefaults()

@@ -93,15 +93,14 @@ const (
 
 	// The retry guards (verify.Guards).
 	RuleItemBudgetExhausted   RuleName = "item_budget_exhausted"
-	RuleMaxAttempts           RuleName = "max_attempts" // also the store's own check (Store.RecordDecision)
+	RuleMaxAttempts           RuleName = "max_attempts" // counts Item.AttemptsAllowed; the store refuses a retry past it
 	RuleSameFailureRepeated   RuleName = "same_failure_repeated"
 	RuleUnchangedRetryRefused RuleName = "unchanged_retry_refused"
 
-	// Decided outside the table (RulesOutsideThePolicy).
+	// Decided outside the table (RulesOutsideThePolicy). Items recorded by earlier versions
+	// may hold "unchanged_retry" and "<guard> (after <rule>)": the store used to rewrite a
+	// retry it refused; it now refuses it (ErrInvalidTransition) and only the guards decide.
 
-	// RuleUnchangedRetry: the store escalates a retry whose next condition is missing or
-	// unchanged, whatever decided it (a safety net under the unchanged_retry_refused guard).
-	RuleUnchangedRetry RuleName = "unchanged_retry"
 	// RulePerson is the rule a person's resolution is counted under in the decision metrics
 	// (a person records a Resolution, not a Decision: it has no rule of its own).
 	RulePerson RuleName = "person"
@@ -125,33 +124,24 @@ func AllRuleNames() []RuleName {
 		RuleReviewPending, RuleReviewMissing,
 		RuleNoChange, RuleFlakyUnrelated, RuleAllGreen, RuleChecksPassed, RuleNoEvidence,
 		RuleItemBudgetExhausted, RuleMaxAttempts, RuleSameFailureRepeated, RuleUnchangedRetryRefused,
-		RuleUnchangedRetry, RulePerson,
+		RulePerson,
 	}
 }
 
 // RulesOutsideThePolicy lists the rule names no row or guard of verify's policy table decides,
-// and who does: the store (RuleUnchangedRetry, in Store.RecordDecision) and the decision
-// metrics for a person's resolution (RulePerson). A test in verify keeps AllRuleNames equal to
+// and who does: the decision metrics for a person's resolution (RulePerson). A test in verify keeps AllRuleNames equal to
 // the table's rows, its guards and this list.
 func RulesOutsideThePolicy() []RuleName {
-	return []RuleName{RuleUnchangedRetry, RulePerson}
+	return []RuleName{RulePerson}
 }
 
-// Base is the rule that decided, without what a store's override adds: "max_attempts" for
-// "max_attempts (after tests_failed)".
+// Base is the rule that decided, without what an earlier version's store override added:
+// "max_attempts" for "max_attempts (after tests_failed)".
 func (r RuleName) Base() RuleName {
 	if i := strings.IndexByte(string(r), ' '); i >= 0 {
 		return r[:i]
 	}
 	return r
-}
-
-// after is the name of an escalation the store made instead of the decision of rule prev.
-func (r RuleName) after(prev RuleName) RuleName {
-	if prev == "" {
-		return r
-	}
-	return r + " (after " + prev + ")"
 }
 
 // Rule is the precondition rule that decides on an item the config change leaves behind:

@@ -171,44 +171,45 @@ func TestFullPathQueuedToClosedWithRetry(t *testing.T) {
 	}
 }
 
-func TestUnchangedRetryIsRefusedAndEscalates(t *testing.T) {
+// The store enforces what a retry must be and never decides instead: a retry that would run
+// exactly as the last attempt, or one past the attempts the item was made with, is refused as an
+// invalid transition and changes nothing (the policy's guards escalate such retries before).
+func TestARetryTheStoreMustNotTakeIsRefusedAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
-	ctx := context.Background()
-	_ = s.Create(ctx, newItem("u"), workitems.CreateLimits{})
-	f := mustLease(t, s, "u", 1)
-	_, _, _ = s.StartAttempt(ctx, f, "w")
-	_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
-	same := workitems.Condition{}
-	it, err := s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "real_failure", Next: &same, Actor: "verifier"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if it.State != workitems.StateEscalated || it.Escalation == nil || it.Attempt != 1 {
-		t.Fatalf("unchanged retry: state=%s attempt=%d", it.State, it.Attempt)
-	}
-	if it.Decisions[0].Outcome != workitems.OutcomeEscalate || it.Decisions[0].Rule != "unchanged_retry (after real_failure)" {
-		t.Fatalf("decision recorded as %+v", it.Decisions[0])
-	}
-	esc, _ := s.Escalated(ctx, 0, 0)
-	if len(esc) != 1 || esc[0].ID != "u" {
-		t.Fatalf("escalations: %v", esc)
-	}
-}
-
-func TestRetryPastMaxAttemptsEscalates(t *testing.T) {
-	t.Parallel()
-	s, _ := newStore(t)
-	ctx := context.Background()
-	it := newItem("m")
-	it.MaxAttempts = 1
-	_ = s.Create(ctx, it, workitems.CreateLimits{})
-	f := mustLease(t, s, "m", 1)
-	_, _, _ = s.StartAttempt(ctx, f, "w")
-	_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
-	it, err := s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeRetry, Next: &workitems.Condition{Input: "x"}, Actor: "verifier"}, nil)
-	if err != nil || it.State != workitems.StateEscalated || it.Escalation.Reason != "max_attempts" {
-		t.Fatalf("state=%s esc=%+v err=%v", it.State, it.Escalation, err)
+	for _, c := range []struct {
+		name string
+		max  int
+		next *workitems.Condition
+	}{
+		{"without a next condition", 3, nil},
+		{"with an unchanged condition", 3, &workitems.Condition{}},
+		{"past max_attempts", 1, &workitems.Condition{Input: "x"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newStore(t)
+			ctx := context.Background()
+			it := newItem("r")
+			it.MaxAttempts = c.max
+			if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+				t.Fatal(err)
+			}
+			f := mustLease(t, s, "r", 1)
+			_, _, _ = s.StartAttempt(ctx, f, "w")
+			before, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeRetry, Rule: "tests_failed", Next: c.next, Actor: "verifier"}, nil)
+			if !errors.Is(err, workitems.ErrInvalidTransition) || workitems.ClassOf(err) != workitems.ClassInvariantViolation {
+				t.Fatalf("err %v (class %s), want an invalid transition (invariant_violation)", err, workitems.ClassOf(err))
+			}
+			after, _ := s.Get(ctx, "r")
+			if after.State != workitems.StateVerifying || after.Attempt != 1 || len(after.Decisions) != 0 || after.Version != before.Version {
+				t.Fatalf("a refused retry changed the item: %s attempt %d, %d decisions, version %d→%d",
+					after.State, after.Attempt, len(after.Decisions), before.Version, after.Version)
+			}
+		})
 	}
 }
 

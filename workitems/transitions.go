@@ -154,11 +154,13 @@ func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event,
 		return s.park(op, it, a, d)
 	}
 	if d.Outcome == OutcomeRetry {
+		// The policy's guards (unchanged_retry_refused, max_attempts) turn such a retry into an
+		// escalation before it gets here; the store only refuses what would break the item.
 		switch {
 		case d.Next == nil || len(d.Next.Changes(a.Condition)) == 0:
-			d = escalateInstead(d, RuleUnchangedRetry, "a retry must change its condition; the next attempt would run exactly as the last")
-		case it.Attempt >= maxAttempts(it):
-			d = escalateInstead(d, RuleMaxAttempts, fmt.Sprintf("%d of %d attempts used", it.Attempt, maxAttempts(it)))
+			return nil, Classify(ClassInvariantViolation, fmt.Errorf("workitems: item %s: a retry (%s) must change its condition: %w", it.ID, d.Rule, ErrInvalidTransition))
+		case it.Attempt >= it.AttemptsAllowed():
+			return nil, Classify(ClassInvariantViolation, fmt.Errorf("workitems: item %s: a retry (%s) after attempt %d of %d: %w", it.ID, d.Rule, it.Attempt, it.AttemptsAllowed(), ErrInvalidTransition))
 		}
 	}
 	a.Decision = &d
@@ -186,19 +188,17 @@ func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event,
 	return nil, fmt.Errorf("workitems: item %s: decision outcome %q is not close, retry, escalate or wait", it.ID, d.Outcome)
 }
 
-func maxAttempts(it *Item) int {
+// DefaultMaxAttempts is max_attempts when neither the template nor defaults: set it.
+const DefaultMaxAttempts = 3
+
+// AttemptsAllowed is how many attempts the item may run: its template's max_attempts as pinned
+// when the item was made (DefaultMaxAttempts when it has none). The policy's max_attempts guard
+// counts with it; the store refuses a retry past it.
+func (it *Item) AttemptsAllowed() int {
 	if it.MaxAttempts > 0 {
 		return it.MaxAttempts
 	}
-	return 1
-}
-
-func escalateInstead(d Decision, rule RuleName, reason string) Decision {
-	d.Outcome = OutcomeEscalate
-	d.Reasons = append(d.Reasons, reason)
-	d.Rule = rule.after(d.Rule)
-	d.Next = nil
-	return d
+	return DefaultMaxAttempts
 }
 
 func firstNonEmpty(s ...string) string {

@@ -243,10 +243,10 @@ func TestEveryRuleNameIsDecidedWithSomewhere(t *testing.T) {
 }
 
 // TestARuleNameIsStoredAsAPlainString keeps the stored JSON: a decision's rule and actor are
-// plain strings, and a store's override keeps the rule it overrode after its base.
+// plain strings, and a composite name an earlier version's store recorded reads back with its base.
 func TestARuleNameIsStoredAsAPlainString(t *testing.T) {
 	t.Parallel()
-	d := escalateInstead(Decision{Outcome: OutcomeRetry, Rule: RuleTestsFailed, Actor: ActorVerifierName}, RuleMaxAttempts, "no attempts left")
+	d := Decision{Outcome: OutcomeEscalate, Rule: "max_attempts (after tests_failed)", Actor: ActorVerifierName}
 	b, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
