@@ -162,6 +162,10 @@ type Request struct {
 	// NetworkRefused lists the connections the sandbox refused to the attempt's commands
 	// ("host:port (reason)"); the pull request's body names them.
 	NetworkRefused []string
+	// Delivered is the template's last delivered patch as the caller read it
+	// (workitems.Store.LastDelivered; nil: none): a patch with the same tree on the same base
+	// tree, made by another item, is nothing new (outcome unchanged, SameAs naming it).
+	Delivered *workitems.LastDelivered
 }
 
 // Result is what the delivery did: its record (facts for the policy, never a decision) and the
@@ -243,6 +247,12 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 
 	if !mode.NeedsForge() {
 		del.Outcome = workitems.DeliveryPatched
+		if l := r.Delivered; l != nil && l.Item != r.Item.ID && l.BaseTree == del.BaseTree && l.Tree == del.Tree {
+			del.Outcome = workitems.DeliveryUnchanged
+			del.SameAs = &workitems.DeliveryRef{Item: l.Item, Attempt: l.Attempt, Commit: l.Commit}
+			d.emit(ctx, r, workitems.StepUnchanged, fmt.Sprintf("the result equals the patch item %s delivered (attempt %d, tree %s on base tree %s): nothing new",
+				l.Item, l.Attempt, shorten.SHA(del.Tree), shorten.SHA(del.BaseTree)), map[string]string{"same_as": l.Item})
+		}
 		return res, nil
 	}
 	d.emit(ctx, r, workitems.StepPublish, "handing the commit to the forge ("+string(mode)+")", map[string]string{"mode": string(mode)})

@@ -202,6 +202,50 @@ func TestAResumedAttemptReusesItsCommit(t *testing.T) {
 	}
 }
 
+// A patch another item of the template delivered last, with the same tree on the same base
+// tree, is nothing new: the record says unchanged and names it (the policy's already_delivered
+// closes it); the item's own earlier patch, another tree or another base tree is delivered.
+func TestAPatchAnotherItemDeliveredLastIsUnchanged(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t, map[string]string{"calc.go": calc})
+	r.write(map[string]string{"calc.go": "fixed\n"})
+	d := delivery.New(delivery.Options{})
+	first, err := d.Deliver(context.Background(), request(r, template(workitems.DeliverPatch), green, &events{}))
+	if err != nil || first.Delivery.Outcome != workitems.DeliveryPatched {
+		t.Fatalf("first: %v %+v", err, first.Delivery)
+	}
+	last := func(item string, tree, baseTree string) *workitems.LastDelivered {
+		return &workitems.LastDelivered{Item: item, Attempt: 1, Tree: tree, BaseTree: baseTree, Commit: "c0ffee"}
+	}
+	for _, c := range []struct {
+		name      string
+		delivered *workitems.LastDelivered
+		want      workitems.DeliveryOutcome
+	}{
+		{"another item's same tree on the same base tree", last("fix-calc@earlier", first.Delivery.Tree, first.Delivery.BaseTree), workitems.DeliveryUnchanged},
+		{"the item's own earlier patch", last("fix-calc@20261129T031000Z", first.Delivery.Tree, first.Delivery.BaseTree), workitems.DeliveryPatched},
+		{"another tree", last("fix-calc@earlier", "another", first.Delivery.BaseTree), workitems.DeliveryPatched},
+		{"another base tree", last("fix-calc@earlier", first.Delivery.Tree, "moved"), workitems.DeliveryPatched},
+		{"nothing delivered yet", nil, workitems.DeliveryPatched},
+	} {
+		ev := &events{}
+		req := request(r, template(workitems.DeliverPatch), green, ev)
+		req.Delivered = c.delivered
+		res, err := d.Deliver(context.Background(), req)
+		if err != nil || res.Delivery.Outcome != c.want {
+			t.Errorf("%s: %v %+v, want %s", c.name, err, res.Delivery, c.want)
+			continue
+		}
+		if c.want == workitems.DeliveryUnchanged {
+			if s := res.Delivery.SameAs; s == nil || s.Item != "fix-calc@earlier" || s.Commit != "c0ffee" || fmt.Sprint(ev.steps()) != "[reused unchanged]" {
+				t.Errorf("%s: same as %+v, events %v", c.name, s, ev.steps())
+			}
+		} else if res.Delivery.SameAs != nil {
+			t.Errorf("%s: same as %+v", c.name, res.Delivery.SameAs)
+		}
+	}
+}
+
 func TestCommitsTheLoopMadeItselfAreFoldedIntoOne(t *testing.T) {
 	t.Parallel()
 	r := newRepo(t, map[string]string{"calc.go": calc})

@@ -92,9 +92,15 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	// 2. Delivery of a local close.
 	var res delivery.Result
 	if h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose {
+		var delivered *workitems.LastDelivered // what the template's ticks delivered as a patch last
+		if !tmpl.Deliver.Mode.NeedsForge() {
+			if delivered, err = h.o.Store.LastDelivered(ctx, it.Template); err != nil {
+				return fmt.Errorf("worker: deliver %s attempt %d: %w", it.ID, a.N, err)
+			}
+		}
 		res, err = h.o.Deliverer.Deliver(ctx, delivery.Request{Template: tmpl, Item: it, Attempt: a.N, Workspace: ws,
 			GitDir: proc.WorkspaceGitDir(ws), Base: base, Decision: d, Verdict: &local.Verdict, Events: events,
-			NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log)})
+			NetworkRefused: h.refusedOf(ctx, it.ID, a.N, log), Delivered: delivered})
 		if err != nil {
 			// Like a verify error: the item stays verifying and the task is retried; a resumed
 			// delivery reuses the commit it made.

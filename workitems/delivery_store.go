@@ -15,8 +15,15 @@ import (
 // ErrNoPatch means no patch is stored for that attempt of the item.
 var ErrNoPatch = errors.New("no patch stored")
 
-// lastDelivered is a template's last delivered patch-mode result.
-type lastDelivered struct {
+// ErrDeliveredMeanwhile refuses the record of a patch another item of the template delivered,
+// with the same tree on the same base tree, after the delivery read the template's last one
+// (LastDelivered): the attempt is delivered again and the policy decides on what it finds then
+// (already_delivered). It is transient: the task is tried again.
+var ErrDeliveredMeanwhile = errors.New("the same change was delivered meanwhile")
+
+// LastDelivered is a template's last delivered patch-mode result: a delivery compares its own
+// with it, so that ticks of a template deliver one identical change once.
+type LastDelivered struct {
 	BaseTree string `json:"base_tree"`
 	Tree     string `json:"tree"`
 	Item     string `json:"item"`
@@ -29,18 +36,19 @@ type lastDelivered struct {
 // transaction as the decision, so a reader sees all of it or none. del may be nil (nothing was
 // delivered: a retry or an escalation before any commit) and patch empty.
 //
-// No duplicate work across ticks, in patch mode: a close whose base tree and tree equal the
-// template's last delivered result — made by another item — is recorded as unchanged (rule
-// already_delivered) with SameAs linking that item; a delivered patch becomes the template's
-// last. The template's record is read under WATCH, so two items finishing at once cannot both
-// deliver the same tree.
+// A close delivered as a patch becomes the template's last delivered result (LastDelivered).
+// The template's record is read under WATCH: when another item delivered the same tree on the
+// same base tree since this delivery read it, the record is refused (ErrDeliveredMeanwhile,
+// transient) and nothing changes, so two items finishing at once cannot both deliver it. The
+// store decides nothing: the delivery finds the change already there and the policy's
+// already_delivered row closes it.
 func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Verdict, del *Delivery, patch []byte) (*Item, error) {
 	cur, err := s.Get(ctx, f.Item)
 	if err != nil {
 		return nil, err
 	}
 	lastKey := s.k.delivered(cur.Template) // an item's template never changes
-	var becomesLast *lastDelivered
+	var becomesLast *LastDelivered
 	return s.updateWatched(ctx, f.Item, f, []string{lastKey}, func(tx *redis.Tx, it *Item) ([]Event, error) {
 		becomesLast = nil
 		if err := guard(OpDecide, it, f.Attempt); err != nil {
@@ -53,27 +61,22 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 		}
 		a.Verified = v
 		var evs []Event
-		dec := d // a retried transaction starts from the caller's decision again
 		if del != nil {
 			rec := *del
 			rec.Attempt = a.N
 			if rec.At.IsZero() {
 				rec.At = now
 			}
-			if dec.Outcome == OutcomeClose && rec.Mode == DeliverPatch && rec.Outcome == DeliveryPatched {
+			if d.Outcome == OutcomeClose && rec.Mode == DeliverPatch && rec.Outcome == DeliveryPatched {
 				last, err := readLastDelivered(ctx, tx, lastKey)
 				if err != nil {
 					return nil, err
 				}
 				if last != nil && last.Item != it.ID && last.BaseTree == rec.BaseTree && last.Tree == rec.Tree {
-					rec.Outcome = DeliveryUnchanged
-					rec.SameAs = &DeliveryRef{Item: last.Item, Attempt: last.Attempt, Commit: last.Commit}
-					dec.Rule = RuleAlreadyDelivered
-					dec.Reasons = append([]string{fmt.Sprintf("the result equals the patch item %s delivered (attempt %d, tree %s on base tree %s): nothing new",
-						last.Item, last.Attempt, shorten.SHA(rec.Tree), shorten.SHA(rec.BaseTree))}, dec.Reasons...)
-				} else {
-					becomesLast = &lastDelivered{BaseTree: rec.BaseTree, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
+					return nil, Classify(ClassTransient, fmt.Errorf("workitems: item %s: %w: item %s attempt %d delivered tree %s on base tree %s",
+						it.ID, ErrDeliveredMeanwhile, last.Item, last.Attempt, shorten.SHA(rec.Tree), shorten.SHA(rec.BaseTree)))
 				}
+				becomesLast = &LastDelivered{BaseTree: rec.BaseTree, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
 			}
 			a.Delivery, it.Delivery = &rec, &rec
 			data := map[string]string{"step": string(StepRecorded), "mode": string(rec.Mode), "outcome": string(rec.Outcome)}
@@ -93,7 +96,7 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 			}
 			evs = append(evs, Event{Type: EventDelivery, Attempt: a.N, Message: msg, Data: data})
 		}
-		more, err := s.applyDecision(OpDecide, it, a, dec)
+		more, err := s.applyDecision(OpDecide, it, a, d)
 		return append(evs, more...), err
 	}, func(it *Item, p pipeliner) {
 		if len(patch) > 0 {
@@ -106,15 +109,21 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 	})
 }
 
-func readLastDelivered(ctx context.Context, tx *redis.Tx, key string) (*lastDelivered, error) {
-	b, err := tx.Get(ctx, key).Bytes()
+// LastDelivered returns the template's last delivered patch-mode result (nil: none yet, or a
+// record that cannot be read: it is only the memory of an optimisation).
+func (s *Store) LastDelivered(ctx context.Context, template string) (*LastDelivered, error) {
+	return readLastDelivered(ctx, s.rdb, s.k.delivered(template))
+}
+
+func readLastDelivered(ctx context.Context, r redis.Cmdable, key string) (*LastDelivered, error) {
+	b, err := r.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var l lastDelivered
+	var l LastDelivered
 	if json.Unmarshal(b, &l) != nil {
 		return nil, nil // unreadable: treat as none (it is only an optimisation's memory)
 	}

@@ -87,26 +87,43 @@ func TestRecordDeliveryStoresTheRecordAndThePatchWithTheDecision(t *testing.T) {
 	}
 }
 
-func TestRecordDeliveryClosesTheSameTreeOnTheSameBaseAsUnchanged(t *testing.T) {
+// A delivered patch becomes its template's last (LastDelivered); the record of the same tree on
+// the same base tree by another item of the template is refused (the delivery is to find it
+// already delivered and the policy to decide) and changes nothing; another tree, base or
+// template is new.
+func TestRecordDeliveryRefusesTheSameTreeAnotherItemDeliveredMeanwhile(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
+	if last, err := s.LastDelivered(ctx, "bump"); err != nil || last != nil {
+		t.Fatalf("before any delivery: %+v %v", last, err)
+	}
 	first, err := s.RecordDelivery(ctx, verifying(t, s, "bump@1", "bump"), closeGreen, nil, patchDelivery("base1", "treeA"), []byte("p1"))
 	if err != nil || first.Delivery.Outcome != workitems.DeliveryPatched {
 		t.Fatalf("first: %v %+v", err, first.Delivery)
 	}
-	second, err := s.RecordDelivery(ctx, verifying(t, s, "bump@2", "bump"), closeGreen, nil, patchDelivery("base1", "treeA"), []byte("p1"))
-	if err != nil {
-		t.Fatal(err)
+	last, err := s.LastDelivered(ctx, "bump")
+	if err != nil || last == nil || last.Item != "bump@1" || last.Tree != "treeA" || last.BaseTree != "base1" || last.Commit != "c-treeA" {
+		t.Fatalf("the template's last delivered: %+v %v", last, err)
 	}
-	d := second.Delivery
-	if second.State != workitems.StateClosed || d.Outcome != workitems.DeliveryUnchanged || d.SameAs == nil || d.SameAs.Item != "bump@1" ||
-		d.SameAs.Commit != "c-treeA" {
-		t.Fatalf("the second identical result must close unchanged linking the first: %s %+v", second.State, d)
+	f2 := verifying(t, s, "bump@2", "bump")
+	_, err = s.RecordDelivery(ctx, f2, closeGreen, nil, patchDelivery("base1", "treeA"), []byte("p1"))
+	if !errors.Is(err, workitems.ErrDeliveredMeanwhile) || workitems.ClassOf(err) != workitems.ClassTransient || !strings.Contains(err.Error(), "bump@1") {
+		t.Fatalf("the same tree again: %v (class %s), want ErrDeliveredMeanwhile naming bump@1, transient", err, workitems.ClassOf(err))
 	}
-	last := second.Decisions[len(second.Decisions)-1]
-	if last.Rule != workitems.RuleAlreadyDelivered || !strings.Contains(last.Reasons[0], "bump@1") || last.Reasons[1] != closeGreen.Reasons[0] {
-		t.Fatalf("decision: %+v", last)
+	if second, _ := s.Get(ctx, "bump@2"); second.State != workitems.StateVerifying || second.Delivery != nil || len(second.Decisions) != 0 {
+		t.Fatalf("a refused record changed the item: %s %+v", second.State, second.Delivery)
+	}
+	if _, err := s.Patch(ctx, "bump@2", 1); !errors.Is(err, workitems.ErrNoPatch) {
+		t.Fatalf("a refused record stored a patch: %v", err)
+	}
+	// The delivery found it already there: recorded as unchanged, the last stays bump@1's.
+	unchanged := patchDelivery("base1", "treeA")
+	unchanged.Outcome, unchanged.SameAs = workitems.DeliveryUnchanged, &workitems.DeliveryRef{Item: "bump@1", Attempt: 1, Commit: "c-treeA"}
+	done := workitems.Decision{Outcome: workitems.OutcomeClose, Rule: workitems.RuleAlreadyDelivered, Reasons: []string{"nothing new"}, Actor: "verifier"}
+	if second, err := s.RecordDelivery(ctx, f2, done, nil, unchanged, nil); err != nil || second.State != workitems.StateClosed ||
+		second.Delivery.SameAs == nil || second.Delivery.SameAs.Item != "bump@1" {
+		t.Fatalf("recorded unchanged: %v %+v", err, second)
 	}
 	// Another tree, or the same tree on a moved base, is new.
 	third, _ := s.RecordDelivery(ctx, verifying(t, s, "bump@3", "bump"), closeGreen, nil, patchDelivery("base1", "treeB"), nil)
@@ -114,14 +131,13 @@ func TestRecordDeliveryClosesTheSameTreeOnTheSameBaseAsUnchanged(t *testing.T) {
 	// Another template's identical tree is its own.
 	other, _ := s.RecordDelivery(ctx, verifying(t, s, "lint@1", "lint"), closeGreen, nil, patchDelivery("base2", "treeB"), nil)
 	for _, it := range []*workitems.Item{third, fourth, other} {
-		if it.Delivery.Outcome != workitems.DeliveryPatched || it.Delivery.SameAs != nil {
-			t.Errorf("%s: %+v", it.ID, it.Delivery)
+		if it == nil || it.Delivery.Outcome != workitems.DeliveryPatched || it.Delivery.SameAs != nil {
+			t.Errorf("%+v", it)
 		}
 	}
 	// The template's last delivered result is now bump@4's.
-	fifth, _ := s.RecordDelivery(ctx, verifying(t, s, "bump@5", "bump"), closeGreen, nil, patchDelivery("base2", "treeB"), nil)
-	if fifth.Delivery.SameAs == nil || fifth.Delivery.SameAs.Item != "bump@4" {
-		t.Fatalf("fifth: %+v", fifth.Delivery)
+	if last, _ := s.LastDelivered(ctx, "bump"); last == nil || last.Item != "bump@4" {
+		t.Fatalf("last: %+v", last)
 	}
 }
 
@@ -135,28 +151,26 @@ func TestConcurrentIdenticalDeliveriesDeliverOnce(t *testing.T) {
 		fences[i] = verifying(t, s, fmt.Sprintf("race@%d", i), "race")
 	}
 	var wg sync.WaitGroup
-	outcomes := make([]workitems.DeliveryOutcome, n)
+	errs := make([]error, n)
 	for i, f := range fences {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			it, err := s.RecordDelivery(ctx, f, closeGreen, nil, patchDelivery("b", "same"), []byte("p"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			outcomes[i] = it.Delivery.Outcome
+			_, errs[i] = s.RecordDelivery(ctx, f, closeGreen, nil, patchDelivery("b", "same"), []byte("p"))
 		}()
 	}
 	wg.Wait()
 	delivered := 0
-	for _, o := range outcomes {
-		if o == workitems.DeliveryPatched {
+	for i, err := range errs {
+		switch {
+		case err == nil:
 			delivered++
+		case !errors.Is(err, workitems.ErrDeliveredMeanwhile):
+			t.Errorf("race@%d: %v", i, err)
 		}
 	}
 	if delivered != 1 {
-		t.Fatalf("want exactly one delivered patch of %d identical results, got %v", n, outcomes)
+		t.Fatalf("want exactly one delivered patch of %d identical results, got %d (%v)", n, delivered, errs)
 	}
 }
 
