@@ -66,6 +66,9 @@ type globals struct {
 	keepWS    bool          // worker --keep-workspaces
 	// reloadEvery: how often a long-running command looks whether its config file changed.
 	reloadEvery time.Duration
+	// runsItems: the command runs attempts (worker, serve with its worker): only then does
+	// opening the app make the process runner (guard, `go env`, sandbox probe).
+	runsItems bool
 }
 
 func newRoot(out, errw io.Writer) *cobra.Command {
@@ -161,7 +164,7 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	// go-redis logs a few lines of its own (pool, sentinel): into our log, not plain stderr.
 	redis.SetLogger(redisconn.SlogLogger{L: log})
 	o := app.Options{Config: cfg, ConfigPath: g.config, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log,
-		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL, KeepWorkspaces: g.keepWS}
+		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL, KeepWorkspaces: g.keepWS, NoRunner: !g.runsItems}
 	if g.oneShot {
 		o.Metrics = []metrics.Option{metrics.WithoutSeriesAhead()}
 		o.OneShot = true
