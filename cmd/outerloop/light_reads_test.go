@@ -96,3 +96,44 @@ func TestReadsMakeNoProcessRunner(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreCommandsParseNoTemplate: items and escalations read the store and no template, so a
+// wrong template does not stop them; a command that reads templates, and validate, still name
+// it.
+func TestStoreCommandsParseNoTemplate(t *testing.T) {
+	ctx := context.Background()
+	env := redistest.New(t)
+	body := strings.Replace(viewtest.YAML, "goal: one\n", "goal: one\n    max_attempts: -1\n", 1)
+	path := filepath.Join(t.TempDir(), "outerloop.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := workitems.NewStore(env.Client, env.Prefix)
+	if err := st.Create(ctx, &workitems.Item{ID: "single@1", Template: "single", Goal: "g", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		var out, errw bytes.Buffer
+		root := newRootFor(&globals{out: &out, errw: &errw, euid: os.Geteuid})
+		root.SetArgs(append([]string{"--config", path, "--redis", redistest.URL(), "--prefix", env.Prefix, "--queue", env.Queue,
+			"--log-format", "json"}, args...))
+		err := root.ExecuteContext(ctx)
+		return out.String() + errw.String(), err
+	}
+	for _, args := range [][]string{{"items", "single@1"}, {"items"}, {"escalations"}, {"gc", "--dry-run"}} {
+		if out, err := run(args...); err != nil {
+			t.Errorf("outerloop %s with a wrong template: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, args := range [][]string{{"templates", "history", "sweep"}, {"enqueue", "sweep"}, {"validate"}} {
+		out, err := run(args...)
+		if err == nil {
+			t.Errorf("outerloop %s with a wrong template succeeded:\n%s", strings.Join(args, " "), out)
+			continue
+		}
+		if got := out + err.Error(); !strings.Contains(got, `template "single"`) || !strings.Contains(got, "max_attempts") {
+			t.Errorf("outerloop %s with a wrong template: want its error naming template \"single\" and max_attempts, got %s",
+				strings.Join(args, " "), got)
+		}
+	}
+}
