@@ -222,6 +222,11 @@ func LoadConfigWith(path string, kinds Kinds) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workitems: config: %w", err)
 	}
+	return loadConfigBytes(path, b, kinds)
+}
+
+// loadConfigBytes is LoadConfigWith of the file's bytes b.
+func loadConfigBytes(path string, b []byte, kinds Kinds) (*Config, error) {
 	cfg, err := ParseConfigWith(b, kinds)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, path)

@@ -42,7 +42,7 @@ func auditCmd(g *globals) *cobra.Command {
 		Use:   "audit",
 		Short: "List the audit list: every action and login through the console, the API and /queues, newest first",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withStoreApp(func(ctx context.Context, a *app.App, _ []string) error {
 			if limit < 1 || limit > 1000 {
 				return fmt.Errorf("--limit %d: want 1..1000", limit)
 			}

@@ -20,7 +20,9 @@ import (
 func benchCmd(g *globals) *cobra.Command {
 	var rounds, sandboxRounds int
 	var skipWorkspaces, skipSandbox, skipModDownload, coldCache bool
-	var scale, cliTemplates, waitItems, fleetRepos int
+	var scale, cliTemplates, cliRuns, waitItems, fleetRepos int
+	var cli bool
+	var cliCompare string
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure outerloop's overhead against raw Redis and raw asynq, and workspace preparation against git worktree add, in the same run, on --redis",
@@ -55,6 +57,9 @@ func benchCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.out, "outerloop bench on %s (keys under %s, removed afterwards)\n", opt.Addr, e.Prefix)
 			if scale > 0 {
 				return benchScale(ctx, g, e, url, scale, cliTemplates)
+			}
+			if cli {
+				return benchCLI(ctx, g, e, url, cliTemplates, cliRuns, cliCompare)
 			}
 			results := benchmark.Run(e, g.out)
 			fmt.Fprintf(g.out, "\n%-30s %14s   %-16s %14s   %s\n", "ours", "per op", "baseline", "per op", "ratio")
@@ -100,7 +105,10 @@ func benchCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&fleetRepos, "fleet-repos", 400, "repositories of the fleet tick measured against a tick over one (0: skip)")
 	c.Flags().IntVar(&rounds, "workspace-rounds", 5, "workspaces made each way (the median is reported)")
 	c.Flags().IntVar(&scale, "scale", 0, "instead: fill a store with this many items and measure every list against GET /api/items")
-	c.Flags().IntVar(&cliTemplates, "cli-templates", 10000, "with --scale: time CLI commands against a config of this many templates (0: skip)")
+	c.Flags().IntVar(&cliTemplates, "cli-templates", 10000, "with --scale or --cli: time CLI commands against a config of this many templates (0: skip)")
+	c.Flags().BoolVar(&cli, "cli", false, "instead: only time CLI commands (a read, store commands, version) against a config of --cli-templates templates")
+	c.Flags().IntVar(&cliRuns, "cli-runs", 7, "with --cli: runs of each command (the median is reported)")
+	c.Flags().StringVar(&cliCompare, "cli-compare", "", "with --cli: also time this outerloop binary (another build), taking turns with this one")
 	c.Flags().BoolVar(&skipWorkspaces, "skip-workspaces", false, "do not measure workspaces")
 	c.Flags().BoolVar(&skipSandbox, "skip-sandbox", false, "do not measure the sandbox")
 	c.Flags().IntVar(&sandboxRounds, "sandbox-rounds", 5, "runs of each sandbox command each way (the median is reported)")

@@ -52,12 +52,14 @@ func benchScale(ctx context.Context, g *globals, e benchmark.Env, url string, n,
 	if cliTemplates <= 0 {
 		return nil
 	}
-	return benchCLI(ctx, g, url, e.Prefix, cliTemplates)
+	return benchCLI(ctx, g, e, url, cliTemplates, 5, "")
 }
 
-// benchCLI times real CLI commands (this binary) against a config of n templates, on an empty
-// deployment prefix: the cost of opening the app.
-func benchCLI(ctx context.Context, g *globals, url, prefix string, n int) error {
+// benchCLI times real CLI commands (this binary, and compare's when given, the two taking
+// turns so a load spike hits them alike) against a config of n templates, on a deployment
+// prefix of their own holding one item: the cost of opening the app for each command, against
+// `version` (which parses the whole config and opens nothing) in the same run.
+func benchCLI(ctx context.Context, g *globals, e benchmark.Env, url string, n, runs int, compare string) error {
 	dir, err := os.MkdirTemp("", "olbench-cli-")
 	if err != nil {
 		return err
@@ -73,11 +75,21 @@ func benchCLI(ctx context.Context, g *globals, url, prefix string, n int) error 
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
+	prefix := e.Prefix + "cli:"
+	it := &workitems.Item{ID: "t00000@bench", Template: "t00000", Goal: "do it", MaxAttempts: 3,
+		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "bench"}}
+	if err := workitems.NewStore(e.Redis, prefix).Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		return fmt.Errorf("bench: the item of items ID: %w", err)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.out, "\nCLI commands with %d templates (median of 5 runs of this binary)\n", n)
+	bins := []string{self}
+	if compare != "" {
+		bins = append(bins, compare)
+	}
+	fmt.Fprintf(g.out, "\nCLI commands with %d templates (median of %d runs of each binary, taking turns; CPU = user + sys of the process and its children)\n", n, runs)
 	// Baselines of the same run: the binary starting with no config (process start), and
 	// parsing the config alone (version loads it and prints its hash); the commands add
 	// opening the app and their reads.
@@ -86,26 +98,57 @@ func benchCLI(ctx context.Context, g *globals, url, prefix string, n int) error 
 	if err := yaml.Unmarshal([]byte(b.String()), &node); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.out, "  %-38s %10s\n", "baseline: yaml.v3 decode to nodes", clock.Now().Sub(t0).Round(time.Millisecond))
-	for _, args := range [][]string{{"version", "--config", filepath.Join(dir, "none.yaml")}, {"version"},
-		{"items", "--limit", "1"}, {"escalations"}, {"gc", "--dry-run"}} {
-		var times []time.Duration
-		for range 5 {
-			cmd := exec.CommandContext(ctx, self, append([]string{"--config", path, "--redis", url, "--prefix", prefix + "cli:"}, args...)...)
-			t0 := clock.Now()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("bench: %v: %w: %s", args, err, out)
+	fmt.Fprintf(g.out, "  %-40s %10s\n", "baseline: yaml.v3 decode to nodes", clock.Now().Sub(t0).Round(time.Millisecond))
+	fmt.Fprintf(g.out, "  %-40s", "command")
+	for i := range bins {
+		fmt.Fprintf(g.out, " %10s %10s %12s", fmt.Sprintf("wall [%d]", i), fmt.Sprintf("CPU [%d]", i), fmt.Sprintf("− version [%d]", i))
+	}
+	fmt.Fprintln(g.out)
+	for i, bin := range bins {
+		fmt.Fprintf(g.out, "  [%d] %s\n", i, bin)
+	}
+	cmds := [][]string{{"version", "--config", filepath.Join(dir, "none.yaml")}, {"version"}, {"items", it.ID},
+		{"items", "--limit", "1"}, {"escalations"}, {"gc", "--dry-run"}, {"templates", "history", "t00000"}}
+	version := make([]time.Duration, len(bins))
+	for _, args := range cmds {
+		wall := make([][]time.Duration, len(bins))
+		cpu := make([][]time.Duration, len(bins))
+		for range runs {
+			for i, bin := range bins {
+				cmd := exec.CommandContext(ctx, bin, append([]string{"--config", path, "--redis", url, "--prefix", prefix, "--queue", e.Queue + "-cli"}, args...)...)
+				t0 := clock.Now()
+				if out, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("bench: %s %v: %w: %s", bin, args, err, out)
+				}
+				wall[i] = append(wall[i], clock.Now().Sub(t0))
+				cpu[i] = append(cpu[i], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 			}
-			times = append(times, clock.Now().Sub(t0))
 		}
-		slices.Sort(times)
-		label := strings.Join(args, " ")
+		label := "outerloop " + strings.Join(args, " ")
 		if args[0] == "version" && len(args) > 1 {
-			label = "version (no config: baseline)"
+			label = "outerloop version (no config: baseline)"
 		}
-		fmt.Fprintf(g.out, "  outerloop %-28s %10s\n", label, times[2].Round(time.Millisecond))
+		fmt.Fprintf(g.out, "  %-40s", label)
+		for i := range bins {
+			w, c := middle(wall[i]), middle(cpu[i])
+			if len(args) == 1 && args[0] == "version" {
+				version[i] = w
+			}
+			over := "-"
+			if version[i] > 0 && args[0] != "version" {
+				over = (w - version[i]).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(g.out, " %10s %10s %12s", w.Round(time.Millisecond), c.Round(time.Millisecond), over)
+		}
+		fmt.Fprintln(g.out)
 	}
 	return nil
+}
+
+// middle sorts ds and returns its median.
+func middle(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 func infoField(info, name string) string {

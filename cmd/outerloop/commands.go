@@ -64,7 +64,7 @@ func itemsCmd(g *globals) *cobra.Command {
 		Use:   "items [ID]",
 		Short: "List items, or show one with its attempts, decisions and events",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withStoreApp(func(ctx context.Context, a *app.App, args []string) error {
 			if (diff || attempt != "") && len(args) == 0 {
 				return errors.New("--diff and --attempt go with an item ID")
 			}
@@ -377,7 +377,7 @@ func escalationsCmd(g *globals) *cobra.Command {
 		Use:   "escalations",
 		Short: "List items waiting for a person, oldest first",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withStoreApp(func(ctx context.Context, a *app.App, _ []string) error {
 			items, err := a.Store.Escalated(ctx, offset, limit)
 			if err != nil {
 				return err

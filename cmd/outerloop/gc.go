@@ -16,7 +16,7 @@ func gcCmd(g *globals) *cobra.Command {
 		Use:   "gc [--dry-run]",
 		Short: "Delete the items and eval experiments whose retention passed now (what the workers' janitor does every 10 minutes), and print them",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withStoreApp(func(ctx context.Context, a *app.App, _ []string) error {
 			removed, err := a.Janitor().Run(ctx, dry)
 			verb := "deleted"
 			if dry {

@@ -66,6 +66,12 @@ type globals struct {
 	keepWS    bool          // worker --keep-workspaces
 	// reloadEvery: how often a long-running command looks whether its config file changed.
 	reloadEvery time.Duration
+	// runsItems: the command runs attempts (worker, serve with its worker): only then does
+	// opening the app make the process runner (guard, `go env`, sandbox probe).
+	runsItems bool
+	// noTemplates: the command reads no template, so the config's templates are not parsed
+	// (withStoreApp).
+	noTemplates bool
 }
 
 func newRoot(out, errw io.Writer) *cobra.Command {
@@ -125,6 +131,9 @@ func (g *globals) logger() (*slog.Logger, error) {
 }
 
 func (g *globals) loadConfig() (*workitems.Config, error) {
+	if g.noTemplates {
+		return workitems.LoadDeploymentConfig(g.config)
+	}
 	return workitems.LoadConfig(g.config)
 }
 
@@ -161,7 +170,7 @@ func (g *globals) open(ctx context.Context, allowEmbedded bool) (*app.App, error
 	// go-redis logs a few lines of its own (pool, sentinel): into our log, not plain stderr.
 	redis.SetLogger(redisconn.SlogLogger{L: log})
 	o := app.Options{Config: cfg, ConfigPath: g.config, RedisURL: url, Prefix: g.prefix, Queue: g.queue, Workdir: g.workdir, Logger: log,
-		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL, KeepWorkspaces: g.keepWS}
+		WaitForRedis: g.waitRedis, LeaseTTL: g.leaseTTL, KeepWorkspaces: g.keepWS, NoRunner: !g.runsItems}
 	if g.oneShot {
 		o.Metrics = []metrics.Option{metrics.WithoutSeriesAhead()}
 		o.OneShot = true
@@ -188,6 +197,16 @@ func longRunning(cmd string) bool {
 		return true
 	}
 	return false
+}
+
+// withStoreApp is withApp for a command that reads or changes items and reads no template
+// (items, escalations, audit, notify, gc): the config's templates are neither parsed nor
+// validated (workitems.LoadDeploymentConfig), what at 10k templates is nearly all of opening.
+func (g *globals) withStoreApp(run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		g.noTemplates = true
+		return g.withApp(false, run)(cmd, args)
+	}
 }
 
 // withApp makes a command body that runs with the system open, closing it afterwards.

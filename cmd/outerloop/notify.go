@@ -31,7 +31,7 @@ func notifyListCmd(g *globals) *cobra.Command {
 		Use:   "list [--state pending|inflight|delivered|dead]",
 		Short: "List deliveries (default: every state), newest first, with attempts and the last error",
 		Args:  cobra.NoArgs,
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, _ []string) error {
+		RunE: g.withStoreApp(func(ctx context.Context, a *app.App, _ []string) error {
 			states := notify.AllStates()
 			if state != "" {
 				if !slices.Contains(states, notify.State(state)) {
@@ -74,7 +74,7 @@ func notifyRetryCmd(g *globals) *cobra.Command {
 		Use:   "retry ID",
 		Short: "Send a dead delivery again (with a fresh count of attempts)",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withStoreApp(func(ctx context.Context, a *app.App, args []string) error {
 			if err := a.Outbox.Requeue(ctx, args[0]); err != nil {
 				return err
 			}

@@ -25,9 +25,10 @@ func serveCmd(g *globals) *cobra.Command {
 	var noWorker, noScheduler, queuesUI bool
 	var shutdownTimeout, bodyTimeout time.Duration
 	c := &cobra.Command{
-		Use:   "serve",
-		Short: "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
-		Args:  cobra.NoArgs,
+		Use:    "serve",
+		Short:  "Run scheduler, worker and the HTTP server (API, metrics, console) in one process",
+		Args:   cobra.NoArgs,
+		PreRun: func(*cobra.Command, []string) { g.runsItems = !noWorker },
 		RunE: g.withLongApp(true, func(ctx context.Context, a *app.App, _ []string) error {
 			return runServe(ctx, a, serveOptions{addr: addr, concurrency: concurrency, worker: !noWorker,
 				scheduler: !noScheduler, queuesUI: queuesUI, shutdownTimeout: shutdownTimeout, bodyTimeout: bodyTimeout, euid: g.euid()})
@@ -224,9 +225,10 @@ func workerCmd(g *globals) *cobra.Command {
 	var id, metricsAddr string
 	var shutdownTimeout time.Duration
 	c := &cobra.Command{
-		Use:   "worker",
-		Short: "Run attempts from the queue",
-		Args:  cobra.NoArgs,
+		Use:    "worker",
+		Short:  "Run attempts from the queue",
+		Args:   cobra.NoArgs,
+		PreRun: func(*cobra.Command, []string) { g.runsItems = true },
 		RunE: g.withLongApp(false, func(ctx context.Context, a *app.App, _ []string) error {
 			if id == "" {
 				host, _ := os.Hostname()

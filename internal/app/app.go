@@ -99,6 +99,9 @@ type Options struct {
 	// FleetPRCheckEvery how often a fleet blocked on max_open_prs reads its open pull requests
 	// from the forge (default 1m).
 	FleetEvery, FleetPRCheckEvery time.Duration
+	// NoRunner opens a system that runs no attempt and no command (reads and store commands,
+	// the scheduler, serve without a worker): no process runner is made (open_runner.go).
+	NoRunner bool
 }
 
 // App is the wired system.
@@ -123,7 +126,8 @@ type App struct {
 	Logger        *slog.Logger
 	Embedded      bool
 	Workdir       string
-	// Runner starts every child process (sandbox, guard, records); Sandbox describes it.
+	// Runner starts every child process (sandbox, guard, records); Sandbox describes it. Nil
+	// with Options.NoRunner.
 	Runner *proc.Runner
 	// Outbox holds the notifications of escalations, failures and daily caps (queued by the
 	// store's hooks); Dispatcher sends them.
@@ -168,12 +172,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a := &App{Config: o.Config, Logger: o.Logger, opts: o, Workdir: o.Workdir,
 		Workspaces: &worker.Workspaces{Root: o.Workdir, BaseDir: o.Config.Dir, Deployment: o.Prefix, Clock: o.Clock}}
-	runner, err := NewRunner(ctx, o.Config, o.Workdir)
-	if err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	if err := a.openRunner(ctx); err != nil { // open_runner.go: not with NoRunner
+		return nil, err
 	}
-	runner.Logger = o.Logger
-	a.Runner = runner
 	if o.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // asynq's leases rely on keys expiring with real time
@@ -365,6 +366,7 @@ func (a *App) Handler(workerID string) *worker.Handler {
 
 // Worker returns a worker server (not started) with its workspace sweeper.
 func (a *App) Worker(concurrency int, workerID string) *worker.Server {
+	a.mustRun("Worker")
 	so := worker.ServerOptions{Queue: a.opts.Queue, Concurrency: concurrency, Logger: a.Logger, Sweeper: a.Sweeper(),
 		Janitor: a.Janitor(), Lanes: []worker.Lane{a.evalLane(workerID)}, Fleet: a.Admitter().Loop()}
 	if ttl := a.opts.LeaseTTL; ttl > 0 && ttl/3 < 5*time.Second {
