@@ -107,9 +107,6 @@ func AllDeliverySteps() []DeliveryStep {
 		StepPRUpdated, StepCI, StepMerged, StepNeedsHuman}
 }
 
-// EventDelivery is a step of the delivery flow (Data: step, and what the step knows).
-const EventDelivery EventType = "delivery"
-
 // Delivery is what became of an attempt's change: the local commit and its patch, and — through
 // a forge — the branch, the pushed commit, the pull request, its CI checks and the merge.
 // Fields that do not apply are empty.
