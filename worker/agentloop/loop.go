@@ -143,7 +143,7 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		}
 		ex := workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassOf(err),
 			Message: fmt.Sprintf("agentloop: prepare: %v", err)}
-		emit(ctx, a, EventTurnError, ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
+		emit(ctx, a, workitems.KindTurnError, ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
 		return ex
 	}
 	defer rt.tools.root.Close()
@@ -156,7 +156,7 @@ func leaseLostExit() workitems.Exit {
 }
 
 // emit sends a step event; it never fails the loop (the sink owns its errors).
-func emit(ctx context.Context, a *worker.Attempt, kind EventKind, msg string, data map[string]string) {
+func emit(ctx context.Context, a *worker.Attempt, kind workitems.EventKind, msg string, data map[string]string) {
 	if a.Events == nil {
 		return
 	}
