@@ -109,11 +109,6 @@ const (
 	PRSynchronized PRAction = "synchronized" // its head branch got new commits
 )
 
-// AllPRActions lists every pull request action.
-func AllPRActions() []PRAction {
-	return []PRAction{PROpened, PRClosed, PRMerged, PRReopened, PRSynchronized}
-}
-
 // PullRequest is a pull request's change of state. Event.SHA is its head commit and
 // Event.Branch its head branch.
 type PullRequest struct {

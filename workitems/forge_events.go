@@ -98,11 +98,6 @@ const (
 	RefusedPermission ForgeRefusal = "permission"
 )
 
-// AllForgeRefusals lists every refusal.
-func AllForgeRefusals() []ForgeRefusal {
-	return []ForgeRefusal{RefusedNotDelivered, RefusedPermission}
-}
-
 // NotDeliveredReason says in words that pr is not one of delivered (an item's DeliveredPRs).
 func NotDeliveredReason(pr ForgePR, item string, delivered []ForgePR) string {
 	if len(delivered) == 0 {

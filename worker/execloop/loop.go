@@ -43,10 +43,6 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 func WithBinary(agent, path string) Option { return func(l *Loop) { l.bins[agent] = path } }
 
 // New returns a Loop.
-// WithClock sets the clock of the progress events' elapsed time (default the system clock: the
-// agent and the progress ticker run in real time, so the handler's clock is not passed here).
-func WithClock(c workitems.Clock) Option { return func(l *Loop) { l.clock = c } }
-
 func New(opts ...Option) *Loop {
 	l := &Loop{lookupEnv: os.LookupEnv, bins: map[string]string{}, maxLine: 16 << 20, clock: workitems.SystemClock{}}
 	for _, o := range opts {
