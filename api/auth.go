@@ -133,12 +133,6 @@ func (a *Auth) ReadLogin() bool { return a.readLogin }
 // SessionMaxAge is how long a console login lasts.
 func (a *Auth) SessionMaxAge() time.Duration { return a.maxAge }
 
-// Now is the Auth's clock.
-func (a *Auth) Now() time.Time { return a.clock.Now() }
-
-// Limits are the failed-login limits in force.
-func (a *Auth) Limits() LoginLimits { return a.limiter.l }
-
 // match returns the credential whose token is token, comparing against every credential so the
 // time taken does not tell which (or whether one) matched.
 func (a *Auth) match(token string) *cred {

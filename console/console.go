@@ -150,13 +150,6 @@ func (c *Console) Register(mux *http.ServeMux) {
 	}
 }
 
-// Handler returns a mux with just the console.
-func (c *Console) Handler() http.Handler {
-	mux := http.NewServeMux()
-	c.Register(mux)
-	return mux
-}
-
 // view is what every page template gets: the layout's fields plus the page's own data.
 type view struct {
 	Title string

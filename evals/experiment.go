@@ -26,9 +26,6 @@ const (
 	StateStopped  State = "stopped"
 )
 
-// AllStates lists the experiment states.
-func AllStates() []State { return []State{StateRunning, StateFinished, StateStopped} }
-
 // VariantSpec is a variant as an experiment keeps it: its name and its overlay as the user
 // wrote it, so that every worker applies it to its own copy of the config.
 type VariantSpec struct {

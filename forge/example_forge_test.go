@@ -107,7 +107,7 @@ func (f *memForge) PullRequestsFor(_ context.Context, _, branch string) (forge.B
 	for _, pr := range f.prs {
 		switch {
 		case pr.Head != branch:
-		case pr.State == forge.PROpen:
+		case pr.State == workitems.PROpen:
 			c := *pr
 			out.Open = &c
 		case out.LastClosed == nil || pr.ClosedAt.After(out.LastClosed.ClosedAt):
@@ -122,11 +122,11 @@ func (f *memForge) CreatePullRequest(_ context.Context, repo string, n forge.New
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, pr := range f.prs {
-		if pr.State == forge.PROpen && pr.Head == n.Head && pr.Base == n.Base {
+		if pr.State == workitems.PROpen && pr.Head == n.Head && pr.Base == n.Base {
 			return nil, &forge.Error{Forge: f.Name(), Op: "create pull request", Repo: repo, Class: workitems.ClassConflict, Err: forge.ErrPullRequestExists}
 		}
 	}
-	pr := &forge.PullRequest{Number: len(f.prs) + 1, State: forge.PROpen, Draft: n.Draft, Title: n.Title, Body: n.Body, Base: n.Base, Head: n.Head}
+	pr := &forge.PullRequest{Number: len(f.prs) + 1, State: workitems.PROpen, Draft: n.Draft, Title: n.Title, Body: n.Body, Base: n.Base, Head: n.Head}
 	pr.URL = fmt.Sprintf("%s/%s/pulls/%d", f.cfg.BaseURL, repo, pr.Number)
 	f.prs = append(f.prs, pr)
 	c := *pr

@@ -16,9 +16,6 @@ func (f *fakeGitHub) APIURL() string { return f.api.URL }
 // Bare is the git remote's bare repository on disk.
 func (f *fakeGitHub) Bare() string { return f.bare }
 
-// CloneURL is the git remote's URL.
-func (f *fakeGitHub) CloneURL() string { return f.cloneURL() }
-
 // BranchSHA is the remote's commit for a branch.
 func (f *fakeGitHub) BranchSHA(branch string) string { return f.branchSHA(branch) }
 

@@ -80,32 +80,17 @@ type Repository struct {
 	HTMLURL  string `json:"html_url,omitempty"`
 }
 
-// PullRequestState is a pull request's state.
-type PullRequestState string
-
-// The pull request states.
-const (
-	PROpen   PullRequestState = "open"
-	PRClosed PullRequestState = "closed" // closed without merging
-	PRMerged PullRequestState = "merged"
-)
-
-// AllPullRequestStates lists every pull request state.
-func AllPullRequestStates() []PullRequestState {
-	return []PullRequestState{PROpen, PRClosed, PRMerged}
-}
-
 // PullRequest is a pull request as delivery sees it.
 type PullRequest struct {
-	Number  int              `json:"number"`
-	URL     string           `json:"url"` // the page a person opens
-	State   PullRequestState `json:"state"`
-	Draft   bool             `json:"draft,omitempty"`
-	Title   string           `json:"title"`
-	Body    string           `json:"body,omitempty"`
-	Base    string           `json:"base"`     // branch
-	Head    string           `json:"head"`     // branch
-	HeadSHA string           `json:"head_sha"` // the commit the head branch pointed at
+	Number  int               `json:"number"`
+	URL     string            `json:"url"` // the page a person opens
+	State   workitems.PRState `json:"state"`
+	Draft   bool              `json:"draft,omitempty"`
+	Title   string            `json:"title"`
+	Body    string            `json:"body,omitempty"`
+	Base    string            `json:"base"`     // branch
+	Head    string            `json:"head"`     // branch
+	HeadSHA string            `json:"head_sha"` // the commit the head branch pointed at
 	// MergeCommitSHA is the merge commit once merged.
 	MergeCommitSHA string    `json:"merge_commit_sha,omitempty"`
 	Labels         []string  `json:"labels,omitempty"`
@@ -119,7 +104,7 @@ type PullRequest struct {
 }
 
 // Merged reports whether the pull request was merged.
-func (p *PullRequest) Merged() bool { return p.State == PRMerged }
+func (p *PullRequest) Merged() bool { return p.State == workitems.PRMerged }
 
 // BranchPullRequests are the pull requests of one head branch.
 type BranchPullRequests struct {
@@ -153,40 +138,13 @@ type MergeRequest struct {
 	Title, Message string
 }
 
-// CheckState is a CI check's state, normalised across forges.
-type CheckState string
-
-// The check states.
-const (
-	CheckPending        CheckState = "pending"
-	CheckSuccess        CheckState = "success"
-	CheckFailure        CheckState = "failure"
-	CheckInfraError     CheckState = "infra_error" // the CI system itself failed
-	CheckCancelled      CheckState = "cancelled"
-	CheckNeutral        CheckState = "neutral" // counts as passing (skipped, neutral)
-	CheckActionRequired CheckState = "action_required"
-	CheckStale          CheckState = "stale"
-	CheckUnknown        CheckState = "unknown"
-)
-
-// AllCheckStates lists every check state.
-func AllCheckStates() []CheckState {
-	return []CheckState{CheckPending, CheckSuccess, CheckFailure, CheckInfraError, CheckCancelled,
-		CheckNeutral, CheckActionRequired, CheckStale, CheckUnknown}
-}
-
-// Final reports whether s is a result, not something still to wait for.
-func (s CheckState) Final() bool {
-	return s != CheckPending && s != CheckStale && s != CheckUnknown && s != ""
-}
-
 // Check is one check's latest result for a commit.
 type Check struct {
-	Name    string     `json:"name"`
-	State   CheckState `json:"state"`
-	SHA     string     `json:"sha"`
-	URL     string     `json:"url,omitempty"`
-	Summary string     `json:"summary,omitempty"` // one line, at most 200 characters
+	Name    string               `json:"name"`
+	State   workitems.CheckState `json:"state"`
+	SHA     string               `json:"sha"`
+	URL     string               `json:"url,omitempty"`
+	Summary string               `json:"summary,omitempty"` // one line, at most 200 characters
 }
 
 // Config builds a Forge.

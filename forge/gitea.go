@@ -101,7 +101,7 @@ func (g *gitea) Repository(ctx context.Context, repo string) (*Repository, error
 }
 
 func (g *gitea) pull(p *gsdk.PullRequest) *PullRequest {
-	out := &PullRequest{Number: int(p.Index), URL: p.HTMLURL, State: PROpen, Draft: p.Draft, Title: p.Title, Body: p.Body}
+	out := &PullRequest{Number: int(p.Index), URL: p.HTMLURL, State: workitems.PROpen, Draft: p.Draft, Title: p.Title, Body: p.Body}
 	if p.Base != nil {
 		out.Base = p.Base.Ref
 	}
@@ -113,7 +113,7 @@ func (g *gitea) pull(p *gsdk.PullRequest) *PullRequest {
 	}
 	switch {
 	case p.HasMerged:
-		out.State = PRMerged
+		out.State = workitems.PRMerged
 		if p.MergedCommitID != nil {
 			out.MergeCommitSHA = *p.MergedCommitID
 		}
@@ -121,7 +121,7 @@ func (g *gitea) pull(p *gsdk.PullRequest) *PullRequest {
 			out.MergedBy = p.MergedBy.UserName
 		}
 	case p.State == gsdk.StateClosed:
-		out.State = PRClosed
+		out.State = workitems.PRClosed
 	}
 	for _, l := range p.Labels {
 		out.Labels = append(out.Labels, l.Name)
@@ -433,20 +433,20 @@ func (g *gitea) RerunChecks(context.Context, string, string, []string) ([]string
 
 // GiteaStatusState normalises a Gitea commit status, as read from the API or a webhook.
 // "warning" is a failure, as in Gitea's own combined status; "skipped" passes.
-func GiteaStatusState(s string) CheckState {
+func GiteaStatusState(s string) workitems.CheckState {
 	switch gsdk.StatusState(s) {
 	case gsdk.StatusSuccess:
-		return CheckSuccess
+		return workitems.CheckSuccess
 	case gsdk.StatusFailure, gsdk.StatusWarning:
-		return CheckFailure
+		return workitems.CheckFailure
 	case gsdk.StatusError:
-		return CheckInfraError
+		return workitems.CheckInfraError
 	case gsdk.StatusPending:
-		return CheckPending
+		return workitems.CheckPending
 	case "skipped":
-		return CheckNeutral
+		return workitems.CheckNeutral
 	}
-	return CheckUnknown
+	return workitems.CheckUnknown
 }
 
 func shortSHA(s string) string {

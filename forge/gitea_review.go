@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"outerloop/workitems"
 	"strconv"
 	"time"
 
@@ -29,7 +30,7 @@ func (g *gitea) PullRequest(ctx context.Context, repo string, number int) (*Pull
 		return nil, err
 	}
 	out := g.pull(p)
-	if out.State == PRClosed {
+	if out.State == workitems.PRClosed {
 		if out.ClosedBy, err = g.closedBy(ctx, repo, owner, name, number, out.ClosedAt); err != nil {
 			return nil, err
 		}

@@ -37,7 +37,7 @@ func TestGiteaReviewsArePullRequestEvidence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pr.Number != n || pr.State != PROpen || pr.HeadSHA != sha || pr.Body != "adds Add" || pr.MergeCommitSHA != "" ||
+		if pr.Number != n || pr.State != workitems.PROpen || pr.HeadSHA != sha || pr.Body != "adds Add" || pr.MergeCommitSHA != "" ||
 			fmt.Sprint(pr.Labels) != "[outerloop]" {
 			t.Fatalf("pull request %+v", pr)
 		}
@@ -176,13 +176,13 @@ func TestGiteaReviewsArePullRequestEvidence(t *testing.T) {
 		// The reviewer (not the token's account) closes it: the timeline names them.
 		reviewer.API(t, http.MethodPatch, pulls, map[string]string{"state": "closed"}, http.StatusCreated, nil)
 		pr, err := e.f.PullRequest(bg, e.repo.Slug, n)
-		if err != nil || pr.State != PRClosed || pr.Merged() || pr.ClosedAt.IsZero() || pr.ClosedBy != reviewer.Name || pr.MergedBy != "" {
+		if err != nil || pr.State != workitems.PRClosed || pr.Merged() || pr.ClosedAt.IsZero() || pr.ClosedBy != reviewer.Name || pr.MergedBy != "" {
 			t.Fatalf("closed by %s: %+v, %v", reviewer.Name, pr, err)
 		}
 		// Reopened and closed again by the admin: the newest close counts.
 		e.srv.API(t, http.MethodPatch, pulls, map[string]string{"state": "open"}, http.StatusCreated, nil)
 		e.srv.ClosePullRequest(t, e.repo, n)
-		if pr, err := e.f.PullRequest(bg, e.repo.Slug, n); err != nil || pr.State != PRClosed || pr.ClosedBy != e.srv.Admin {
+		if pr, err := e.f.PullRequest(bg, e.repo.Slug, n); err != nil || pr.State != workitems.PRClosed || pr.ClosedBy != e.srv.Admin {
 			t.Fatalf("closed again by %s: %+v, %v", e.srv.Admin, pr, err)
 		}
 	})
@@ -205,7 +205,7 @@ func TestGiteaPullRequestReadsMergedWithItsMergeCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := e.f.PullRequest(bg, e.repo.Slug, pr.Number)
-	if err != nil || got.State != PRMerged || got.MergeCommitSHA != merge || got.HeadSHA != sha || got.MergedBy != e.srv.Admin || got.ClosedBy != "" {
+	if err != nil || got.State != workitems.PRMerged || got.MergeCommitSHA != merge || got.HeadSHA != sha || got.MergedBy != e.srv.Admin || got.ClosedBy != "" {
 		t.Fatalf("merged: %+v, %v", got, err)
 	}
 	if !strings.HasPrefix(got.URL, e.srv.URL+"/") {

@@ -134,7 +134,7 @@ func TestGiteaDeliversAPullRequestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr.State != PROpen || pr.Head != branch || pr.Base != "main" || pr.HeadSHA != sha1 || pr.Number == 0 ||
+	if pr.State != workitems.PROpen || pr.Head != branch || pr.Base != "main" || pr.HeadSHA != sha1 || pr.Number == 0 ||
 		!strings.HasPrefix(pr.URL, e.srv.URL+"/"+e.repo.Slug+"/pulls/") {
 		t.Fatalf("created %+v", pr)
 	}
@@ -191,10 +191,10 @@ func TestGiteaDeliversAPullRequestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Check{
-		{Name: "build", State: CheckSuccess, SHA: sha1, URL: "http://ci/build/1", Summary: "built in 3s"},
-		{Name: "e2e", State: CheckInfraError, SHA: sha1, Summary: "runner lost"},
-		{Name: "lint", State: CheckFailure, SHA: sha1, Summary: "2 warnings"},
-		{Name: "test", State: CheckFailure, SHA: sha1, URL: "http://ci/test/1", Summary: "TestParse failed"},
+		{Name: "build", State: workitems.CheckSuccess, SHA: sha1, URL: "http://ci/build/1", Summary: "built in 3s"},
+		{Name: "e2e", State: workitems.CheckInfraError, SHA: sha1, Summary: "runner lost"},
+		{Name: "lint", State: workitems.CheckFailure, SHA: sha1, Summary: "2 warnings"},
+		{Name: "test", State: workitems.CheckFailure, SHA: sha1, URL: "http://ci/test/1", Summary: "TestParse failed"},
 	}
 	if fmt.Sprint(checks) != fmt.Sprint(want) {
 		t.Fatalf("checks\n got %+v\nwant %+v", checks, want)
@@ -213,7 +213,7 @@ func TestGiteaDeliversAPullRequestEndToEnd(t *testing.T) {
 	e4 := wantErr(t, e.push(t, stale, branch, sha1), workitems.ClassConflict, ErrStaleLease)
 	noSecret(t, "the push error", e4.Error(), e.secrets()...)
 	e.srv.PostStatus(t, e.repo, sha2, "test", "success", "ok", "")
-	if checks, _ := e.f.Checks(bg, e.repo.Slug, sha2); len(checks) != 1 || checks[0].State != CheckSuccess {
+	if checks, _ := e.f.Checks(bg, e.repo.Slug, sha2); len(checks) != 1 || checks[0].State != workitems.CheckSuccess {
 		t.Fatalf("checks of the new head %+v: the old head's are not its", checks)
 	}
 
@@ -262,7 +262,7 @@ func TestGiteaFindsTheClosedUnmergedPullRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found.Open != nil || found.LastClosed == nil || found.LastClosed.State != PRClosed || found.LastClosed.Merged() ||
+	if found.Open != nil || found.LastClosed == nil || found.LastClosed.State != workitems.PRClosed || found.LastClosed.Merged() ||
 		found.LastClosed.Number != pr.Number || found.LastClosed.HeadSHA != sha || found.LastClosed.ClosedAt.IsZero() {
 		t.Fatalf("found %+v / %+v", found.Open, found.LastClosed)
 	}

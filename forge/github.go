@@ -160,15 +160,15 @@ func (g *gitHub) Repository(ctx context.Context, repo string) (*Repository, erro
 }
 
 func (g *gitHub) pull(p *github.PullRequest) *PullRequest {
-	out := &PullRequest{Number: p.GetNumber(), URL: p.GetHTMLURL(), State: PROpen, Draft: p.GetDraft(),
+	out := &PullRequest{Number: p.GetNumber(), URL: p.GetHTMLURL(), State: workitems.PROpen, Draft: p.GetDraft(),
 		Title: p.GetTitle(), Body: p.GetBody(), Base: p.GetBase().GetRef(), Head: p.GetHead().GetRef(),
 		HeadSHA: p.GetHead().GetSHA(), ClosedAt: p.GetClosedAt().Time}
 	switch {
 	case p.MergedAt != nil || p.GetMerged():
 		// merge_commit_sha of an open pull request is GitHub's test merge: only kept once merged.
-		out.State, out.MergeCommitSHA, out.MergedBy = PRMerged, p.GetMergeCommitSHA(), p.GetMergedBy().GetLogin()
+		out.State, out.MergeCommitSHA, out.MergedBy = workitems.PRMerged, p.GetMergeCommitSHA(), p.GetMergedBy().GetLogin()
 	case p.GetState() == "closed":
-		out.State = PRClosed
+		out.State = workitems.PRClosed
 	}
 	for _, l := range p.Labels {
 		out.Labels = append(out.Labels, l.GetName())
@@ -200,7 +200,7 @@ func (g *gitHub) PullRequestsFor(ctx context.Context, repo, branch string) (Bran
 				continue
 			}
 			pr := g.pull(p)
-			if pr.State == PROpen {
+			if pr.State == workitems.PROpen {
 				if out.Open == nil {
 					out.Open = pr
 				}
@@ -456,44 +456,44 @@ func newerStatus(a, b *github.RepoStatus) bool {
 
 // CheckRunState normalises a GitHub check run's (or a Gitea Actions job's) status and
 // conclusion, as read from the API or a webhook.
-func CheckRunState(status, conclusion string) CheckState {
+func CheckRunState(status, conclusion string) workitems.CheckState {
 	if status != "completed" {
 		switch status {
 		case "queued", "in_progress", "waiting", "requested", "pending":
-			return CheckPending
+			return workitems.CheckPending
 		}
-		return CheckUnknown
+		return workitems.CheckUnknown
 	}
 	switch conclusion {
 	case "success":
-		return CheckSuccess
+		return workitems.CheckSuccess
 	case "failure", "timed_out":
-		return CheckFailure
+		return workitems.CheckFailure
 	case "neutral", "skipped":
-		return CheckNeutral
+		return workitems.CheckNeutral
 	case "cancelled":
-		return CheckCancelled
+		return workitems.CheckCancelled
 	case "action_required":
-		return CheckActionRequired
+		return workitems.CheckActionRequired
 	case "stale":
-		return CheckStale
+		return workitems.CheckStale
 	case "startup_failure":
-		return CheckInfraError
+		return workitems.CheckInfraError
 	}
-	return CheckUnknown
+	return workitems.CheckUnknown
 }
 
 // GitHubStatusState normalises a GitHub commit status ("error" is the CI system's own failure).
-func GitHubStatusState(s string) CheckState {
+func GitHubStatusState(s string) workitems.CheckState {
 	switch s {
 	case "success":
-		return CheckSuccess
+		return workitems.CheckSuccess
 	case "failure":
-		return CheckFailure
+		return workitems.CheckFailure
 	case "error":
-		return CheckInfraError
+		return workitems.CheckInfraError
 	case "pending":
-		return CheckPending
+		return workitems.CheckPending
 	}
-	return CheckUnknown
+	return workitems.CheckUnknown
 }

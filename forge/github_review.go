@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"outerloop/workitems"
 
 	"github.com/google/go-github/v89/github"
 )
@@ -30,7 +31,7 @@ func (g *gitHub) PullRequest(ctx context.Context, repo string, number int) (*Pul
 		return nil, err
 	}
 	out := g.pull(p)
-	if out.State == PRClosed {
+	if out.State == workitems.PRClosed {
 		// Who closed it is the issue's closed_by: the pull request's own object does not say.
 		var is *github.Issue
 		if err := g.do(ctx, op, repo, func() (resp *github.Response, err error) {

@@ -42,7 +42,7 @@ func TestGitHubPullRequestReadsOneByNumber(t *testing.T) {
 	// A secondary rate limit is waited out, as for every call.
 	e.fake.faults = []string{"secondary"}
 	pr, err := e.f.PullRequest(bg, ghRepo, 1)
-	if err != nil || pr.State != PROpen || pr.Body != "body" || pr.MergeCommitSHA != "" || fmt.Sprint(pr.Labels) != "[outerloop]" {
+	if err != nil || pr.State != workitems.PROpen || pr.Body != "body" || pr.MergeCommitSHA != "" || fmt.Sprint(pr.Labels) != "[outerloop]" {
 		t.Fatalf("open: %+v, %v (an open PR's test merge commit is not a merge)", pr, err)
 	}
 	if len(e.clock.Waits()) != 1 {
@@ -52,10 +52,10 @@ func TestGitHubPullRequestReadsOneByNumber(t *testing.T) {
 		t.Fatalf("an open pull request was merged or closed by nobody: %+v (and its issue is not read)", pr)
 	}
 	// Who closed it comes from the issue (GitHub's pull request object does not say).
-	if pr, err := e.f.PullRequest(bg, ghRepo, 2); err != nil || pr.State != PRClosed || pr.ClosedAt.IsZero() || pr.ClosedBy != fakeCloser || pr.MergedBy != "" {
+	if pr, err := e.f.PullRequest(bg, ghRepo, 2); err != nil || pr.State != workitems.PRClosed || pr.ClosedAt.IsZero() || pr.ClosedBy != fakeCloser || pr.MergedBy != "" {
 		t.Fatalf("declined: %+v, %v", pr, err)
 	}
-	if pr, err := e.f.PullRequest(bg, ghRepo, 3); err != nil || pr.State != PRMerged || pr.MergeCommitSHA != strings.Repeat("e", 40) ||
+	if pr, err := e.f.PullRequest(bg, ghRepo, 3); err != nil || pr.State != workitems.PRMerged || pr.MergeCommitSHA != strings.Repeat("e", 40) ||
 		pr.HeadSHA != strings.Repeat("d", 40) || pr.MergedBy != "ana" || pr.ClosedBy != "" {
 		t.Fatalf("merged: %+v, %v", pr, err)
 	}

@@ -124,7 +124,7 @@ func TestGitHubDeliversAPullRequestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr.Number != 1 || pr.State != PROpen || !pr.Draft || pr.HeadSHA != sha1 || pr.MergeCommitSHA != "" ||
+	if pr.Number != 1 || pr.State != workitems.PROpen || !pr.Draft || pr.HeadSHA != sha1 || pr.MergeCommitSHA != "" ||
 		pr.URL != "https://github.com/acme/payments/pull/1" {
 		t.Fatalf("created %+v (an open PR's test merge commit is not a merge)", pr)
 	}
@@ -195,7 +195,7 @@ func TestGitHubDeliversAPullRequestEndToEnd(t *testing.T) {
 	}
 	e.fake.closePull(pr2.Number)
 	found, err = e.f.PullRequestsFor(bg, ghRepo, "outerloop/lint")
-	if err != nil || found.Open != nil || found.LastClosed == nil || found.LastClosed.State != PRClosed || found.LastClosed.HeadSHA == "" {
+	if err != nil || found.Open != nil || found.LastClosed == nil || found.LastClosed.State != workitems.PRClosed || found.LastClosed.HeadSHA == "" {
 		t.Fatalf("declined: %+v %+v, %v", found.Open, found.LastClosed, err)
 	}
 
@@ -231,15 +231,15 @@ func TestGitHubChecksAreTheLatestPerNameForTheSHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]CheckState{}
+	got := map[string]workitems.CheckState{}
 	for _, c := range checks {
 		if c.SHA != shaA || c.URL == "" || c.Summary == "" {
 			t.Errorf("check %+v lacks its SHA, URL or summary", c)
 		}
 		got[c.Name] = c.State
 	}
-	want := map[string]CheckState{"build": CheckSuccess, "test": CheckPending, "deploy": CheckActionRequired,
-		"e2e": CheckInfraError, "flaky": CheckCancelled, "docs": CheckNeutral, "jenkins": CheckSuccess, "gitlab": CheckInfraError}
+	want := map[string]workitems.CheckState{"build": workitems.CheckSuccess, "test": workitems.CheckPending, "deploy": workitems.CheckActionRequired,
+		"e2e": workitems.CheckInfraError, "flaky": workitems.CheckCancelled, "docs": workitems.CheckNeutral, "jenkins": workitems.CheckSuccess, "gitlab": workitems.CheckInfraError}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("states\n got %v\nwant %v", got, want)
 	}

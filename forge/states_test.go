@@ -16,14 +16,14 @@ func TestCheckRunStates(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		status, conclusion string
-		want               CheckState
+		want               workitems.CheckState
 	}{
-		{"queued", "", CheckPending}, {"in_progress", "", CheckPending}, {"waiting", "", CheckPending},
-		{"requested", "", CheckPending}, {"pending", "", CheckPending},
-		{"completed", "success", CheckSuccess}, {"completed", "failure", CheckFailure}, {"completed", "timed_out", CheckFailure},
-		{"completed", "neutral", CheckNeutral}, {"completed", "skipped", CheckNeutral}, {"completed", "cancelled", CheckCancelled},
-		{"completed", "action_required", CheckActionRequired}, {"completed", "stale", CheckStale},
-		{"completed", "startup_failure", CheckInfraError}, {"completed", "weird", CheckUnknown}, {"odd", "", CheckUnknown},
+		{"queued", "", workitems.CheckPending}, {"in_progress", "", workitems.CheckPending}, {"waiting", "", workitems.CheckPending},
+		{"requested", "", workitems.CheckPending}, {"pending", "", workitems.CheckPending},
+		{"completed", "success", workitems.CheckSuccess}, {"completed", "failure", workitems.CheckFailure}, {"completed", "timed_out", workitems.CheckFailure},
+		{"completed", "neutral", workitems.CheckNeutral}, {"completed", "skipped", workitems.CheckNeutral}, {"completed", "cancelled", workitems.CheckCancelled},
+		{"completed", "action_required", workitems.CheckActionRequired}, {"completed", "stale", workitems.CheckStale},
+		{"completed", "startup_failure", workitems.CheckInfraError}, {"completed", "weird", workitems.CheckUnknown}, {"odd", "", workitems.CheckUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.status+" "+c.conclusion+" is "+string(c.want), func(t *testing.T) {
@@ -37,37 +37,20 @@ func TestCheckRunStates(t *testing.T) {
 
 func TestCommitStatusStates(t *testing.T) {
 	t.Parallel()
-	gh := map[string]CheckState{"success": CheckSuccess, "failure": CheckFailure, "error": CheckInfraError,
-		"pending": CheckPending, "odd": CheckUnknown}
+	gh := map[string]workitems.CheckState{"success": workitems.CheckSuccess, "failure": workitems.CheckFailure, "error": workitems.CheckInfraError,
+		"pending": workitems.CheckPending, "odd": workitems.CheckUnknown}
 	for in, want := range gh {
 		if got := GitHubStatusState(in); got != want {
 			t.Errorf("github status %s: %s, want %s", in, got, want)
 		}
 	}
-	gt := map[gsdk.StatusState]CheckState{gsdk.StatusSuccess: CheckSuccess, gsdk.StatusFailure: CheckFailure,
-		gsdk.StatusWarning: CheckFailure, gsdk.StatusError: CheckInfraError, gsdk.StatusPending: CheckPending,
-		"skipped": CheckNeutral, "odd": CheckUnknown}
+	gt := map[gsdk.StatusState]workitems.CheckState{gsdk.StatusSuccess: workitems.CheckSuccess, gsdk.StatusFailure: workitems.CheckFailure,
+		gsdk.StatusWarning: workitems.CheckFailure, gsdk.StatusError: workitems.CheckInfraError, gsdk.StatusPending: workitems.CheckPending,
+		"skipped": workitems.CheckNeutral, "odd": workitems.CheckUnknown}
 	for in, want := range gt {
 		if got := GiteaStatusState(string(in)); got != want {
 			t.Errorf("gitea status %s: %s, want %s", in, got, want)
 		}
-	}
-}
-
-func TestFinalStates(t *testing.T) {
-	t.Parallel()
-	var final []CheckState
-	for _, s := range AllCheckStates() {
-		if s.Final() {
-			final = append(final, s)
-		}
-	}
-	want := []CheckState{CheckSuccess, CheckFailure, CheckInfraError, CheckCancelled, CheckNeutral, CheckActionRequired}
-	if !slices.Equal(final, want) || CheckState("").Final() {
-		t.Fatalf("final states %v, want %v", final, want)
-	}
-	if fmt.Sprint(AllPullRequestStates()) != "[open closed merged]" {
-		t.Fatal(AllPullRequestStates())
 	}
 }
 

@@ -1,9 +1,8 @@
 package hooks
 
 import (
+	"outerloop/workitems"
 	"time"
-
-	"outerloop/forge"
 )
 
 // Kind is what an Event reports.
@@ -67,10 +66,10 @@ type Event struct {
 
 // Check is a commit status or check run that reached a state.
 type Check struct {
-	Name    string           `json:"name"`
-	State   forge.CheckState `json:"state"`
-	URL     string           `json:"url,omitempty"`
-	Summary string           `json:"summary,omitempty"` // one line, at most 200 characters
+	Name    string               `json:"name"`
+	State   workitems.CheckState `json:"state"`
+	URL     string               `json:"url,omitempty"`
+	Summary string               `json:"summary,omitempty"` // one line, at most 200 characters
 }
 
 // The review states (the same words as forge's review states).
@@ -110,17 +109,12 @@ const (
 	PRSynchronized PRAction = "synchronized" // its head branch got new commits
 )
 
-// AllPRActions lists every pull request action.
-func AllPRActions() []PRAction {
-	return []PRAction{PROpened, PRClosed, PRMerged, PRReopened, PRSynchronized}
-}
-
 // PullRequest is a pull request's change of state. Event.SHA is its head commit and
 // Event.Branch its head branch.
 type PullRequest struct {
-	Action PRAction               `json:"action"`
-	State  forge.PullRequestState `json:"state"`
-	Title  string                 `json:"title,omitempty"`
+	Action PRAction          `json:"action"`
+	State  workitems.PRState `json:"state"`
+	Title  string            `json:"title,omitempty"`
 	// MergedBy is who merged it (merged only).
 	MergedBy string `json:"merged_by,omitempty"`
 	// MergeCommitSHA is the merge commit (merged only, when the forge says).

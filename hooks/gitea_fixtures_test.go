@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	"outerloop/forge"
 	"outerloop/hooks"
+	"outerloop/workitems"
 )
 
 // Gitea payloads in Gitea 1.27's shapes (modules/structs/hook.go), for what the real-Gitea test
@@ -23,10 +23,10 @@ func TestGiteaPayloadsBecomeEvents(t *testing.T) {
 		want              hooks.Event
 	}{
 		{"AWarningStatusIsAFailedCheck", "status", "status.json", nil, hooks.Event{Kind: hooks.KindCheck, Sender: "ci-bot", SHA: sha,
-			Check: &hooks.Check{Name: "ci/test", State: forge.CheckFailure, URL: "http://ci.example.com/run/7", Summary: "2 tests failed"}}},
+			Check: &hooks.Check{Name: "ci/test", State: workitems.CheckFailure, URL: "http://ci.example.com/run/7", Summary: "2 tests failed"}}},
 		{"ASkippedStatusIsNeutral", "status", "status.json", []string{`"state": "warning"`, `"state": "skipped"`}, hooks.Event{
 			Kind: hooks.KindCheck, Sender: "ci-bot", SHA: sha,
-			Check: &hooks.Check{Name: "ci/test", State: forge.CheckNeutral, URL: "http://ci.example.com/run/7", Summary: "2 tests failed"}}},
+			Check: &hooks.Check{Name: "ci/test", State: workitems.CheckNeutral, URL: "http://ci.example.com/run/7", Summary: "2 tests failed"}}},
 		{"AnApprovalIsAReview", "pull_request_review_approved", "pull_request_review_approved.json", nil, review("approved")},
 		{"ARejectionIsChangesRequested", "pull_request_review_rejected", "pull_request_review_approved.json",
 			[]string{`"type": "pull_request_review_approved"`, `"type": "pull_request_review_rejected"`}, review("changes_requested")},
@@ -48,10 +48,10 @@ func TestGiteaPayloadsBecomeEvents(t *testing.T) {
 			hooks.Event{Kind: hooks.KindLabeled, Sender: "maintainer", Number: 8, Labeled: &hooks.Labeled{Labels: []string{"urgent"},
 				User: "maintainer", Title: "Flaky test in payments", Body: "It fails one run in ten."}}},
 		{"AFinishedActionsJobIsACheck", "workflow_job", "workflow_job.json", nil, hooks.Event{Kind: hooks.KindCheck,
-			Sender: "outerloop", SHA: sha, Branch: "outerloop/deps-bump", Check: &hooks.Check{Name: "test", State: forge.CheckFailure,
+			Sender: "outerloop", SHA: sha, Branch: "outerloop/deps-bump", Check: &hooks.Check{Name: "test", State: workitems.CheckFailure,
 				URL: "http://gitea.example.com/acme/payments/actions/runs/12/jobs/0"}}},
 		{"AFinishedActionsRunIsACheckNamedByItsWorkflow", "workflow_run", "workflow_run.json", nil, hooks.Event{Kind: hooks.KindCheck,
-			Sender: "outerloop", SHA: sha, Branch: "outerloop/deps-bump", Check: &hooks.Check{Name: "ci", State: forge.CheckSuccess,
+			Sender: "outerloop", SHA: sha, Branch: "outerloop/deps-bump", Check: &hooks.Check{Name: "ci", State: workitems.CheckSuccess,
 				URL: "http://gitea.example.com/acme/payments/actions/runs/12"}}},
 	}
 	for _, c := range cases {

@@ -239,7 +239,7 @@ func TestGiteaDeliveriesBecomeEvents(t *testing.T) {
 		if e.SHA != main || e.Repo != g.repo.Slug || e.Forge != "tea" || e.DeliveryID == "" || e.Sender != g.srv.Admin {
 			t.Fatalf("event %+v", e)
 		}
-		want := hooks.Check{Name: "ci/test", State: forge.CheckFailure, URL: "http://ci.example/run/1", Summary: "2 tests failed"}
+		want := hooks.Check{Name: "ci/test", State: workitems.CheckFailure, URL: "http://ci.example/run/1", Summary: "2 tests failed"}
 		if *e.Check != want {
 			t.Fatalf("check %+v, want %+v", *e.Check, want)
 		}
@@ -250,7 +250,7 @@ func TestGiteaDeliveriesBecomeEvents(t *testing.T) {
 		e := g.next(t, "pull_request opened", func(e hooks.Event) bool {
 			return e.Kind == hooks.KindPullRequest && e.PullRequest.Action == hooks.PROpened
 		})
-		if e.Number != number || !e.IsPR || e.SHA != head || e.Branch != "feature" || e.PullRequest.State != forge.PROpen {
+		if e.Number != number || !e.IsPR || e.SHA != head || e.Branch != "feature" || e.PullRequest.State != workitems.PROpen {
 			t.Fatalf("event %+v %+v", e, *e.PullRequest)
 		}
 	})
@@ -314,7 +314,7 @@ func TestGiteaDeliveriesBecomeEvents(t *testing.T) {
 		e := g.next(t, "pull_request closed", func(e hooks.Event) bool {
 			return e.Kind == hooks.KindPullRequest && e.PullRequest.Action == hooks.PRClosed
 		})
-		if e.Number != number || e.PullRequest.State != forge.PRClosed || e.SHA != head || e.Sender != g.srv.Admin {
+		if e.Number != number || e.PullRequest.State != workitems.PRClosed || e.SHA != head || e.Sender != g.srv.Admin {
 			t.Fatalf("event %+v %+v", e, *e.PullRequest)
 		}
 	})
@@ -325,7 +325,7 @@ func TestGiteaDeliveriesBecomeEvents(t *testing.T) {
 		e := g.next(t, "pull_request reopened", func(e hooks.Event) bool {
 			return e.Kind == hooks.KindPullRequest && e.PullRequest.Action == hooks.PRReopened
 		})
-		if e.Number != number || e.PullRequest.State != forge.PROpen {
+		if e.Number != number || e.PullRequest.State != workitems.PROpen {
 			t.Fatalf("event %+v %+v", e, *e.PullRequest)
 		}
 	})
@@ -362,7 +362,7 @@ func TestGiteaDeliveriesBecomeEvents(t *testing.T) {
 		e := g.next(t, "pull_request merged", func(e hooks.Event) bool {
 			return e.Kind == hooks.KindPullRequest && e.PullRequest.Action == hooks.PRMerged
 		})
-		if e.Number != number || e.PullRequest.State != forge.PRMerged || e.PullRequest.MergedBy != g.srv.Admin ||
+		if e.Number != number || e.PullRequest.State != workitems.PRMerged || e.PullRequest.MergedBy != g.srv.Admin ||
 			e.PullRequest.MergeCommitSHA == "" || e.SHA != head {
 			t.Fatalf("event %+v %+v", e, *e.PullRequest)
 		}
@@ -388,7 +388,7 @@ func TestGiteaDeliveriesSignedWithAnotherSecretAreRefused(t *testing.T) {
 		}
 	}
 	e := g.next(t, "check", func(e hooks.Event) bool { return e.Kind == hooks.KindCheck })
-	if e.Check.Name != "ci/lint" || e.Check.State != forge.CheckSuccess {
+	if e.Check.Name != "ci/lint" || e.Check.State != workitems.CheckSuccess {
 		t.Fatalf("event %+v", e)
 	}
 	// Both deliveries have arrived: exactly one reached the sink.
@@ -466,7 +466,7 @@ func TestGiteaCheckStatesAreForgesStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	polled := map[string]forge.CheckState{}
+	polled := map[string]workitems.CheckState{}
 	for _, c := range checks {
 		polled[c.Name] = c.State
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"outerloop/forge"
+	"outerloop/workitems"
 )
 
 // The parts of GitHub's (and Gitea's, which copies their shape) webhook payloads that are read.
@@ -211,12 +212,12 @@ func pullFields(e *Event, p *ghPull) {
 
 // pullRequest builds the pull_request part; the state follows the action.
 func pullRequest(a PRAction, p *ghPull) *PullRequest {
-	pr := &PullRequest{Action: a, State: forge.PROpen, Title: p.Title}
+	pr := &PullRequest{Action: a, State: workitems.PROpen, Title: p.Title}
 	switch a {
 	case PRClosed:
-		pr.State = forge.PRClosed
+		pr.State = workitems.PRClosed
 	case PRMerged:
-		pr.State = forge.PRMerged
+		pr.State = workitems.PRMerged
 		if p.MergedBy != nil {
 			pr.MergedBy = p.MergedBy.Login
 		}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/forge"
 	"outerloop/hooks"
+	"outerloop/workitems"
 )
 
 const (
@@ -30,11 +30,11 @@ func edit(t *testing.T, b []byte, pairs ...string) []byte {
 
 func TestGitHubPayloadsBecomeEvents(t *testing.T) {
 	t.Parallel()
-	pr := func(a hooks.PRAction, s forge.PullRequestState) hooks.Event {
+	pr := func(a hooks.PRAction, s workitems.PRState) hooks.Event {
 		return hooks.Event{Kind: hooks.KindPullRequest, Sender: "maintainer", Number: 2, IsPR: true, SHA: ghHead,
 			Branch: "outerloop/deps-bump", PullRequest: &hooks.PullRequest{Action: a, State: s, Title: "Bump the dependencies"}}
 	}
-	merged := pr(hooks.PRMerged, forge.PRMerged)
+	merged := pr(hooks.PRMerged, workitems.PRMerged)
 	merged.PullRequest.MergedBy, merged.PullRequest.MergeCommitSHA = "maintainer", "3f9c2d1a6b6a7e0c1d2e3f405162738495a6b7c8"
 	cases := []struct {
 		name, event, file string
@@ -43,14 +43,14 @@ func TestGitHubPayloadsBecomeEvents(t *testing.T) {
 	}{
 		{"AFailedCommitStatusIsAFailedCheck", "status", "status.json", nil, hooks.Event{Kind: hooks.KindCheck, Sender: "ci-bot",
 			SHA: "6113728f27ae82c7b1a177c8d03f9e96e0adf246", Branch: "outerloop/deps-bump",
-			Check: &hooks.Check{Name: "ci/build", State: forge.CheckFailure, URL: "https://ci.example.com/build/42",
+			Check: &hooks.Check{Name: "ci/build", State: workitems.CheckFailure, URL: "https://ci.example.com/build/42",
 				Summary: "Build failed: 3 tests failed"}}},
 		{"AnErroredCommitStatusIsAnInfraError", "status", "status.json", []string{`"state": "failure"`, `"state": "error"`}, hooks.Event{
 			Kind: hooks.KindCheck, Sender: "ci-bot", SHA: "6113728f27ae82c7b1a177c8d03f9e96e0adf246", Branch: "outerloop/deps-bump",
-			Check: &hooks.Check{Name: "ci/build", State: forge.CheckInfraError, URL: "https://ci.example.com/build/42",
+			Check: &hooks.Check{Name: "ci/build", State: workitems.CheckInfraError, URL: "https://ci.example.com/build/42",
 				Summary: "Build failed: 3 tests failed"}}},
 		{"ACompletedCheckRunIsACheck", "check_run", "check_run.json", nil, hooks.Event{Kind: hooks.KindCheck, Sender: "octo-ci[bot]",
-			SHA: ghHead, Branch: "outerloop/deps-bump", Check: &hooks.Check{Name: "test", State: forge.CheckSuccess,
+			SHA: ghHead, Branch: "outerloop/deps-bump", Check: &hooks.Check{Name: "test", State: workitems.CheckSuccess,
 				URL: "https://github.com/octo-org/octo-repo/runs/128620228", Summary: "412 passed"}}},
 		{"AnApprovalIsAReview", "pull_request_review", "pull_request_review.json", nil, hooks.Event{Kind: hooks.KindReview,
 			Sender: "reviewer", Number: 2, IsPR: true, SHA: ghHead, Branch: "outerloop/deps-bump",
@@ -78,13 +78,13 @@ func TestGitHubPayloadsBecomeEvents(t *testing.T) {
 				URL: "https://github.com/octo-org/octo-repo/issues/7#issuecomment-492700401"}}},
 		{"AMergedPullRequestIsMerged", "pull_request", "pull_request_closed.json", nil, merged},
 		{"AClosedUnmergedPullRequestIsClosed", "pull_request", "pull_request_closed.json",
-			[]string{`"merged": true`, `"merged": false`}, pr(hooks.PRClosed, forge.PRClosed)},
+			[]string{`"merged": true`, `"merged": false`}, pr(hooks.PRClosed, workitems.PRClosed)},
 		{"AReopenedPullRequestIsOpen", "pull_request", "pull_request_closed.json",
-			[]string{`"action": "closed"`, `"action": "reopened"`, `"merged": true`, `"merged": false`}, pr(hooks.PRReopened, forge.PROpen)},
+			[]string{`"action": "closed"`, `"action": "reopened"`, `"merged": true`, `"merged": false`}, pr(hooks.PRReopened, workitems.PROpen)},
 		{"ASynchronizedPullRequestIsOpen", "pull_request", "pull_request_closed.json",
-			[]string{`"action": "closed"`, `"action": "synchronize"`, `"merged": true`, `"merged": false`}, pr(hooks.PRSynchronized, forge.PROpen)},
+			[]string{`"action": "closed"`, `"action": "synchronize"`, `"merged": true`, `"merged": false`}, pr(hooks.PRSynchronized, workitems.PROpen)},
 		{"AnOpenedPullRequestIsOpen", "pull_request", "pull_request_closed.json",
-			[]string{`"action": "closed"`, `"action": "opened"`, `"merged": true`, `"merged": false`}, pr(hooks.PROpened, forge.PROpen)},
+			[]string{`"action": "closed"`, `"action": "opened"`, `"merged": true`, `"merged": false`}, pr(hooks.PROpened, workitems.PROpen)},
 		{"ALabeledPullRequestIsLabeled", "pull_request", "pull_request_labeled.json", nil, hooks.Event{Kind: hooks.KindLabeled,
 			Sender: "maintainer", Number: 2, IsPR: true, SHA: ghHead, Branch: "outerloop/deps-bump",
 			Labeled: &hooks.Labeled{Labels: []string{"automerge"}, User: "maintainer", Title: "Bump the dependencies",
@@ -120,11 +120,11 @@ func TestGitHubPayloadsBecomeEvents(t *testing.T) {
 
 func TestGitHubCheckRunConclusionsMapAsForgeMapsThem(t *testing.T) {
 	t.Parallel()
-	for conclusion, want := range map[string]forge.CheckState{
-		"success": forge.CheckSuccess, "failure": forge.CheckFailure, "timed_out": forge.CheckFailure,
-		"neutral": forge.CheckNeutral, "skipped": forge.CheckNeutral, "cancelled": forge.CheckCancelled,
-		"action_required": forge.CheckActionRequired, "stale": forge.CheckStale, "startup_failure": forge.CheckInfraError,
-		"something_new": forge.CheckUnknown,
+	for conclusion, want := range map[string]workitems.CheckState{
+		"success": workitems.CheckSuccess, "failure": workitems.CheckFailure, "timed_out": workitems.CheckFailure,
+		"neutral": workitems.CheckNeutral, "skipped": workitems.CheckNeutral, "cancelled": workitems.CheckCancelled,
+		"action_required": workitems.CheckActionRequired, "stale": workitems.CheckStale, "startup_failure": workitems.CheckInfraError,
+		"something_new": workitems.CheckUnknown,
 	} {
 		t.Run(conclusion, func(t *testing.T) {
 			t.Parallel()

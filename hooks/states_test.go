@@ -53,7 +53,7 @@ func TestGitHubCheckStatesAreForgesStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	polled := map[string]forge.CheckState{}
+	polled := map[string]workitems.CheckState{}
 	for _, c := range checks {
 		polled[c.Name] = c.State
 	}
@@ -73,7 +73,7 @@ func TestGitHubCheckStatesAreForgesStates(t *testing.T) {
 }
 
 // compareStates checks that every webhook check has the state forge polled for its name.
-func compareStates(t *testing.T, events []hooks.Event, polled map[string]forge.CheckState, want int) {
+func compareStates(t *testing.T, events []hooks.Event, polled map[string]workitems.CheckState, want int) {
 	t.Helper()
 	if len(events) != want || len(polled) != want {
 		t.Fatalf("%d webhook checks and %d polled, want %d of each", len(events), len(polled), want)

@@ -330,18 +330,6 @@ func teeTail(t *Tail, w io.Writer) io.Writer {
 	return io.MultiWriter(w, t)
 }
 
-// KillGroup sends SIGKILL to the process group led by p.
-func KillGroup(p *os.Process) error {
-	if p == nil {
-		return nil
-	}
-	err := syscall.Kill(-p.Pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
-}
-
 // Tail is an io.Writer keeping the last Max bytes written.
 type Tail struct {
 	Max  int

@@ -35,12 +35,6 @@ const (
 	NetworkHost       = workitems.NetworkHost
 )
 
-// Modes lists the sandbox modes.
-func Modes() []Mode { return workitems.SandboxModes() }
-
-// Networks lists the network settings.
-func Networks() []Network { return workitems.SandboxNetworks() }
-
 // ErrSandboxUnavailable is returned when the sandbox is required but cannot start.
 var ErrSandboxUnavailable = errors.New("sandbox unavailable")
 

@@ -218,7 +218,7 @@ func (p *Publisher) dedupe(ctx context.Context, pub delivery.Publication, tg *ta
 		}
 		return delivery.Published{}, false
 	}
-	if last := prs.LastClosed; last != nil && last.State == forge.PRClosed {
+	if last := prs.LastClosed; last != nil && last.State == workitems.PRClosed {
 		item, tree := MarkedTree(last.Body)
 		if tree == del.Tree {
 			del.Outcome, del.PR = workitems.DeliveryDeclined, prRef(last)
@@ -355,7 +355,7 @@ func prBody(pub delivery.Publication, commit string) string {
 }
 
 func prRef(pr *forge.PullRequest) *workitems.PullRequest {
-	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: workitems.PRState(pr.State)}
+	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: pr.State}
 }
 
 // repoDir is the repository the publication's commit is in: the worker's own git directory

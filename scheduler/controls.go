@@ -22,11 +22,6 @@ const (
 	ControlRerun  ControlAction = "rerun"
 )
 
-// AllControlActions lists every template control.
-func AllControlActions() []ControlAction {
-	return []ControlAction{ControlPause, ControlResume, ControlRunNow, ControlRerun}
-}
-
 // ControlRecord is one entry of a template's control log: who did what, when. For run now and
 // re-run, Item is the item created (and RerunOf the item re-run). The item's own origin and
 // created event are its authoritative record; the log is the template's view of them.

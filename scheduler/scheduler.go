@@ -72,12 +72,6 @@ const (
 	TickError           TickOutcome = "error"
 )
 
-// AllTickOutcomes lists every tick outcome.
-func AllTickOutcomes() []TickOutcome {
-	return []TickOutcome{TickCreated, TickExists, TickSkippedMaxOpen, TickSkippedDailyCap, TickSkippedPaused, TickCaughtUp,
-		TickMisfireDropped, TickError}
-}
-
 // TickResult says what one tick of one template did.
 type TickResult struct {
 	Template string

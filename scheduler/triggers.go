@@ -160,7 +160,7 @@ func (m *matcher) match(ctx context.Context, tm *workitems.Template, tr workitem
 	switch tr.Event {
 	case workitems.TriggerCheckFailed:
 		c := e.Check
-		if e.Kind != hooks.KindCheck || c == nil || c.State != forge.CheckFailure || e.SHA == "" ||
+		if e.Kind != hooks.KindCheck || c == nil || c.State != workitems.CheckFailure || e.SHA == "" ||
 			(len(tr.Checks) > 0 && !slices.Contains(tr.Checks, c.Name)) {
 			return Request{}, false, nil
 		}

@@ -90,7 +90,7 @@ func (f *trigFixture) items(t *testing.T, template string) []*workitems.Item {
 func failing(sha, branch, check string) hooks.Event {
 	return hooks.Event{Kind: hooks.KindCheck, Forge: "gitea", DeliveryID: "d-" + check + "-" + sha[:4], Repo: "acme/payments",
 		Sender: "ci-bot", SHA: sha, Branch: branch,
-		Check: &hooks.Check{Name: check, State: forge.CheckFailure, URL: "https://ci.example.com/run/7", Summary: "3 tests failed"}}
+		Check: &hooks.Check{Name: check, State: workitems.CheckFailure, URL: "https://ci.example.com/run/7", Summary: "3 tests failed"}}
 }
 
 func labeled(number int, labels ...string) hooks.Event {
@@ -186,9 +186,9 @@ func TestTriggers(t *testing.T) {
 		otherForge := failing(sha1, "main", "ci/test")
 		otherForge.Forge = "other"
 		infra := failing(sha1, "main", "ci/test")
-		infra.Check.State = forge.CheckInfraError
+		infra.Check.State = workitems.CheckInfraError
 		green := failing(sha1, "main", "ci/test")
-		green.Check.State = forge.CheckSuccess
+		green.Check.State = workitems.CheckSuccess
 		noSHA := failing(sha1, "main", "ci/test")
 		noSHA.SHA = ""
 		for name, e := range map[string]hooks.Event{

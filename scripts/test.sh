@@ -9,7 +9,9 @@
 #   - Chromium (Debian's chromium) for the console's browser test,
 #   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
 #   - a Gitea server binary (built once from the Go module proxy into .cache/gitea) for the
-#     forge and delivery tests, which start it on a free port (internal/giteatest).
+#     forge and delivery tests, which start it on a free port (internal/giteatest),
+#   - deadcode (golang.org/x/tools, pinned in go.mod's tool directive) for scripts/deadcode.sh:
+#     no function is left that neither a main nor a test reaches, but those allowed by name.
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestDemo ./cmd/...).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,6 +65,8 @@ eval "$(scripts/setup-gitea.sh)"
 
 echo "test.sh: go vet" >&2
 go vet ./...
+echo "test.sh: deadcode" >&2
+scripts/deadcode.sh
 echo "test.sh: promtool check rules + test rules" >&2
 promtool check rules dashboards/alerts.yml
 promtool test rules dashboards/alerts_test.yml

@@ -7,26 +7,25 @@ import (
 	"slices"
 	"time"
 
-	"outerloop/forge"
 	"outerloop/internal/shorten"
 	"outerloop/workitems"
 )
 
-// CIState is a CI check's state, normalised across providers: the forge package's vocabulary,
-// so evidence from a forge and from the webhook reads the same.
-type CIState = forge.CheckState
+// CIState is a CI check's state, normalised across providers: workitems.CheckState,
+// the vocabulary package forge reads checks into, so evidence from a forge and from the webhook reads the same.
+type CIState = workitems.CheckState
 
 // The CI states.
 const (
-	CIPending        = forge.CheckPending
-	CISuccess        = forge.CheckSuccess
-	CIFailure        = forge.CheckFailure
-	CIInfraError     = forge.CheckInfraError
-	CICancelled      = forge.CheckCancelled
-	CINeutral        = forge.CheckNeutral
-	CIActionRequired = forge.CheckActionRequired
-	CIStale          = forge.CheckStale
-	CIUnknown        = forge.CheckUnknown
+	CIPending        = workitems.CheckPending
+	CISuccess        = workitems.CheckSuccess
+	CIFailure        = workitems.CheckFailure
+	CIInfraError     = workitems.CheckInfraError
+	CICancelled      = workitems.CheckCancelled
+	CINeutral        = workitems.CheckNeutral
+	CIActionRequired = workitems.CheckActionRequired
+	CIStale          = workitems.CheckStale
+	CIUnknown        = workitems.CheckUnknown
 )
 
 // CICheck is one check's latest result for a commit.

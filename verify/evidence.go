@@ -24,11 +24,6 @@ const (
 	OutcomeIncomplete TestOutcome = "incomplete"
 )
 
-// AllTestOutcomes lists every test outcome.
-func AllTestOutcomes() []TestOutcome {
-	return []TestOutcome{OutcomePass, OutcomeFail, OutcomeError, OutcomeSkip, OutcomeTimeout, OutcomeIncomplete}
-}
-
 // Bad reports whether the outcome is a failure of some kind.
 func (o TestOutcome) Bad() bool {
 	return o == OutcomeFail || o == OutcomeError || o == OutcomeTimeout || o == OutcomeIncomplete

@@ -70,7 +70,7 @@ func (c *checksOnly) RerunChecks(_ context.Context, _, _ string, names []string)
 func TestForgeCINeedsOnlyChecksAndRerunOfAForge(t *testing.T) {
 	t.Parallel()
 	sha := strings.Repeat("a", 40)
-	f := &checksOnly{checks: []forge.Check{{Name: "build", State: forge.CheckFailure, SHA: sha, URL: "http://ci/1", Summary: "exit 2"}}}
+	f := &checksOnly{checks: []forge.Check{{Name: "build", State: workitems.CheckFailure, SHA: sha, URL: "http://ci/1", Summary: "exit 2"}}}
 	ci := NewForgeCI(f)
 	got, err := ci.Checks(context.Background(), "acme/app", sha)
 	if err != nil || len(got) != 1 || got[0] != (CICheck{Name: "build", State: CIFailure, SHA: sha, URL: "http://ci/1", Details: "exit 2"}) {

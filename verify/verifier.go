@@ -88,9 +88,6 @@ func (v *Verifier) now() time.Time { return v.clock.Now() }
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.logger = l } }
 
-// WithDefaultTimeout sets the done-check timeout used when a template gives none.
-func WithDefaultTimeout(d time.Duration) Option { return func(v *Verifier) { v.defaultTimeout = d } }
-
 // WithRunner sets the runner of done-check commands (sandbox, guard); without one they run
 // unconfined with the scrubbed environment.
 func WithRunner(r *proc.Runner) Option { return func(v *Verifier) { v.runner = r } }
@@ -98,9 +95,6 @@ func WithRunner(r *proc.Runner) Option { return func(v *Verifier) { v.runner = r
 // WithFormats sets the evidence formats the verifier reads (default BuiltinFormats): a done
 // check's format names one of them, and auto asks them in order.
 func WithFormats(fs *Formats) Option { return func(v *Verifier) { v.formats = fs } }
-
-// WithLimits bounds what report parsers keep in memory.
-func WithLimits(l Limits) Option { return func(v *Verifier) { v.limits = l } }
 
 // WithCI sets where CI evidence comes from for templates whose done_check.ci names source: a
 // forge key (ci.forge; config resolves provider github to one) with a ForgeCI, or the provider

@@ -278,18 +278,18 @@ func TestAPullRequestEndedWhileWaitingEndsItsItemOnlyByAWriter(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name  string
-		state forge.PullRequestState
+		state workitems.PRState
 		by    string
 		rule  workitems.RuleName
 		out   workitems.Outcome
 	}{
-		{"closed by a writer ends as declined", forge.PRClosed, "ana", workitems.RulePRClosed, workitems.OutcomeClose},
-		{"merged by an admin closes", forge.PRMerged, "bo", workitems.RulePRMerged, workitems.OutcomeClose},
-		{"closed by a reader escalates", forge.PRClosed, "rex", workitems.RulePREndRefused, workitems.OutcomeEscalate},
-		{"merged by a reader escalates", forge.PRMerged, "rex", workitems.RulePREndRefused, workitems.OutcomeEscalate},
-		{"closed by an account the forge does not know escalates", forge.PRClosed, "ghost", workitems.RulePREndRefused, workitems.OutcomeEscalate},
-		{"closed by an account the forge did not name escalates", forge.PRClosed, "", workitems.RulePREndRefused, workitems.OutcomeEscalate},
-		{"merged by outerloop's own account closes", forge.PRMerged, "outerloop-bot", workitems.RulePRMerged, workitems.OutcomeClose},
+		{"closed by a writer ends as declined", workitems.PRClosed, "ana", workitems.RulePRClosed, workitems.OutcomeClose},
+		{"merged by an admin closes", workitems.PRMerged, "bo", workitems.RulePRMerged, workitems.OutcomeClose},
+		{"closed by a reader escalates", workitems.PRClosed, "rex", workitems.RulePREndRefused, workitems.OutcomeEscalate},
+		{"merged by a reader escalates", workitems.PRMerged, "rex", workitems.RulePREndRefused, workitems.OutcomeEscalate},
+		{"closed by an account the forge does not know escalates", workitems.PRClosed, "ghost", workitems.RulePREndRefused, workitems.OutcomeEscalate},
+		{"closed by an account the forge did not name escalates", workitems.PRClosed, "", workitems.RulePREndRefused, workitems.OutcomeEscalate},
+		{"merged by outerloop's own account closes", workitems.PRMerged, "outerloop-bot", workitems.RulePRMerged, workitems.OutcomeClose},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -131,17 +131,17 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 		}
 		if ev.Delivery != nil && ev.Delivery.PR != nil {
 			pr := *ev.Delivery.PR
-			pr.State = workitems.PRState(ev.PR.State)
+			pr.State = ev.PR.State
 			ev.Delivery.PR = &pr
-			if ev.PR.State == forge.PRMerged {
+			if ev.PR.State == workitems.PRMerged {
 				ev.Delivery.MergeCommit = ev.PR.MergeCommitSHA
 				ev.Delivery.Outcome = workitems.DeliveryMerged
 			}
-			if ev.PR.State == forge.PRClosed {
+			if ev.PR.State == workitems.PRClosed {
 				ev.Delivery.Outcome = workitems.DeliveryDeclined
 			}
 		}
-		if ev.PR.State != forge.PROpen {
+		if ev.PR.State != workitems.PROpen {
 			// Merged or closed by a person with write access: nothing else matters. By anyone
 			// else it is not theirs to end (the policy escalates).
 			if ev.PREndRefused, err = j.endRefused(ctx, f, w.Repo, ev.PR); err != nil {
@@ -178,7 +178,7 @@ func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitem
 // when outerloop's own account or one with write access did it.
 func (j *Judge) endRefused(ctx context.Context, f ReviewForge, repo string, pr *forge.PullRequest) (string, error) {
 	by, did := pr.ClosedBy, "closed"
-	if pr.State == forge.PRMerged {
+	if pr.State == workitems.PRMerged {
 		by, did = pr.MergedBy, "merged"
 	}
 	if by == "" {
@@ -318,7 +318,7 @@ func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workite
 func checkResults(ci *verify.CIEvidence) []workitems.CheckResult {
 	var out []workitems.CheckResult
 	for _, c := range ci.Checks {
-		out = append(out, workitems.CheckResult{Name: c.Name, State: workitems.CheckState(c.State), URL: c.URL, Summary: c.Details})
+		out = append(out, workitems.CheckResult{Name: c.Name, State: c.State, URL: c.URL, Summary: c.Details})
 	}
 	for _, m := range ci.Missing {
 		if !slices.ContainsFunc(out, func(c workitems.CheckResult) bool { return c.Name == m }) {

@@ -22,7 +22,7 @@ type prForge struct {
 	forge.Forge
 	mu       sync.Mutex
 	body     string
-	state    forge.PullRequestState // "": open
+	state    workitems.PRState // "": open
 	mergedBy string
 	closedBy string
 	reviews  []forge.Review
@@ -34,11 +34,11 @@ type prForge struct {
 func (f *prForge) PullRequest(_ context.Context, repo string, n int) (*forge.PullRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	pr := &forge.PullRequest{Number: n, State: cmp.Or(f.state, forge.PROpen), Body: f.body}
+	pr := &forge.PullRequest{Number: n, State: cmp.Or(f.state, workitems.PROpen), Body: f.body}
 	switch pr.State {
-	case forge.PRMerged:
+	case workitems.PRMerged:
 		pr.MergedBy = f.mergedBy
-	case forge.PRClosed:
+	case workitems.PRClosed:
 		pr.ClosedBy = f.closedBy
 	}
 	return pr, nil
@@ -111,11 +111,11 @@ func TestForgeEventsWakeTheItemsTheyAreAbout(t *testing.T) {
 	}
 	sink := &waits.Sink{Store: r.store, Waker: r.wakes}
 	events := []hooks.Event{
-		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-a", Check: &hooks.Check{Name: "test", State: forge.CheckSuccess}},
-		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/other", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: forge.CheckSuccess}},
-		{Kind: hooks.KindCheck, Forge: "gh", Repo: "acme/calc", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: forge.CheckSuccess}},
-		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-unknown", Check: &hooks.Check{Name: "test", State: forge.CheckFailure}},
-		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: forge.CheckPending}},
+		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-a", Check: &hooks.Check{Name: "test", State: workitems.CheckSuccess}},
+		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/other", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: workitems.CheckSuccess}},
+		{Kind: hooks.KindCheck, Forge: "gh", Repo: "acme/calc", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: workitems.CheckSuccess}},
+		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-unknown", Check: &hooks.Check{Name: "test", State: workitems.CheckFailure}},
+		{Kind: hooks.KindCheck, Forge: "tea", Repo: "acme/calc", SHA: "sha-b", Check: &hooks.Check{Name: "test", State: workitems.CheckPending}},
 	}
 	for _, e := range events {
 		if err := sink.Handle(ctx, e); err != nil {

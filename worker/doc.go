@@ -4,7 +4,7 @@
 //
 // # Attempt lifecycle
 //
-// An attempt goes lease → workspace → loop → exit → verify → decision:
+// An attempt goes lease → workspace → loop → exit → verify → delivery and decision:
 //
 //   - lease: AcquireLease takes attempt N with a new fencing epoch; StartAttempt moves the item
 //     to running (or records a resume). The Heartbeat (heartbeat.go, its own component with
@@ -18,8 +18,11 @@
 //     steer input.
 //   - exit: RecordExit stores the loop's explicit exit and spend and moves the item to
 //     verifying; a completed claim past a cap becomes budget_exhausted.
-//   - verify → decision: the verifier runs the done check in the workspace and
-//     RecordDecision closes, retries with a changed condition, or escalates.
+//   - verify → delivery and decision: the verifier runs the done check in the workspace and
+//     decides; the attempt's change is delivered (one commit and its patch, or through a forge a
+//     branch and pull request) and RecordDelivery stores the delivery with the decision in one
+//     transaction: it closes, retries with a changed condition, escalates, or parks the item
+//     waiting on its pull request's CI checks or review (a forge event or the poller wakes it).
 //
 // Every store write is fenced by the epoch, so a worker whose lease was taken over writes no
 // checkpoint, exit, decision or step event (events go through Store.EmitFenced); what it can

@@ -13,5 +13,5 @@ func LimitExceeded(command string, res proc.Result, p proc.Policy) (workitems.Ev
 	}
 	value := p.Limits.Written.Get(res.Limit)
 	return workitems.Event{Type: workitems.EventStep, Message: workitems.LimitExceededMessage(command, res.Limit, value),
-		Data: map[string]string{"kind": EventKindLimitExceeded, "limit": string(res.Limit), "value": value, "command": command}}, true
+		Data: map[string]string{"kind": string(workitems.KindLimitExceeded), "limit": string(res.Limit), "value": value, "command": command}}, true
 }

@@ -21,9 +21,6 @@ const (
 	LiveTailBytes = 4 << 10
 )
 
-// EventKindProgress is the Data["kind"] of a running command's progress event.
-const EventKindProgress = "command_progress"
-
 // LiveTail returns the last LiveTailLines lines of out, at most LiveTailBytes, redacted.
 func LiveTail(out string) string {
 	out = strings.TrimRight(out, "\n")
@@ -44,7 +41,7 @@ func ProgressEvent(what string, data map[string]string, elapsed time.Duration, o
 	if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
 		last = tail[i+1:]
 	}
-	d := map[string]string{"kind": EventKindProgress, "elapsed": elapsed.Round(time.Second).String(), "tail": tail}
+	d := map[string]string{"kind": string(workitems.KindCommandProgress), "elapsed": elapsed.Round(time.Second).String(), "tail": tail}
 	for k, v := range data {
 		d[k] = v
 	}

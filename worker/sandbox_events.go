@@ -12,31 +12,19 @@ import (
 	"outerloop/workitems"
 )
 
-// Step events the sandbox's own doing leaves in an item's log, so that an escalation can say
+// Step events the sandbox's own doing leaves in an item's log (workitems.KindNetworkRefused,
+// workitems.KindLimitExceeded: their Data is documented there), so that an escalation can say
 // when a failure was the sandbox's (a refused connection, a limit) and name the setting that
 // would allow it. Data keys are the same for every command kind.
-const (
-	// EventKindNetworkRefused: the egress proxy refused a connection of a command.
-	// Data: host, port, reason (not_allowed | private_address | resolve_failed | origin_form |
-	// bad_target), command, count (the refused connections it stands for: 1 as one happens;
-	// at the command's end, those counted while it ran), counted ("true" for such a count),
-	// others ("true" for the count of destinations past those counted one by one: host and
-	// port are empty).
-	EventKindNetworkRefused = "network_refused"
-	// EventKindLimitExceeded: a command hit a resource limit and was stopped or refused by it.
-	// Data: limit (memory | processes | cpu_time | file_size), value (the configured limit as
-	// written), command.
-	EventKindLimitExceeded = "limit_exceeded"
-)
 
 // networkRefused returns what records a refused connection of one of the attempt's commands,
-// or a count of them (proc.NetworkRefusal): a step event on the item (EventKindNetworkRefused)
+// or a count of them (proc.NetworkRefusal): a step event on the item (workitems.KindNetworkRefused)
 // and the metric, which counts every refused connection.
 func (h *Handler) networkRefused(template string, events EventSink) func(proc.NetworkRefusal) {
 	return func(nr proc.NetworkRefusal) {
 		n := max(nr.Count, 1)
 		h.o.Observer.NetworkRefused(template, string(nr.Reason), n)
-		data := map[string]string{"kind": EventKindNetworkRefused, "host": nr.Host, "port": strconv.Itoa(nr.Port),
+		data := map[string]string{"kind": string(workitems.KindNetworkRefused), "host": nr.Host, "port": strconv.Itoa(nr.Port),
 			"reason": string(nr.Reason), "command": nr.Command, "count": strconv.Itoa(n)}
 		msg := fmt.Sprintf("sandbox network refused %s:%d (%s%s) to command %q", nr.Host, nr.Port, nr.Reason, refusalHint(nr.Reason), nr.Command)
 		switch {
@@ -74,7 +62,7 @@ func refusedList(evs []workitems.Event, n int) []string {
 	var out []string
 	more := 0
 	for _, e := range evs {
-		if e.Attempt != n || e.Data["kind"] != EventKindNetworkRefused {
+		if e.Attempt != n || e.Data["kind"] != string(workitems.KindNetworkRefused) {
 			continue
 		}
 		s := fmt.Sprintf("%s:%s (%s)", e.Data["host"], e.Data["port"], e.Data["reason"])

@@ -55,10 +55,10 @@ func TestEveryRefusalReportLeavesAnEventWithItsCountAndIsCounted(t *testing.T) {
 	record(proc.NetworkRefusal{Refusal: egress.Refusal{Host: "127.0.0.1", Port: 41234, Reason: egress.ReasonOriginForm}, Command: "curl $HTTP_PROXY/x", Count: 1})
 
 	want := []map[string]string{
-		{"kind": EventKindNetworkRefused, "host": "github.com", "port": "443", "reason": "not_allowed", "command": "go get", "count": "1"},
-		{"kind": EventKindNetworkRefused, "host": "169.254.169.254", "port": "80", "reason": "private_address", "command": "go get", "count": "7", "counted": "true"},
-		{"kind": EventKindNetworkRefused, "host": "", "port": "", "reason": "not_allowed", "command": "go get", "count": "300", "counted": "true", "others": "true"},
-		{"kind": EventKindNetworkRefused, "host": "127.0.0.1", "port": "41234", "reason": "origin_form", "command": "curl $HTTP_PROXY/x", "count": "1"},
+		{"kind": string(workitems.KindNetworkRefused), "host": "github.com", "port": "443", "reason": "not_allowed", "command": "go get", "count": "1"},
+		{"kind": string(workitems.KindNetworkRefused), "host": "169.254.169.254", "port": "80", "reason": "private_address", "command": "go get", "count": "7", "counted": "true"},
+		{"kind": string(workitems.KindNetworkRefused), "host": "", "port": "", "reason": "not_allowed", "command": "go get", "count": "300", "counted": "true", "others": "true"},
+		{"kind": string(workitems.KindNetworkRefused), "host": "127.0.0.1", "port": "41234", "reason": "origin_form", "command": "curl $HTTP_PROXY/x", "count": "1"},
 	}
 	if len(events.evs) != len(want) {
 		t.Fatalf("%d events, want %d: %+v", len(events.evs), len(want), events.evs)

@@ -11,7 +11,8 @@ import (
 // having run (or, for an attempt resumed after its worker died, without going on); a person may
 // cancel, close or retry it (a retry runs under the config then in force). The caller holds the
 // attempt's lease (f), so no execution of it runs meanwhile; the item is queued, waiting to
-// retry, or running (a resumed attempt whose worker died).
+// retry, or running (a resumed attempt whose worker died): OpEscalate's sources, any other state
+// (or another attempt) is refused with a *RefusedError.
 //
 // d is the policy's decision on the change (verify's template_removed / template_incompatible
 // rows); it must escalate.
@@ -20,23 +21,20 @@ func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason Confi
 		return nil, fmt.Errorf("workitems: escalate %s for a config change: the decision is %s, not escalate", f.Item, d.Outcome)
 	}
 	summary := firstNonEmpty(d.Summary, joinReasons(d.Reasons))
-	id, n := f.Item, f.Attempt
-	return s.Update(ctx, id, f, func(it *Item) ([]Event, error) {
-		if it.Attempt != n || (it.State != StateQueued && it.State != StateRetryWait && it.State != StateRunning) {
-			return nil, fmt.Errorf("workitems: item %s: escalate attempt %d for a config change: %w", id, n,
-				&TransitionError{From: it.State, To: StateEscalated})
+	return s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
+		if err := guard(OpEscalate, it, f.Attempt); err != nil {
+			return nil, err
 		}
 		at := s.Now().UTC()
 		d.Actor, d.At, d.Summary = ActorWorkerName, at, summary
-		if a := it.Current(); a != nil {
-			a.State = AttemptDone
-			a.EndedAt = at
-			a.Decision = &d
-		}
+		a := it.Current()
+		a.State = AttemptDone
+		a.EndedAt = at
+		a.Decision = &d
 		it.Decisions = append(it.Decisions, d)
 		it.Escalation = &Escalation{Reason: string(reason), Summary: summary, At: at,
 			Actions: []EscalationAction{SuggestCancel, SuggestRetry, SuggestClose}}
 		return []Event{{Type: EventEscalated, Attempt: it.Attempt, Actor: ActorWorkerName, Message: summary,
-			Data: map[string]string{"reason": string(reason)}}}, it.SetState(StateEscalated)
+			Data: map[string]string{"reason": string(reason)}}}, take(OpEscalate, it, StateEscalated)
 	})
 }

@@ -11,9 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EventDeleted is written to the deployment-wide event log when an item is deleted.
-const EventDeleted EventType = "deleted"
-
 // Delete removes an item that has ended (closed, failed or cancelled) with everything that
 // belongs to it alone — its record, event log, steer queue, and every attempt's lease, epoch,
 // checkpoint, history and patch — and takes it out of the indexes and counts. A template's

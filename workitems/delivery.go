@@ -44,8 +44,8 @@ const (
 // AllPRStates lists every pull request state.
 func AllPRStates() []PRState { return []PRState{PROpen, PRClosed, PRMerged} }
 
-// CheckState is a CI check's state, normalised across forges (the same vocabulary as
-// verify.CIState).
+// CheckState is a CI check's state, normalised across forges (package forge reads each
+// forge's check runs and commit statuses into it; verify.CIState is the same type).
 type CheckState string
 
 // The CI check states.
@@ -53,9 +53,9 @@ const (
 	CheckPending        CheckState = "pending"
 	CheckSuccess        CheckState = "success"
 	CheckFailure        CheckState = "failure"
-	CheckInfraError     CheckState = "infra_error"
+	CheckInfraError     CheckState = "infra_error" // the CI system itself failed
 	CheckCancelled      CheckState = "cancelled"
-	CheckNeutral        CheckState = "neutral"
+	CheckNeutral        CheckState = "neutral" // counts as passing (skipped, neutral)
 	CheckActionRequired CheckState = "action_required"
 	CheckStale          CheckState = "stale"
 	CheckUnknown        CheckState = "unknown"
@@ -65,6 +65,11 @@ const (
 func AllCheckStates() []CheckState {
 	return []CheckState{CheckPending, CheckSuccess, CheckFailure, CheckInfraError, CheckCancelled,
 		CheckNeutral, CheckActionRequired, CheckStale, CheckUnknown}
+}
+
+// Final reports whether s is a result, not something still to wait for.
+func (s CheckState) Final() bool {
+	return s != CheckPending && s != CheckStale && s != CheckUnknown && s != ""
 }
 
 // LabelNeedsHuman is the label an escalated item's pull request gets.
@@ -101,9 +106,6 @@ func AllDeliverySteps() []DeliveryStep {
 		StepRetrying, StepFailed, StepRecorded, StepDedupe, StepBaseMoved, StepPushed, StepPROpened,
 		StepPRUpdated, StepCI, StepMerged, StepNeedsHuman}
 }
-
-// EventDelivery is a step of the delivery flow (Data: step, and what the step knows).
-const EventDelivery EventType = "delivery"
 
 // Delivery is what became of an attempt's change: the local commit and its patch, and — through
 // a forge — the branch, the pushed commit, the pull request, its CI checks and the merge.

@@ -6,20 +6,23 @@
 //
 // Every other package depends inward on this one; it depends on none of them.
 //
-// Item states:
+// Item states, each edge with the store operation (Op) that takes it:
 //
-//	          ┌────────────────────────── cancel / fail ─────────────────────────┐
-//	          │                                                                   ▼
-//	queued ─► running ─► verifying ─► closed                         cancelled | failed
-//	  ▲                     │
-//	  │                     ├─► retry_wait ─► queued
-//	  │                     ▼
-//	  └──── resolve ◄── escalated ─► closed | cancelled      (any open state ─► escalated)
+//	queued ─start─► running ─exit─► verifying ─decide─► closed | retry_wait | escalated | waiting
+//	retry_wait ─mark_queued─► queued
+//	waiting ─wake─► closed | retry_wait | escalated | waiting      (a pull request's CI, review)
+//	waiting ─resolve_retry─► queued                                (/outerloop retry)
+//	escalated ─resolve_close─► closed;  escalated ─resolve_retry─► queued
+//	queued | running | retry_wait ─escalate─► escalated            (the template no longer fits)
+//	any open state ─cancel─► cancelled;  queued | running | verifying | waiting ─fail─► failed
 //
-// The edges are one labelled table (machine, ops.go): each names the store operation that takes
-// it (Op: start, resume, exit, decide, mark_queued, resolve_close, resolve_retry, cancel, fail,
-// escalate). Transition checks an edge; every named store transition takes its legal source
-// states from the same table (Op.Sources) and refuses any other state with a *RefusedError
-// before writing anything. The worker's step events are fenced like its other writes
-// (EmitFenced).
+// A close is delivered before it is recorded (RecordDelivery: one commit and its patch, or a
+// branch and pull request); a pull request to wait for parks the item waiting (decide or wake
+// with outcome wait) until a forge event or the poller wakes it. resume and record_workspace
+// keep the state.
+//
+// The edges are one labelled table (machine, ops.go), tested edge by edge. Transition checks an
+// edge; every named store transition takes its legal source states from the same table
+// (Op.Sources) and refuses any other state with a *RefusedError before writing anything. The
+// worker's step events are fenced like its other writes (EmitFenced).
 package workitems

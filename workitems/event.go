@@ -5,8 +5,9 @@ import "time"
 // EventType names a kind of event in an item's log.
 type EventType string
 
-// The event types the core writes. Inner loops add their own step events (type "step" with
-// a Kind in Data) through the worker's event sink.
+// The event types: every Event.Type any package writes is one of these (AllEventTypes; a test
+// of internal/vocab fails on an EventType constant or literal outside it). Inner loops add
+// their own events as type step (or warning) with an EventKind in Data["kind"].
 const (
 	EventCreated         EventType = "created"
 	EventState           EventType = "state"
@@ -28,7 +29,31 @@ const (
 	EventWorkspaceRestored EventType = "workspace_restored"
 	EventAttemptRestarted  EventType = "attempt_restarted"
 	EventWorkspaceRemoved  EventType = "workspace_removed"
+	// EventWaiting and EventWoken frame a wait on the item's log (Data: kind (a WaitKind), sha,
+	// pr, deadline; woken: by, kind, seq).
+	EventWaiting EventType = "waiting"
+	EventWoken   EventType = "woken"
+	// EventDelivery is a step of the delivery flow (Data: step (a DeliveryStep), and what the
+	// step knows).
+	EventDelivery EventType = "delivery"
+	// EventForgeRefused is a forge event refused on the item (Actor: "forge:user"; Data: refused
+	// (a ForgeRefusal), action, pr (the event's pull request, ForgePR.String)).
+	EventForgeRefused EventType = "forge_refused"
+	// EventRerun is written to an item's log when a person re-runs it; Data["rerun"] is the new
+	// item's id.
+	EventRerun EventType = "rerun"
+	// EventDeleted is written to the deployment-wide event log when an item is deleted.
+	EventDeleted EventType = "deleted"
 )
+
+// AllEventTypes lists every event type.
+func AllEventTypes() []EventType {
+	return []EventType{EventCreated, EventState, EventAttemptStarted, EventAttemptResumed, EventStep,
+		EventAttemptExited, EventVerified, EventDecision, EventEscalated, EventResolved, EventSteer,
+		EventLeaseLost, EventWarning, EventEnqueueRepaired, EventWorkspacePrepared, EventWorkspaceRestored,
+		EventAttemptRestarted, EventWorkspaceRemoved, EventWaiting, EventWoken, EventDelivery,
+		EventForgeRefused, EventRerun, EventDeleted}
+}
 
 // Event is one entry of an item's event log. Data holds small, secret-free facts.
 type Event struct {

@@ -98,15 +98,6 @@ const (
 	RefusedPermission ForgeRefusal = "permission"
 )
 
-// AllForgeRefusals lists every refusal.
-func AllForgeRefusals() []ForgeRefusal {
-	return []ForgeRefusal{RefusedNotDelivered, RefusedPermission}
-}
-
-// EventForgeRefused is a forge event refused on the item (Actor: "forge:user"; Data: refused
-// (a ForgeRefusal), action, pr (the event's pull request, ForgePR.String)).
-const EventForgeRefused EventType = "forge_refused"
-
 // NotDeliveredReason says in words that pr is not one of delivered (an item's DeliveredPRs).
 func NotDeliveredReason(pr ForgePR, item string, delivered []ForgePR) string {
 	if len(delivered) == 0 {

@@ -154,7 +154,7 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 }
 
 // TestEveryEdgeHasOneOperation checks the labelled table: Transition accepts exactly its
-// state-changing edges, and every operation but OpEscalate (reserved) has at least one edge.
+// state-changing edges, and every operation has at least one edge.
 func TestEveryEdgeHasOneOperation(t *testing.T) {
 	t.Parallel()
 	seen := map[[2]State]Op{}

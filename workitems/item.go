@@ -11,7 +11,7 @@ import (
 
 // Origin says who created an item.
 type Origin struct {
-	Kind  OriginKind `json:"kind"`            // AllOriginKinds
+	Kind  OriginKind `json:"kind"`            // one of the Origin… constants
 	Actor string     `json:"actor,omitempty"` // person or system that asked
 	Tick  time.Time  `json:"tick,omitzero"`   // cron tick the item belongs to
 	// Forced is set when a person created the item past the template's max_open (--force).
@@ -29,11 +29,6 @@ const (
 	OriginEval    OriginKind = "eval"    // a run of an experiment (package evals); Actor is the experiment
 	OriginRerun   OriginKind = "rerun"   // a person re-ran another item (Item.RerunOf)
 )
-
-// AllOriginKinds lists the origin kinds.
-func AllOriginKinds() []OriginKind {
-	return []OriginKind{OriginCron, OriginManual, OriginWebhook, OriginEval, OriginRerun}
-}
 
 // Strategy is how an attempt goes about the goal.
 type Strategy struct {
@@ -188,11 +183,6 @@ const (
 	OutcomeWait Outcome = "wait"
 )
 
-// AllOutcomes lists every outcome.
-func AllOutcomes() []Outcome {
-	return []Outcome{OutcomeClose, OutcomeRetry, OutcomeEscalate, OutcomeCancel, OutcomeWait}
-}
-
 // ActorKind says who decided: the verifier after an attempt, or a person resolving an item
 // (CLI, API or console).
 type ActorKind string
@@ -230,14 +220,9 @@ const (
 	EvidenceCICheck    EvidenceKind = "ci_check"    // a CI check on the pushed commit, or "missing"
 )
 
-// AllEvidenceKinds lists the evidence kinds.
-func AllEvidenceKinds() []EvidenceKind {
-	return []EvidenceKind{EvidenceExit, EvidenceCommand, EvidenceTestReport, EvidenceDiff, EvidenceCICheck}
-}
-
 // EvidenceRef points at one piece of evidence a decision used.
 type EvidenceRef struct {
-	Kind    EvidenceKind `json:"kind"`              // AllEvidenceKinds
+	Kind    EvidenceKind `json:"kind"`              // one of the Evidence… constants
 	Ref     string       `json:"ref"`               // file, check name, command
 	Summary string       `json:"summary,omitempty"` // one line
 }

@@ -20,9 +20,9 @@ const (
 	OpResolveRetry    Op = "resolve_retry"    // Resolve with ResolveRetry
 	OpCancel          Op = "cancel"           // Resolve with ResolveCancel
 	OpFail            Op = "fail"             // Fail
-	// OpEscalate labels the edges into escalated from before verification (DESIGN: any open
-	// state may escalate). No named store operation takes them today; a verifier's escalation
-	// is OpDecide from verifying.
+	// OpEscalate: EscalateConfigChange, an open item escalated before verification because its
+	// template no longer fits (DESIGN: any open state may escalate); a verifier's escalation is
+	// OpDecide from verifying.
 	OpEscalate Op = "escalate"
 )
 

@@ -9,10 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EventRerun is written to an item's log when a person re-runs it; Data["rerun"] is the new
-// item's id.
-const EventRerun EventType = "rerun"
-
 // ErrStillOpen means an item cannot be re-run because it has not ended: it is queued, running,
 // verifying, waiting to retry or escalated. It is an ErrInvalidTransition too (HTTP 409).
 var ErrStillOpen = fmt.Errorf("item is still open (only a closed, failed or cancelled item can be re-run): %w", ErrInvalidTransition)

@@ -29,9 +29,6 @@ const (
 	LimitFileSize  Limit = "file_size"
 )
 
-// AllLimits lists the limits, in the order of the config keys.
-func AllLimits() []Limit { return []Limit{LimitMemory, LimitProcesses, LimitCPUTime, LimitFileSize} }
-
 // Unlimited is the value that lifts a limit.
 const Unlimited = "unlimited"
 

@@ -31,9 +31,6 @@ type StoreOption func(*Store)
 // WithClock injects the clock (tests move time instead of sleeping).
 func WithClock(c Clock) StoreOption { return func(s *Store) { s.clock = c } }
 
-// WithMaxEvents caps each item's event stream (approximately, as XADD MAXLEN ~).
-func WithMaxEvents(n int64) StoreOption { return func(s *Store) { s.maxEvents = n } }
-
 // NewStore returns a store whose keys all start with prefix (e.g. "ol:").
 func NewStore(rdb redis.UniversalClient, prefix string, opts ...StoreOption) *Store {
 	s := &Store{rdb: rdb, k: keys{p: prefix}, clock: SystemClock{}, maxEvents: 2000}

@@ -351,3 +351,22 @@ func TestEveryMergeMethodAndReviewReactionIsOneADeliveryMayName(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalCheckStates: a check is final (a result, not something to wait for) unless it is
+// pending, stale, unknown or unset.
+func TestFinalCheckStates(t *testing.T) {
+	t.Parallel()
+	var final []CheckState
+	for _, s := range AllCheckStates() {
+		if s.Final() {
+			final = append(final, s)
+		}
+	}
+	want := []CheckState{CheckSuccess, CheckFailure, CheckInfraError, CheckCancelled, CheckNeutral, CheckActionRequired}
+	if !slices.Equal(final, want) || CheckState("").Final() {
+		t.Fatalf("final states %v, want %v", final, want)
+	}
+	if fmt.Sprint(AllPRStates()) != "[open closed merged]" {
+		t.Fatal(AllPRStates())
+	}
+}

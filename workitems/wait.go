@@ -105,13 +105,6 @@ type WaitPlan struct {
 // DefaultFirstPoll is how long after parking the poller first looks, unless the plan says.
 const DefaultFirstPoll = 15 * time.Second
 
-// EventWaiting and EventWoken frame a wait on the item's log (Data: kind, sha, pr, deadline;
-// woken: by, seq).
-const (
-	EventWaiting EventType = "waiting"
-	EventWoken   EventType = "woken"
-)
-
 // Waits is the config's waits: section: the deployment's poller of waiting items.
 type Waits struct {
 	// PollEvery is how often the poller looks for waiting items whose next poll is due

@@ -215,7 +215,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 		}
 		for _, e := range evs {
 			after = e.ID
-			if e.Data["kind"] == worker.EventKindProgress && strings.Contains(e.Data["tail"], "linking") {
+			if workitems.EventKind(e.Data["kind"]) == workitems.KindCommandProgress && strings.Contains(e.Data["tail"], "linking") {
 				progress = e
 			}
 		}
@@ -265,7 +265,7 @@ func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
 		}
 		for _, e := range evs {
 			after = e.ID
-			if e.Data["kind"] == worker.EventKindProgress && e.Data["check"] != "" && strings.Contains(e.Data["tail"], "testing") {
+			if workitems.EventKind(e.Data["kind"]) == workitems.KindCommandProgress && e.Data["check"] != "" && strings.Contains(e.Data["tail"], "testing") {
 				progress = e
 			}
 		}

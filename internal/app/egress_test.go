@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/worker"
 	"outerloop/workitems"
 )
 
@@ -61,7 +60,7 @@ templates:
 	}
 	var refused []workitems.Event
 	for _, e := range evs {
-		if e.Data["kind"] == worker.EventKindNetworkRefused {
+		if workitems.EventKind(e.Data["kind"]) == workitems.KindNetworkRefused {
 			refused = append(refused, e)
 		}
 	}

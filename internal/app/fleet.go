@@ -54,7 +54,7 @@ func (f forgePRs) PROpen(ctx context.Context, forgeKey, repo string, number int)
 	if err != nil {
 		return false, err
 	}
-	return pr.State == forge.PROpen, nil
+	return pr.State == workitems.PROpen, nil
 }
 
 // fleetRepos lists a repos_from template's repositories through its forge, cached in Redis

@@ -12,7 +12,6 @@ import (
 	"outerloop/internal/sample"
 	"outerloop/proc/proctest"
 	"outerloop/scheduler"
-	"outerloop/worker"
 	"outerloop/workitems"
 )
 
@@ -86,7 +85,7 @@ func TestAStepOverALimitFailsNamingItWhileAnItemBesideItCloses(t *testing.T) {
 			}
 			var ev *workitems.Event
 			for _, e := range events(t, s, limited.ID, workitems.EventStep) {
-				if e.Data["kind"] == worker.EventKindLimitExceeded {
+				if workitems.EventKind(e.Data["kind"]) == workitems.KindLimitExceeded {
 					ev = &e
 				}
 			}

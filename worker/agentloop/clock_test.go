@@ -38,7 +38,7 @@ func TestTheInjectedClockDrivesRetryAfterAndTheRetryWait(t *testing.T) {
 	if n := len(srv.Requests()); n != 1 {
 		t.Fatalf("%d requests before the clock moved; want 1", n)
 	}
-	ev := h.ev.of(string(EventStreamError))
+	ev := h.ev.of(string(workitems.KindStreamError))
 	if len(ev) != 1 || ev[0].Data["delay"] != "30s" {
 		t.Fatalf("stream_error events %+v; want one with delay 30s (Retry-After read on the injected clock)", ev)
 	}

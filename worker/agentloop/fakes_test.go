@@ -95,7 +95,7 @@ type memEvents struct {
 }
 
 func (e *memEvents) Emit(_ context.Context, ev workitems.Event) {
-	if !slices.Contains(AllEventKinds(), EventKind(ev.Data["kind"])) {
+	if !slices.Contains(AllEventKinds(), workitems.EventKind(ev.Data["kind"])) {
 		panic(fmt.Sprintf("event kind %q is not in AllEventKinds", ev.Data["kind"]))
 	}
 	e.mu.Lock()

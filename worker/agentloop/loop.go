@@ -73,20 +73,9 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 // WithJitter sets the source of backoff jitter, a value in [0.9, 1.1).
 func WithJitter(j func() float64) Option { return func(l *Loop) { l.jitter = j } }
 
-// WithMaxRetries sets how often a transient model error is retried per sampling step.
-func WithMaxRetries(n int) Option { return func(l *Loop) { l.maxRetries = n } }
-
 // WithStopHooks adds in-process stop hooks, run after the built-in hook and before the
 // template's command hooks.
 func WithStopHooks(h ...StopHook) Option { return func(l *Loop) { l.hooks = append(l.hooks, h...) } }
-
-// WithShellEnv replaces the names of environment variables the shell tool and command hooks
-// pass through (the rest of the environment is scrubbed).
-func WithShellEnv(names ...string) Option { return func(l *Loop) { l.shellEnv = names } }
-
-// WithLookupEnv sets where the passed-through environment variables are read (default
-// os.LookupEnv).
-func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) { l.lookupEnv = f } }
 
 // New returns an agent loop.
 func New(opts ...Option) *Loop {
@@ -143,7 +132,7 @@ func (l *Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 		}
 		ex := workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassOf(err),
 			Message: fmt.Sprintf("agentloop: prepare: %v", err)}
-		emit(ctx, a, EventTurnError, ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
+		emit(ctx, a, workitems.KindTurnError, ex.Message, map[string]string{"reason": string(ex.Reason), "class": string(ex.Class)})
 		return ex
 	}
 	defer rt.tools.root.Close()
@@ -156,7 +145,7 @@ func leaseLostExit() workitems.Exit {
 }
 
 // emit sends a step event; it never fails the loop (the sink owns its errors).
-func emit(ctx context.Context, a *worker.Attempt, kind EventKind, msg string, data map[string]string) {
+func emit(ctx context.Context, a *worker.Attempt, kind workitems.EventKind, msg string, data map[string]string) {
 	if a.Events == nil {
 		return
 	}

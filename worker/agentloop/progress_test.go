@@ -53,7 +53,7 @@ func TestALongShellCallsProgressIsAnEventKindOfTheLoop(t *testing.T) {
 	h := newHarness(t)
 	var once sync.Once
 	h.ev.on = func(ev workitems.Event) {
-		if EventKind(ev.Data["kind"]) == EventCommandProgress && strings.Contains(ev.Data["tail"], "halfway") {
+		if workitems.EventKind(ev.Data["kind"]) == workitems.KindCommandProgress && strings.Contains(ev.Data["tail"], "halfway") {
 			once.Do(func() { _ = os.WriteFile(filepath.Join(h.dir, "GO"), nil, 0o644) })
 		}
 	}
@@ -67,7 +67,7 @@ func TestALongShellCallsProgressIsAnEventKindOfTheLoop(t *testing.T) {
 	if out, ok := outputOf(p.Requests()[1], "c1"); !ok || !strings.Contains(out, "end") {
 		t.Fatalf("the shell call's output %q", out)
 	}
-	if !slices.Contains(h.ev.kinds(), string(EventCommandProgress)) {
+	if !slices.Contains(h.ev.kinds(), string(workitems.KindCommandProgress)) {
 		t.Fatalf("no progress event among %v", h.ev.kinds())
 	}
 }

@@ -221,7 +221,7 @@ func (rt *runtime) enter(ctx context.Context, to Phase) error {
 	return nil
 }
 
-func (rt *runtime) emit(ctx context.Context, kind EventKind, msg string, data map[string]string) {
+func (rt *runtime) emit(ctx context.Context, kind workitems.EventKind, msg string, data map[string]string) {
 	if rt.stopped {
 		return
 	}

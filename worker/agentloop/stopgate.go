@@ -56,7 +56,7 @@ func (rt *runtime) compact(ctx context.Context) error {
 			}
 		}
 		if summary == "" {
-			rt.emit(ctx, EventWarning, fmt.Sprintf("compaction summary %d/%d failed: %v", try, compactTries, last),
+			rt.emit(ctx, workitems.KindWarning, fmt.Sprintf("compaction summary %d/%d failed: %v", try, compactTries, last),
 				map[string]string{"phase": string(Compacting), "try": strconv.Itoa(try)})
 		}
 	}
@@ -79,7 +79,7 @@ func (rt *runtime) compact(ctx context.Context) error {
 	// The drain gate: when the model itself needed this follow-up, its own chain continues
 	// first and queued steer input waits for the request after.
 	rt.st.HoldInput = rt.st.ModelMore && len(rt.st.Input) > 0
-	rt.emit(ctx, EventCompaction, "context compacted", map[string]string{
+	rt.emit(ctx, workitems.KindCompaction, "context compacted", map[string]string{
 		"input_items": strconv.Itoa(inputItems), "summary_chars": strconv.Itoa(len(summary))})
 	return rt.enter(ctx, Preparing)
 }
@@ -230,7 +230,7 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 	builtin := rt.builtinBlocks()
 	if builtin {
 		prompts = append(prompts, builtinHookPrompt)
-		rt.emit(ctx, EventStopHook, builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
+		rt.emit(ctx, workitems.KindStopHook, builtinHookPrompt, map[string]string{"hook": "builtin:done_check", "decision": "block"})
 	}
 	for _, h := range rt.hooks() {
 		res, err := h.Stop(ctx, in)
@@ -240,16 +240,16 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 		var unrunnable *HookCannotRunError
 		switch {
 		case errors.As(err, &unrunnable):
-			rt.emit(ctx, EventWarning, err.Error(), map[string]string{"hook": h.Name()})
+			rt.emit(ctx, workitems.KindWarning, err.Error(), map[string]string{"hook": h.Name()})
 			return &endError{exit: workitems.Exit{Reason: workitems.ExitFailed, Class: workitems.ClassNotFound,
 				Message: err.Error() + " (a configuration error: a hook script outside the workspace must be named by its absolute path; `outerloop validate` checks it)"}}
 		case err != nil:
-			rt.emit(ctx, EventWarning, fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
+			rt.emit(ctx, workitems.KindWarning, fmt.Sprintf("stop hook failed: %v", err), map[string]string{"hook": h.Name()})
 		case res.Block && strings.TrimSpace(res.Reason) == "":
-			rt.emit(ctx, EventWarning, "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
+			rt.emit(ctx, workitems.KindWarning, "stop hook blocked without a prompt; ignored", map[string]string{"hook": h.Name()})
 		case res.Block:
 			prompts = append(prompts, res.Reason)
-			rt.emit(ctx, EventStopHook, res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
+			rt.emit(ctx, workitems.KindStopHook, res.Reason, map[string]string{"hook": h.Name(), "decision": "block", "reason": res.Reason})
 		}
 	}
 	if len(prompts) > 0 {
@@ -277,6 +277,6 @@ func (rt *runtime) stopGate(ctx context.Context) error {
 	if err := rt.enter(ctx, Completed); err != nil {
 		return err
 	}
-	rt.emit(ctx, EventTurnCompleted, "turn completed", map[string]string{"last_message": rt.st.LastText})
+	rt.emit(ctx, workitems.KindTurnCompleted, "turn completed", map[string]string{"last_message": rt.st.LastText})
 	return nil
 }

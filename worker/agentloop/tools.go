@@ -193,7 +193,7 @@ func (rt *runtime) join(ctx context.Context) error {
 		var wg sync.WaitGroup
 		for _, k := range run {
 			c := group[k]
-			rt.emit(ctx, EventToolCall, c.Name, map[string]string{"call_id": c.CallID, "name": c.Name, "arguments": truncate(c.Arguments, 512)})
+			rt.emit(ctx, workitems.KindToolCall, c.Name, map[string]string{"call_id": c.CallID, "name": c.Name, "arguments": truncate(c.Arguments, 512)})
 			wg.Go(func() { results[k] = rt.callTool(ctx, c) })
 		}
 		wg.Wait()
@@ -202,7 +202,7 @@ func (rt *runtime) join(ctx context.Context) error {
 			res.out = truncate(res.out, maxObservation)
 			rt.append(model.Item{Kind: model.KindFunctionCallOutput, CallID: c.CallID, Output: res.out})
 			rt.st.CtxTokens += int64(len(res.out) / 4)
-			rt.emit(ctx, EventToolOutput, c.Name, map[string]string{"call_id": c.CallID, "name": c.Name,
+			rt.emit(ctx, workitems.KindToolOutput, c.Name, map[string]string{"call_id": c.CallID, "name": c.Name,
 				"failed": strconv.FormatBool(res.failed), "bytes": strconv.Itoa(len(res.out))})
 			if res.failed && c.Started && ctx.Err() == nil {
 				sum := sha256.Sum256([]byte(c.Name + "\x00" + c.Arguments + "\x00" + res.out))

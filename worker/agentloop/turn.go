@@ -45,7 +45,7 @@ func (rt *runtime) run(ctx context.Context) workitems.Exit {
 			rt.st.Phase, rt.st.Exit = Preparing, nil
 		}
 	}
-	rt.emit(ctx, EventTurnStarted, "turn started", map[string]string{
+	rt.emit(ctx, workitems.KindTurnStarted, "turn started", map[string]string{
 		"resumed": strconv.FormatBool(rt.resumed), "step": strconv.FormatInt(rt.st.Step, 10),
 		"phase": string(rt.st.Phase)})
 	if rt.resumed && rt.st.Phase == JoiningTools {
@@ -151,7 +151,7 @@ func (rt *runtime) abort(ctx context.Context) workitems.Exit {
 	if err := rt.enter(ctx, Aborted); errors.Is(err, errLeaseLost) {
 		return leaseLostExit()
 	}
-	rt.emit(ctx, EventTurnAborted, "turn aborted", map[string]string{"reason": "cancelled"})
+	rt.emit(ctx, workitems.KindTurnAborted, "turn aborted", map[string]string{"reason": "cancelled"})
 	return ex
 }
 
@@ -162,7 +162,7 @@ func (rt *runtime) closeWith(ctx context.Context, ex workitems.Exit) workitems.E
 	if err := rt.enter(ctx, ErrorClosing); errors.Is(err, errLeaseLost) {
 		return leaseLostExit()
 	}
-	rt.emit(ctx, EventTurnError, ex.Message, map[string]string{"reason": string(ex.Reason),
+	rt.emit(ctx, workitems.KindTurnError, ex.Message, map[string]string{"reason": string(ex.Reason),
 		"class": string(ex.Class), "budget": string(ex.Budget), "message": ex.Message,
 		"context_full": strconv.FormatBool(rt.st.CtxFull)})
 	return ex
@@ -222,7 +222,7 @@ func (rt *runtime) prepare(ctx context.Context) error {
 		msg := fmt.Sprintf("Budget notice: the %s budget is nearly used up (%g of %g). Wrap up: "+
 			"finish the most important change, check it, and give your final answer.", k, rt.a.Meter.Spent().Of(k), rt.a.Meter.Budget().Cap(k))
 		rt.append(model.Item{Kind: model.KindMessage, Role: model.RoleUser, Text: msg})
-		rt.emit(ctx, EventWarning, msg, map[string]string{"budget": string(k)})
+		rt.emit(ctx, workitems.KindWarning, msg, map[string]string{"budget": string(k)})
 	}
 	if err := rt.a.Meter.Allow(worker.ModelKinds()...); err != nil {
 		return err
@@ -249,7 +249,7 @@ func (rt *runtime) sample(ctx context.Context) error {
 		names[i] = t.Name
 	}
 	rt.st.Tools = names
-	rt.emit(ctx, EventModelRequest, "model request", map[string]string{
+	rt.emit(ctx, workitems.KindModelRequest, "model request", map[string]string{
 		"sampling": strconv.Itoa(rt.st.Samplings + 1), "step": strconv.FormatInt(rt.st.Step, 10),
 		"input_items": strconv.Itoa(len(rt.view())), "tools": strings.Join(names, ",")})
 	resp, err := rt.stream(ctx, rt.request)
@@ -295,7 +295,7 @@ func (rt *runtime) stream(ctx context.Context, build func() model.Request) (*mod
 		}
 		delay := model.RetryDelay(n+1, err, rt.l.jitter())
 		msg := fmt.Sprintf("reconnecting %d/%d", n+1, rt.l.maxRetries)
-		rt.emit(ctx, EventStreamError, msg, map[string]string{"attempt": strconv.Itoa(n + 1),
+		rt.emit(ctx, workitems.KindStreamError, msg, map[string]string{"attempt": strconv.Itoa(n + 1),
 			"max": strconv.Itoa(rt.l.maxRetries), "delay": delay.String(), "class": string(workitems.ClassTransient),
 			"error": err.Error()})
 		if err := rt.l.sleep(ctx, delay); err != nil {

@@ -53,7 +53,7 @@ func (p *aiderParser) Line(line []byte) (step, bool) {
 		return step{}, false
 	}
 	if m := aiderCost.FindStringSubmatch(l); m != nil {
-		s := step{Kind: "usage", Message: clip(l, maxField), Spend: workitems.Spend{ModelCalls: 1},
+		s := step{Kind: workitems.KindUsage, Message: clip(l, maxField), Spend: workitems.Spend{ModelCalls: 1},
 			Data: map[string]string{"session_cost_usd": m[2]}}
 		if session, err := strconv.ParseFloat(m[2], 64); err == nil && session >= p.sessionCost {
 			s.Spend.CostUSD = session - p.sessionCost
@@ -68,18 +68,18 @@ func (p *aiderParser) Line(line []byte) (step, bool) {
 		return s, true
 	}
 	if aiderTokens.MatchString(l) {
-		return step{Kind: "usage", Message: clip(l, maxField)}, true
+		return step{Kind: workitems.KindUsage, Message: clip(l, maxField)}, true
 	}
 	if m := aiderApplied.FindStringSubmatch(l); m != nil {
 		p.edits++
-		return step{Kind: "file_change", Message: clip(m[1], maxField)}, true
+		return step{Kind: workitems.KindFileChange, Message: clip(m[1], maxField)}, true
 	}
 	if m := aiderCommit.FindStringSubmatch(l); m != nil {
-		return step{Kind: "commit", Message: clip(m[2], maxField), Data: map[string]string{"commit": m[1]}}, true
+		return step{Kind: workitems.KindCommit, Message: clip(m[2], maxField), Data: map[string]string{"commit": m[1]}}, true
 	}
 	if aiderErrors.MatchString(l) {
 		p.lastError = l
-		return step{Kind: "error", Message: clip(l, maxField)}, true
+		return step{Kind: workitems.KindError, Message: clip(l, maxField)}, true
 	}
 	p.tail = append(p.tail, l)
 	if len(p.tail) > 20 {

@@ -74,14 +74,14 @@ type claudeParser struct {
 func (p *claudeParser) Line(line []byte) (step, bool) {
 	var ev claudeEvent
 	if err := json.Unmarshal(line, &ev); err != nil || ev.Type == "" {
-		return step{Kind: "malformed", Warning: true, Message: "claude: malformed line: " + clip(string(line), 120)}, true
+		return step{Kind: workitems.KindMalformed, Warning: true, Message: "claude: malformed line: " + clip(string(line), 120)}, true
 	}
 	switch ev.Type {
 	case "system":
-		s := step{Kind: "system", Session: ev.SessionID, Message: "claude " + clip(ev.Subtype, 60),
+		s := step{Kind: workitems.KindSystem, Session: ev.SessionID, Message: "claude " + clip(ev.Subtype, 60),
 			Data: map[string]string{"subtype": clip(ev.Subtype, 60)}}
 		if ev.Subtype == "init" {
-			s.Kind = "init"
+			s.Kind = workitems.KindInit
 			s.Data["session_id"] = ev.SessionID
 			s.Data["model"] = clip(ev.Model, 80)
 			s.Data["permission_mode"] = clip(ev.PermissionMode, 40)
@@ -94,7 +94,7 @@ func (p *claudeParser) Line(line []byte) (step, bool) {
 	case "result":
 		return p.result(ev), true
 	}
-	return step{Kind: "unknown", Session: ev.SessionID, Message: "claude event " + clip(ev.Type, 60),
+	return step{Kind: workitems.KindUnknown, Session: ev.SessionID, Message: "claude event " + clip(ev.Type, 60),
 		Data: map[string]string{"event_type": clip(ev.Type, 60), "raw": clip(string(line), maxField)}}, true
 }
 
@@ -114,7 +114,7 @@ func (p *claudeParser) blocks(ev claudeEvent) []claudeBlock {
 }
 
 func (p *claudeParser) assistant(ev claudeEvent) step {
-	s := step{Kind: "assistant", Session: ev.SessionID, Data: map[string]string{}}
+	s := step{Kind: workitems.KindAssistant, Session: ev.SessionID, Data: map[string]string{}}
 	var parts []string
 	var text []string
 	for _, b := range p.blocks(ev) {
@@ -124,16 +124,16 @@ func (p *claudeParser) assistant(ev claudeEvent) step {
 			parts = append(parts, b.Text)
 		case "tool_use":
 			parts = append(parts, b.Name+" "+string(b.Input))
-			s.Kind = "tool_use"
+			s.Kind = workitems.KindToolUse
 			s.Data["tool"] = clip(b.Name, 60)
 		case "thinking":
-			s.Kind = "thinking"
+			s.Kind = workitems.KindThinking
 		}
 	}
 	if len(text) > 0 {
 		p.lastMessage = strings.Join(text, "\n")
-		if s.Kind == "assistant" {
-			s.Kind = "agent_message"
+		if s.Kind == workitems.KindAssistant {
+			s.Kind = workitems.KindAgentMessage
 		}
 	}
 	s.Message = clip(strings.Join(parts, " | "), maxField)
@@ -163,11 +163,11 @@ func (p *claudeParser) assistant(ev claudeEvent) step {
 }
 
 func (p *claudeParser) user(ev claudeEvent) step {
-	s := step{Kind: "user", Session: ev.SessionID, Data: map[string]string{}}
+	s := step{Kind: workitems.KindUser, Session: ev.SessionID, Data: map[string]string{}}
 	var parts []string
 	for _, b := range p.blocks(ev) {
 		if b.Type == "tool_result" {
-			s.Kind = "tool_result"
+			s.Kind = workitems.KindToolResult
 			s.Spend.ToolCalls++
 			if b.IsError {
 				s.Data["is_error"] = "true"
@@ -182,7 +182,7 @@ func (p *claudeParser) user(ev claudeEvent) step {
 }
 
 func (p *claudeParser) result(ev claudeEvent) step {
-	s := step{Kind: "result", Session: ev.SessionID, Message: clip(ev.Subtype+": "+ev.Result, maxField),
+	s := step{Kind: workitems.KindResult, Session: ev.SessionID, Message: clip(ev.Subtype+": "+ev.Result, maxField),
 		Data: map[string]string{"subtype": clip(ev.Subtype, 60), "is_error": strconv.FormatBool(ev.IsError),
 			"num_turns": strconv.Itoa(ev.NumTurns)}}
 	// The result's totals are authoritative: charge the difference to what was estimated.

@@ -53,16 +53,16 @@ type codexParser struct {
 func (p *codexParser) Line(line []byte) (step, bool) {
 	var ev codexEvent
 	if err := json.Unmarshal(line, &ev); err != nil || ev.Type == "" {
-		return step{Kind: "malformed", Warning: true, Message: "codex: malformed line: " + clip(string(line), 120)}, true
+		return step{Kind: workitems.KindMalformed, Warning: true, Message: "codex: malformed line: " + clip(string(line), 120)}, true
 	}
 	switch ev.Type {
 	case "thread.started":
-		return step{Kind: "thread_started", Session: ev.ThreadID, Message: "codex thread " + ev.ThreadID,
+		return step{Kind: workitems.KindThreadStarted, Session: ev.ThreadID, Message: "codex thread " + ev.ThreadID,
 			Data: map[string]string{"thread_id": ev.ThreadID}}, true
 	case "turn.started":
-		return step{Kind: "turn_started", Message: "turn started", Spend: workitems.Spend{ModelCalls: 1}}, true
+		return step{Kind: workitems.KindTurnStarted, Message: "turn started", Spend: workitems.Spend{ModelCalls: 1}}, true
 	case "turn.completed":
-		s := step{Kind: "turn_completed", Message: "turn completed"}
+		s := step{Kind: workitems.KindTurnCompleted, Message: "turn completed"}
 		if u := ev.Usage; u != nil {
 			s.Spend.InputTokens = u.InputTokens
 			s.Spend.CachedInputTokens = u.CachedInputTokens
@@ -81,33 +81,35 @@ func (p *codexParser) Line(line []byte) (step, bool) {
 		}
 		e := classifyMessage("codex turn failed: " + msg)
 		p.final = &e
-		return step{Kind: "turn_failed", Message: clip("turn failed: "+msg, maxField)}, true
+		return step{Kind: workitems.KindTurnFailed, Message: clip("turn failed: "+msg, maxField)}, true
 	case "error":
 		p.lastError = ev.Message
-		return step{Kind: "error", Message: clip("codex error: "+ev.Message, maxField)}, true
+		return step{Kind: workitems.KindError, Message: clip("codex error: "+ev.Message, maxField)}, true
 	case "item.started", "item.updated", "item.completed":
 		if ev.Item != nil {
 			return p.item(ev.Type, ev.Item), true
 		}
 	}
-	return step{Kind: "unknown", Message: "codex event " + clip(ev.Type, 60),
+	return step{Kind: workitems.KindUnknown, Message: "codex event " + clip(ev.Type, 60),
 		Data: map[string]string{"event_type": clip(ev.Type, 60), "raw": clip(string(line), maxField)}}, true
 }
 
 func (p *codexParser) item(evType string, it *codexItem) step {
 	done := evType == "item.completed"
 	phase := strings.TrimPrefix(evType, "item.")
-	s := step{Kind: it.Type, Data: map[string]string{"item_id": it.ID, "phase": phase}}
+	s := step{Kind: workitems.KindUnknown, Data: map[string]string{"item_id": it.ID, "phase": phase}}
 	switch it.Type {
 	case "agent_message":
+		s.Kind = workitems.KindAgentMessage
 		if done {
 			p.lastMessage = it.Text
 		}
 		s.Message = clip(it.Text, maxField)
 	case "reasoning":
+		s.Kind = workitems.KindReasoning
 		s.Message = clip(it.Text, maxField)
 	case "command_execution":
-		s.Kind = "command"
+		s.Kind = workitems.KindCommand
 		s.Message = clip(it.Command, maxField)
 		s.Data["status"] = it.Status
 		if it.ExitCode != nil {
@@ -118,6 +120,7 @@ func (p *codexParser) item(evType string, it *codexItem) step {
 			s.Data["output_tail"] = clip(lastLines(it.AggregatedOutput, 3), maxField)
 		}
 	case "file_change":
+		s.Kind = workitems.KindFileChange
 		var paths []string
 		for _, c := range it.Changes {
 			paths = append(paths, c.Kind+" "+c.Path)
@@ -125,16 +128,21 @@ func (p *codexParser) item(evType string, it *codexItem) step {
 		s.Message = clip(strings.Join(paths, ", "), maxField)
 		s.Data["status"] = it.Status
 	case "mcp_tool_call", "web_search":
+		s.Kind = workitems.KindMCPToolCall
+		if it.Type == "web_search" {
+			s.Kind = workitems.KindWebSearch
+		}
 		s.Message = clip(strings.TrimSpace(it.Server+" "+it.Tool+" "+it.Query), maxField)
 		s.Data["status"] = it.Status
 		if done {
 			s.Spend.ToolCalls = 1
 		}
 	case "error":
-		s.Kind = "item_error"
+		s.Kind = workitems.KindItemError
 		s.Message = clip(it.Message, maxField)
-	default:
+	default: // an item type outerloop does not know (todo_list, …): kind unknown, named in item_type
 		s.Message = "codex item " + clip(it.Type, 60)
+		s.Data["item_type"] = clip(it.Type, 60)
 	}
 	return s
 }

@@ -55,16 +55,16 @@ func (p *commandParser) usage(line []byte) step {
 	dec := json.NewDecoder(strings.NewReader(string(line)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&u); err != nil {
-		return step{Kind: "malformed", Warning: true, Message: "command: malformed usage line: " + clip(string(line), 120)}
+		return step{Kind: workitems.KindMalformed, Warning: true, Message: "command: malformed usage line: " + clip(string(line), 120)}
 	}
 	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CostUSD < 0 || u.ModelCalls < 0 || u.ToolCalls < 0 || u.CachedInputTokens < 0 {
-		return step{Kind: "malformed", Warning: true, Message: "command: negative usage ignored: " + clip(string(line), 120)}
+		return step{Kind: workitems.KindMalformed, Warning: true, Message: "command: negative usage ignored: " + clip(string(line), 120)}
 	}
 	msg := u.Message
 	if msg == "" {
 		msg = "usage"
 	}
-	return step{Kind: "usage", Message: clip(msg, maxField), Spend: workitems.Spend{
+	return step{Kind: workitems.KindUsage, Message: clip(msg, maxField), Spend: workitems.Spend{
 		ModelCalls: u.ModelCalls, ToolCalls: u.ToolCalls, InputTokens: u.InputTokens,
 		CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}}
 }

@@ -43,10 +43,6 @@ func WithLookupEnv(f func(string) (string, bool)) Option { return func(l *Loop) 
 func WithBinary(agent, path string) Option { return func(l *Loop) { l.bins[agent] = path } }
 
 // New returns a Loop.
-// WithClock sets the clock of the progress events' elapsed time (default the system clock: the
-// agent and the progress ticker run in real time, so the handler's clock is not passed here).
-func WithClock(c workitems.Clock) Option { return func(l *Loop) { l.clock = c } }
-
 func New(opts ...Option) *Loop {
 	l := &Loop{lookupEnv: os.LookupEnv, bins: map[string]string{}, maxLine: 16 << 20, clock: workitems.SystemClock{}}
 	for _, o := range opts {
@@ -70,10 +66,10 @@ type State struct {
 
 // historyEntry is appended to the checkpoint history per step.
 type historyEntry struct {
-	Offset  int64           `json:"offset"`
-	Kind    string          `json:"kind"`
-	Message string          `json:"message,omitempty"`
-	Spend   workitems.Spend `json:"spend,omitzero"`
+	Offset  int64               `json:"offset"`
+	Kind    workitems.EventKind `json:"kind"`
+	Message string              `json:"message,omitempty"`
+	Spend   workitems.Spend     `json:"spend,omitzero"`
 }
 
 // Run starts the template's agent in the workspace and turns its output into events, spend
@@ -122,11 +118,11 @@ func (r *run) redact(s string) string {
 	return s
 }
 
-func (r *run) emit(ctx context.Context, typ workitems.EventType, kind, msg string, data map[string]string) {
+func (r *run) emit(ctx context.Context, typ workitems.EventType, kind workitems.EventKind, msg string, data map[string]string) {
 	if r.a.Events == nil {
 		return
 	}
-	d := map[string]string{"kind": kind, "agent": r.drv.name}
+	d := map[string]string{"kind": string(kind), "agent": r.drv.name}
 	for k, v := range data {
 		d[k] = r.redact(v)
 	}
@@ -222,7 +218,7 @@ func (r *run) invocation(ctx context.Context) (invocation, workitems.Exit, bool)
 		if c := a.Condition.Input; c != "" {
 			inv.Prompt += "\n\n" + c
 		}
-		r.emit(ctx, workitems.EventStep, "resumed", "resuming "+r.drv.name+" session "+r.st.Session,
+		r.emit(ctx, workitems.EventStep, workitems.KindResumed, "resuming "+r.drv.name+" session "+r.st.Session,
 			map[string]string{"session": r.st.Session})
 	case a.Resumed && r.st.Runs > 0:
 		// Nothing to resume from (no session id recorded, or the agent cannot resume): start
@@ -230,7 +226,7 @@ func (r *run) invocation(ctx context.Context) (invocation, workitems.Exit, bool)
 		r.st.Restarted = true
 		a.Condition.Restarted = true
 		inv.Prompt = prompt(a)
-		r.emit(ctx, workitems.EventStep, "restarted", r.drv.name+" cannot resume this attempt; starting a fresh run",
+		r.emit(ctx, workitems.EventStep, workitems.KindRestarted, r.drv.name+" cannot resume this attempt; starting a fresh run",
 			map[string]string{"restarted": "true"})
 	default:
 		inv.Prompt = prompt(a)
@@ -374,7 +370,7 @@ func (r *run) execute(ctx context.Context, inv invocation) workitems.Exit {
 	defer p.Stdout.Close()
 	r.pgid = p.Pgid()
 	r.st.Runs++
-	r.emit(ctx, workitems.EventStep, "started", "started "+r.drv.name+" (pid "+strconv.Itoa(r.pgid)+")",
+	r.emit(ctx, workitems.EventStep, workitems.KindStarted, "started "+r.drv.name+" (pid "+strconv.Itoa(r.pgid)+")",
 		map[string]string{"pid": strconv.Itoa(r.pgid), "binary": path, "resume": inv.Resume})
 
 	return r.supervise(ctx, p, p.Stdout, usageR)
@@ -414,7 +410,7 @@ func (r *run) supervise(ctx context.Context, p *proc.Process, stdout io.Reader, 
 		}
 		<-exited
 		exit.LastMessage = r.st.LastMessage
-		r.emit(context.WithoutCancel(ctx), workitems.EventStep, "killed", "killed "+r.drv.name+": "+string(exit.Reason),
+		r.emit(context.WithoutCancel(ctx), workitems.EventStep, workitems.KindKilled, "killed "+r.drv.name+": "+string(exit.Reason),
 			map[string]string{"pid": strconv.Itoa(r.pgid), "reason": string(exit.Reason)})
 		return exit
 	}
@@ -459,7 +455,7 @@ func (r *run) supervise(ctx context.Context, p *proc.Process, stdout io.Reader, 
 	if err := a.Meter.Check(); err != nil && exit.Reason == workitems.ExitCompleted {
 		return budgetExit(err, exit.LastMessage)
 	}
-	r.emit(ctx, workitems.EventStep, "exited", r.drv.name+" exited: "+string(exit.Reason),
+	r.emit(ctx, workitems.EventStep, workitems.KindExited, r.drv.name+" exited: "+string(exit.Reason),
 		map[string]string{"exit_code": strconv.Itoa(exitCode(werr))})
 	return exit
 }

@@ -11,12 +11,12 @@ import (
 // step is what one line of an agent's output amounts to: an event for the item's log, spend
 // to charge, and what it tells about the session and the end of the run.
 type step struct {
-	Kind    string            // event kind: agent_message, command, file_change, turn_completed, result, unknown…
-	Message string            // one short, secret-free line for the event log
-	Data    map[string]string // small facts for the event
-	Spend   workitems.Spend   // delta to charge to the meter
-	Session string            // the agent's session/thread id, when this line names it
-	Warning bool              // a malformed line: reported as a warning event, not fatal
+	Kind    workitems.EventKind // event kind: agent_message, command, file_change, turn_completed, result, unknown…
+	Message string              // one short, secret-free line for the event log
+	Data    map[string]string   // small facts for the event
+	Spend   workitems.Spend     // delta to charge to the meter
+	Session string              // the agent's session/thread id, when this line names it
+	Warning bool                // a malformed line: reported as a warning event, not fatal
 }
 
 // parser turns an agent's stdout, line by line, into steps and, at the end, an exit. It keeps

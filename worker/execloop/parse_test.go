@@ -35,7 +35,7 @@ func recorded(t *testing.T, name string) string {
 func kinds(steps []step) string {
 	var ks []string
 	for _, s := range steps {
-		ks = append(ks, s.Kind)
+		ks = append(ks, string(s.Kind))
 	}
 	return strings.Join(ks, " ")
 }

@@ -6,6 +6,7 @@ import (
 
 	"outerloop/proc"
 	"outerloop/worker"
+	"outerloop/workitems"
 )
 
 // WithProgressEvery sets how often a running agent's elapsed time and output tail reach the
@@ -29,5 +30,5 @@ func (r *run) progress(ctx context.Context, p *proc.Process, started time.Time) 
 		out += "\n" + r.st.LastMessage
 	}
 	e := worker.ProgressEvent(r.drv.name, nil, r.l.clock.Now().Sub(started), out)
-	r.emit(ctx, e.Type, worker.EventKindProgress, e.Message, e.Data)
+	r.emit(ctx, e.Type, workitems.KindCommandProgress, e.Message, e.Data)
 }

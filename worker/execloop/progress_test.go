@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/worker"
 	"outerloop/worker/execloop"
 	"outerloop/workitems"
 )
@@ -34,7 +33,7 @@ func TestARunningAgentReportsItsElapsedTimeAndOutputTail(t *testing.T) {
 	a.Template.Loop.Provider = "p"
 	loop := execloop.New(execloop.WithLookupEnv(a.lookup), execloop.WithProgressEvery(50*time.Millisecond))
 	got := a.ev.await(func(e workitems.Event) bool {
-		return e.Data["kind"] == worker.EventKindProgress && strings.Contains(e.Data["tail"], "key ")
+		return workitems.EventKind(e.Data["kind"]) == workitems.KindCommandProgress && strings.Contains(e.Data["tail"], "key ")
 	})
 	done := make(chan workitems.Exit, 1)
 	go func() { done <- loop.Run(context.Background(), a.Attempt) }()

@@ -25,7 +25,7 @@ func (s *progressSink) Emit(_ context.Context, e workitems.Event) {
 	s.mu.Lock()
 	s.evs = append(s.evs, e)
 	s.mu.Unlock()
-	if e.Data["kind"] == worker.EventKindProgress {
+	if workitems.EventKind(e.Data["kind"]) == workitems.KindCommandProgress {
 		select {
 		case s.progress <- e:
 		default:
@@ -76,7 +76,7 @@ func TestARunningCommandReportsItsElapsedTimeAndOutputTail(t *testing.T) {
 		if ev.Data["kind"] == "command_finished" {
 			finishedAt = i
 		}
-		if finishedAt >= 0 && ev.Data["kind"] == worker.EventKindProgress {
+		if finishedAt >= 0 && workitems.EventKind(ev.Data["kind"]) == workitems.KindCommandProgress {
 			t.Errorf("a progress event after the command finished: %+v", ev)
 		}
 	}

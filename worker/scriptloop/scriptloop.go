@@ -76,7 +76,7 @@ func (l Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 			return workitems.Exit{Reason: workitems.ExitAborted, Message: "cancelled before command " + fmt.Sprint(i+1)}
 		}
 		a.Events.Emit(ctx, workitems.Event{Type: workitems.EventStep, Message: cmds[i],
-			Data: map[string]string{"kind": "command_started", "index": fmt.Sprint(i + 1), "of": fmt.Sprint(len(cmds))}})
+			Data: map[string]string{"kind": string(workitems.KindCommandStarted), "index": fmt.Sprint(i + 1), "of": fmt.Sprint(len(cmds))}})
 		timeout, byBudget := commandTimeout(a)
 		policy := a.Policy(proc.DefaultToolNetwork)
 		r := a.Runner.Run(ctx, proc.Spec{Command: cmds[i], Dir: a.Workspace, Env: env, Timeout: timeout, TailMax: 4 << 10,
@@ -108,7 +108,7 @@ func (l Loop) Run(ctx context.Context, a *worker.Attempt) workitems.Exit {
 			return workitems.Exit{Reason: workitems.ExitTransientError, Class: workitems.ClassTransient, Message: err.Error()}
 		}
 		a.Events.Emit(ctx, workitems.Event{Type: workitems.EventStep, Message: lastLine(r.Tail),
-			Data: map[string]string{"kind": "command_finished", "index": fmt.Sprint(i + 1), "exit_code": fmt.Sprint(r.ExitCode),
+			Data: map[string]string{"kind": string(workitems.KindCommandFinished), "index": fmt.Sprint(i + 1), "exit_code": fmt.Sprint(r.ExitCode),
 				"duration": r.Duration.Round(time.Millisecond).String()}})
 		switch {
 		case limited && r.ExitCode != 0:
