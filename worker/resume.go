@@ -28,12 +28,6 @@ const (
 	RestoreWorkspaceGone RestoreProblem = "workspace_gone"   // verifying: no workspace and nothing to restore it from
 )
 
-// AllRestoreProblems lists every restore problem.
-func AllRestoreProblems() []RestoreProblem {
-	return []RestoreProblem{RestoreNoBase, RestoreNoSnapshot, RestoreTooLarge, RestoreSnapshotGone,
-		RestoreBaseMissing, RestoreApplyFailed, RestoreTreeMismatch, RestoreWorkspaceGone}
-}
-
 // RestoreError is a restore that could not be done.
 type RestoreError struct {
 	Problem RestoreProblem

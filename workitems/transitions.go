@@ -176,7 +176,7 @@ func (s *Store) applyDecision(op Op, it *Item, a *Attempt, d Decision) ([]Event,
 		it.Attempts = append(it.Attempts, next)
 		it.Attempt = next.N
 		evs = append(evs, Event{Type: EventStep, Attempt: next.N, Message: "retry with a changed condition",
-			Data: map[string]string{"kind": "retry_planned", "changed": strings.Join(next.Changed, ",")}})
+			Data: map[string]string{"kind": string(KindRetryPlanned), "changed": strings.Join(next.Changed, ",")}})
 		return evs, take(op, it, StateRetryWait)
 	case OutcomeEscalate:
 		it.Escalation = &Escalation{Reason: string(d.Rule), Summary: firstNonEmpty(d.Summary, strings.Join(d.Reasons, "; ")),
