@@ -12,7 +12,7 @@ import (
 	"outerloop/api"
 	"outerloop/fleet"
 	"outerloop/fleet/view/viewtest"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

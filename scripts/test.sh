@@ -9,7 +9,7 @@
 #   - Chromium (Debian's chromium) for the console's browser test,
 #   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
 #   - a Gitea server binary (built once from the Go module proxy into .cache/gitea) for the
-#     forge and delivery tests, which start it on a free port (internal/giteatest).
+#     forge and delivery tests, which start it on a free port (lib/giteatest).
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestDemo ./cmd/...).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"outerloop/forge"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/worker"
 	"outerloop/workitems"
 )

@@ -11,7 +11,7 @@ import (
 
 	"outerloop/fleet/view"
 	"outerloop/internal/app"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // statusCmd prints a fleet template as a table of its repositories (package fleet/view: the

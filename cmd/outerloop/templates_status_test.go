@@ -12,7 +12,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/fleet/view"
 	"outerloop/fleet/view/viewtest"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
+	"outerloop/lib/fakeclock"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
