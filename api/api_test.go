@@ -14,7 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/api"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

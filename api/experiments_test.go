@@ -15,7 +15,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/evals"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

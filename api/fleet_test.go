@@ -11,9 +11,9 @@ import (
 
 	"outerloop/api"
 	"outerloop/fleet"
-	"outerloop/fleet/view/viewtest"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
+	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
 )
 

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"outerloop/fleet/view"
 	"outerloop/scheduler"
+	"outerloop/scheduler/fleetview"
 )
 
 // Template controls: pause, resume, run now, re-run of an ended item, and a template's history
@@ -41,7 +41,7 @@ type RunRequest struct {
 // ControlStatus maps the errors of template controls to HTTP statuses (others as statusOf).
 func ControlStatus(err error) int {
 	switch {
-	case errors.Is(err, scheduler.ErrBadControl), errors.Is(err, view.ErrNotFleet):
+	case errors.Is(err, scheduler.ErrBadControl), errors.Is(err, fleetview.ErrNotFleet):
 		return http.StatusBadRequest
 	case errors.Is(err, scheduler.ErrAlreadyPaused), errors.Is(err, scheduler.ErrNotPaused):
 		return http.StatusConflict
@@ -168,16 +168,16 @@ func (s *Server) templateControls(w http.ResponseWriter, r *http.Request) {
 
 // templateFleet serves a page of a fleet template's repositories, sorted by repository
 // (?offset=, ?limit= up to 1000, default 50), with its next run, pause, usage and the page's
-// totals (package fleet/view). A template with one repository is 400.
+// totals (package scheduler/fleetview). A template with one repository is 400.
 func (s *Server) templateFleet(w http.ResponseWriter, r *http.Request) {
 	offset, limit, ok := pageParams(w, r)
 	if !ok {
 		return
 	}
 	if r.URL.Query().Get("limit") == "" {
-		limit = view.DefaultLimit
+		limit = fleetview.DefaultLimit
 	}
-	v := &view.Reader{Queue: s.o.Queue, Gate: s.o.Fleet, NextRun: s.o.NextRun}
+	v := &fleetview.Reader{Queue: s.o.Queue, Gate: s.o.Fleet, NextRun: s.o.NextRun}
 	f, err := v.Page(r.Context(), r.PathValue("name"), offset, limit)
 	if err != nil {
 		writeErr(w, ControlStatus(err), "%v", err)

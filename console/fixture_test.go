@@ -16,7 +16,7 @@ import (
 	"outerloop/api"
 	"outerloop/console"
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

@@ -7,13 +7,13 @@ import (
 	"net/url"
 	"strconv"
 
-	fleetview "outerloop/fleet/view"
 	"outerloop/scheduler"
+	"outerloop/scheduler/fleetview"
 )
 
 // The fleet page (/templates/{name}/fleet): a fleet template's repositories, sorted and paged,
 // each with its newest item, pull request, CI, review and spend, beside the next run, the
-// pause and the gate's usage (package fleet/view, as templates status and the API show it).
+// pause and the gate's usage (package scheduler/fleetview, as templates status and the API show it).
 
 type fleetPage struct {
 	Name       string

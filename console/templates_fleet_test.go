@@ -8,7 +8,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/console"
-	"outerloop/fleet/view/viewtest"
+	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
 )
 

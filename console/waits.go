@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"outerloop/api"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

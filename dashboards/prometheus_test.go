@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"

@@ -16,8 +16,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/worker"

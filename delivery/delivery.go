@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"outerloop/delivery"
-	"outerloop/internal/hostilegit"
+	"outerloop/lib/hostilegit"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

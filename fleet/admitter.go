@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/internal/periodic"
+	"outerloop/lib/periodic"
 	"outerloop/workitems"
 )
 

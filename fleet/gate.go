@@ -322,7 +322,7 @@ func (g *Gate) PRClosed(ctx context.Context, template, key string) error {
 }
 
 // Repos returns the template's repositories with their newest item (one hash: O(the fleet's
-// size), not its history; fleet/view sorts and pages it).
+// size), not its history; scheduler/fleetview sorts and pages it).
 func (g *Gate) Repos(ctx context.Context, template string) (map[string]string, error) {
 	m, err := g.rdb.HGetAll(ctx, g.k.repos(template)).Result()
 	if err != nil {

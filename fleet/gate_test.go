@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/fleet"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

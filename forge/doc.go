@@ -100,7 +100,7 @@
 //     the head to be the expected SHA and for "mergeable", and tells a head that really moved
 //     (the branch is elsewhere: ErrHeadMoved) from one Gitea has not caught up with (transient).
 //
-// Tests: the Gitea client runs against a real Gitea server (internal/giteatest). GitHub itself
+// Tests: the Gitea client runs against a real Gitea server (lib/giteatest). GitHub itself
 // is out of reach from the test environment, so the GitHub client is tested against an
 // httptest server answering GitHub's documented REST shapes (pulls, reviews and review comments
 // with Link paging, collaborator permissions, the authenticated user, issues labels and

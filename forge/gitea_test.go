@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/giteatest"
-	"outerloop/internal/testlog"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/workitems"
 )
 

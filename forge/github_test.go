@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/testlog"
+	"outerloop/lib/testlog"
 	"outerloop/workitems"
 )
 

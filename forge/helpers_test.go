@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/internal/giteatest"
-	"outerloop/internal/testlog"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/workitems"
 )
 

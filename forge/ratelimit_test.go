@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
 )
 

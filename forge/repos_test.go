@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"outerloop/internal/giteatest"
+	"outerloop/lib/giteatest"
 	"outerloop/workitems"
 )
 

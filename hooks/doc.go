@@ -33,7 +33,7 @@
 // A delivery without an id is processed, without deduplication, and logged.
 //
 // Payloads read (both forges' documented shapes; Gitea's from its modules/structs/hook.go, the
-// version internal/giteatest runs):
+// version lib/giteatest runs):
 //
 //	GitHub (X-GitHub-Event)        Gitea/Forgejo (X-Gitea-Event-Type)        Kind
 //	status                         status                                    check
@@ -56,7 +56,7 @@
 // Metrics: an Observer is told every outcome (package metrics counts
 // outerloop_webhook_deliveries_total{forge, event, result}).
 //
-// Tests: the Gitea side runs against a real Gitea (internal/giteatest) delivering to the
+// Tests: the Gitea side runs against a real Gitea (lib/giteatest) delivering to the
 // handler; GitHub is out of reach, so its payloads are fixtures in GitHub's documented shapes
 // (testdata/github), signed as GitHub signs them.
 package hooks

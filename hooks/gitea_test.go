@@ -20,8 +20,8 @@ import (
 
 	"outerloop/forge"
 	"outerloop/hooks"
-	"outerloop/internal/giteatest"
-	"outerloop/internal/testlog"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/workitems"
 )
 

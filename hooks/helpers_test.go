@@ -21,9 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"outerloop/hooks"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/giteatest"
-	"outerloop/internal/testlog"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/workitems"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/hooks"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 )
 
 // testRedis is the shared Redis ($REDIS_URL or 127.0.0.1:6379) with a prefix of this test's

@@ -5,7 +5,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/metrics"
 )
 

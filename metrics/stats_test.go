@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/metrics"
 	"outerloop/workitems"
 )

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // gitConfig is what every git call of outerloop starts with, ahead of the caller's own

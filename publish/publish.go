@@ -11,7 +11,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/forge"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

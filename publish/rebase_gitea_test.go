@@ -11,7 +11,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/forge"
-	"outerloop/internal/giteatest"
+	"outerloop/lib/giteatest"
 	"outerloop/workitems"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

@@ -13,8 +13,8 @@ import (
 
 	"outerloop/fleet"
 	"outerloop/hooks"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

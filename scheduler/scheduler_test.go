@@ -11,8 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

@@ -15,7 +15,7 @@ import (
 
 	"outerloop/forge"
 	"outerloop/hooks"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

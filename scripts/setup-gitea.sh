@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds a Gitea server binary for the forge tests (internal/giteatest starts one per test
+# Builds a Gitea server binary for the forge tests (lib/giteatest starts one per test
 # package). Idempotent: a binary already built for the pinned version is kept. Next to it go the
 # module's options/ and templates/, which a Gitea built without bindata reads at run time (it
 # stops on a missing translation otherwise). Prints the binary's path as a shell export.

@@ -9,7 +9,7 @@
 #   - Chromium (Debian's chromium) for the console's browser test,
 #   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
 #   - a Gitea server binary (built once from the Go module proxy into .cache/gitea) for the
-#     forge and delivery tests, which start it on a free port (internal/giteatest),
+#     forge and delivery tests, which start it on a free port (lib/giteatest),
 #   - deadcode (golang.org/x/tools, pinned in go.mod's tool directive) for scripts/deadcode.sh:
 #     no function is left that neither a main nor a test reaches, but those allowed by name.
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestDemo ./cmd/...).

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

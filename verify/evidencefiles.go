@@ -17,7 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"outerloop/forge"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // ErrRateLimited means a forge's rate limit would not reset within its MaxRateWait (the error

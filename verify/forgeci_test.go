@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"outerloop/forge"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/giteatest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/giteatest"
 	"outerloop/workitems"
 )
 

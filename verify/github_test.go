@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"outerloop/forge"
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // detectGoJSON finds a test2json event among the first 200 lines of head, after any build

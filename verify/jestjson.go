@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // maxJestJSON bounds a jest/vitest JSON report: it is one JSON document, decoded whole, so the

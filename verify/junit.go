@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // detectJUnit: the head opens as XML and has a testsuite or testcase element. XML of any other

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // tapFirstLine is how a TAP stream begins: its version, its plan, a first point or a bail out.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/hostilegit"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/hostilegit"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

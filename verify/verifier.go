@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

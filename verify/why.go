@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 )
 

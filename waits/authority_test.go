@@ -10,7 +10,7 @@ import (
 
 	"outerloop/forge"
 	"outerloop/hooks"
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/workitems"

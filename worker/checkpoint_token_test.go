@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"outerloop/internal/periodic"
+	"outerloop/lib/periodic"
 	"outerloop/workitems"
 )
 

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/delivery"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/verify"
 	"outerloop/workitems"

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"outerloop/internal/periodic"
+	"outerloop/lib/periodic"
 	"outerloop/workitems"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"outerloop/delivery"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"

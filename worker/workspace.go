@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

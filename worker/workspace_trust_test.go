@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/internal/hostilegit"
+	"outerloop/lib/hostilegit"
 )
 
 // Everything in a workspace, its .git included, is the item's data. A hostile step writes

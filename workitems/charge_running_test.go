@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

@@ -16,11 +16,11 @@ import (
 // test infrastructure that waits on real services. A directory ends in "/"; a pattern is
 // matched with path.Match.
 var clockRuleAllowed = map[string]string{
-	"workitems/clock.go":  "SystemClock is the one real implementation",
-	"internal/fakeclock/": "the fake clock itself",
-	"internal/redistest/": "test infrastructure: waits on a real Redis in real time",
-	"internal/giteatest/": "test infrastructure: waits on a real Gitea in real time",
-	"proc/proctest/":      "test infrastructure: hostile processes in real time",
+	"workitems/clock.go": "SystemClock is the one real implementation",
+	"lib/fakeclock/":     "the fake clock itself",
+	"lib/redistest/":     "test infrastructure: waits on a real Redis in real time",
+	"lib/giteatest/":     "test infrastructure: waits on a real Gitea in real time",
+	"proc/proctest/":     "test infrastructure: hostile processes in real time",
 }
 
 // clockReads are the time package's functions that read the system clock.

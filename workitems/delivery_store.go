@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // ErrNoPatch means no patch is stored for that attempt of the item.

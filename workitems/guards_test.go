@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 )
 
 // TestEachNamedTransitionAgainstEveryState runs every named store operation on an item in

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 // WaitKind is what a waiting item waits for after its change was pushed.

@@ -13,7 +13,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/waits"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/benchmark"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/proc"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/redistest"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

@@ -17,7 +17,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/internal/app"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/workitems"

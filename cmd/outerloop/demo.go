@@ -14,7 +14,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/scheduler"
 	"outerloop/worker/agentloop/demo"

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"outerloop/evals"
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
 )
 

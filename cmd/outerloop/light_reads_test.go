@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/fleet/view/viewtest"
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
+	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
 )
 

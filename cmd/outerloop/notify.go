@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/notify"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"outerloop/internal/app"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/scheduler"
 )
 

@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"outerloop/fleet/view"
 	"outerloop/internal/app"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
+	"outerloop/scheduler/fleetview"
 )
 
-// statusCmd prints a fleet template as a table of its repositories (package fleet/view: the
+// statusCmd prints a fleet template as a table of its repositories (package scheduler/fleetview: the
 // same rows as GET /api/templates/NAME/fleet and the console's fleet page).
 func statusCmd(g *globals) *cobra.Command {
 	var asJSON bool
@@ -24,13 +24,13 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "A fleet template's repositories: newest item, pull request, CI, review, spend; next run and limits",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
-			if limit < 1 || limit > view.MaxLimit {
-				return fmt.Errorf("--limit %d: want 1..%d", limit, view.MaxLimit)
+			if limit < 1 || limit > fleetview.MaxLimit {
+				return fmt.Errorf("--limit %d: want 1..%d", limit, fleetview.MaxLimit)
 			}
 			if offset < 0 {
 				return fmt.Errorf("--offset %d: want a number ≥ 0", offset)
 			}
-			r := &view.Reader{Queue: a.Queue, Gate: a.Fleet}
+			r := &fleetview.Reader{Queue: a.Queue, Gate: a.Fleet}
 			// The next run is the schedule's: a scheduler is planned, never started.
 			if s, err := a.Scheduler(nil); err == nil {
 				r.NextRun = s.NextRun
@@ -46,12 +46,12 @@ func statusCmd(g *globals) *cobra.Command {
 		}),
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (as GET /api/templates/NAME/fleet)")
-	c.Flags().IntVar(&limit, "limit", view.DefaultLimit, "at most this many repositories")
+	c.Flags().IntVar(&limit, "limit", fleetview.DefaultLimit, "at most this many repositories")
 	c.Flags().IntVar(&offset, "offset", 0, "skip this many repositories (sorted by name)")
 	return c
 }
 
-func printFleet(w io.Writer, f *view.Fleet) error {
+func printFleet(w io.Writer, f *fleetview.Fleet) error {
 	next := "none (no schedule)"
 	if !f.NextRun.IsZero() {
 		next = f.NextRun.Format(time.RFC3339)

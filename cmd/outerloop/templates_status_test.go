@@ -10,10 +10,10 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/fleet"
-	"outerloop/fleet/view"
-	"outerloop/fleet/view/viewtest"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
+	"outerloop/scheduler/fleetview"
+	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
 )
 
@@ -53,7 +53,7 @@ func TestCLIFleetTemplatesStatus(t *testing.T) {
 		t.Fatalf("the first page of 2 shows the third repository:\n%s", out)
 	}
 	out, e, code = c.run("templates", "status", "sweep", "--offset", "2", "--json")
-	var f view.Fleet
+	var f fleetview.Fleet
 	if code != 0 || json.Unmarshal([]byte(out), &f) != nil || len(f.Rows) != 1 || f.Rows[0].Slug != "acme/c" || f.Next != nil {
 		t.Fatalf("json page 2: rc %d %s %s", code, out, e)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"outerloop/forge"
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
 )

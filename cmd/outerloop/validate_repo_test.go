@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/internal/giteatest"
+	"outerloop/lib/giteatest"
 )
 
 // validate reads a private repository of a real Gitea with its forge's token (found by the

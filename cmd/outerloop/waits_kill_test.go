@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/giteatest"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

@@ -12,8 +12,8 @@ import (
 
 	"outerloop/fleet/discover"
 	"outerloop/forge"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"outerloop/forge"
 	"outerloop/forge/sharedlimit"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

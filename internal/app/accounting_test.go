@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
-	"outerloop/internal/testlog"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/testlog"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/scriptloop"

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

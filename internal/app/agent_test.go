@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
-	"outerloop/internal/testlog"
+	"outerloop/lib/redistest"
+	"outerloop/lib/testlog"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/worker"

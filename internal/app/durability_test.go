@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

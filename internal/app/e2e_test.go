@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"

@@ -19,9 +19,9 @@ import (
 
 	"outerloop/evals"
 	"outerloop/internal/app"
-	"outerloop/internal/giteatest"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/redistest"
 	"outerloop/notify"
 	"outerloop/scheduler"
 	"outerloop/worker"

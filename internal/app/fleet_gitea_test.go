@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/giteatest"
+	"outerloop/lib/giteatest"
 	"outerloop/worker"
 	"outerloop/workitems"
 )

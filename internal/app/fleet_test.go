@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"

@@ -27,8 +27,8 @@ import (
 
 	"outerloop/forge"
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
-	"outerloop/internal/testlog"
+	"outerloop/lib/redistest"
+	"outerloop/lib/testlog"
 	"outerloop/worker"
 	"outerloop/workitems"
 )

@@ -10,7 +10,7 @@ import (
 
 	"outerloop/forge"
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/metrics"
 	"outerloop/notify"
 	"outerloop/workitems"

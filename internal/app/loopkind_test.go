@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/lib/redistest"
 	"outerloop/worker"
 	"outerloop/workitems"
 )

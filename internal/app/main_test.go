@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/internal/giteatest"
+	"outerloop/lib/giteatest"
 	"outerloop/proc"
 )
 

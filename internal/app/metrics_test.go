@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/redistest"
-	"outerloop/internal/testlog"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/redistest"
+	"outerloop/lib/testlog"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/worker"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/notify"
 	"outerloop/scheduler"
 	"outerloop/workitems"

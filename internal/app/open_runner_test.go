@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/workitems"
 )
 

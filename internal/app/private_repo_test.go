@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
-	"outerloop/internal/testlog"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

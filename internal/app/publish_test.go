@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
-	"outerloop/internal/testlog"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

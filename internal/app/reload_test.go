@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/workitems"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
+	"outerloop/lib/fakeclock"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"

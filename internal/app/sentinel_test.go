@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/internal/app"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
-	"outerloop/internal/testlog"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/testlog"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"outerloop/internal/app"
-	"outerloop/internal/giteatest"
-	"outerloop/internal/redistest"
+	"outerloop/lib/giteatest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )

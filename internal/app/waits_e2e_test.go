@@ -21,8 +21,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/internal/app"
-	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
+	"outerloop/lib/giteatest"
 	"outerloop/scheduler"
 	"outerloop/waits"
 	"outerloop/workitems"

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/worker"

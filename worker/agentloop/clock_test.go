@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/worker"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"

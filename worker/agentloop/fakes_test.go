@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/worker"

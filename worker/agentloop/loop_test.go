@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"

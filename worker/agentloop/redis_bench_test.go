@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/worker"
 	"outerloop/workitems"
 )

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
+	"outerloop/lib/fakeclock"
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"

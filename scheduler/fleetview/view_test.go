@@ -1,4 +1,4 @@
-package view_test
+package fleetview_test
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/fleet"
-	"outerloop/fleet/view"
-	"outerloop/fleet/view/viewtest"
-	"outerloop/internal/redistest"
+	"outerloop/lib/redistest"
 	"outerloop/scheduler"
+	"outerloop/scheduler/fleetview"
+	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
 )
 
-func newReader(t *testing.T) (*view.Reader, map[string]string) {
+func newReader(t *testing.T) (*fleetview.Reader, map[string]string) {
 	t.Helper()
 	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
@@ -30,7 +30,7 @@ func newReader(t *testing.T) (*view.Reader, map[string]string) {
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue, Fleet: gate})
 	ids := viewtest.Seed(t, q)
 	next := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
-	return &view.Reader{Queue: q, Gate: gate, NextRun: func(string) (time.Time, bool) { return next, true }}, ids
+	return &fleetview.Reader{Queue: q, Gate: gate, NextRun: func(string) (time.Time, bool) { return next, true }}, ids
 }
 
 func TestFleetViewPagesRepositoriesInOrder(t *testing.T) {
@@ -71,7 +71,7 @@ func TestFleetViewRefusesUnknownAndSingleRepositoryTemplates(t *testing.T) {
 	if _, err := r.Page(context.Background(), "nope", 0, 10); !errors.Is(err, scheduler.ErrUnknownTemplate) {
 		t.Fatalf("unknown template: %v", err)
 	}
-	if _, err := r.Page(context.Background(), "single", 0, 10); !errors.Is(err, view.ErrNotFleet) {
+	if _, err := r.Page(context.Background(), "single", 0, 10); !errors.Is(err, fleetview.ErrNotFleet) {
 		t.Fatalf("single-repository template: %v", err)
 	}
 }

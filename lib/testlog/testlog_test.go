@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"outerloop/internal/testlog"
+	"outerloop/lib/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"outerloop/internal/shorten"
+	"outerloop/lib/shorten"
 )
 
 func TestShortening(t *testing.T) {

@@ -1,11 +1,15 @@
-// Package view is the fleet read model: a fleet template seen as a table of its repositories,
+// Package fleetview is the fleet read model: a fleet template seen as a table of its repositories,
 // each with its newest item, that item's pull request, CI and review, and spend, beside the
 // template's next run and what holds its limits. The CLI (templates status), the API
 // (GET /api/templates/{name}/fleet) and the console's fleet page all show it.
 //
 // A page costs O(page) items: the repository hash (the fleet's size, not its history) is read
 // and sorted, and only the page's items are fetched, in one MGET.
-package view
+//
+// It reads a template through the scheduler (its queue, pause and next run) and the fleet gate,
+// so it sits above both, under scheduler: fleet stays below scheduler (the scheduler imports
+// the gate) and no import points back up.
+package fleetview
 
 import (
 	"context"

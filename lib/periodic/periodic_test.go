@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"outerloop/internal/fakeclock"
-	"outerloop/internal/testlog"
+	"outerloop/lib/fakeclock"
+	"outerloop/lib/testlog"
 )
 
 // TestALoopPassesNowThenEveryIntervalAndStopsWithShutdown: the first pass runs at Start, the
