@@ -752,7 +752,7 @@ func TestAWorkerStartedWhileRedisIsDownWaitsForIt(t *testing.T) {
 	await(w, "worker running")
 	await(s, "scheduler running")
 	ids := c.enqueue(1)
-	if it := awaitState(t, c.store(), ids[0], time.Minute, workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
+	if it := awaitState(t, c.store(), ids[0], workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
 		t.Fatalf("item %s", it.State)
 	}
 }

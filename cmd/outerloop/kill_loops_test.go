@@ -115,7 +115,7 @@ func TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool(t *testing.T
 	_ = a.Wait()
 	child := readPID(t, filepath.Join(marks, "pid"))
 	c.startEnv(env, "--workdir", t.TempDir(), "worker", "--id", "B", "--lease-ttl", killLease)
-	it := awaitState(t, c.store(), id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, c.store(), id, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 || it.Attempts[0].Resumes < 1 || !strings.HasPrefix(it.Attempts[0].Worker, "B/") {
 		t.Fatalf("want closed in one attempt resumed by B: %s, %d attempts, worker %s, resumes %d",
 			it.State, len(it.Attempts), it.Current().Worker, it.Current().Resumes)
@@ -218,7 +218,7 @@ func TestKilledExecWorkerResumesTheAgentsRecordedSession(t *testing.T) {
 	_ = a.Wait()
 	child := readPID(t, filepath.Join(logDir, "pid"))
 	c.start("--workdir", t.TempDir(), "worker", "--id", "B", "--lease-ttl", killLease)
-	it := awaitState(t, s, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it := awaitState(t, s, id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 || it.Attempts[0].Resumes < 1 || !strings.HasPrefix(it.Attempts[0].Worker, "B/") {
 		t.Fatalf("want closed in one attempt resumed by B: %s, %d attempts, worker %s, resumes %d, exit %+v",
 			it.State, len(it.Attempts), it.Current().Worker, it.Current().Resumes, it.Current().Exit)

@@ -52,7 +52,7 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 		t.Fatalf("after the kill: %s epoch %d base %+v", mid.State, mid.Current().Epoch, mid.Current().Base)
 	}
 	c.start("--workdir", dirB, "worker", "--id", "B", "--lease-ttl", killLease)
-	it := awaitState(t, s, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, s, id, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 {
 		t.Fatalf("want closed in one attempt, got %s after %d", it.State, len(it.Attempts))
 	}
@@ -90,7 +90,7 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("enqueue: %s", e)
 	}
-	single := awaitState(t, s, enqueuedID(t, out), 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	single := awaitState(t, s, enqueuedID(t, out), workitems.StateClosed, workitems.StateEscalated)
 	st := single.Attempts[0]
 	if single.State != workitems.StateClosed || st.ExitSnapshot == nil || at.ExitSnapshot == nil ||
 		st.ExitSnapshot.Tree != at.ExitSnapshot.Tree || st.ExitSnapshot.Bytes != at.ExitSnapshot.Bytes {

@@ -82,7 +82,7 @@ func TestCLIWorkerNotifiesAnEscalationAndNotifyListShowsTheDeadLetter(t *testing
 		t.Fatalf("enqueue: %d %s", code, errOut)
 	}
 	id := enqueuedID(t, stdout)
-	awaitState(t, c.store(), id, 90*time.Second, workitems.StateEscalated)
+	awaitState(t, c.store(), id, workitems.StateEscalated)
 
 	var dead []notify.Delivery
 	deadline := time.Now().Add(30 * time.Second)

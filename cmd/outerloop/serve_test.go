@@ -73,7 +73,7 @@ func TestServeRunsTheWholeSystemAndStopsGracefully(t *testing.T) {
 	if resp.StatusCode != 201 || it.ID == "" {
 		t.Fatalf("enqueue over HTTP: %d %+v", resp.StatusCode, it)
 	}
-	done := awaitState(t, c.store(), it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	done := awaitState(t, c.store(), it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if done.State != workitems.StateClosed {
 		t.Fatalf("item %s", done.State)
 	}
@@ -209,7 +209,7 @@ func TestServeStopsInItsBoundWithAStreamOpenAndADoneCheckRunning(t *testing.T) {
 	}
 
 	c.start("worker", "--id", "after")
-	done := awaitState(t, c.store(), id, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	done := awaitState(t, c.store(), id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if done.State != workitems.StateClosed || done.Attempt != 1 {
 		t.Fatalf("after the hand-back the item is %s at attempt %d; want closed by attempt 1", done.State, done.Attempt)
 	}

@@ -137,7 +137,7 @@ templates:
 	}
 
 	c.startEnv(env, "--workdir", t.TempDir(), "worker", "--concurrency", "2", "--id", "w2")
-	done := awaitState(t, a.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	done := awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if done.State != workitems.StateClosed || len(done.Attempts) != 1 || done.Delivery.PushedSHA != sha ||
 		len(done.Delivery.Checks) != 1 || done.Delivery.Checks[0].State != workitems.CheckSuccess {
 		t.Fatalf("want closed in one attempt on CI green: %s %+v %+v", done.State, done.Delivery, done.Decisions)

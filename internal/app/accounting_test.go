@@ -139,7 +139,7 @@ func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
+		got := awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
 		if got.State != workitems.StateEscalated || len(got.Attempts) != 1 || got.Escalation == nil {
 			t.Errorf("%s: %s after %d attempts, want escalated after 1", tmpl, got.State, len(got.Attempts))
 			continue
@@ -172,7 +172,7 @@ func TestNoForgeWarningWithoutCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+	if got := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
 		t.Fatalf("item %s", got.State)
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
@@ -226,7 +226,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(marks, "GO"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+	if got := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
 		t.Fatalf("item %s", got.State)
 	}
 }
@@ -277,7 +277,7 @@ func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(marks, "GO"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+	if got := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
 		t.Fatalf("item %s", got.State)
 	}
 }

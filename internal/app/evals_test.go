@@ -251,7 +251,7 @@ func assertApartFromProduction(t *testing.T, s *sys, e *evals.Experiment, hooks 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed); it.State != workitems.StateEscalated {
+	if it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed); it.State != workitems.StateEscalated {
 		t.Fatalf("production item %s, want escalated", it.State)
 	}
 	select {

@@ -115,7 +115,7 @@ templates:
 	}
 	close(release)
 	for _, id := range ids {
-		if it := awaitState(t, a.Store, id, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
+		if it := awaitState(t, a.Store, id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
 			t.Fatalf("%s ended %s", id, it.State)
 		}
 	}
@@ -187,7 +187,7 @@ templates:
 		if err != nil {
 			t.Fatal(err)
 		}
-		awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	}
 	if p, err := a.Queue.PauseOf(ctx, "deps"); err != nil || p != nil {
 		t.Fatalf("paused after two failures in a row: %+v %v", p, err)
@@ -197,7 +197,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	var body []byte
 	for body == nil {
 		select {
@@ -243,7 +243,7 @@ templates:
 	if _, err := a.Queue.Resume(ctx, "deps", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if it = awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
+	if it = awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
 		t.Fatalf("after the resume the item ended %s", it.State)
 	}
 }

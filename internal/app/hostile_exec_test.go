@@ -46,7 +46,7 @@ func TestAHostileExecAgentsHomeLinkedToAHostDirectoryIsNotWrittenThrough(t *test
 	awaitCheckpoint(t, w.s, it.ID, "planted the link")
 	w1.Shutdown(context.Background())
 	startAppWorker(t, w.s.App, 1, "home-2")
-	got := awaitState(t, w.s.Store, it.ID, 2*time.Minute, hostileEnds...)
+	got := awaitState(t, w.s.Store, it.ID, hostileEnds...)
 	if got.Attempts[0].Resumes < 1 {
 		t.Errorf("the attempt was not resumed (%d resumes): the home was never used twice", got.Attempts[0].Resumes)
 	}

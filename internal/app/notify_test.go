@@ -67,7 +67,7 @@ notify:
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, a.Store, it.ID, 90*time.Second, workitems.StateEscalated, workitems.StateClosed)
+	it = awaitState(t, a.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 	if it.State != workitems.StateEscalated {
 		t.Fatalf("item %s", it.State)
 	}

@@ -79,7 +79,7 @@ func TestGracefulShutdownCheckpointsAndAnotherWorkerResumes(t *testing.T) {
 		t.Fatalf("runs before resume: %q", got)
 	}
 	s.startWorker(t, "w2")
-	done := awaitState(t, s.Store, it.ID, 90*time.Second, workitems.StateClosed, workitems.StateEscalated)
+	done := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if done.State != workitems.StateClosed || len(done.Attempts) != 1 || done.Attempts[0].Resumes != 1 {
 		t.Fatalf("want closed in one resumed attempt: %s attempts=%d resumes=%d", done.State, len(done.Attempts), done.Attempts[0].Resumes)
 	}

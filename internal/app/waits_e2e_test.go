@@ -246,7 +246,7 @@ func TestCIGreenArrivingByWebhookClosesTheItemWithoutAPoll(t *testing.T) {
 		t.Fatalf("the first poll must be far off (first_poll 10m): %v", np)
 	}
 	h.status(t, sha, "success")
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	last := it.Decisions[len(it.Decisions)-1]
 	if it.State != workitems.StateClosed || last.Rule != "checks_passed" {
 		t.Fatalf("want closed (checks_passed): %s %+v\n%v", it.State, last, trail(t, h.sys, it.ID))
@@ -306,7 +306,7 @@ func TestAReviewRequestingChangesRetriesOnTheSamePullRequestAndAnApprovalMerges(
 	it = h.awaitWait(t, it.ID, workitems.WaitReview, 2)
 	reviewer.API(t, http.MethodPost, prPath+"/reviews", map[string]any{"event": "APPROVED", "body": "Good.", "commit_id": second.PushedSHA},
 		http.StatusOK, nil)
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	d := it.Delivery
 	if it.State != workitems.StateClosed || d.Outcome != workitems.DeliveryMerged || d.MergeCommit == "" || d.PR.State != workitems.PRMerged ||
 		d.PushedSHA != second.PushedSHA || len(it.Attempts) != 2 {
@@ -340,7 +340,7 @@ func TestAPullRequestClosedWhileWaitingForReviewEndsTheItemDeclined(t *testing.T
 	it := h.submit(t, "rv")
 	it = h.awaitWait(t, it.ID, workitems.WaitReview, 1)
 	h.gs.ClosePullRequest(t, h.repo, it.Wait.PR)
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	last := it.Decisions[len(it.Decisions)-1]
 	if it.State != workitems.StateClosed || last.Rule != "pr_closed" || it.Delivery.Outcome != workitems.DeliveryDeclined ||
 		it.Delivery.PR.State != workitems.PRClosed {
@@ -477,7 +477,7 @@ func TestAReplayedOrBadlySignedDeliveryChangesNothing(t *testing.T) {
 	}
 	// The real green status still closes it.
 	h.status(t, sha, "success")
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("want closed: %s\n%v", it.State, trail(t, h.sys, it.ID))
 	}
@@ -571,7 +571,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 	})
 	startAppWorker(t, b.App, 2, "B")
 	for _, it := range items {
-		done := awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		done := awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 		if done.State != workitems.StateClosed || len(done.Attempts) != 1 || done.Delivery.Checks[0].State != workitems.CheckSuccess {
 			t.Fatalf("%s: %s %+v\n%v", it.ID, done.State, done.Delivery, trail(t, h.sys, it.ID))
 		}
@@ -654,7 +654,7 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 		}
 	}
 	quick := h.submit(t, "quick")
-	quick = awaitState(t, h.Store, quick.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	quick = awaitState(t, h.Store, quick.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	close(quickClosed)
 	if quick.State != workitems.StateClosed {
 		t.Fatalf("quick: %s %+v", quick.State, quick.Decisions)
@@ -670,7 +670,7 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 		case <-time.After(3 * time.Minute):
 			t.Fatal("a CI status was never posted")
 		}
-		it := awaitState(t, h.Store, p.it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		it := awaitState(t, h.Store, p.it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 		if it.State != workitems.StateClosed {
 			t.Fatalf("%s: %s\n%v", it.ID, it.State, trail(t, h.sys, it.ID))
 		}
