@@ -15,6 +15,7 @@ import (
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
 	"outerloop/internal/testlog"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/scriptloop"
@@ -205,7 +206,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	var progress workitems.Event
 	for after := "0"; progress.Message == ""; {
@@ -255,7 +256,7 @@ func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	var progress workitems.Event
 	for after := "0"; progress.Message == ""; {

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/giteatest"
+	"outerloop/internal/testwait"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
@@ -169,7 +170,7 @@ func TestAFailingFleetOnGiteaPausesItselfAndTellsTheSink(t *testing.T) {
 			if strings.Contains(string(b), `"fleet_paused"`) && strings.Contains(string(b), `"bump"`) {
 				body = b
 			}
-		case <-time.After(time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("the sink was not told of the pause")
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -94,7 +95,7 @@ templates:
 		select {
 		case id := <-started:
 			return id
-		case <-time.After(time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("no attempt started")
 			return ""
 		}
@@ -205,7 +206,7 @@ templates:
 			if strings.Contains(string(b), `"fleet_paused"`) {
 				body = b
 			}
-		case <-time.After(time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("the sink was not told of the pause")
 		}
 	}
@@ -225,7 +226,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testwait.Deadline(t); ; time.Sleep(20 * time.Millisecond) {
 		u, err := a.Fleet.Usage(ctx, "deps")
 		if err != nil {
 			t.Fatal(err)

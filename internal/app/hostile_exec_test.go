@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 )
 
@@ -56,7 +57,7 @@ func TestAHostileExecAgentsHomeLinkedToAHostDirectoryIsNotWrittenThrough(t *test
 // awaitCheckpoint waits until the attempt's checkpoint history holds a step saying what.
 func awaitCheckpoint(t *testing.T, s *sys, id, what string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		_, hist, err := s.Store.LoadCheckpoint(context.Background(), id, 1)
 		if err != nil {

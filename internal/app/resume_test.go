@@ -12,6 +12,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/sample"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -38,7 +39,7 @@ func resumableScript(logDir string) string {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return
@@ -174,7 +175,7 @@ func TestCancellingARunningItemStopsItsProcessAndWritesNothingMore(t *testing.T)
 		t.Fatalf("cancel: %v %v", cancelled, err)
 	}
 	// The worker notices at its next heartbeat, kills the command and releases the lease.
-	deadline, stop := context.WithTimeout(ctx, time.Minute)
+	deadline, stop := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer stop()
 	evs, err := s.Store.WaitFor(deadline, it.ID, func(*workitems.Item) bool {
 		ep, _ := s.Store.Epoch(ctx, it.ID, 1)

@@ -13,6 +13,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/internal/redistest"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -114,7 +115,7 @@ templates:
 func awaitServer(t *testing.T, rdb redis.UniversalClient, addr string) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(addr)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		info, err := rdb.Info(context.Background(), "server").Result()
 		if err == nil && strings.Contains(info, "tcp_port:"+port+"\r\n") {

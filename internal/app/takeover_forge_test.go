@@ -14,6 +14,7 @@ import (
 	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
 	"outerloop/internal/testlog"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -71,7 +72,7 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 	}
 
 	b, _ := s.host(t, "B", delivering)
-	for deadline := time.Now().Add(time.Minute); ; {
+	for deadline := testwait.Deadline(t); ; {
 		err := b.Process(ctx, it.ID, 1)
 		if err == nil {
 			break
@@ -102,7 +103,7 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 		if err != nil {
 			t.Fatalf("A should stop quietly, got %v", err)
 		}
-	case <-time.After(time.Minute):
+	case <-testwait.After(t):
 		t.Fatal("A did not stop after losing its lease")
 	}
 	if after, _ := s.Store.Get(ctx, it.ID); after.Version != done.Version {

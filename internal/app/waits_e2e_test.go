@@ -23,6 +23,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/giteatest"
 	"outerloop/internal/sample"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/waits"
 	"outerloop/workitems"
@@ -77,10 +78,10 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // next returns the next delivery of event type kind (X-Gitea-Event-Type) for which match
-// holds, within a minute.
+// holds (until the test's deadline).
 func (r *recorder) next(t *testing.T, what string, match func(hookDelivery) bool) hookDelivery {
 	t.Helper()
-	timeout := time.After(time.Minute)
+	timeout := testwait.After(t)
 	for {
 		select {
 		case d := <-r.seen:
@@ -88,7 +89,7 @@ func (r *recorder) next(t *testing.T, what string, match func(hookDelivery) bool
 				return d
 			}
 		case <-timeout:
-			t.Fatalf("no webhook delivery %s within a minute", what)
+			t.Fatalf("no webhook delivery %s by the test's deadline", what)
 		}
 	}
 }
@@ -112,8 +113,8 @@ func (a *audits) next(t *testing.T) waits.AuditEntry {
 	select {
 	case e := <-a.ch:
 		return e
-	case <-time.After(time.Minute):
-		t.Fatal("no audited command within a minute")
+	case <-testwait.After(t):
+		t.Fatal("no audited command by the test's deadline")
 		return waits.AuditEntry{}
 	}
 }
@@ -159,7 +160,7 @@ func (h *hookRig) submit(t *testing.T, template string) *workitems.Item {
 // awaitWait waits until the item waits for kind in attempt n.
 func (h *hookRig) awaitWait(t *testing.T, id string, kind workitems.WaitKind, n int) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	it, err := h.Store.WaitFor(ctx, id, func(it *workitems.Item) bool {
 		return it.State == workitems.StateWaiting && it.Wait != nil && it.Wait.Kind == kind && it.Wait.Attempt == n ||
@@ -176,7 +177,7 @@ func (h *hookRig) awaitWait(t *testing.T, id string, kind workitems.WaitKind, n 
 // wake either ran, and the item waits again under a newer seq, or was never enqueued).
 func (h *hookRig) settled(t *testing.T, id string) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	for {
 		it, err := h.Store.Get(ctx, id)
@@ -522,7 +523,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 	// Three items wait; the worker's two slots come free and no task stays active (the task
 	// that parked the last item may still be finishing when its item is seen waiting: asynq
 	// marks it done after the handler returns, so this polls the queue until it settles).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testwait.Deadline(t); ; time.Sleep(20 * time.Millisecond) {
 		info, err := h.Inspector().GetQueueInfo(h.QueueName())
 		if err != nil {
 			t.Fatal(err)
@@ -539,7 +540,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 			t.Fatalf("%s: attempt %s, wait %+v", it.ID, at.State, it.Wait)
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	sctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	a.Shutdown(sctx)
 	cancel()
 
@@ -618,7 +619,7 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 		wg.Add(1)
 		go func() { // the item's CI: it answers D after the push, and not before the quick item closed
 			defer wg.Done()
-			wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
+			wctx, wcancel := context.WithDeadline(ctx, testwait.Deadline(t))
 			defer wcancel()
 			w, err := h.Store.WaitFor(wctx, it.ID, func(it *workitems.Item) bool { return it.Wait != nil || it.State.Terminal() })
 			if err != nil || w.Wait == nil {
@@ -649,7 +650,7 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 	for range 3 { // all three wait at once: two slots could not hold them
 		select {
 		case <-waiting:
-		case <-time.After(3 * time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("three pull requests never waited at once: does a waiting item hold a worker slot?")
 		}
 	}
@@ -667,7 +668,7 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 		var p parked
 		select {
 		case p = <-posted:
-		case <-time.After(3 * time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("a CI status was never posted")
 		}
 		it := awaitState(t, h.Store, p.it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
