@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
+	"outerloop/internal/testwait"
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
@@ -53,7 +54,7 @@ func alive(pid int) bool {
 // write after the takeover. A process's end has no event to await from outside: poll.
 func awaitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -203,7 +204,7 @@ func TestKilledExecWorkerResumesTheAgentsRecordedSession(t *testing.T) {
 	waitFile(t, filepath.Join(logDir, "READY"))
 	// The agent's lines are checkpointed as the worker reads them: kill once step 2's start is.
 	s := c.store()
-	deadline := time.Now().Add(time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		state, _, err := s.LoadCheckpoint(t.Context(), id, 1)
 		if err == nil && bytes.Contains(state, []byte(`"session":"s-1"`)) && bytes.Contains(state, []byte(`"offset":4`)) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
+	"outerloop/internal/testwait"
 	"outerloop/workitems"
 )
 
@@ -128,7 +129,7 @@ func gitCommitAll(t *testing.T, dir string) {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return

@@ -12,12 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"outerloop/internal/app"
 	"outerloop/internal/giteatest"
 	"outerloop/internal/redistest"
 	"outerloop/internal/sample"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -106,7 +106,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	it, err = a.Store.WaitFor(ctx, it.ID, func(it *workitems.Item) bool { return it.Wait != nil || it.State.Terminal() })
 	if err != nil || it.State != workitems.StateWaiting {
