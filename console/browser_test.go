@@ -91,7 +91,7 @@ func browser(t *testing.T) context.Context {
 // run runs browser steps with a deadline, failing the test with what was being done.
 func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("browser: %s: %v", what, err)
@@ -100,7 +100,7 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {

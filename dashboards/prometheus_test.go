@@ -25,6 +25,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/fakeclock"
 	"outerloop/internal/redistest"
+	"outerloop/internal/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
@@ -345,14 +346,15 @@ scrape_configs:
 	return p
 }
 
-// await polls Prometheus's API (its only way to tell) until cond holds, for at most a minute.
+// await polls Prometheus's API (its only way to tell) until cond holds, until the test's
+// deadline.
 func (p *promServer) await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	began, deadline := time.Now(), testwait.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(p.log)
-			t.Fatalf("waited a minute for: %s\nprometheus log:\n%s", what, log)
+			t.Fatalf("waited %s for: %s\nprometheus log:\n%s", time.Since(began).Round(time.Second), what, log)
 		}
 		<-time.After(200 * time.Millisecond) // the API's polling interval, not a synchronisation
 	}

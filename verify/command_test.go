@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/internal/testwait"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/workitems"
@@ -229,8 +230,8 @@ func TestDoneCheckLeavesNoChildren(t *testing.T) {
 	}
 	pid := strings.TrimSpace(string(b))
 	// The child was killed with the group; once reaped by init its /proc entry goes away.
-	// Poll /proc (the kernel gives no other signal to wait on), bounded.
-	deadline := time.Now().Add(10 * time.Second)
+	// Poll /proc (the kernel gives no other signal to wait on), until the test's deadline.
+	deadline := testwait.Deadline(t)
 	for {
 		st, err := os.ReadFile("/proc/" + pid + "/stat")
 		if err != nil || strings.Contains(string(st), ") Z ") {
