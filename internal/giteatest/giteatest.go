@@ -206,7 +206,10 @@ INSTALL_LOCK = true
 ALLOWED_HOST_LIST = loopback
 
 [webhook]
-DELIVER_TIMEOUT = 10
+; how long Gitea waits for a test's handler to answer before it gives the delivery up (and
+; never redelivers it): a handler is quick, but a loaded machine running -race can take more
+; than the 10 s this was
+DELIVER_TIMEOUT = 120
 
 [log]
 MODE = file
