@@ -21,6 +21,7 @@ var clockRuleAllowed = map[string]string{
 	"internal/redistest/": "test infrastructure: waits on a real Redis in real time",
 	"internal/giteatest/": "test infrastructure: waits on a real Gitea in real time",
 	"proc/proctest/":      "test infrastructure: hostile processes in real time",
+	"internal/testwait/":  "test infrastructure: a test's waits end before its binary's real deadline",
 }
 
 // clockReads are the time package's functions that read the system clock.
