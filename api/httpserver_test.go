@@ -16,6 +16,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/hooks"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/workitems"
@@ -121,7 +122,7 @@ func trickle(t *testing.T, addr, head string) trickled {
 	}()
 	tick := time.NewTicker(10 * time.Millisecond) // the client's pace, not a synchronisation
 	defer tick.Stop()
-	giveUp := time.NewTimer(time.Minute)
+	giveUp := time.NewTimer(testwait.Left(t))
 	defer giveUp.Stop()
 	var tr trickled
 	for {
@@ -133,7 +134,7 @@ func trickle(t *testing.T, addr, head string) trickled {
 			}
 			tr.status = a.resp.StatusCode
 			// The connection ends after the answer: the next read finds the server's close.
-			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_ = c.SetReadDeadline(testwait.Deadline(t))
 			_, err := br.ReadByte()
 			tr.closed = err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 			return tr
@@ -142,7 +143,7 @@ func trickle(t *testing.T, addr, head string) trickled {
 				tr.sent++
 			}
 		case <-giveUp.C:
-			t.Fatalf("the server still reads a trickling body after a minute (%d bytes sent)", tr.sent)
+			t.Fatalf("the server still reads a trickling body at the test's deadline (%d bytes sent)", tr.sent)
 		}
 	}
 }

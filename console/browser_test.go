@@ -19,6 +19,7 @@ import (
 	"outerloop/api"
 	"outerloop/console"
 	"outerloop/internal/sample"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -90,7 +91,7 @@ func browser(t *testing.T) context.Context {
 // run runs browser steps with a deadline, failing the test with what was being done.
 func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("browser: %s: %v", what, err)
@@ -99,7 +100,7 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
@@ -123,9 +124,10 @@ func sampleRepo(t *testing.T) string {
 const fixOnHint = `if echo "$OUTERLOOP_INPUT" | grep -q "flip the sign"; then ` + sample.FixCommand + `; echo "fixed: flipped the sign"; else echo "not sure what to change"; fi`
 
 // awaitState follows the item's event stream until it reaches one of states.
-func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {
+func awaitState(t *testing.T, s *workitems.Store, id string, states ...workitems.State) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	after := "0"
 	for {
@@ -139,7 +141,7 @@ func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Durati
 		}
 		evs, err := s.Events(ctx, id, after, 100, time.Second)
 		if ctx.Err() != nil {
-			t.Fatalf("item %s did not reach %v within %s", id, states, timeout)
+			t.Fatalf("item %s did not reach %v within %s", id, states, time.Since(began).Round(time.Second))
 		}
 		if err == nil && len(evs) > 0 {
 			after = evs[len(evs)-1].ID
@@ -187,7 +189,7 @@ func TestInABrowserAPersonRetriesAnEscalatedItemAndWatchesItClose(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, a.Store, it.ID, 3*time.Minute, workitems.StateEscalated, workitems.StateClosed); got.State != workitems.StateEscalated {
+	if got := awaitState(t, a.Store, it.ID, workitems.StateEscalated, workitems.StateClosed); got.State != workitems.StateEscalated {
 		t.Fatalf("the item should escalate first, it is %s", got.State)
 	}
 

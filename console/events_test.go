@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"outerloop/console"
+	"outerloop/lib/testwait"
 	"outerloop/workitems"
 )
 
@@ -61,10 +62,10 @@ func openStream(t *testing.T, url string, header http.Header) *sse {
 	return s
 }
 
-// ended reports whether the stream ended within 10s.
+// ended reports whether the stream ended (false: still open at the test's deadline).
 func (s *sse) ended(t *testing.T) bool {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := testwait.After(t)
 	for {
 		select {
 		case _, ok := <-s.ch:
@@ -85,8 +86,8 @@ func (s *sse) next(t *testing.T) sseMessage {
 			t.Fatal("the stream ended")
 		}
 		return m
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10s")
+	case <-testwait.After(t):
+		t.Fatal("no event by the test's deadline")
 	}
 	return sseMessage{}
 }

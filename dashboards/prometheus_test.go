@@ -25,6 +25,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/agentloop"
@@ -345,14 +346,15 @@ scrape_configs:
 	return p
 }
 
-// await polls Prometheus's API (its only way to tell) until cond holds, for at most a minute.
+// await polls Prometheus's API (its only way to tell) until cond holds, until the test's
+// deadline.
 func (p *promServer) await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	began, deadline := time.Now(), testwait.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(p.log)
-			t.Fatalf("waited a minute for: %s\nprometheus log:\n%s", what, log)
+			t.Fatalf("waited %s for: %s\nprometheus log:\n%s", time.Since(began).Round(time.Second), what, log)
 		}
 		<-time.After(200 * time.Millisecond) // the API's polling interval, not a synchronisation
 	}
@@ -418,18 +420,24 @@ func (p *promServer) query(t *testing.T, q string, at time.Time) []promSample {
 	return res
 }
 
-// scrapeAfter waits for a scrape of the target that started after `after` and returns its
-// timestamp: the instant whose samples are the newest.
+// scrapeAfter waits for a successful scrape of the target that started after `after` and
+// returns its timestamp: the instant whose samples are the newest. A failed scrape (the 1 s
+// scrape timeout, exceeded on a loaded machine) has a timestamp too, but marks every series
+// stale there: each query at that instant would find nothing.
 func (p *promServer) scrapeAfter(t *testing.T, after time.Time) time.Time {
 	t.Helper()
 	var at time.Time
-	p.await(t, "a scrape after the workload", func() bool {
+	p.await(t, "a successful scrape after the workload", func() bool {
 		res := p.query(t, `timestamp(up{job="outerloop-api"})`, time.Time{})
 		if len(res) != 1 {
 			return false
 		}
 		at = time.UnixMilli(int64(math.Round(res[0].Value * 1000)))
-		return at.After(after)
+		if !at.After(after) {
+			return false
+		}
+		up := p.query(t, `up{job="outerloop-api"}`, at) // the scrape at `at` itself
+		return len(up) == 1 && up[0].Value == 1
 	})
 	return at
 }

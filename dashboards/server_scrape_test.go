@@ -18,6 +18,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/worker"
@@ -164,7 +165,7 @@ func isGauge(name string) bool {
 
 func waitSettled(t *testing.T, s *workitems.Store, id string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	if it, err := s.WaitFor(ctx, id, workitems.InState(workitems.StateClosed, workitems.StateEscalated)); err != nil {
 		t.Fatalf("%s did not settle: %v (%+v)", id, err, it)

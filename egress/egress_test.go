@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"outerloop/egress"
+	"outerloop/lib/testwait"
 )
 
 // fakeNet is the test's DNS and network: names resolve to what the test says; a dial to a
@@ -163,7 +164,7 @@ func connect(t *testing.T, proxy *url.URL, target string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(testwait.Deadline(t))
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
@@ -255,7 +256,7 @@ func request(t *testing.T, proxy *url.URL, raw string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(testwait.Deadline(t))
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestCloseEndsOpenTunnels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(testwait.Deadline(t))
 	fmt.Fprintf(c, "CONNECT slow.example:443 HTTP/1.1\r\nHost: slow.example:443\r\n\r\n")
 	br := bufio.NewReader(c)
 	if line, _ := br.ReadString('\n'); !strings.Contains(line, " 200 ") {
@@ -376,7 +377,7 @@ func TestCloseEndsOpenTunnels(t *testing.T) {
 	go func() { _ = p.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-testwait.After(t):
 		t.Fatal("Close did not end the open tunnel")
 	}
 	if _, err := io.ReadAll(br); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {

@@ -22,11 +22,9 @@ import (
 	"outerloop/hooks"
 	"outerloop/lib/giteatest"
 	"outerloop/lib/testlog"
+	"outerloop/lib/testwait"
 	"outerloop/workitems"
 )
-
-// waitLimit bounds every wait for a delivery from the real Gitea (it delivers from a queue).
-const waitLimit = 60 * time.Second
 
 // chanSink passes events on as they come and keeps them all.
 type chanSink struct {
@@ -109,7 +107,8 @@ func (r *recorder) get(id string) []recorded {
 // the handler still runs, before the recorder has its answer.
 func (r *recorder) await(t *testing.T, id string) []recorded {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t)) // Gitea delivers from a queue
 	defer cancel()
 	for {
 		r.mu.Lock()
@@ -121,7 +120,7 @@ func (r *recorder) await(t *testing.T, id string) []recorded {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			t.Fatalf("no request recorded for delivery %s within %s", id, waitLimit)
+			t.Fatalf("no request recorded for delivery %s within %s", id, time.Since(began).Round(time.Second))
 		}
 	}
 }
@@ -203,7 +202,8 @@ func (g *giteaHooks) commit(t *testing.T, name, content string) string {
 // what else happened meanwhile, in its own order).
 func (g *giteaHooks) next(t *testing.T, what string, match func(hooks.Event) bool) hooks.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t)) // Gitea delivers from a queue
 	defer cancel()
 	var passed []string
 	for {
@@ -214,7 +214,7 @@ func (g *giteaHooks) next(t *testing.T, what string, match func(hooks.Event) boo
 			}
 			passed = append(passed, fmt.Sprintf("%s %+v", e.Kind, e))
 		case <-ctx.Done():
-			t.Fatalf("no %s delivered within %s; passed over: %v", what, waitLimit, passed)
+			t.Fatalf("no %s delivered within %s; passed over: %v", what, time.Since(began).Round(time.Second), passed)
 		}
 	}
 }
@@ -377,14 +377,15 @@ func TestGiteaDeliveriesSignedWithAnotherSecretAreRefused(t *testing.T) {
 	main := g.srv.Git(t, g.dir, "rev-parse", "HEAD")
 	g.srv.PostStatus(t, g.repo, main, "ci/lint", "success", "", "")
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t)) // Gitea delivers from a queue
 	defer cancel()
 	for refused := false; !refused; {
 		select {
 		case r := <-g.obs.ch:
 			refused = r == hooks.ResultBadSignature
 		case <-ctx.Done():
-			t.Fatal("Gitea's delivery signed with another secret did not arrive")
+			t.Fatalf("Gitea's delivery signed with another secret did not arrive within %s", time.Since(began).Round(time.Second))
 		}
 	}
 	e := g.next(t, "check", func(e hooks.Event) bool { return e.Kind == hooks.KindCheck })

@@ -12,6 +12,7 @@ import (
 
 	"outerloop/hooks"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 )
 
 // testRedis is the shared Redis ($REDIS_URL or 127.0.0.1:6379) with a prefix of this test's
@@ -20,7 +21,7 @@ import (
 func testRedis(t *testing.T) (*redis.Client, string) {
 	t.Helper()
 	c := redis.NewClient(redistest.Options(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
@@ -34,7 +35,7 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 	_, _ = rand.Read(b)
 	prefix := "oltest:hooks:" + hex.EncodeToString(b) + ":"
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 		defer cancel()
 		redistest.DeleteMatching(ctx, c, prefix+"*")
 		_ = c.Close()

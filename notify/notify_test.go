@@ -17,6 +17,7 @@ import (
 
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/notify"
 	"outerloop/workitems"
 )
@@ -78,7 +79,7 @@ func (r *receiver) next(t *testing.T) request {
 	select {
 	case q := <-r.got:
 		return q
-	case <-time.After(20 * time.Second):
+	case <-testwait.After(t):
 		t.Fatal("no notification arrived")
 	}
 	return request{}
@@ -120,10 +121,10 @@ func (c *counts) snapshot() map[string]int {
 
 // await waits until every count in want is reached exactly: a delivery's state is written in
 // Redis before the dispatcher reports it, so a test that saw the state must still wait for
-// the report. It fails the test after 10 s with what was observed.
+// the report. It fails the test at the test's deadline with what was observed.
 func (c *counts) await(t *testing.T, want map[string]int) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := testwait.After(t)
 	for {
 		got, ok := c.snapshot(), true
 		for k, n := range want {
@@ -243,7 +244,7 @@ func (r *rig) run(t *testing.T, id string, cost float64) *workitems.Fence {
 
 func (r *rig) awaitState(t *testing.T, s notify.State, n int) []notify.Delivery {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		ds, err := r.outbox.List(context.Background(), s, 100)
 		if err != nil {

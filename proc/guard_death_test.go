@@ -35,12 +35,12 @@ func TestAGuardIgnoresAParentDeathSignalWhileItsWorkerLives(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The command runs: the guard has asked for its parent-death signal.
-	proctest.WaitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, "running")); return err == nil }, 10*time.Second)
+	proctest.WaitFor(t, "the command's running file", func() bool { _, err := os.Stat(filepath.Join(dir, "running")); return err == nil })
 	// What the kernel sends when the starting thread exits (the guard leads the group).
 	if err := syscall.Kill(p.Pgid(), syscall.SIGUSR2); err != nil {
 		t.Fatal(err)
 	}
-	proctest.WaitFor(t, func() bool { return strings.Contains(p.Tail(), "carrying on") }, 10*time.Second)
+	proctest.WaitFor(t, "the command to carry on after the signal", func() bool { return strings.Contains(p.Tail(), "carrying on") })
 	if _, err := wr.WriteString("go\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +66,11 @@ func TestAWorkerDyingWhileItsCommandHasAStoppedProcessLeavesNothing(t *testing.T
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	proctest.WaitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil }, 10*time.Second)
-	proctest.WaitFor(t, func() bool { return len(proctest.Processes(marker)) >= 2 }, 10*time.Second)
+	proctest.WaitFor(t, "the command's ready file", func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil })
+	proctest.WaitFor(t, "two processes of the command", func() bool { return len(proctest.Processes(marker)) >= 2 })
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	proctest.WaitNoProcess(t, marker, 5*time.Second)
+	proctest.WaitNoProcess(t, marker)
 }
 
 // TestTheCommandKeepsTheDefaultActionsOfTheSignalsTheGuardSurvives: the guard catches SIGHUP
@@ -112,9 +112,9 @@ func TestTheCommandsLeaderDiesWithItsGuard(t *testing.T) {
 	}
 	defer func() { p.Kill(); _ = p.Wait() }()
 	// The guard (its argv names the marker too) and the sleep.
-	proctest.WaitFor(t, func() bool { return len(proctest.Processes(marker)) == 2 }, 10*time.Second)
+	proctest.WaitFor(t, "the guard and its sleep", func() bool { return len(proctest.Processes(marker)) == 2 })
 	if err := syscall.Kill(p.Pgid(), syscall.SIGKILL); err != nil { // the guard leads the group
 		t.Fatal(err)
 	}
-	proctest.WaitNoProcess(t, marker, 5*time.Second)
+	proctest.WaitNoProcess(t, marker)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/workitems"
@@ -40,7 +41,7 @@ func cgroupRunner(t *testing.T) *proc.Runner {
 func runLimited(t *testing.T, r *proc.Runner, l workitems.ResourceLimits, command string) proc.Result {
 	t.Helper()
 	ws := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	res := r.Run(ctx, proc.Spec{Command: command, Dir: ws, Env: proc.BaseEnv(), Policy: proc.Policy{Workspace: ws, Limits: l}, Key: "item/1"})
 	if res.Err != nil {

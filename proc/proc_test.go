@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"outerloop/lib/testwait"
 )
 
 func TestRunCapturesExitCodeAndTail(t *testing.T) {
@@ -73,8 +75,8 @@ func assertGone(t *testing.T, pid int) {
 		t.Fatal("no pid recorded")
 	}
 	// The group was SIGKILLed and reaped by init; a zombie is gone once reaped, so poll the
-	// kernel's answer briefly (no event exists for another process's death).
-	deadline := time.Now().Add(5 * time.Second)
+	// kernel's answer (no event exists for another process's death).
+	deadline := testwait.Deadline(t)
 	for syscall.Kill(pid, 0) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d outlived its group", pid)
@@ -85,7 +87,7 @@ func assertGone(t *testing.T, pid int) {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return

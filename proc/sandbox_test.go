@@ -218,15 +218,15 @@ func TestNothingOutlivesASIGKILLedWorker(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			proctest.WaitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil }, 10*time.Second)
-			proctest.WaitFor(t, func() bool { return len(proctest.Processes(marker)) >= 2 }, 10*time.Second)
+			proctest.WaitFor(t, "the command's ready file", func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil })
+			proctest.WaitFor(t, "two processes of the command", func() bool { return len(proctest.Processes(marker)) >= 2 })
 			recs, _ := (&proc.Runner{Records: filepath.Join(dir, ".proc")}).ListRecords("item-1/1")
 			if len(recs) != 1 {
 				t.Errorf("records before the kill: %+v, want one", recs)
 			}
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
-			proctest.WaitNoProcess(t, marker, 10*time.Second)
+			proctest.WaitNoProcess(t, marker)
 		})
 	}
 }
@@ -242,7 +242,7 @@ func TestReapKillsWhatADeadExecutionLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proctest.WaitFor(t, func() bool { return len(proctest.Processes(marker)) == 1 }, 10*time.Second)
+	proctest.WaitFor(t, "the command's sleep", func() bool { return len(proctest.Processes(marker)) == 1 })
 	// Another key's records are not touched.
 	if n, err := r.Reap("other/1"); err != nil || n != 0 {
 		t.Fatalf("reap of another key: %d, %v", n, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"outerloop/lib/fakeclock"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -81,7 +82,7 @@ func awaitReplan(t *testing.T, ch <-chan int, want int) {
 		if n != want {
 			t.Fatalf("replan with %d schedules, want %d", n, want)
 		}
-	case <-time.After(10 * time.Second):
+	case <-testwait.After(t):
 		t.Fatal("replan not applied")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -108,7 +109,7 @@ func (l *tickLog) await(t *testing.T, n int) []scheduler.TickResult {
 		select {
 		case r := <-l.ch:
 			out = append(out, r)
-		case <-time.After(10 * time.Second):
+		case <-testwait.After(t):
 			t.Fatalf("waited for %d tick results, got %d: %+v", n, len(out), out)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/workitems"
@@ -45,20 +46,24 @@ func TestDoneCheckCommands(t *testing.T) {
 	})
 	t.Run("a done check past its timeout is killed with its children and retried", func(t *testing.T) {
 		t.Parallel()
-		tmpl := template(`sleep 30 & sleep 30; echo never`)
+		// The check's sleeps carry a marker (their argv) so that the host's process table can
+		// tell whether they outlived the check; a sleep run to its end would leave "slept".
+		marker := fmt.Sprintf("30.%d", time.Now().UnixNano()%1e9)
+		tmpl := template("sleep " + marker + " & sleep " + marker + " && touch slept; echo never")
 		tmpl.DoneCheck.Timeout = workitems.Duration(300 * time.Millisecond)
-		start := time.Now()
+		ws := t.TempDir()
 		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl,
-			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
+			Item: item(workitems.Attempt{N: 1}), Attempt: 1, Exit: completed(), Workspace: ws})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Decision.Rule != "check_timed_out" || res.Decision.Outcome != workitems.OutcomeRetry {
 			t.Fatalf("got %s/%s", res.Decision.Outcome, res.Decision.Rule)
 		}
-		if el := time.Since(start); el > 10*time.Second {
-			t.Fatalf("took %v: the process group was not killed", el)
+		if _, err := os.Stat(filepath.Join(ws, "slept")); err == nil {
+			t.Fatal("the check's sleep ran to its end: the process group was not killed")
 		}
+		proctest.WaitNoProcess(t, marker) // the background sleep too, however loaded the machine
 	})
 	t.Run("a cancelled context is an error, not a decision", func(t *testing.T) {
 		t.Parallel()
@@ -229,8 +234,8 @@ func TestDoneCheckLeavesNoChildren(t *testing.T) {
 	}
 	pid := strings.TrimSpace(string(b))
 	// The child was killed with the group; once reaped by init its /proc entry goes away.
-	// Poll /proc (the kernel gives no other signal to wait on), bounded.
-	deadline := time.Now().Add(10 * time.Second)
+	// Poll /proc (the kernel gives no other signal to wait on), until the test's deadline.
+	deadline := testwait.Deadline(t)
 	for {
 		st, err := os.ReadFile("/proc/" + pid + "/stat")
 		if err != nil || strings.Contains(string(st), ") Z ") {

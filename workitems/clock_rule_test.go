@@ -21,6 +21,7 @@ var clockRuleAllowed = map[string]string{
 	"lib/redistest/":     "test infrastructure: waits on a real Redis in real time",
 	"lib/giteatest/":     "test infrastructure: waits on a real Gitea in real time",
 	"proc/proctest/":     "test infrastructure: hostile processes in real time",
+	"lib/testwait/":      "test infrastructure: a test's waits end before its binary's real deadline",
 }
 
 // clockReads are the time package's functions that read the system clock.

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -404,11 +405,11 @@ func killOrphans(t *testing.T, marker string) {
 // verdict checks the run: every item closed in its one attempt, no checkpointed step re-ran
 // (each takeover re-runs at most the step in flight), every recovery within the bound, and no
 // step effect after its worker's death.
-func (c *chaos) verdict(ids []string, h *holders, timeout time.Duration) {
+func (c *chaos) verdict(ids []string, h *holders) {
 	t := c.t
 	t.Helper()
 	s := c.store()
-	deadline := time.Now().Add(timeout)
+	deadline := testwait.Deadline(t) // every item ends: the bound only stops a hung run
 	var stuck []string
 	resumes, allReruns := 0, 0
 	for _, id := range ids {
@@ -529,12 +530,12 @@ func chaosRun(t *testing.T, mode string) {
 	// recovery up — and not a recovery queued behind a full cluster, whose wait grows with the
 	// machine's load (a 0.4 s step took 5 s in a loaded full run, and a recovery waited 57 s
 	// for a slot). The long run is the other case, on purpose.
-	kills, items, workers, concurrency, steps, stepSleep, lease, settle := 10, 16, 3, 6, 8, "0.4", 3*time.Second, 4*time.Minute
+	kills, items, workers, concurrency, steps, stepSleep, lease := 10, 16, 3, 6, 8, "0.4", 3*time.Second
 	if os.Getenv("OUTERLOOP_CHAOS_LONG") == "1" {
 		// The load of issue 23's measurement: 100 kills of 4 workers of concurrency 2, 220 items
 		// of 4-second steps, the default 15 s lease (run it with -timeout 60m): a recovery
 		// competes with new work for the 8 slots.
-		kills, items, workers, concurrency, steps, stepSleep, lease, settle = 100, 220, 4, 2, 4, "4", 15*time.Second, 40*time.Minute
+		kills, items, workers, concurrency, steps, stepSleep, lease = 100, 220, 4, 2, 4, "4", 15*time.Second
 	}
 	long := os.Getenv("OUTERLOOP_CHAOS_LONG") == "1"
 	c := newChaosIn(t, steps, stepSleep, lease, mode)
@@ -582,7 +583,7 @@ func chaosRun(t *testing.T, mode string) {
 	if fed != nil {
 		ids = <-fed
 	}
-	c.verdict(ids, h, settle)
+	c.verdict(ids, h)
 }
 
 // feed makes n items of the chaos template through the queue's Submit (the path of `outerloop
@@ -650,7 +651,7 @@ func TestTheSameItemKilledSixTimesRecoversEveryTime(t *testing.T) {
 	var rec []time.Duration
 	for i := range 6 {
 		// Wait until the item runs under a newer epoch than the one killed last.
-		wctx, wcancel := context.WithTimeout(ctx, 2*recoveryBound)
+		wctx, wcancel := context.WithDeadline(ctx, testwait.Deadline(t))
 		it, err := s.WaitFor(wctx, id, func(it *workitems.Item) bool {
 			return it.State == workitems.StateRunning && it.Current().Epoch > epoch
 		})
@@ -673,7 +674,7 @@ func TestTheSameItemKilledSixTimesRecoversEveryTime(t *testing.T) {
 		killed = c.kill(w)
 		c.startWorker()
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 2*recoveryBound)
+	wctx, wcancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	_, err := s.WaitFor(wctx, id, func(it *workitems.Item) bool { return it.Current().Epoch > epoch })
 	wcancel()
 	if err != nil {
@@ -686,7 +687,7 @@ func TestTheSameItemKilledSixTimesRecoversEveryTime(t *testing.T) {
 		}
 	}
 	t.Logf("recoveries after each kill of the same item (lease %s): %v", c.lease, rec)
-	c.verdict(ids, h, 3*time.Minute)
+	c.verdict(ids, h)
 }
 
 // TestAWorkerStartedWhileRedisIsDownWaitsForIt starts a worker and a scheduler before their
@@ -725,7 +726,7 @@ func TestAWorkerStartedWhileRedisIsDownWaitsForIt(t *testing.T) {
 	}
 	await := func(p proc, word string) {
 		t.Helper()
-		timeout := time.After(time.Minute)
+		timeout := testwait.After(t)
 		for {
 			select {
 			case l, ok := <-p.lines:
@@ -752,7 +753,7 @@ func TestAWorkerStartedWhileRedisIsDownWaitsForIt(t *testing.T) {
 	await(w, "worker running")
 	await(s, "scheduler running")
 	ids := c.enqueue(1)
-	if it := awaitState(t, c.store(), ids[0], time.Minute, workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
+	if it := awaitState(t, c.store(), ids[0], workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
 		t.Fatalf("item %s", it.State)
 	}
 }

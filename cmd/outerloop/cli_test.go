@@ -17,6 +17,7 @@ import (
 
 	"outerloop/internal/sample"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -163,13 +164,14 @@ func (c *cli) start(a ...string) *exec.Cmd {
 
 func (c *cli) store() *workitems.Store { return workitems.NewStore(c.env.Client, c.env.Prefix) }
 
-func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {
+func awaitState(t *testing.T, s *workitems.Store, id string, states ...workitems.State) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	it, err := s.WaitFor(ctx, id, workitems.InState(states...))
 	if err != nil {
-		t.Fatalf("item %s did not reach %v: %v; it is %+v", id, states, err, it)
+		t.Fatalf("item %s did not reach %v within %s: %v; it is %+v", id, states, time.Since(began).Round(time.Second), err, it)
 	}
 	return it
 }
@@ -209,8 +211,8 @@ func TestCLIEnqueueItemsEscalationsResolve(t *testing.T) {
 	out, _, _ = c.run("enqueue", "hopeless", "--input", "try anyway", "--actor", "alice")
 	hopeID := enqueuedID(t, out)
 	s := c.store()
-	awaitState(t, s, fixID, 2*time.Minute, workitems.StateClosed)
-	awaitState(t, s, hopeID, 2*time.Minute, workitems.StateEscalated)
+	awaitState(t, s, fixID, workitems.StateClosed)
+	awaitState(t, s, hopeID, workitems.StateEscalated)
 
 	out, _, code = c.run("items")
 	if code != 0 || !strings.Contains(out, fixID) || !strings.Contains(out, "closed") || !strings.Contains(out, "escalated") {
@@ -251,7 +253,7 @@ func TestCLIEnqueueItemsEscalationsResolve(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "retry by bob") {
 		t.Fatalf("resolve: %d %s %s", code, out, e)
 	}
-	it := awaitState(t, s, hopeID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, s, hopeID, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || it.Resolution[0].Actor != "bob" || it.Attempts[1].Condition.Budget.CostUSD != 2 {
 		t.Fatalf("after resolve: %s %+v", it.State, it.Resolution)
 	}

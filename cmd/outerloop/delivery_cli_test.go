@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/workitems"
 )
@@ -21,7 +20,7 @@ func TestCLIShowsTheDeliveryAndPrintsThePatch(t *testing.T) {
 		t.Fatalf("enqueue: %d %s", code, errOut)
 	}
 	id := enqueuedID(t, out)
-	it := awaitState(t, c.store(), id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, c.store(), id, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.Attempt != 2 {
 		t.Fatalf("want closed with a delivery: %s %+v", it.State, it.Delivery)
 	}

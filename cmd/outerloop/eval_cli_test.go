@@ -17,6 +17,7 @@ import (
 
 	"outerloop/evals"
 	"outerloop/lib/fakeclock"
+	"outerloop/lib/testwait"
 	"outerloop/workitems"
 )
 
@@ -70,7 +71,7 @@ func TestAKilledEvalProcessAndWorkerLoseNothingAndResumeRerunsNothing(t *testing
 	items := workitems.NewStore(c.rdb, evals.ItemPrefix(c.prefix))
 	e := awaitExperiment(t, exps, id)
 	// Kill both once some runs ended and some run.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	var before map[string]*workitems.Item
 	for {

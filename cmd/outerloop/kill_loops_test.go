@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
+	"outerloop/lib/testwait"
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
@@ -53,7 +54,7 @@ func alive(pid int) bool {
 // write after the takeover. A process's end has no event to await from outside: poll.
 func awaitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -115,7 +116,7 @@ func TestKilledAgentWorkerResumesWithoutRerunningTheInterruptedTool(t *testing.T
 	_ = a.Wait()
 	child := readPID(t, filepath.Join(marks, "pid"))
 	c.startEnv(env, "--workdir", t.TempDir(), "worker", "--id", "B", "--lease-ttl", killLease)
-	it := awaitState(t, c.store(), id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, c.store(), id, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 || it.Attempts[0].Resumes < 1 || !strings.HasPrefix(it.Attempts[0].Worker, "B/") {
 		t.Fatalf("want closed in one attempt resumed by B: %s, %d attempts, worker %s, resumes %d",
 			it.State, len(it.Attempts), it.Current().Worker, it.Current().Resumes)
@@ -203,7 +204,7 @@ func TestKilledExecWorkerResumesTheAgentsRecordedSession(t *testing.T) {
 	waitFile(t, filepath.Join(logDir, "READY"))
 	// The agent's lines are checkpointed as the worker reads them: kill once step 2's start is.
 	s := c.store()
-	deadline := time.Now().Add(time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		state, _, err := s.LoadCheckpoint(t.Context(), id, 1)
 		if err == nil && bytes.Contains(state, []byte(`"session":"s-1"`)) && bytes.Contains(state, []byte(`"offset":4`)) {
@@ -218,7 +219,7 @@ func TestKilledExecWorkerResumesTheAgentsRecordedSession(t *testing.T) {
 	_ = a.Wait()
 	child := readPID(t, filepath.Join(logDir, "pid"))
 	c.start("--workdir", t.TempDir(), "worker", "--id", "B", "--lease-ttl", killLease)
-	it := awaitState(t, s, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it := awaitState(t, s, id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 || it.Attempts[0].Resumes < 1 || !strings.HasPrefix(it.Attempts[0].Worker, "B/") {
 		t.Fatalf("want closed in one attempt resumed by B: %s, %d attempts, worker %s, resumes %d, exit %+v",
 			it.State, len(it.Attempts), it.Current().Worker, it.Current().Resumes, it.Current().Exit)

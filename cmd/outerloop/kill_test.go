@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"outerloop/internal/sample"
+	"outerloop/lib/testwait"
 	"outerloop/workitems"
 )
 
@@ -52,7 +53,7 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 		t.Fatalf("after the kill: %s epoch %d base %+v", mid.State, mid.Current().Epoch, mid.Current().Base)
 	}
 	c.start("--workdir", dirB, "worker", "--id", "B", "--lease-ttl", killLease)
-	it := awaitState(t, s, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, s, id, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 1 {
 		t.Fatalf("want closed in one attempt, got %s after %d", it.State, len(it.Attempts))
 	}
@@ -90,7 +91,7 @@ func TestKilledWorkerIsResumedByAnotherFromItsCheckpoint(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("enqueue: %s", e)
 	}
-	single := awaitState(t, s, enqueuedID(t, out), 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	single := awaitState(t, s, enqueuedID(t, out), workitems.StateClosed, workitems.StateEscalated)
 	st := single.Attempts[0]
 	if single.State != workitems.StateClosed || st.ExitSnapshot == nil || at.ExitSnapshot == nil ||
 		st.ExitSnapshot.Tree != at.ExitSnapshot.Tree || st.ExitSnapshot.Bytes != at.ExitSnapshot.Bytes {
@@ -128,7 +129,7 @@ func gitCommitAll(t *testing.T, dir string) {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return

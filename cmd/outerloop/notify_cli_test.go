@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/notify"
 	"outerloop/workitems"
 )
@@ -82,10 +83,10 @@ func TestCLIWorkerNotifiesAnEscalationAndNotifyListShowsTheDeadLetter(t *testing
 		t.Fatalf("enqueue: %d %s", code, errOut)
 	}
 	id := enqueuedID(t, stdout)
-	awaitState(t, c.store(), id, 90*time.Second, workitems.StateEscalated)
+	awaitState(t, c.store(), id, workitems.StateEscalated)
 
 	var dead []notify.Delivery
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for len(dead) == 0 {
 		stdout, errOut, code = c.run("notify", "list", "--state", "dead", "--json")
 		if code != 0 {
@@ -120,7 +121,7 @@ func TestCLIWorkerNotifiesAnEscalationAndNotifyListShowsTheDeadLetter(t *testing
 		if err := json.Unmarshal(body, &n); err != nil || n.Item != id || n.Event != workitems.NotifyEscalation {
 			t.Errorf("redelivered %s (%v)", body, err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-testwait.After(t):
 		t.Fatal("the re-queued notification was not sent")
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/proc"
 	"outerloop/workitems"
 )
@@ -267,7 +267,7 @@ func TestAWorkerSaysAtStartWhetherItRunsAsRoot(t *testing.T) {
 		case lines = <-done:
 			_ = cmd.Wait()
 			t.Fatalf("the worker exited before it ran:\n%s", strings.Join(lines, "\n"))
-		case <-time.After(2 * time.Minute):
+		case <-testwait.After(t):
 			_ = cmd.Process.Kill()
 			lines = <-done
 			_ = cmd.Wait()

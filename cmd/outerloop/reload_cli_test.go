@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/workitems"
 )
@@ -37,7 +36,7 @@ func TestCLIWorkerRunsTemplateAddedAfterItStarted(t *testing.T) {
 		t.Fatalf("enqueue first: %d %s", code, errOut)
 	}
 	s := c.store()
-	awaitState(t, s, enqueuedID(t, out), time.Minute, workitems.StateClosed)
+	awaitState(t, s, enqueuedID(t, out), workitems.StateClosed)
 
 	write(tmpl("first") + tmpl("added"))
 	out, errOut, code = c.run("enqueue", "added")
@@ -45,7 +44,7 @@ func TestCLIWorkerRunsTemplateAddedAfterItStarted(t *testing.T) {
 		t.Fatalf("enqueue added: %d %s", code, errOut)
 	}
 	id := enqueuedID(t, out)
-	it := awaitState(t, s, id, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it := awaitState(t, s, id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("item of the added template: %s %+v, want closed", it.State, it.Escalation)
 	}

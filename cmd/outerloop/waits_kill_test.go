@@ -12,12 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
 	"outerloop/lib/giteatest"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -106,7 +106,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	it, err = a.Store.WaitFor(ctx, it.ID, func(it *workitems.Item) bool { return it.Wait != nil || it.State.Terminal() })
 	if err != nil || it.State != workitems.StateWaiting {
@@ -137,7 +137,7 @@ templates:
 	}
 
 	c.startEnv(env, "--workdir", t.TempDir(), "worker", "--concurrency", "2", "--id", "w2")
-	done := awaitState(t, a.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	done := awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if done.State != workitems.StateClosed || len(done.Attempts) != 1 || done.Delivery.PushedSHA != sha ||
 		len(done.Delivery.Checks) != 1 || done.Delivery.Checks[0].State != workitems.CheckSuccess {
 		t.Fatalf("want closed in one attempt on CI green: %s %+v %+v", done.State, done.Delivery, done.Decisions)

@@ -15,6 +15,7 @@ import (
 	"outerloop/internal/sample"
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/testlog"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/worker/scriptloop"
@@ -139,7 +140,7 @@ func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
+		got := awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
 		if got.State != workitems.StateEscalated || len(got.Attempts) != 1 || got.Escalation == nil {
 			t.Errorf("%s: %s after %d attempts, want escalated after 1", tmpl, got.State, len(got.Attempts))
 			continue
@@ -172,7 +173,7 @@ func TestNoForgeWarningWithoutCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+	if got := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
 		t.Fatalf("item %s", got.State)
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
@@ -205,7 +206,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	var progress workitems.Event
 	for after := "0"; progress.Message == ""; {
@@ -226,7 +227,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(marks, "GO"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, s.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+	if got := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
 		t.Fatalf("item %s", got.State)
 	}
 }
@@ -255,7 +256,7 @@ func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	var progress workitems.Event
 	for after := "0"; progress.Message == ""; {
@@ -277,7 +278,7 @@ func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(marks, "GO"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
+	if got := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated); got.State != workitems.StateClosed {
 		t.Fatalf("item %s", got.State)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,7 +54,7 @@ templates:
 	}
 	t.Cleanup(a.Close)
 	startAppWorker(t, a, 1, "acl-worker")
-	if got := submitAndAwait(t, a, "fix", 3*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); got.State != workitems.StateClosed {
+	if got := submitAndAwait(t, a, "fix", workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); got.State != workitems.StateClosed {
 		t.Fatalf("item %s under the ACL: %+v", got.State, got.Decisions)
 	}
 

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,7 +70,7 @@ templates:
 	}
 	t.Cleanup(a.Close)
 	startAppWorker(t, a, 1, "agent-worker")
-	it := submitAndAwait(t, a, "look", 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := submitAndAwait(t, a, "look", workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("agent item: %s %+v", it.State, it.Decisions)
 	}

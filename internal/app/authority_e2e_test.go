@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/workitems"
 )
@@ -34,7 +33,7 @@ func TestACopiedMarkerInAnotherRepositoryIsNoAuthorityOverTheItem(t *testing.T) 
 	mallory := h.gs.NewCollaborator(t, other, "mallory") // write access to other, none to the item's
 	h.startWorker(t, "hookmark")
 	it := h.submit(t, "rv")
-	it = awaitState(t, h.Store, it.ID, 3*time.Minute, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateEscalated, workitems.StateClosed, workitems.StateFailed)
 	if it.State != workitems.StateEscalated || it.Delivery == nil || it.Delivery.PR == nil {
 		t.Fatalf("want escalated with its pull request: %s %+v\n%v", it.State, it.Delivery, trail(t, h.sys, it.ID))
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"outerloop/api"
 	"outerloop/delivery"
@@ -134,7 +133,7 @@ func TestAGreenChangeIsOneCommitOnTheBaseAndItsPatchIsServedAfterARestart(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 2 {
 		t.Fatalf("want closed after 2 attempts: %s %d", it.State, len(it.Attempts))
 	}
@@ -213,7 +212,7 @@ func TestAPassingAttemptThatChangedNothingClosesUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	last := it.Decisions[len(it.Decisions)-1]
 	if it.State != workitems.StateClosed || last.Rule != workitems.RuleNoChange || it.Delivery.Outcome != workitems.DeliveryUnchanged ||
 		it.Delivery.Commit != "" {
@@ -319,7 +318,7 @@ func TestForgeDelivery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed)
+		it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 		if it.State != workitems.StateEscalated || len(it.Attempts) != 1 || it.Escalation.Reason != string(workitems.RuleDeliveryFailed) ||
 			!strings.Contains(it.Escalation.Summary, "forge delivery not configured") {
 			t.Fatalf("want escalated at once with the cause: %s %+v", it.State, it.Escalation)
@@ -386,7 +385,7 @@ func TestTwoTicksWithTheSameResultDeliverOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated))
+		items = append(items, awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated))
 	}
 	first, second := items[0], items[1]
 	if first.Delivery.Outcome != workitems.DeliveryPatched || second.State != workitems.StateClosed {
@@ -420,7 +419,7 @@ func TestAnOversizedPatchIsKeptTruncatedAndMarked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	d := it.Delivery
 	if it.State != workitems.StateClosed || !d.PatchTruncated || d.PatchBytes < 100<<10 || d.Added != 20000 {
 		t.Fatalf("%s %+v", it.State, d)

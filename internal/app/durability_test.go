@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
@@ -48,7 +47,7 @@ func TestRedisCrashWithAOFLosesNoAcceptedItem(t *testing.T) {
 	}
 	t.Cleanup(func() { w.Shutdown(context.Background()) })
 	for _, id := range ids {
-		if it := awaitState(t, a.Store, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
+		if it := awaitState(t, a.Store, id, workitems.StateClosed, workitems.StateEscalated); it.State != workitems.StateClosed {
 			t.Fatalf("%s: %s", id, it.State)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"outerloop/internal/sample"
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -98,13 +99,14 @@ func (s *sys) startWorker(t *testing.T, id string) *worker.Server {
 }
 
 // awaitState waits until the item reaches one of states.
-func awaitState(t *testing.T, s *workitems.Store, id string, timeout time.Duration, states ...workitems.State) *workitems.Item {
+func awaitState(t *testing.T, s *workitems.Store, id string, states ...workitems.State) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	it, err := s.WaitFor(ctx, id, workitems.InState(states...))
 	if err != nil {
-		t.Fatalf("item %s did not reach %v: %v; it is %+v", id, states, err, it)
+		t.Fatalf("item %s did not reach %v within %s: %v; it is %+v", id, states, time.Since(began).Round(time.Second), err, it)
 	}
 	return it
 }
@@ -131,7 +133,7 @@ func TestCronTickToClosedAfterARetryWithAChangedCondition(t *testing.T) {
 	if r.Outcome != "created" || r.Item != "fix@20261129T031000Z" {
 		t.Fatalf("tick: %+v", r)
 	}
-	it := awaitState(t, s.Store, r.Item, 90*time.Second, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, s.Store, r.Item, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 2 {
 		t.Fatalf("want closed after 2 attempts, got %s after %d: %+v", it.State, len(it.Attempts), it.Decisions)
 	}
@@ -160,7 +162,7 @@ func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 90*time.Second, workitems.StateEscalated, workitems.StateClosed)
+	it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 	if it.State != workitems.StateEscalated || len(it.Attempts) != 2 || it.Escalation == nil {
 		t.Fatalf("want escalated after 2 attempts: %s %d", it.State, len(it.Attempts))
 	}
@@ -177,7 +179,7 @@ func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 90*time.Second, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 3 {
 		t.Fatalf("after resolve: %s with %d attempts", it.State, len(it.Attempts))
 	}
@@ -194,7 +196,7 @@ func TestBudgetExhaustionEscalatesWithTheBudgetNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 60*time.Second, workitems.StateEscalated, workitems.StateClosed)
+	it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 	a := it.Attempts[0]
 	if it.State != workitems.StateEscalated || a.Exit.Reason != workitems.ExitBudgetExhausted || a.Exit.Budget != workitems.BudgetWallTime {
 		t.Fatalf("want escalated on wall_time: %s %+v", it.State, a.Exit)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/workitems"
 )
@@ -53,7 +52,7 @@ templates:
 		t.Skipf("no sandbox here: %v", s.Runner.Unavailable)
 	}
 	s.startWorker(t, "w1")
-	it := submitAndAwait(t, s.App, "deps-bump", 4*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it := submitAndAwait(t, s.App, "deps-bump", workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	evs, err := s.Store.Events(context.Background(), it.ID, "", 2000, 0)
 	if err != nil {
 		t.Fatal(err)

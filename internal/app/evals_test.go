@@ -22,6 +22,7 @@ import (
 	"outerloop/internal/sample"
 	"outerloop/lib/giteatest"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/notify"
 	"outerloop/scheduler"
 	"outerloop/worker"
@@ -90,7 +91,7 @@ func runExperiment(t *testing.T, s *sys, plan evals.Plan) (*evals.Experiment, ev
 	if err := r.Start(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	pr, err := r.Drive(ctx, e.ID, 200*time.Millisecond, nil)
 	if err != nil {
@@ -251,7 +252,7 @@ func assertApartFromProduction(t *testing.T, s *sys, e *evals.Experiment, hooks 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed); it.State != workitems.StateEscalated {
+	if it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed); it.State != workitems.StateEscalated {
 		t.Fatalf("production item %s, want escalated", it.State)
 	}
 	select {
@@ -259,7 +260,7 @@ func assertApartFromProduction(t *testing.T, s *sys, e *evals.Experiment, hooks 
 		if !strings.Contains(body, it.ID) {
 			t.Errorf("the sink was sent %s, want the production item %s", body, it.ID)
 		}
-	case <-time.After(30 * time.Second):
+	case <-testwait.After(t):
 		t.Error("the sink got nothing for a production escalation: the check above proves nothing")
 	}
 	if n, err := testutil.GatherAndCount(s.Metrics.Registry(), "outerloop_attempts_total"); err != nil || n < 1 || runCounts(t, s, "fix-calc", e.ID) == 0 {
@@ -450,7 +451,7 @@ func TestAnExperimentOnATemplateThatDeliversToGiteaPushesNothing(t *testing.T) {
 	if err := runner.Start(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	pr, err := runner.Drive(ctx, e.ID, 200*time.Millisecond, nil)
 	if err != nil || pr.Closed["A"] != 2 {

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/lib/giteatest"
+	"outerloop/lib/testwait"
 	"outerloop/worker"
 	"outerloop/workitems"
 )
@@ -76,7 +77,7 @@ func TestAFleetOnGiteaKeepsAtMostMaxOpenPRsOpenWhileTheyAreMergedOneByOne(t *tes
 	startAppWorker(t, s.App, 4, "w")
 	closed := func(id string) *workitems.Item {
 		t.Helper()
-		it := awaitState(t, s.Store, id, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		it := awaitState(t, s.Store, id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 		if it.State != workitems.StateClosed || it.Delivery == nil || it.Delivery.PR == nil {
 			t.Fatalf("%s: %s, delivery %+v", id, it.State, it.Delivery)
 		}
@@ -159,7 +160,7 @@ func TestAFailingFleetOnGiteaPausesItselfAndTellsTheSink(t *testing.T) {
 	d.Start()
 	defer d.Shutdown()
 	for _, id := range ft.Items[:3] {
-		if it := awaitState(t, s.Store, id, 2*time.Minute, workitems.StateEscalated, workitems.StateFailed, workitems.StateClosed); it.State == workitems.StateClosed {
+		if it := awaitState(t, s.Store, id, workitems.StateEscalated, workitems.StateFailed, workitems.StateClosed); it.State == workitems.StateClosed {
 			t.Fatalf("%s closed", id)
 		}
 	}
@@ -169,7 +170,7 @@ func TestAFailingFleetOnGiteaPausesItselfAndTellsTheSink(t *testing.T) {
 			if strings.Contains(string(b), `"fleet_paused"`) && strings.Contains(string(b), `"bump"`) {
 				body = b
 			}
-		case <-time.After(time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("the sink was not told of the pause")
 		}
 	}

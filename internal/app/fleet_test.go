@@ -14,6 +14,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -94,7 +95,7 @@ templates:
 		select {
 		case id := <-started:
 			return id
-		case <-time.After(time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("no attempt started")
 			return ""
 		}
@@ -115,7 +116,7 @@ templates:
 	}
 	close(release)
 	for _, id := range ids {
-		if it := awaitState(t, a.Store, id, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
+		if it := awaitState(t, a.Store, id, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
 			t.Fatalf("%s ended %s", id, it.State)
 		}
 	}
@@ -187,7 +188,7 @@ templates:
 		if err != nil {
 			t.Fatal(err)
 		}
-		awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	}
 	if p, err := a.Queue.PauseOf(ctx, "deps"); err != nil || p != nil {
 		t.Fatalf("paused after two failures in a row: %+v %v", p, err)
@@ -197,7 +198,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	var body []byte
 	for body == nil {
 		select {
@@ -205,7 +206,7 @@ templates:
 			if strings.Contains(string(b), `"fleet_paused"`) {
 				body = b
 			}
-		case <-time.After(time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("the sink was not told of the pause")
 		}
 	}
@@ -225,7 +226,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testwait.Deadline(t); ; time.Sleep(20 * time.Millisecond) {
 		u, err := a.Fleet.Usage(ctx, "deps")
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +244,7 @@ templates:
 	if _, err := a.Queue.Resume(ctx, "deps", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if it = awaitState(t, a.Store, it.ID, time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
+	if it = awaitState(t, a.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed); it.State != workitems.StateClosed {
 		t.Fatalf("after the resume the item ended %s", it.State)
 	}
 }

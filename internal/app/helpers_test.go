@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"outerloop/internal/app"
 	"outerloop/scheduler"
@@ -23,11 +22,11 @@ func startAppWorker(t *testing.T, a *app.App, n int, id string) *worker.Server {
 }
 
 // submitAndAwait submits one item of template and waits until it reaches one of states.
-func submitAndAwait(t *testing.T, a *app.App, template string, timeout time.Duration, states ...workitems.State) *workitems.Item {
+func submitAndAwait(t *testing.T, a *app.App, template string, states ...workitems.State) *workitems.Item {
 	t.Helper()
 	it, err := a.Queue.Submit(context.Background(), scheduler.Request{Template: template})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return awaitState(t, a.Store, it.ID, timeout, states...)
+	return awaitState(t, a.Store, it.ID, states...)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"outerloop/internal/app"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 )
 
@@ -46,7 +47,7 @@ func TestAHostileExecAgentsHomeLinkedToAHostDirectoryIsNotWrittenThrough(t *test
 	awaitCheckpoint(t, w.s, it.ID, "planted the link")
 	w1.Shutdown(context.Background())
 	startAppWorker(t, w.s.App, 1, "home-2")
-	got := awaitState(t, w.s.Store, it.ID, 2*time.Minute, hostileEnds...)
+	got := awaitState(t, w.s.Store, it.ID, hostileEnds...)
 	if got.Attempts[0].Resumes < 1 {
 		t.Errorf("the attempt was not resumed (%d resumes): the home was never used twice", got.Attempts[0].Resumes)
 	}
@@ -56,7 +57,7 @@ func TestAHostileExecAgentsHomeLinkedToAHostDirectoryIsNotWrittenThrough(t *test
 // awaitCheckpoint waits until the attempt's checkpoint history holds a step saying what.
 func awaitCheckpoint(t *testing.T, s *sys, id, what string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		_, hist, err := s.Store.LoadCheckpoint(context.Background(), id, 1)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 )
@@ -285,11 +286,14 @@ func (w *hostileWorld) submit(t *testing.T, r *hostileRun) *workitems.Item {
 		t.Fatal(err)
 	}
 	r.item = it.ID
-	timeout := 2 * time.Minute
+	// The bound only stops a hung item. An item of a FIFO case that does not end has something
+	// of the worker's waiting on the FIFO (the verifier has no reason to wait on a report): it
+	// is given half the time left, then its FIFOs are unblocked so that the worker can stop.
+	began, deadline := time.Now(), testwait.Deadline(t)
 	if r.fifo {
-		timeout = 30 * time.Second // the verifier has no reason to wait on a report
+		deadline = began.Add(testwait.Left(t) / 2)
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	got, err := w.s.Store.WaitFor(wctx, it.ID, workitems.InState(hostileEnds...))
 	switch {
@@ -297,10 +301,10 @@ func (w *hostileWorld) submit(t *testing.T, r *hostileRun) *workitems.Item {
 		return got
 	case r.fifo:
 		t.Errorf("the item did not end within %s: something of the worker's waits on the FIFO (it is %s; trail %v): %v",
-			timeout, got.State, trail(t, w.s, it.ID), err)
+			time.Since(began).Round(time.Second), got.State, trail(t, w.s, it.ID), err)
 		return w.unblockFIFOs(t, it.ID)
 	default:
-		t.Fatalf("the item did not end within %s (it is %s; trail %v): %v", timeout, got.State, trail(t, w.s, it.ID), err)
+		t.Fatalf("the item did not end within %s (it is %s; trail %v): %v", time.Since(began).Round(time.Second), got.State, trail(t, w.s, it.ID), err)
 		return nil
 	}
 }
@@ -313,7 +317,7 @@ var hostileEnds = []workitems.State{workitems.StateClosed, workitems.StateEscala
 // reader forever).
 func (w *hostileWorld) unblockFIFOs(t *testing.T, id string) *workitems.Item {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := testwait.Deadline(t)
 	for {
 		it, err := w.s.Store.Get(context.Background(), id)
 		if err != nil {

@@ -77,7 +77,7 @@ func TestAStepOverALimitFailsNamingItWhileAnItemBesideItCloses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := awaitState(t, s.Store, limited.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+			got := awaitState(t, s.Store, limited.ID, workitems.StateClosed, workitems.StateEscalated)
 			exit := got.Current().Exit
 			if got.State != workitems.StateEscalated || exit == nil || exit.Reason != workitems.ExitFailed ||
 				!strings.Contains(exit.Message, "exceeded the sandbox's "+string(tc.limit)+" limit ("+tc.value+")") {
@@ -92,7 +92,7 @@ func TestAStepOverALimitFailsNamingItWhileAnItemBesideItCloses(t *testing.T) {
 			if ev == nil || ev.Data["limit"] != string(tc.limit) || ev.Data["value"] != tc.value || !strings.Contains(ev.Data["command"], "command 1") {
 				t.Fatalf("limit_exceeded event %+v", ev)
 			}
-			if b := awaitState(t, s.Store, beside.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated); b.State != workitems.StateClosed {
+			if b := awaitState(t, s.Store, beside.ID, workitems.StateClosed, workitems.StateEscalated); b.State != workitems.StateClosed {
 				t.Fatalf("the item beside it %s: %+v", b.State, b.Decisions)
 			}
 			proctest.AssertNoProcess(t, marker)

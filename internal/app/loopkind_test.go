@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
@@ -82,7 +81,7 @@ func TestARegisteredLoopKindValidatesAndRuns(t *testing.T) {
 	}
 	t.Cleanup(a.Close)
 	startAppWorker(t, a, 1, "patcher-worker")
-	it := submitAndAwait(t, a, "patch", 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it := submitAndAwait(t, a, "patch", workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("item of the registered kind: %s %+v", it.State, it.Decisions)
 	}

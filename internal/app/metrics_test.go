@@ -20,6 +20,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/lib/testlog"
+	"outerloop/lib/testwait"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/worker"
@@ -124,7 +125,7 @@ templates:
 	}
 	srv.Resume(t)
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for scrapeValues(t, hs.URL)["outerloop_stats_age_seconds"] != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the stats did not become fresh after Redis resumed")
@@ -208,7 +209,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
 	it, err = a.Store.WaitFor(wctx, it.ID, workitems.InState(workitems.StateClosed, workitems.StateEscalated))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/notify"
 	"outerloop/scheduler"
 	"outerloop/workitems"
@@ -67,14 +68,14 @@ notify:
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, a.Store, it.ID, 90*time.Second, workitems.StateEscalated, workitems.StateClosed)
+	it = awaitState(t, a.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 	if it.State != workitems.StateEscalated {
 		t.Fatalf("item %s", it.State)
 	}
 	var req hookRequest
 	select {
 	case req = <-got:
-	case <-time.After(30 * time.Second):
+	case <-testwait.After(t):
 		t.Fatal("no webhook call for the escalation")
 	}
 	if !notify.Verify([]byte("e2e-secret"), req.body, req.header.Get(notify.HeaderSignature)) {
@@ -88,7 +89,7 @@ notify:
 		n.URL != "http://console.test/items/"+it.ID || n.Reason != it.Escalation.Reason || n.Attempt != 2 {
 		t.Errorf("notification %+v for item escalated with %+v", n, it.Escalation)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		ds, err := a.Outbox.List(context.Background(), notify.StateDelivered, 10)
 		if err != nil {
@@ -104,7 +105,7 @@ notify:
 	}
 	// The dispatcher counts a delivery after it recorded it in Redis: wait for the count too.
 	var delivered float64
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := testwait.Deadline(t); ; {
 		if delivered = deliveredCount(t, a); delivered == 1 || time.Now().After(deadline) {
 			break
 		}

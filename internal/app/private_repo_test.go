@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
@@ -74,7 +73,7 @@ func TestAPrivateRepoIsFetchedWithTheTokenOfItsForge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("want closed: %s %+v", it.State, it.Decisions)
 	}
@@ -115,7 +114,7 @@ func TestAPrivateRepoWithoutAUsableTokenEscalatesSayingWhy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+			it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 			if it.State != workitems.StateEscalated || len(it.Attempts) != 1 {
 				t.Fatalf("want escalated after one attempt: %s %d", it.State, len(it.Attempts))
 			}

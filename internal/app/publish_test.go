@@ -269,7 +269,7 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
 	if tick.Outcome != "created" {
 		t.Fatalf("tick %+v", tick)
 	}
-	it := awaitState(t, s.Store, tick.Item, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it := awaitState(t, s.Store, tick.Item, workitems.StateClosed, workitems.StateEscalated)
 	d := it.Delivery
 	if it.State != workitems.StateClosed || d == nil || d.Outcome != workitems.DeliveryMerged {
 		t.Fatalf("want closed and merged: %s %+v %+v", it.State, d, it.Decisions)
@@ -399,7 +399,7 @@ func TestCIRedOnThePushedCommitRetriesOnTheSamePullRequestUntilGreen(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 4*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if it.State != workitems.StateClosed || len(it.Attempts) != 2 {
 		t.Fatalf("want closed after 2 attempts: %s %d %+v", it.State, len(it.Attempts), it.Decisions)
 	}
@@ -467,7 +467,7 @@ func TestTicksWithTheSameResultShareOnePullRequestAndADeclinedOneIsNotReopened(t
 		if err != nil {
 			t.Fatal(err)
 		}
-		return awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+		return awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	}
 	one := run("bump")
 	if one.State != workitems.StateClosed || one.Delivery.Outcome != workitems.DeliveryPROpened || one.Delivery.PR.State != workitems.PROpen {
@@ -553,7 +553,7 @@ func TestForgeDeliveryBadInputEscalatesAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+			it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 			d := it.Delivery
 			if it.State != workitems.StateEscalated || len(it.Attempts) != 1 || it.Escalation.Reason != string(workitems.RuleDeliveryFailed) ||
 				d.Outcome != workitems.DeliveryFailed || d.ErrorClass != tc.class || !strings.Contains(d.Error, tc.cause) {
@@ -608,7 +608,7 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			awaitState(t, s.Store, it.ID, time.Minute, workitems.StateRunning)
+			awaitState(t, s.Store, it.ID, workitems.StateRunning)
 			// Someone lands a commit on main while the loop runs.
 			dir := t.TempDir()
 			gs.Git(t, dir, "clone", "-q", r.CloneURL, ".")
@@ -622,7 +622,7 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 			if err := os.WriteFile(fifo, []byte("go\n"), 0o644); err != nil { // blocks until the loop reads
 				t.Fatal(err)
 			}
-			it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+			it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 			d := it.Delivery
 			if it.State != workitems.StateClosed || len(it.Attempts) != tc.attempts || d.Outcome != workitems.DeliveryMerged || d.Base != moved {
 				t.Fatalf("want merged on the moved base %s after %d attempts: %s %d %+v %+v", moved, tc.attempts, it.State, len(it.Attempts), d, it.Decisions)
@@ -676,7 +676,7 @@ func TestMissingCIOnThePushedCommitEscalatesAndLabelsThePullRequest(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 3*time.Minute, workitems.StateClosed, workitems.StateEscalated)
+	it = awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	d := it.Delivery
 	if it.State != workitems.StateEscalated || it.Escalation.Reason != "ci_missing" || d.Outcome != workitems.DeliveryPROpened ||
 		d.MergeCommit != "" || len(d.Checks) != 1 || d.Checks[0].State != workitems.CheckPending {

@@ -45,7 +45,7 @@ func TestARecoveredAttemptIsTakenBeforeNewWork(t *testing.T) {
 	}
 	startAppWorker(t, s.App, 1, "prio")
 
-	recovered := awaitState(t, s.Store, lost.ID, time.Minute, workitems.StateClosed)
+	recovered := awaitState(t, s.Store, lost.ID, workitems.StateClosed)
 	resumedAt := recovered.UpdatedAt
 	evs, err := s.Store.Events(ctx, lost.ID, "", 500, 0)
 	if err != nil {
@@ -58,7 +58,7 @@ func TestARecoveredAttemptIsTakenBeforeNewWork(t *testing.T) {
 		}
 	}
 	for _, id := range fresh {
-		it := awaitState(t, s.Store, id, time.Minute, workitems.StateClosed)
+		it := awaitState(t, s.Store, id, workitems.StateClosed)
 		if started := it.Attempts[0].StartedAt; !started.After(resumedAt) {
 			t.Errorf("new item %s started at %s, before the lost attempt resumed at %s", id, started.Format(time.RFC3339Nano), resumedAt.Format(time.RFC3339Nano))
 		}
@@ -90,21 +90,21 @@ func TestALostAttemptIsRecoveredAtOnceWhenEverySlotIsBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitState(t, s.Store, long.ID, time.Minute, workitems.StateRunning)
+	awaitState(t, s.Store, long.ID, workitems.StateRunning)
 
 	lost, err := s.Queue.Submit(ctx, scheduler.Request{Template: "quick"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	loseWorker(t, s, lost.ID)
-	awaitState(t, s.Store, lost.ID, time.Minute, workitems.StateClosed)
+	awaitState(t, s.Store, lost.ID, workitems.StateClosed)
 	if it, _ := s.Store.Get(ctx, long.ID); it.State != workitems.StateRunning {
 		t.Fatalf("the long item is %s: the lost attempt did not run beside it", it.State)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	awaitState(t, s.Store, long.ID, time.Minute, workitems.StateClosed)
+	awaitState(t, s.Store, long.ID, workitems.StateClosed)
 }
 
 // loseWorker leaves attempt 1 of id as a worker that dequeued its task, started the attempt and

@@ -12,6 +12,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
+	"outerloop/lib/testwait"
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/workitems"
@@ -73,8 +74,8 @@ func (s *reloadSys) await(t *testing.T) app.ReloadResult {
 	select {
 	case r := <-s.results:
 		return r
-	case <-time.After(30 * time.Second):
-		t.Fatal("no reload within 30s")
+	case <-testwait.After(t):
+		t.Fatal("no reload by the test's deadline")
 	}
 	return app.ReloadResult{}
 }
@@ -150,7 +151,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("replan with %d schedules, want 1 (b's)", n)
 		}
-	case <-time.After(30 * time.Second):
+	case <-testwait.After(t):
 		t.Fatal("the scheduler did not re-plan after the reload")
 	}
 	if _, ok := sched.NextRun("b"); !ok {
@@ -195,14 +196,26 @@ func TestReloadOnFileChange(t *testing.T) {
 		t.Fatal("template c not in force after the file changed")
 	}
 	// The same config written again with a comment: a new hash of the file, the same config.
+	// The watcher counts it unchanged (a Prometheus counter: polled) and reports nothing.
 	writeFile(t, s.path, "# a comment\n"+reloadYAML("a", "c"))
+	for deadline := testwait.Deadline(t); ; {
+		select {
+		case r := <-s.results:
+			t.Fatalf("an unchanged config was reported as %+v", r)
+		case <-time.After(20 * time.Millisecond): // a counter has no event to await
+		}
+		n := reloads(s.App, metrics.ReloadUnchanged)
+		if n == 1 {
+			break
+		}
+		if n > 1 || time.Now().After(deadline) {
+			t.Fatalf("outerloop_config_reload_total{result=unchanged} = %v, want 1", n)
+		}
+	}
 	select {
 	case r := <-s.results:
 		t.Fatalf("an unchanged config was reported as %+v", r)
-	case <-time.After(300 * time.Millisecond): // 15 polls: none may report (absence has no event)
-	}
-	if n := reloads(s.App, metrics.ReloadUnchanged); n != 1 {
-		t.Fatalf("outerloop_config_reload_total{result=unchanged} = %v, want 1", n)
+	default:
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/internal/sample"
 	"outerloop/lib/fakeclock"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -37,7 +38,7 @@ func resumableScript(logDir string) string {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return
@@ -78,7 +79,7 @@ func TestGracefulShutdownCheckpointsAndAnotherWorkerResumes(t *testing.T) {
 		t.Fatalf("runs before resume: %q", got)
 	}
 	s.startWorker(t, "w2")
-	done := awaitState(t, s.Store, it.ID, 90*time.Second, workitems.StateClosed, workitems.StateEscalated)
+	done := awaitState(t, s.Store, it.ID, workitems.StateClosed, workitems.StateEscalated)
 	if done.State != workitems.StateClosed || len(done.Attempts) != 1 || done.Attempts[0].Resumes != 1 {
 		t.Fatalf("want closed in one resumed attempt: %s attempts=%d resumes=%d", done.State, len(done.Attempts), done.Attempts[0].Resumes)
 	}
@@ -173,7 +174,7 @@ func TestCancellingARunningItemStopsItsProcessAndWritesNothingMore(t *testing.T)
 		t.Fatalf("cancel: %v %v", cancelled, err)
 	}
 	// The worker notices at its next heartbeat, kills the command and releases the lease.
-	deadline, stop := context.WithTimeout(ctx, time.Minute)
+	deadline, stop := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer stop()
 	evs, err := s.Store.WaitFor(deadline, it.ID, func(*workitems.Item) bool {
 		ep, _ := s.Store.Epoch(ctx, it.ID, 1)

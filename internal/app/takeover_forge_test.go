@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/giteatest"
 	"outerloop/lib/testlog"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
@@ -70,7 +71,7 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 	}
 
 	b, _ := s.host(t, "B", delivering)
-	for deadline := time.Now().Add(time.Minute); ; {
+	for deadline := testwait.Deadline(t); ; {
 		err := b.Process(ctx, it.ID, 1)
 		if err == nil {
 			break
@@ -101,7 +102,7 @@ func TestALeaseTakeoverDeliversTheSinglePullRequestOfASingleRun(t *testing.T) {
 		if err != nil {
 			t.Fatalf("A should stop quietly, got %v", err)
 		}
-	case <-time.After(time.Minute):
+	case <-testwait.After(t):
 		t.Fatal("A did not stop after losing its lease")
 	}
 	if after, _ := s.Store.Get(ctx, it.ID); after.Version != done.Version {

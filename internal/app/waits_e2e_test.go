@@ -23,6 +23,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/internal/sample"
 	"outerloop/lib/giteatest"
+	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/waits"
 	"outerloop/workitems"
@@ -77,10 +78,10 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // next returns the next delivery of event type kind (X-Gitea-Event-Type) for which match
-// holds, within a minute.
+// holds (until the test's deadline).
 func (r *recorder) next(t *testing.T, what string, match func(hookDelivery) bool) hookDelivery {
 	t.Helper()
-	timeout := time.After(time.Minute)
+	timeout := testwait.After(t)
 	for {
 		select {
 		case d := <-r.seen:
@@ -88,7 +89,7 @@ func (r *recorder) next(t *testing.T, what string, match func(hookDelivery) bool
 				return d
 			}
 		case <-timeout:
-			t.Fatalf("no webhook delivery %s within a minute", what)
+			t.Fatalf("no webhook delivery %s by the test's deadline", what)
 		}
 	}
 }
@@ -112,8 +113,8 @@ func (a *audits) next(t *testing.T) waits.AuditEntry {
 	select {
 	case e := <-a.ch:
 		return e
-	case <-time.After(time.Minute):
-		t.Fatal("no audited command within a minute")
+	case <-testwait.After(t):
+		t.Fatal("no audited command by the test's deadline")
 		return waits.AuditEntry{}
 	}
 }
@@ -159,7 +160,7 @@ func (h *hookRig) submit(t *testing.T, template string) *workitems.Item {
 // awaitWait waits until the item waits for kind in attempt n.
 func (h *hookRig) awaitWait(t *testing.T, id string, kind workitems.WaitKind, n int) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	it, err := h.Store.WaitFor(ctx, id, func(it *workitems.Item) bool {
 		return it.State == workitems.StateWaiting && it.Wait != nil && it.Wait.Kind == kind && it.Wait.Attempt == n ||
@@ -176,7 +177,7 @@ func (h *hookRig) awaitWait(t *testing.T, id string, kind workitems.WaitKind, n 
 // wake either ran, and the item waits again under a newer seq, or was never enqueued).
 func (h *hookRig) settled(t *testing.T, id string) *workitems.Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	for {
 		it, err := h.Store.Get(ctx, id)
@@ -246,7 +247,7 @@ func TestCIGreenArrivingByWebhookClosesTheItemWithoutAPoll(t *testing.T) {
 		t.Fatalf("the first poll must be far off (first_poll 10m): %v", np)
 	}
 	h.status(t, sha, "success")
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	last := it.Decisions[len(it.Decisions)-1]
 	if it.State != workitems.StateClosed || last.Rule != "checks_passed" {
 		t.Fatalf("want closed (checks_passed): %s %+v\n%v", it.State, last, trail(t, h.sys, it.ID))
@@ -306,7 +307,7 @@ func TestAReviewRequestingChangesRetriesOnTheSamePullRequestAndAnApprovalMerges(
 	it = h.awaitWait(t, it.ID, workitems.WaitReview, 2)
 	reviewer.API(t, http.MethodPost, prPath+"/reviews", map[string]any{"event": "APPROVED", "body": "Good.", "commit_id": second.PushedSHA},
 		http.StatusOK, nil)
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	d := it.Delivery
 	if it.State != workitems.StateClosed || d.Outcome != workitems.DeliveryMerged || d.MergeCommit == "" || d.PR.State != workitems.PRMerged ||
 		d.PushedSHA != second.PushedSHA || len(it.Attempts) != 2 {
@@ -340,7 +341,7 @@ func TestAPullRequestClosedWhileWaitingForReviewEndsTheItemDeclined(t *testing.T
 	it := h.submit(t, "rv")
 	it = h.awaitWait(t, it.ID, workitems.WaitReview, 1)
 	h.gs.ClosePullRequest(t, h.repo, it.Wait.PR)
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	last := it.Decisions[len(it.Decisions)-1]
 	if it.State != workitems.StateClosed || last.Rule != "pr_closed" || it.Delivery.Outcome != workitems.DeliveryDeclined ||
 		it.Delivery.PR.State != workitems.PRClosed {
@@ -477,7 +478,7 @@ func TestAReplayedOrBadlySignedDeliveryChangesNothing(t *testing.T) {
 	}
 	// The real green status still closes it.
 	h.status(t, sha, "success")
-	it = awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	it = awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	if it.State != workitems.StateClosed {
 		t.Fatalf("want closed: %s\n%v", it.State, trail(t, h.sys, it.ID))
 	}
@@ -522,7 +523,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 	// Three items wait; the worker's two slots come free and no task stays active (the task
 	// that parked the last item may still be finishing when its item is seen waiting: asynq
 	// marks it done after the handler returns, so this polls the queue until it settles).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testwait.Deadline(t); ; time.Sleep(20 * time.Millisecond) {
 		info, err := h.Inspector().GetQueueInfo(h.QueueName())
 		if err != nil {
 			t.Fatal(err)
@@ -539,7 +540,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 			t.Fatalf("%s: attempt %s, wait %+v", it.ID, at.State, it.Wait)
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	sctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	a.Shutdown(sctx)
 	cancel()
 
@@ -571,7 +572,7 @@ func TestWaitingItemsHoldNoWorkerAndOutliveTheWorkerThatPushedThem(t *testing.T)
 	})
 	startAppWorker(t, b.App, 2, "B")
 	for _, it := range items {
-		done := awaitState(t, h.Store, it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		done := awaitState(t, h.Store, it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 		if done.State != workitems.StateClosed || len(done.Attempts) != 1 || done.Delivery.Checks[0].State != workitems.CheckSuccess {
 			t.Fatalf("%s: %s %+v\n%v", it.ID, done.State, done.Delivery, trail(t, h.sys, it.ID))
 		}
@@ -618,7 +619,7 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 		wg.Add(1)
 		go func() { // the item's CI: it answers D after the push, and not before the quick item closed
 			defer wg.Done()
-			wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
+			wctx, wcancel := context.WithDeadline(ctx, testwait.Deadline(t))
 			defer wcancel()
 			w, err := h.Store.WaitFor(wctx, it.ID, func(it *workitems.Item) bool { return it.Wait != nil || it.State.Terminal() })
 			if err != nil || w.Wait == nil {
@@ -649,12 +650,12 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 	for range 3 { // all three wait at once: two slots could not hold them
 		select {
 		case <-waiting:
-		case <-time.After(3 * time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("three pull requests never waited at once: does a waiting item hold a worker slot?")
 		}
 	}
 	quick := h.submit(t, "quick")
-	quick = awaitState(t, h.Store, quick.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+	quick = awaitState(t, h.Store, quick.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 	close(quickClosed)
 	if quick.State != workitems.StateClosed {
 		t.Fatalf("quick: %s %+v", quick.State, quick.Decisions)
@@ -667,10 +668,10 @@ func TestWaitingForCIDoesNotDelayOtherItems(t *testing.T) {
 		var p parked
 		select {
 		case p = <-posted:
-		case <-time.After(3 * time.Minute):
+		case <-testwait.After(t):
 			t.Fatal("a CI status was never posted")
 		}
-		it := awaitState(t, h.Store, p.it.ID, 2*time.Minute, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
+		it := awaitState(t, h.Store, p.it.ID, workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed)
 		if it.State != workitems.StateClosed {
 			t.Fatalf("%s: %s\n%v", it.ID, it.State, trail(t, h.sys, it.ID))
 		}

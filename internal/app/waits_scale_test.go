@@ -115,11 +115,14 @@ templates:
 	if n, err := s.Store.WaitingCount(ctx); err != nil || n != waiting {
 		t.Fatalf("waiting: %d %v", n, err)
 	}
-	runtime.GC()
-	after := runtime.NumGoroutine()
+	// Counted as before (settled): goroutines of the binary that come and go (asynq's
+	// periodic ones, a finished test's cleanups) may differ by a few, and late on a loaded
+	// machine (a few: ten are allowed); a goroutine per waiting item would add a thousand.
+	after := settle()
 	var heapAfter runtime.MemStats
 	runtime.ReadMemStats(&heapAfter)
-	if after != before {
+	t.Logf("goroutines: %d before parking %d items, %d after", before, waiting, after)
+	if after-before > 10 {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutines: %d before parking %d items, %d after\n%s", before, waiting, after, buf[:runtime.Stack(buf, true)])
 	}

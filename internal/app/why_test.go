@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"outerloop/scheduler"
 	"outerloop/workitems"
@@ -30,7 +29,7 @@ func TestAnEscalationSaysTheSandboxDidIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed)
+	it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 	e := it.Escalation
 	if it.State != workitems.StateEscalated || e == nil {
 		t.Fatalf("want escalated, got %s %+v", it.State, it.Escalation)
@@ -68,7 +67,7 @@ func TestAnEscalationNamesTheRefusedConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it = awaitState(t, s.Store, it.ID, 2*time.Minute, workitems.StateEscalated, workitems.StateClosed)
+	it = awaitState(t, s.Store, it.ID, workitems.StateEscalated, workitems.StateClosed)
 	e := it.Escalation
 	if it.State != workitems.StateEscalated || e == nil {
 		t.Fatalf("want escalated, got %s", it.State)

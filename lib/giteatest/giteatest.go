@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"outerloop/lib/testwait"
 )
 
 // Version is the Gitea scripts/setup-gitea.sh builds.
@@ -99,7 +101,7 @@ func findBinary() (string, error) {
 // Start runs a Gitea for this test and kills it at cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := start(Binary(t), t.TempDir())
+	s, err := start(Binary(t), t.TempDir(), testwait.Deadline(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func Shared(t testing.TB) *Server {
 			t.Fatal(err)
 		}
 		shared.dir = dir
-		shared.srv, shared.err = start(bin, dir)
+		shared.srv, shared.err = start(bin, dir, testwait.Deadline(t))
 	}
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -204,7 +206,10 @@ INSTALL_LOCK = true
 ALLOWED_HOST_LIST = loopback
 
 [webhook]
-DELIVER_TIMEOUT = 10
+; how long Gitea waits for a test's handler to answer before it gives the delivery up (and
+; never redelivers it): a handler is quick, but a loaded machine running -race can take more
+; than the 10 s this was
+DELIVER_TIMEOUT = 120
 
 [log]
 MODE = file
@@ -234,13 +239,14 @@ PROVIDER = memory
 ADAPTER = memory
 `
 
-// start sets up a work path in dir and runs Gitea there; a port taken meanwhile by another
-// process is retried on a new one.
-func start(bin, dir string) (*Server, error) {
+// start sets up a work path in dir and runs Gitea there, waiting until ready or deadline (the
+// test's: a loaded machine starts Gitea slowly); a port taken meanwhile by another process is
+// retried on a new one.
+func start(bin, dir string, deadline time.Time) (*Server, error) {
 	var err error
 	for range 3 {
 		var s *Server
-		if s, err = startOnce(bin, dir); err == nil {
+		if s, err = startOnce(bin, dir, deadline); err == nil {
 			return s, nil
 		}
 		if !errors.Is(err, errExitedEarly) {
@@ -256,7 +262,7 @@ func start(bin, dir string) (*Server, error) {
 
 var errExitedEarly = errors.New("gitea exited before answering")
 
-func startOnce(bin, dir string) (*Server, error) {
+func startOnce(bin, dir string, deadline time.Time) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -321,7 +327,7 @@ func startOnce(bin, dir string) (*Server, error) {
 	if err := s.runWeb(bin, ini, env); err != nil {
 		return nil, err
 	}
-	if err := s.waitReady(60 * time.Second); err != nil {
+	if err := s.waitReady(deadline); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -361,8 +367,8 @@ func (s *Server) runWeb(bin, ini string, env []string) error {
 	return <-started
 }
 
-func (s *Server) waitReady(limit time.Duration) error {
-	deadline := time.Now().Add(limit)
+func (s *Server) waitReady(deadline time.Time) error {
+	began := time.Now()
 	c := &http.Client{Timeout: 2 * time.Second}
 	for {
 		// A freshly started server's HTTP endpoint is the only readiness signal it gives.
@@ -379,7 +385,7 @@ func (s *Server) waitReady(limit time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("giteatest: gitea at %s not ready after %s: %v%s", s.URL, limit, err, logTail(s.Dir))
+			return fmt.Errorf("giteatest: gitea at %s not ready after %s: %v%s", s.URL, time.Since(began).Round(time.Second), err, logTail(s.Dir))
 		}
 	}
 }
@@ -514,7 +520,7 @@ func (s *Server) PushDir(t testing.TB, dir string, r Repo, branch string) {
 // repository "empty", and its pull request endpoints answer 404).
 func (s *Server) WaitPushed(t testing.TB, r Repo, branch, sha string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	began, deadline := time.Now(), testwait.Deadline(t)
 	for {
 		var b struct {
 			Commit struct{ ID string } `json:"commit"`
@@ -531,7 +537,8 @@ func (s *Server) WaitPushed(t testing.TB, r Repo, branch, sha string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("giteatest: %s %s not at %s after 30s (HTTP %d, %v)", r.Slug, branch, sha, code, err)
+			t.Fatalf("giteatest: %s %s not at %s (and the repository not empty) after %s (HTTP %d, %v)",
+				r.Slug, branch, sha, time.Since(began).Round(time.Second), code, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"outerloop/lib/testwait"
 )
 
 func TestMain(m *testing.M) { Main(m, func() error { return goleak.Find() }) }
 
 func TestServerServesGitAndTheAPIAndDiesAtClose(t *testing.T) {
 	t.Parallel()
-	s, err := start(Binary(t), t.TempDir())
+	s, err := start(Binary(t), t.TempDir(), testwait.Deadline(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"outerloop/lib/testwait"
 )
 
 // What webhook tests need: a hook on a repository, and the actions that make Gitea deliver
@@ -49,18 +51,20 @@ func (s *Server) CommentIssue(t testing.TB, r Repo, number int, body string) {
 }
 
 // MergePullRequest merges pull request number (a merge commit). Gitea checks mergeability
-// after a push in the background and refuses (405) until it has: that is retried for 30 s.
+// after a push in the background and refuses (405) until it has: that is retried until the
+// test's deadline (testwait), however long a loaded machine takes.
 func (s *Server) MergePullRequest(t testing.TB, r Repo, number int) {
 	t.Helper()
 	path := fmt.Sprintf("/repos/%s/pulls/%d/merge", r.Slug, number)
-	deadline := time.Now().Add(30 * time.Second)
+	began, deadline := time.Now(), testwait.Deadline(t)
 	for {
 		code, body, err := s.Do(context.Background(), http.MethodPost, path, map[string]string{"Do": "merge"})
 		if err == nil && code == http.StatusOK {
 			return
 		}
 		if err != nil || code != http.StatusMethodNotAllowed || time.Now().After(deadline) {
-			t.Fatalf("giteatest: merge %s #%d: HTTP %d, %v: %s", r.Slug, number, code, err, body)
+			t.Fatalf("giteatest: merge %s #%d (mergeability awaited %s): HTTP %d, %v: %s", r.Slug, number,
+				time.Since(began).Round(time.Second), code, err, body)
 		}
 		// Gitea gives no event for "mergeability checked": the merge answer is the signal.
 		time.Sleep(100 * time.Millisecond)

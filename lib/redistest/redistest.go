@@ -22,6 +22,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/lib/testwait"
 )
 
 // URL returns the Redis URL tests use.
@@ -55,7 +57,7 @@ func New(t testing.TB) *Env {
 	t.Helper()
 	opts := Options(t)
 	c := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("redistest: Redis at %s does not answer: %v (the test command starts one; see README)", URL(), err)
@@ -63,7 +65,7 @@ func New(t testing.TB) *Env {
 	id := randomID()
 	e := &Env{Client: c, Prefix: "oltest:" + id + ":", Queue: "oltest-" + id}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 		defer cancel()
 		DeleteMatching(ctx, c, e.Prefix+"*")
 		// The queue and its urgent sibling (workitems.UrgentQueue: recoveries and wakes).
@@ -153,7 +155,7 @@ func (s *Server) start(t testing.TB, bin string) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	began, deadline := time.Now(), testwait.Deadline(t)
 	for {
 		// Polling a freshly started server's port is the only readiness signal it gives.
 		// NOAUTH answers too: the server runs with an ACL file (no default user).
@@ -161,7 +163,8 @@ func (s *Server) start(t testing.TB, bin string) {
 			return
 		} else if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-			t.Fatalf("redistest: redis-server on %s not ready: %v\n%s", s.Addr, err, strings.TrimSpace(string(log)))
+			t.Fatalf("redistest: redis-server on %s not ready after %s: %v\n%s", s.Addr, time.Since(began).Round(time.Second), err,
+				strings.TrimSpace(string(log)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -244,7 +247,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 		d.Sentinels = append(d.Sentinels, s)
 	}
 	// Ready when every sentinel knows the replica (a failover needs one to promote).
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for _, s := range d.Sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
 		for {
@@ -286,7 +289,7 @@ func (d *Sentinel) Failover(t testing.TB) {
 	if err := c.Failover(context.Background(), d.Master).Err(); err != nil {
 		t.Fatalf("redistest: sentinel failover: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		addr, err := c.GetMasterAddrByName(context.Background(), d.Master).Result()
 		if err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == d.Replica.Addr {
@@ -321,7 +324,7 @@ func (d *Sentinel) awaitReplicaCaughtUp(t testing.TB) {
 		t.Fatalf("redistest: primary replication info: %v", err)
 	}
 	want, _ := strconv.ParseInt(field(pi, "master_repl_offset"), 10, 64)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for {
 		ri, err := r.Info(ctx, "replication").Result()
 		got, _ := strconv.ParseInt(field(ri, "slave_repl_offset"), 10, 64)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/proc"
 )
 
@@ -235,11 +236,12 @@ func scan(match func(procDir string) bool) []int {
 	return pids
 }
 
-// Lingering returns what find still finds after within, or nothing as soon as it finds
-// nothing: for processes killed asynchronously by guards or the kernel, which tell nobody.
-func Lingering(find func() []int, within time.Duration) []int {
+// Lingering returns nothing as soon as find finds nothing, or what it still finds at the test's
+// deadline (testwait: a loaded machine may take long): for processes killed asynchronously by
+// guards or the kernel, which tell nobody.
+func Lingering(t testing.TB, find func() []int) []int {
 	left := find()
-	for deadline := time.Now().Add(within); len(left) > 0 && time.Now().Before(deadline); left = find() {
+	for deadline := testwait.Deadline(t); len(left) > 0 && time.Now().Before(deadline); left = find() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return left
@@ -274,11 +276,12 @@ func AssertNoProcess(t testing.TB, marker string) {
 	}
 }
 
-// WaitNoProcess waits (bounded) until no process with marker runs: after a SIGKILLed worker
-// the guard or the kernel kills them asynchronously, and no event reaches the test.
-func WaitNoProcess(t testing.TB, marker string, within time.Duration) {
+// WaitNoProcess waits until no process with marker runs: after a SIGKILLed worker the guard or
+// the kernel kills them asynchronously, and no event reaches the test. It gives up (failing t)
+// at the test's deadline (testwait).
+func WaitNoProcess(t testing.TB, marker string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := testwait.Deadline(t)
 	for len(Processes(marker)) > 0 {
 		if time.Now().After(deadline) {
 			AssertNoProcess(t, marker)
@@ -291,13 +294,15 @@ func WaitNoProcess(t testing.TB, marker string, within time.Duration) {
 // LookBash reports whether bash exists (the network attacks use its /dev/tcp).
 func LookBash() bool { _, err := exec.LookPath("bash"); return err == nil }
 
-// WaitFor waits (bounded) until cond holds: for events in other processes that send none.
-func WaitFor(t testing.TB, cond func() bool, within time.Duration) {
+// WaitFor waits until cond holds: for events in other processes that send none. It gives up
+// at the test's deadline (testwait), failing t with what was awaited (what: "the command's
+// ready file", say) and for how long.
+func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	began, deadline := time.Now(), testwait.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
+			t.Fatalf("waited %s for %s", time.Since(began).Round(time.Second), what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

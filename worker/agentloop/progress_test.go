@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/worker/model"
 	"outerloop/workitems"
 )
@@ -33,8 +34,8 @@ func TestARunningShellCallReportsItsOutputTail(t *testing.T) {
 	}()
 	select {
 	case <-seen:
-	case <-time.After(time.Minute): // a bound on a broken build, not a synchronisation
-		t.Fatal("no progress with the call's output within a minute")
+	case <-testwait.After(t): // a bound on a broken build, not a synchronisation
+		t.Fatal("no progress with the call's output by the test's deadline")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "GO"), nil, 0o644); err != nil {
 		t.Fatal(err)

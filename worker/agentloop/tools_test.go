@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"outerloop/lib/testwait"
 )
 
 func newTestToolbox(t *testing.T) (*toolbox, string) {
@@ -206,7 +208,7 @@ func TestShell(t *testing.T) {
 			t.Fatalf("child %d, result %+v", child, res)
 		}
 		// The background child must be dead (gone, or a zombie nobody reaps yet).
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := testwait.Deadline(t)
 		for !processDead(child) {
 			if time.Now().After(deadline) {
 				t.Fatalf("child %d of the shell survived the cancel", child)

@@ -132,12 +132,12 @@ func TestCommand(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan workitems.Exit, 1)
 		go func() { done <- loop.Run(ctx, a.Attempt) }()
-		within(t, time.Minute, ready, "the command to start")
+		within(t, ready, "the command to start")
 		if len(findByArg(marker)) == 0 {
 			t.Fatal("the escaped sleep is not running")
 		}
 		cancel()
-		if exit := within(t, time.Minute, done, "Run to return"); exit.Reason != workitems.ExitAborted {
+		if exit := within(t, done, "Run to return"); exit.Reason != workitems.ExitAborted {
 			t.Fatalf("exit = %+v, want aborted", exit)
 		}
 		if left := findByArg(marker); len(left) > 0 {
@@ -151,7 +151,7 @@ func TestCommand(t *testing.T) {
 		a, loop := shell(t, "sleep "+marker+" & echo bye", workitems.Budget{})
 		done := make(chan workitems.Exit, 1)
 		go func() { done <- loop.Run(context.Background(), a.Attempt) }()
-		exit := within(t, time.Minute, done, "Run to return")
+		exit := within(t, done, "Run to return")
 		if exit.Reason != workitems.ExitCompleted || exit.LastMessage != "bye" {
 			t.Fatalf("exit = %+v", exit)
 		}

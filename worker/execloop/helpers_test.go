@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/worker"
@@ -226,14 +227,16 @@ func startedPID(t *testing.T, ev *events) int {
 	return 0
 }
 
-// within waits for ch or fails the test after d (a guard against hangs, not a synchronisation).
-func within[T any](t *testing.T, d time.Duration, ch <-chan T, what string) T {
+// within waits for ch or fails the test at its deadline (testwait: a guard against hangs, not a
+// synchronisation).
+func within[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
+	began := time.Now()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %s waiting for %s", d, what)
+	case <-testwait.After(t):
+		t.Fatalf("timed out after %s waiting for %s", time.Since(began).Round(time.Second), what)
 	}
 	var zero T
 	return zero
@@ -266,10 +269,10 @@ func sleepMarker(t *testing.T) string {
 }
 
 // awaitProcess waits until a process with arg in its command line runs. An exec has no event
-// another process can wait on, so /proc is polled, within a bound.
+// another process can wait on, so /proc is polled, until the test's deadline.
 func awaitProcess(t *testing.T, arg string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testwait.Deadline(t)
 	for len(findByArg(arg)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the agent's command is not running before the cancel")

@@ -37,7 +37,7 @@ func TestARunningAgentReportsItsElapsedTimeAndOutputTail(t *testing.T) {
 	})
 	done := make(chan workitems.Exit, 1)
 	go func() { done <- loop.Run(context.Background(), a.Attempt) }()
-	e := within(t, time.Minute, got, "a progress event with the agent's output")
+	e := within(t, got, "a progress event with the agent's output")
 	if !strings.Contains(e.Data["tail"], "working on it") || e.Data["elapsed"] == "" || !strings.HasPrefix(e.Message, "command running for ") {
 		t.Errorf("progress event %+v", e)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"outerloop/lib/testwait"
 	"outerloop/worker"
 	"outerloop/worker/workertest"
 	"outerloop/workitems"
@@ -49,8 +50,8 @@ func TestARunningCommandReportsItsElapsedTimeAndOutputTail(t *testing.T) {
 	for !strings.Contains(e.Data["tail"], "using") {
 		select {
 		case e = <-sink.progress:
-		case <-time.After(time.Minute): // a bound on a broken build, not a synchronisation
-			t.Fatal("no progress event with the command's output within a minute")
+		case <-testwait.After(t): // a bound on a broken build, not a synchronisation
+			t.Fatal("no progress event with the command's output by the test's deadline")
 		}
 	}
 	tail := e.Data["tail"]
