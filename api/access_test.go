@@ -31,6 +31,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Tokens of the access tests: a personal operator and viewer, and the shared operator token.
@@ -82,7 +83,7 @@ func newAccessFixture(t *testing.T, readLogin bool, limits api.LoginLimits) *acc
 	}
 	env := redistest.New(t)
 	ck := fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(ck))
+	store := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(ck))
 	client := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = client.Close() })
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
@@ -246,9 +247,9 @@ func TestEveryRoleAgainstEveryEndpointClass(t *testing.T) {
 					}
 					check("GET /api/items", f.send(t, c, "GET", "/api/items", "", nil), w.apiRead)
 					check("GET / (console)", f.send(t, c, "GET", "/", "", nil), w.conRead)
-					before, _ := f.store.Count(context.Background(), workitems.ListOptions{})
+					before, _ := f.store.Count(context.Background(), itemstore.ListOptions{})
 					check("POST /api/items", f.send(t, c, "POST", "/api/items", `{"template":"t1"}`, nil), w.mutate)
-					after, _ := f.store.Count(context.Background(), workitems.ListOptions{})
+					after, _ := f.store.Count(context.Background(), itemstore.ListOptions{})
 					if w.mutate >= 400 && after != before {
 						t.Errorf("a refused enqueue created an item (%d → %d)", before, after)
 					}

@@ -8,6 +8,7 @@ import (
 
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const accountingYAML = `
@@ -29,7 +30,7 @@ templates:
 
 func (f *fixture) templateItems(t *testing.T, template string) []*workitems.Item {
 	t.Helper()
-	items, err := f.store.List(context.Background(), workitems.ListOptions{Template: template, Limit: 100})
+	items, err := f.store.List(context.Background(), itemstore.ListOptions{Template: template, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +151,12 @@ func TestARunningItemShowsItsSpendSoFar(t *testing.T) {
 	if _, _, err := f.store.StartAttempt(ctx, fence, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.ChargeRunning(ctx, fence, workitems.Charge{Template: "t1", Spend: workitems.Spend{WallTime: workitems.Duration(12 * time.Second)}}); err != nil {
+	if _, err := f.store.ChargeRunning(ctx, fence, itemstore.Charge{Template: "t1", Spend: workitems.Spend{WallTime: workitems.Duration(12 * time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
 	stale := *fence
 	stale.Epoch--
-	if _, err := f.store.ChargeRunning(ctx, &stale, workitems.Charge{Template: "t1", Spend: workitems.Spend{WallTime: workitems.Duration(time.Hour)}}); err == nil {
+	if _, err := f.store.ChargeRunning(ctx, &stale, itemstore.Charge{Template: "t1", Spend: workitems.Spend{WallTime: workitems.Duration(time.Hour)}}); err == nil {
 		t.Fatal("a stale fence charged")
 	}
 	code, m := f.do(t, "GET", "/api/items/"+it.ID, "", "")

@@ -25,6 +25,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // MaxBody caps request bodies (an oversized payload is refused, not truncated).
@@ -55,7 +56,7 @@ type Options struct {
 // Server serves the API.
 type Server struct {
 	o      Options
-	store  *workitems.Store
+	store  *itemstore.Store
 	closed chan struct{} // Close: long polls answer now
 	once   sync.Once
 }
@@ -137,14 +138,14 @@ func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
 func statusOf(err error) int {
 	var ce *workitems.ConfigError
 	switch {
-	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate), errors.Is(err, workitems.ErrNoPatch):
+	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate), errors.Is(err, itemstore.ErrNoPatch):
 		return http.StatusNotFound
-	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists), errors.Is(err, workitems.ErrMaxOpen),
-		errors.Is(err, workitems.ErrNotSteerable):
+	case errors.Is(err, workitems.ErrInvalidTransition), errors.Is(err, workitems.ErrExists), errors.Is(err, itemstore.ErrMaxOpen),
+		errors.Is(err, itemstore.ErrNotSteerable):
 		return http.StatusConflict
-	case errors.Is(err, workitems.ErrNoChange), errors.As(err, &ce), errors.Is(err, scheduler.ErrInvalidUTF8):
+	case errors.Is(err, itemstore.ErrNoChange), errors.As(err, &ce), errors.Is(err, scheduler.ErrInvalidUTF8):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, workitems.ErrDailyCap):
+	case errors.Is(err, itemstore.ErrDailyCap):
 		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
@@ -284,12 +285,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listItems(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	o := workitems.ListOptions{State: workitems.State(q.Get("state")), Template: q.Get("template")}
+	o := itemstore.ListOptions{State: workitems.State(q.Get("state")), Template: q.Get("template")}
 	if o.State != "" && !o.State.Valid() {
 		writeErr(w, http.StatusBadRequest, "state %q is not one of %v", o.State, workitems.AllStates())
 		return
 	}
-	o.Sort = workitems.ListSort(q.Get("sort"))
+	o.Sort = itemstore.ListSort(q.Get("sort"))
 	if !o.Sort.Valid() {
 		writeErr(w, http.StatusBadRequest, "sort %q: want newest, oldest or spend", o.Sort)
 		return

@@ -17,6 +17,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const token = "s3cret-token"
@@ -34,7 +35,7 @@ templates:
 type fixture struct {
 	srv    *httptest.Server
 	server *api.Server
-	store  *workitems.Store
+	store  *itemstore.Store
 	queue  *scheduler.Queue
 }
 
@@ -50,7 +51,7 @@ func newFixtureYAML(t *testing.T, tok, y string) *fixture {
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	client := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = client.Close() })
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
@@ -221,7 +222,7 @@ func TestBadActionBodiesAreRefusedAndChangeNothing(t *testing.T) {
 	if it.State != workitems.StateEscalated || len(it.Resolution) != 0 {
 		t.Fatalf("refused requests changed the item: %s", it.State)
 	}
-	items, _ := f.store.List(context.Background(), workitems.ListOptions{})
+	items, _ := f.store.List(context.Background(), itemstore.ListOptions{})
 	if len(items) != 1 {
 		t.Fatalf("refused enqueues created items: %d", len(items))
 	}

@@ -18,6 +18,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // expFixture is the API with experiments wired to an evals.Runner over a real eval namespace
@@ -41,9 +42,9 @@ func newExperimentsFixtureAuth(t *testing.T, auth *api.Auth) *expFixture {
 	env := redistest.New(t)
 	client := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = client.Close() })
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue})
-	evStore := workitems.NewStore(env.Client, evals.ItemPrefix(env.Prefix))
+	evStore := itemstore.NewStore(env.Client, evals.ItemPrefix(env.Prefix))
 	evQueue := scheduler.NewQueue(evStore, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue + "-eval"})
 	r := &evals.Runner{Exps: evals.NewStore(env.Client, env.Prefix), Queue: evQueue,
 		Config: func() *workitems.Config { return cfg }, Clock: workitems.SystemClock{}}

@@ -15,6 +15,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // newFleetFixture serves viewtest's fleet, its items made through a queue with the gate.
@@ -25,7 +26,7 @@ func newFleetFixture(t *testing.T) (*fixture, map[string]string) {
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	client := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = client.Close() })
 	gate := fleet.NewGate(env.Client, env.Prefix, nil)

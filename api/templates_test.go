@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const controlsYAML = `
@@ -93,7 +94,7 @@ func TestRunNowAndRerunCreateItemsByTheActor(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(m["error"].(string), "still open") {
 		t.Fatalf("rerun of a queued item: %d %v, want 409 still open", code, m)
 	}
-	if n, _ := f.store.Count(ctx, workitems.ListOptions{}); n != 2 {
+	if n, _ := f.store.Count(ctx, itemstore.ListOptions{}); n != 2 {
 		t.Fatalf("a refused rerun made an item: %d items, want the run and the forced run", n)
 	}
 	if _, err := f.queue.Resolve(ctx, id, workitems.Resolution{Action: workitems.ResolveCancel, Actor: "x"}); err != nil {
@@ -149,7 +150,7 @@ func TestTemplateControlsRefuseBadRequestsAndChangeNothing(t *testing.T) {
 	if ps, err := f.queue.Pauses(ctx, []string{"nightly", "by-hand", "nope"}); err != nil || len(ps) != 0 {
 		t.Errorf("pauses after refused requests: %v %v", ps, err)
 	}
-	if n, _ := f.store.Count(ctx, workitems.ListOptions{}); n != 0 {
+	if n, _ := f.store.Count(ctx, itemstore.ListOptions{}); n != 0 {
 		t.Errorf("refused requests made %d items", n)
 	}
 	if recs, _ := f.queue.Controls(ctx, "nightly", 0); len(recs) != 0 {

@@ -10,6 +10,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // SessionMaxAge is how long a console login lasts by default (api.DefaultSessionMaxAge).
@@ -89,7 +90,7 @@ func (c *Console) resolveError(r *http.Request, id, action string, err error) (i
 		}
 		return http.StatusConflict, fmt.Sprintf("Item %s is %s, so %s was not applied: it was probably resolved already "+
 			"(a second submit of the same form changes nothing). Reload the item to see who resolved it.", id, state, action)
-	case errors.Is(err, workitems.ErrNoChange):
+	case errors.Is(err, itemstore.ErrNoChange):
 		return http.StatusUnprocessableEntity, "A retry must change something: give input text or raise a budget."
 	}
 	c.o.Logger.Error("console: resolve", "item", id, "err", err)

@@ -22,6 +22,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // chromium returns the browser binary: $OUTERLOOP_CHROMIUM, /usr/bin/chromium or chromium on
@@ -124,7 +125,7 @@ func sampleRepo(t *testing.T) string {
 const fixOnHint = `if echo "$OUTERLOOP_INPUT" | grep -q "flip the sign"; then ` + sample.FixCommand + `; echo "fixed: flipped the sign"; else echo "not sure what to change"; fi`
 
 // awaitState follows the item's event stream until it reaches one of states.
-func awaitState(t *testing.T, s *workitems.Store, id string, states ...workitems.State) *workitems.Item {
+func awaitState(t *testing.T, s *itemstore.Store, id string, states ...workitems.State) *workitems.Item {
 	t.Helper()
 	began := time.Now()
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
@@ -327,7 +328,7 @@ func TestInABrowserAPersonRetriesAnEscalatedItemAndWatchesItClose(t *testing.T) 
 	const xssGoal = `<script>alert("pwned")</script><img src=x onerror="alert('img')"> fix it`
 	xss := &workitems.Item{ID: "fix-calc@untrusted", Template: "fix-calc", Goal: xssGoal, Origin: workitems.Origin{Kind: "manual"},
 		Budget: cfg.Templates[0].Budget, MaxAttempts: 2}
-	if err := a.Store.Create(bg, xss, workitems.CreateLimits{}); err != nil {
+	if err := a.Store.Create(bg, xss, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	run(t, ctx, "open the item with markup in its goal",

@@ -13,7 +13,7 @@
 // every form carries the CSRF token. Without a login the console is read-only.
 //
 // Item pages follow the item's event stream live through server-sent events
-// (GET /items/{id}/events, built on workitems.Store.Events with a blocking read).
+// (GET /items/{id}/events, built on itemstore.Store.Events with a blocking read).
 package console
 
 import (
@@ -30,7 +30,7 @@ import (
 	"outerloop/api"
 	"outerloop/fleet"
 	"outerloop/scheduler"
-	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 //go:embed templates/*.html
@@ -53,7 +53,7 @@ const DefaultActor = "console"
 
 // Options configures the console.
 type Options struct {
-	Store  *workitems.Store
+	Store  *itemstore.Store
 	Queue  *scheduler.Queue
 	Auth   *api.Auth
 	Logger *slog.Logger
@@ -83,7 +83,7 @@ type Options struct {
 // Console serves the web console.
 type Console struct {
 	o       Options
-	store   *workitems.Store
+	store   *itemstore.Store
 	pages   map[string]*template.Template
 	streams chan struct{} // a slot per open live stream
 	closed  chan struct{}

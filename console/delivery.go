@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // maxDiffLines bounds the diff drawn on an item page; the whole stored patch is one click away
@@ -41,7 +42,7 @@ func (c *Console) loadDelivery(ctx context.Context, it *workitems.Item) (*delive
 		return v, nil
 	}
 	patch, err := c.store.Patch(ctx, it.ID, it.Delivery.Attempt)
-	if errors.Is(err, workitems.ErrNoPatch) {
+	if errors.Is(err, itemstore.ErrNoPatch) {
 		v.NoPatch = true
 		return v, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // deliver runs the fixture item id through attempt 1 and records a close with del and patch.
@@ -18,7 +19,7 @@ func (f *fixture) deliver(t *testing.T, id string, del workitems.Delivery, patch
 }
 
 // recordDelivery runs a queued item's attempt 1 to a close with del and patch, as a worker would.
-func recordDelivery(t *testing.T, s *workitems.Store, id string, del workitems.Delivery, patch string) {
+func recordDelivery(t *testing.T, s *itemstore.Store, id string, del workitems.Delivery, patch string) {
 	t.Helper()
 	ctx := context.Background()
 	fence, err := s.AcquireLease(ctx, id, 1, "w", time.Minute)

@@ -18,6 +18,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const testToken = "s3cret-token-for-tests"
@@ -111,7 +112,7 @@ func (f *fixture) item(t *testing.T, id, tmpl, goal string, m func(it *workitems
 	tp, _ := f.app.Config.Template(tmpl)
 	it := &workitems.Item{ID: id, Template: tmpl, Goal: goal, Origin: workitems.Origin{Kind: "manual", Actor: "test"},
 		Budget: tp.Budget, ItemBudget: tp.ItemBudget, MaxAttempts: tp.MaxAttempts}
-	if err := f.app.Store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := f.app.Store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if m == nil {

@@ -12,6 +12,7 @@ import (
 	"outerloop/api"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Sort orders of the items list.
@@ -58,8 +59,8 @@ func (c *Console) items(w http.ResponseWriter, r *http.Request, v *view) (string
 	}
 	var err error
 	// Only the page shown is read: the count from the filter's index, the page from its
-	// creation or spend index (see workitems.ListOptions).
-	lo := workitems.ListOptions{State: workitems.State(p.State), Template: p.Template, Sort: workitems.ListSort(p.Sort)}
+	// creation or spend index (see itemstore.ListOptions).
+	lo := itemstore.ListOptions{State: workitems.State(p.State), Template: p.Template, Sort: itemstore.ListSort(p.Sort)}
 	if p.Total, err = c.store.Count(r.Context(), lo); err != nil {
 		return c.internal(v, err)
 	}
@@ -281,7 +282,7 @@ type templateRow struct {
 	DailyBar   bar
 	Open       int64
 	LastClosed string
-	Recent     []workitems.Recent
+	Recent     []itemstore.Recent
 	Paused     *scheduler.Pause
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // The item page of a running item shows the wall time its attempt has been charged so far, not
@@ -24,7 +25,7 @@ func TestARunningItemsPageShowsItsWallTimeSoFar(t *testing.T) {
 	if _, _, err := st.StartAttempt(ctx, fence, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ChargeRunning(ctx, fence, workitems.Charge{Template: "fix", Spend: workitems.Spend{WallTime: workitems.Duration(42 * time.Second)}}); err != nil {
+	if _, err := st.ChargeRunning(ctx, fence, itemstore.Charge{Template: "fix", Spend: workitems.Spend{WallTime: workitems.Duration(42 * time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
 	_, body := f.get(t, "/items/fix@run")

@@ -11,7 +11,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/console"
-	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestInABrowserAnOperatorPausesRunsAndResumesATemplate drives headless chromium through the
@@ -60,7 +60,7 @@ func TestInABrowserAnOperatorPausesRunsAndResumesATemplate(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#controls button[value="run"]`)),
 		chromedp.WaitVisible(chromedp.ID("timeline")), // the new item's page, not the template's
 	)
-	items, err := a.Store.List(bg, workitems.ListOptions{Template: "fix", Limit: 10})
+	items, err := a.Store.List(bg, itemstore.ListOptions{Template: "fix", Limit: 10})
 	if err != nil || len(items) != 1 || items[0].Origin.Actor != "alice" || items[0].Attempts[0].Condition.Input != "try the fix" {
 		t.Fatalf("run-now items %+v %v; the page says %q", items, err, value(t, ctx, "read the page", chromedp.Text(chromedp.CSS("main"))))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const reviewInput = "A reviewer requested changes on the pull request #7; address every point, keep the rest of the change, and do not reply to the reviewer:\n" +
@@ -21,7 +22,7 @@ const reviewInput = "A reviewer requested changes on the pull request #7; addres
 
 // park runs attempt n of an item to its exit and records the delivery's wait decision, as the
 // verifier does after pushing (sha on pull request #pr).
-func park(t *testing.T, s *workitems.Store, id string, n int, kind workitems.WaitKind, sha string, pr int) *workitems.Item {
+func park(t *testing.T, s *itemstore.Store, id string, n int, kind workitems.WaitKind, sha string, pr int) *workitems.Item {
 	t.Helper()
 	ctx := context.Background()
 	fence, err := s.AcquireLease(ctx, id, n, "w", time.Minute)
@@ -51,7 +52,7 @@ func park(t *testing.T, s *workitems.Store, id string, n int, kind workitems.Wai
 
 // backdate moves the start of an item's current wait into the past (waits begin at the
 // store's now; the inbox lists only old ones).
-func backdate(t *testing.T, s *workitems.Store, id string, d time.Duration) {
+func backdate(t *testing.T, s *itemstore.Store, id string, d time.Duration) {
 	t.Helper()
 	if _, err := s.Update(context.Background(), id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
 		it.Wait.Since = it.Wait.Since.Add(-d)

@@ -32,6 +32,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestARealPrometheusAlertsAndDrawsFromTheWiredSystem runs Debian's prometheus against the wired
@@ -155,7 +156,7 @@ templates:
 	spent := map[string]float64{}
 	delivered := map[[2]string]float64{} // template, outcome → items
 	for _, name := range []string{"capped", "burner", "hopeless"} {
-		items, err := a.Store.List(ctx, workitems.ListOptions{Template: name})
+		items, err := a.Store.List(ctx, itemstore.ListOptions{Template: name})
 		if err != nil {
 			t.Fatal(err)
 		}

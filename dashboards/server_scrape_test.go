@@ -26,6 +26,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestRunningServerExportsEveryMetricTheDashboardsUse runs a small real workload — a script item
@@ -163,11 +164,11 @@ func isGauge(name string) bool {
 		name == "asynq_queue_paused_total" || name == "asynq_queue_memory_usage_approx_bytes"
 }
 
-func waitSettled(t *testing.T, s *workitems.Store, id string) {
+func waitSettled(t *testing.T, s *itemstore.Store, id string) {
 	t.Helper()
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
-	if it, err := s.WaitFor(ctx, id, workitems.InState(workitems.StateClosed, workitems.StateEscalated)); err != nil {
+	if it, err := s.WaitFor(ctx, id, itemstore.InState(workitems.StateClosed, workitems.StateEscalated)); err != nil {
 		t.Fatalf("%s did not settle: %v (%+v)", id, err, it)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // DefaultMaxPatchBytes bounds the patch kept with an item (Options.MaxPatchBytes).
@@ -163,9 +164,9 @@ type Request struct {
 	// ("host:port (reason)"); the pull request's body names them.
 	NetworkRefused []string
 	// Delivered is the template's last delivered patch as the caller read it
-	// (workitems.Store.LastDelivered; nil: none): a patch with the same tree on the same base
+	// (itemstore.Store.LastDelivered; nil: none): a patch with the same tree on the same base
 	// tree, made by another item, is nothing new (outcome unchanged, SameAs naming it).
-	Delivered *workitems.LastDelivered
+	Delivered *itemstore.LastDelivered
 }
 
 // Result is what the delivery did: its record (facts for the policy, never a decision) and the

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // repo is a workspace as the worker makes one: files committed as the base commit.
@@ -214,12 +215,12 @@ func TestAPatchAnotherItemDeliveredLastIsUnchanged(t *testing.T) {
 	if err != nil || first.Delivery.Outcome != workitems.DeliveryPatched {
 		t.Fatalf("first: %v %+v", err, first.Delivery)
 	}
-	last := func(item string, tree, baseTree string) *workitems.LastDelivered {
-		return &workitems.LastDelivered{Item: item, Attempt: 1, Tree: tree, BaseTree: baseTree, Commit: "c0ffee"}
+	last := func(item string, tree, baseTree string) *itemstore.LastDelivered {
+		return &itemstore.LastDelivered{Item: item, Attempt: 1, Tree: tree, BaseTree: baseTree, Commit: "c0ffee"}
 	}
 	for _, c := range []struct {
 		name      string
-		delivered *workitems.LastDelivered
+		delivered *itemstore.LastDelivered
 		want      workitems.DeliveryOutcome
 	}{
 		{"another item's same tree on the same base tree", last("fix-calc@earlier", first.Delivery.Tree, first.Delivery.BaseTree), workitems.DeliveryUnchanged},

@@ -12,6 +12,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func experiment(id string, created time.Time, tasks ...string) *Experiment {
@@ -147,7 +148,7 @@ func TestTheJanitorDeletesEndedExperimentsWithTheirItemsOnceTheirRetentionPassed
 	env := redistest.New(t)
 	exps := NewStore(env.Client, env.Prefix)
 	clock := fakeclock.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	items := workitems.NewStore(env.Client, ItemPrefix(env.Prefix), workitems.WithClock(clock))
+	items := itemstore.NewStore(env.Client, ItemPrefix(env.Prefix), itemstore.WithClock(clock))
 	ctx := context.Background()
 	day := 24 * time.Hour
 	mk := func(id string, ended time.Duration, itemState workitems.State) {
@@ -157,7 +158,7 @@ func TestTheJanitorDeletesEndedExperimentsWithTheirItemsOnceTheirRetentionPassed
 		}
 		for _, r := range e.Runs() {
 			it := &workitems.Item{ID: e.ItemID(r), Template: RunTemplate(id, r.Task, r.Variant), Goal: "g", MaxAttempts: 1}
-			if err := items.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+			if err := items.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := items.Update(ctx, it.ID, nil, func(it *workitems.Item) ([]workitems.Event, error) {
@@ -223,7 +224,7 @@ func TestTheJanitorFindsExperimentsThatEndedBeforeTheEndedIndexExisted(t *testin
 	t.Parallel()
 	env := redistest.New(t)
 	exps := NewStore(env.Client, env.Prefix)
-	items := workitems.NewStore(env.Client, ItemPrefix(env.Prefix))
+	items := itemstore.NewStore(env.Client, ItemPrefix(env.Prefix))
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	if err := exps.Create(ctx, experiment("old", now.AddDate(0, 0, -100), "t1")); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // fleetConfig has two fleet templates, one listing its repositories and one taking them from
@@ -79,14 +80,14 @@ func TestAFleetTemplateRunsOnTheTasksRepo(t *testing.T) {
 func TestTasksFromFleetItemsUseTheItemsRepo(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix)
+	s := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
 	const repo = "https://gitea.example.com/acme/b.git"
 	it := &workitems.Item{ID: "f1", Template: "listed", Goal: "Bump.", Repo: repo,
 		Origin: workitems.Origin{Kind: workitems.OriginCron}, Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1,
 		Attempts: []workitems.Attempt{{N: 1, State: workitems.AttemptQueued, Base: &workitems.WorkspaceBase{Kind: workitems.BaseGit,
 			Commit: "c0ffee", Tree: "t", Source: "https://gitea.example.com/acme/a.git", Branch: "main"}}}}
-	if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	tasks, skipped, err := TasksFromItems(ctx, s, ItemFilter{IDs: []string{"f1"}})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // ItemFilter selects past items for --from-items. Empty fields select everything.
@@ -31,7 +32,7 @@ const itemPage = 100
 // An item without a recorded base (it never prepared a workspace) cannot be re-run from the
 // same commit: it is skipped and its id returned in skipped, never fatal. Items are read a
 // page at a time.
-func TasksFromItems(ctx context.Context, s *workitems.Store, f ItemFilter) (tasks []Task, skipped []string, err error) {
+func TasksFromItems(ctx context.Context, s *itemstore.Store, f ItemFilter) (tasks []Task, skipped []string, err error) {
 	taskIDs := map[string]bool{}
 	seen := map[string]bool{} // an item is listed once even if two states' pages both hold it
 	// visit takes one item; it reports false once the limit is reached.
@@ -80,8 +81,8 @@ func TasksFromItems(ctx context.Context, s *workitems.Store, f ItemFilter) (task
 	}
 	for _, st := range states {
 		for off := 0; ; off += itemPage {
-			page, err := s.List(ctx, workitems.ListOptions{State: st, Template: f.Template,
-				Sort: workitems.SortOldest, Limit: itemPage, Offset: off})
+			page, err := s.List(ctx, itemstore.ListOptions{State: st, Template: f.Template,
+				Sort: itemstore.SortOldest, Limit: itemPage, Offset: off})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evals: from items: %w", err)
 			}

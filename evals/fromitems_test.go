@@ -11,6 +11,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 type itemSpec struct {
@@ -20,12 +21,12 @@ type itemSpec struct {
 }
 
 // itemStore makes items one minute apart from 2026-01-01 00:01 UTC, in the order given.
-func itemStore(t *testing.T, specs []itemSpec) (*workitems.Store, time.Time) {
+func itemStore(t *testing.T, specs []itemSpec) (*itemstore.Store, time.Time) {
 	t.Helper()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := fakeclock.New(start)
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	s := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	ctx := context.Background()
 	for _, sp := range specs {
 		clock.Advance(time.Minute)
@@ -40,7 +41,7 @@ func itemStore(t *testing.T, specs []itemSpec) (*workitems.Store, time.Time) {
 			Attempts: []workitems.Attempt{first,
 				{N: 2, State: workitems.AttemptQueued, Condition: workitems.Condition{Input: "second input"}}},
 		}
-		if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		if sp.state != "" && sp.state != workitems.StateQueued {

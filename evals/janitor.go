@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // ItemDeleter deletes a run's item from the eval namespace's store when due says so (the
@@ -123,7 +124,7 @@ func (j *Janitor) delete(ctx context.Context, id string) (kept bool, err error) 
 		err := j.o.Items.DeleteIfDue(ctx, e.ItemID(r), func(it *workitems.Item) bool { return ended(it.State) })
 		switch {
 		case err == nil, errors.Is(err, workitems.ErrNotFound):
-		case errors.Is(err, workitems.ErrNotDue):
+		case errors.Is(err, itemstore.ErrNotDue):
 			j.o.Logger.Info("experiment kept: a run is still running", "experiment", id, "item", e.ItemID(r))
 			kept = true
 		default:

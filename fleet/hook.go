@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // PRKey names a pull request of a fleet item: its repository and number.
@@ -16,7 +17,7 @@ func PRKey(repo string, number int) string { return repo + "#" + strconv.Itoa(nu
 // transition of a fleet item (it.Repo set): leaving running and verifying frees the slot and
 // the reservation, a pull request opened counts (open, and in the hour), one merged or closed
 // stops counting, an ended item leaves the line, and the failure streak counts ends.
-func (g *Gate) TransitionHook() workitems.TransitionHook {
+func (g *Gate) TransitionHook() itemstore.TransitionHook {
 	return func(ctx context.Context, p redis.Pipeliner, it *workitems.Item, from workitems.State, _ []workitems.Event) {
 		if it.Repo == "" || it.State == from {
 			return

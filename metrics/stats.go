@@ -186,7 +186,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		age = max(now.Sub(s.OldestEscalationAt).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, age)
-	// Waiting counts (workitems.Store.WaitingByKind) and the poll lag (Store.PollLag, computed
+	// Waiting counts (itemstore.Store.WaitingByKind) and the poll lag (Store.PollLag, computed
 	// here at the scrape's time from the earliest next poll, like the escalation's age).
 	for _, k := range workitems.AllWaitKinds() {
 		ch <- prometheus.MustNewConstMetric(c.itemsWaiting, prometheus.GaugeValue, float64(s.Waiting[k]), string(k))

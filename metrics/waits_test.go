@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/metrics"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const waitGaugesHelp = `# HELP outerloop_items_waiting Waiting items (their change pushed, no worker held) by what they wait for (kind: ci, review).
@@ -57,11 +58,11 @@ func TestWaitingItemsAndThePollLagAreReadOnScrape(t *testing.T) {
 func TestTheStoresWaitingItemsReachTheScrape(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix)
+	s := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
 	it := &workitems.Item{ID: "w@1", Template: "t", Goal: "g", Origin: workitems.Origin{Kind: "manual"}, MaxAttempts: 2,
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}}
-	if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.AcquireLease(ctx, it.ID, 1, "w", time.Minute)

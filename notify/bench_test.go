@@ -10,6 +10,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // BenchmarkEscalation measures the store's escalate transition (RecordDecision) on real Redis
@@ -40,17 +41,17 @@ templates:
 			}
 			env := redistest.New(b)
 			clock := fakeclock.New(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-			opts := []workitems.StoreOption{workitems.WithClock(clock)}
+			opts := []itemstore.StoreOption{itemstore.WithClock(clock)}
 			if withHook {
 				ob := notify.NewOutbox(env.Client, env.Prefix, cfg, clock, nil)
-				opts = append(opts, workitems.WithTransitionHook(ob.TransitionHook()))
+				opts = append(opts, itemstore.WithTransitionHook(ob.TransitionHook()))
 			}
-			st := workitems.NewStore(env.Client, env.Prefix, opts...)
+			st := itemstore.NewStore(env.Client, env.Prefix, opts...)
 			ctx := context.Background()
-			fences := make([]*workitems.Fence, b.N)
+			fences := make([]*itemstore.Fence, b.N)
 			for i := range b.N {
 				id := fmt.Sprintf("nightly@%d", i)
-				if err := st.Create(ctx, &workitems.Item{ID: id, Template: "nightly", Goal: "g", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+				if err := st.Create(ctx, &workitems.Item{ID: id, Template: "nightly", Goal: "g", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 					b.Fatal(err)
 				}
 				f, err := st.AcquireLease(ctx, id, 1, "w", time.Minute)

@@ -20,6 +20,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func testLogger() *slog.Logger {
@@ -146,7 +147,7 @@ func (c *counts) await(t *testing.T, want map[string]int) {
 
 type rig struct {
 	clock  *fakeclock.Clock
-	store  *workitems.Store
+	store  *itemstore.Store
 	outbox *notify.Outbox
 	cfg    *workitems.Config
 	obs    *counts
@@ -193,8 +194,8 @@ templates:
 			return ""
 		}}
 	r.outbox = notify.NewOutbox(env.Client, env.Prefix, cfg, clock, nil)
-	r.store = workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock),
-		workitems.WithTransitionHook(r.outbox.TransitionHook()), workitems.WithLimitHook(r.outbox.LimitHook()))
+	r.store = itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock),
+		itemstore.WithTransitionHook(r.outbox.TransitionHook()), itemstore.WithLimitHook(r.outbox.LimitHook()))
 	return r
 }
 
@@ -213,7 +214,7 @@ func (r *rig) dispatcher(t *testing.T, id string) *notify.Dispatcher {
 func (r *rig) escalate(t *testing.T, id string) *workitems.Item {
 	t.Helper()
 	ctx := context.Background()
-	if err := r.store.Create(ctx, &workitems.Item{ID: id, Template: "nightly", Goal: "keep it green", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+	if err := r.store.Create(ctx, &workitems.Item{ID: id, Template: "nightly", Goal: "keep it green", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f := r.run(t, id, 0)
@@ -226,7 +227,7 @@ func (r *rig) escalate(t *testing.T, id string) *workitems.Item {
 }
 
 // run runs attempt 1 of id to its exit, charging cost.
-func (r *rig) run(t *testing.T, id string, cost float64) *workitems.Fence {
+func (r *rig) run(t *testing.T, id string, cost float64) *itemstore.Fence {
 	t.Helper()
 	ctx := context.Background()
 	f, err := r.store.AcquireLease(ctx, id, 1, "w1", time.Minute)
@@ -478,18 +479,18 @@ func TestFailuresAndDailyCapsAreNotifiedOnceEach(t *testing.T) {
 	r := setup(t, clock, recv.srv.URL, webhookOnly)
 	ctx := context.Background()
 	// Spend $2 of nightly's $1 cap through a real attempt, then ask for two more items.
-	if err := r.store.Create(ctx, &workitems.Item{ID: "nightly@6", Template: "nightly", Goal: "g", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+	if err := r.store.Create(ctx, &workitems.Item{ID: "nightly@6", Template: "nightly", Goal: "g", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	r.run(t, "nightly@6", 2)
 	for _, id := range []string{"nightly@7", "nightly@8"} {
-		err := r.store.Create(ctx, &workitems.Item{ID: id, Template: "nightly", Goal: "g"}, workitems.CreateLimits{DailyCostCap: 1})
+		err := r.store.Create(ctx, &workitems.Item{ID: id, Template: "nightly", Goal: "g"}, itemstore.CreateLimits{DailyCostCap: 1})
 		if err == nil {
 			t.Fatal("created past the cap")
 		}
 	}
 	// An item whose template is gone fails for good.
-	if err := r.store.Create(ctx, &workitems.Item{ID: "nightly@9", Template: "nightly", Goal: "g"}, workitems.CreateLimits{}); err != nil {
+	if err := r.store.Create(ctx, &workitems.Item{ID: "nightly@9", Template: "nightly", Goal: "g"}, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.store.Fail(ctx, "nightly@9", nil, `template "nightly" is no longer configured`); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // State is where a delivery is (see the package doc's diagram).
@@ -117,7 +118,7 @@ func (o *Outbox) queue(ctx context.Context, p redis.Cmdable, n Notification, sin
 
 // TransitionHook returns the store hook that queues an escalation's or failure's
 // notifications in the MULTI of the transition itself.
-func (o *Outbox) TransitionHook() workitems.TransitionHook {
+func (o *Outbox) TransitionHook() itemstore.TransitionHook {
 	return func(ctx context.Context, p redis.Pipeliner, it *workitems.Item, from workitems.State, events []workitems.Event) {
 		if it.State != workitems.StateEscalated && it.State != workitems.StateFailed {
 			return
@@ -147,9 +148,9 @@ func (o *Outbox) TransitionHook() workitems.TransitionHook {
 // refused an item for it. It runs after the refusal (which wrote nothing): the guarantee is
 // "queued right after, once per template and UTC day", and a process dying between the two
 // loses it until the next refused item of that day queues it.
-func (o *Outbox) LimitHook() workitems.LimitHook {
+func (o *Outbox) LimitHook() itemstore.LimitHook {
 	return func(ctx context.Context, template string, limit error) {
-		if !errors.Is(limit, workitems.ErrDailyCap) {
+		if !errors.Is(limit, itemstore.ErrDailyCap) {
 			return
 		}
 		t, sinks := o.targets(template, workitems.NotifyDailyCap)

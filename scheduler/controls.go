@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // ControlAction is a person's control of a template.
@@ -74,7 +75,7 @@ func (q *Queue) Controls(ctx context.Context, template string, n int) ([]Control
 }
 
 // RunNow creates an item of a template at once, as a manual tick: the same path as a manual
-// enqueue (Submit, so the same limits: max_open refuses it with workitems.ErrMaxOpen unless
+// enqueue (Submit, so the same limits: max_open refuses it with itemstore.ErrMaxOpen unless
 // force, which the item records), with the actor as its origin, logged as a control. A paused
 // template runs too (see pause.go).
 func (q *Queue) RunNow(ctx context.Context, template, actor, input string, force bool) (*workitems.Item, error) {
@@ -97,7 +98,7 @@ func (q *Queue) RunNow(ctx context.Context, template, actor, input string, force
 // Rerun creates a new item of an ended item's template with the same input (its first
 // attempt's), under the template's current config, linked both ways (RerunOf / Reruns). It is
 // refused, changing nothing, for an unknown item (workitems.ErrNotFound), an item still open
-// (workitems.ErrStillOpen: resolve or cancel it instead) and a template no longer configured
+// (itemstore.ErrStillOpen: resolve or cancel it instead) and a template no longer configured
 // (ErrUnknownTemplate). The daily cost cap applies, as to any manual request.
 func (q *Queue) Rerun(ctx context.Context, id, actor string) (*workitems.Item, error) {
 	if err := checkControl(actor, ""); err != nil {
@@ -108,7 +109,7 @@ func (q *Queue) Rerun(ctx context.Context, id, actor string) (*workitems.Item, e
 		return nil, err
 	}
 	if orig.State.Open() {
-		return nil, fmt.Errorf("scheduler: rerun %s: it is %s: %w", id, orig.State, workitems.ErrStillOpen)
+		return nil, fmt.Errorf("scheduler: rerun %s: it is %s: %w", id, orig.State, itemstore.ErrStillOpen)
 	}
 	cfg := q.cfg.Load()
 	t, ok := cfg.Template(orig.Template)
@@ -116,9 +117,9 @@ func (q *Queue) Rerun(ctx context.Context, id, actor string) (*workitems.Item, e
 		return nil, fmt.Errorf("scheduler: rerun %s: template %q: %w", id, orig.Template, ErrUnknownTemplate)
 	}
 	it := newItem(cfg, t, manualID(t.Name, q.clock.Now()), workitems.Origin{Kind: workitems.OriginRerun, Actor: actor},
-		workitems.RerunInput(orig))
+		itemstore.RerunInput(orig))
 	it.Ref, it.Repo = orig.Ref, orig.Repo // the same repository, from the same place
-	if err := q.store.CreateRerun(ctx, id, it, workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD}); err != nil {
+	if err := q.store.CreateRerun(ctx, id, it, itemstore.CreateLimits{DailyCostCap: t.DailyCostCapUSD}); err != nil {
 		return nil, err
 	}
 	if err := q.EnqueueAttempt(ctx, it); err != nil {
@@ -169,7 +170,7 @@ func (q *Queue) History(ctx context.Context, template string, offset, limit int)
 	}
 	limit = min(limit, MaxHistory)
 	offset = max(offset, 0)
-	o := workitems.ListOptions{Template: template, Limit: limit, Offset: offset}
+	o := itemstore.ListOptions{Template: template, Limit: limit, Offset: offset}
 	// The count and the pause are read beside the page, so the whole read takes the page's
 	// two round trips.
 	type side struct {

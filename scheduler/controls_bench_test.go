@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // BenchmarkHistory reads the first page (20) of a template's history from stores that hold 1k
@@ -25,7 +26,7 @@ func BenchmarkHistory(b *testing.B) {
 				for _, tmpl := range []string{"manual-only", "limited"} {
 					it := &workitems.Item{ID: fmt.Sprintf("%s@%06d", tmpl, i), Template: tmpl, Goal: "g",
 						Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1}
-					if err := f.store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+					if err := f.store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -39,7 +40,7 @@ func BenchmarkHistory(b *testing.B) {
 			})
 			b.Run("baseline_list_first_page", func(b *testing.B) {
 				for b.Loop() {
-					if items, err := f.store.List(ctx, workitems.ListOptions{Limit: 20}); err != nil || len(items) != 20 {
+					if items, err := f.store.List(ctx, itemstore.ListOptions{Limit: 20}); err != nil || len(items) != 20 {
 						b.Fatal(len(items), err)
 					}
 				}

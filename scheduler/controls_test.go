@@ -11,6 +11,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func TestPausedTemplateSkipsTicksAndResumeRestoresThem(t *testing.T) {
@@ -67,7 +68,7 @@ func TestPausedTemplateSkipsTicksAndResumeRestoresThem(t *testing.T) {
 	if n := obs.misfires(); n != 0 {
 		t.Errorf("%d misfires: a paused tick is handled, not missed", n)
 	}
-	items, err := f.store.List(ctx, workitems.ListOptions{Sort: workitems.SortOldest})
+	items, err := f.store.List(ctx, itemstore.ListOptions{Sort: itemstore.SortOldest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestPausedTickIsCountedOnceAcrossReplicas(t *testing.T) {
 	if err != nil || p == nil || p.Skipped != 1 {
 		t.Fatalf("one tick handled by two replicas: pause %+v %v, want 1 skipped", p, err)
 	}
-	if n, _ := f.store.Count(ctx, workitems.ListOptions{}); n != 0 {
+	if n, _ := f.store.Count(ctx, itemstore.ListOptions{}); n != 0 {
 		t.Errorf("%d items made while paused", n)
 	}
 }
@@ -196,7 +197,7 @@ func TestRunNowCreatesAManualItemEvenWhilePaused(t *testing.T) {
 	}
 	// "limited" has max_open 1 and the item above is open: run now is a manual enqueue, so it
 	// is refused unless forced, and the forced item says so.
-	if _, err := q.RunNow(ctx, "limited", "bob", "", false); !errors.Is(err, workitems.ErrMaxOpen) {
+	if _, err := q.RunNow(ctx, "limited", "bob", "", false); !errors.Is(err, itemstore.ErrMaxOpen) {
 		t.Errorf("run now past max_open: %v, want ErrMaxOpen", err)
 	}
 	if n, _ := f.store.OpenCount(ctx, "limited"); n != 1 {
@@ -220,11 +221,11 @@ func TestRerunMakesALinkedNewItemOnlyOfAnEndedItem(t *testing.T) {
 	}
 	t.Run("refuses an open item and changes nothing", func(t *testing.T) {
 		_, err := q.Rerun(ctx, orig.ID, "bob")
-		if !errors.Is(err, workitems.ErrStillOpen) || !strings.Contains(err.Error(), "queued") {
+		if !errors.Is(err, itemstore.ErrStillOpen) || !strings.Contains(err.Error(), "queued") {
 			t.Fatalf("rerun of a queued item: %v, want still open naming its state", err)
 		}
 		got, _ := f.store.Get(ctx, orig.ID)
-		if n, _ := f.store.Count(ctx, workitems.ListOptions{}); n != 1 || len(got.Reruns) != 0 || got.Version != orig.Version {
+		if n, _ := f.store.Count(ctx, itemstore.ListOptions{}); n != 1 || len(got.Reruns) != 0 || got.Version != orig.Version {
 			t.Errorf("a refused rerun changed something: %d items, reruns %v, version %d→%d", n, got.Reruns, orig.Version, got.Version)
 		}
 	})
@@ -278,7 +279,7 @@ func TestHistoryPagesATemplatesItemsNewestFirst(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	c := fakeclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	f.store = workitems.NewStore(f.env.Client, f.env.Prefix, workitems.WithClock(c))
+	f.store = itemstore.NewStore(f.env.Client, f.env.Prefix, itemstore.WithClock(c))
 	q := f.newQueue(t, c)
 	var ids []string
 	for range 5 {

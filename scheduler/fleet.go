@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Fleets. A fleet template (repos: or repos_from:) makes, at every tick, one item per
@@ -229,7 +230,7 @@ func (q *Queue) SubmitFleet(ctx context.Context, t *workitems.Template, origin w
 			ft.Items = append(ft.Items, idFor(repo))
 		case errors.Is(err, workitems.ErrExists):
 			ft.Existing++
-		case errors.Is(err, workitems.ErrDailyCap), errors.Is(err, workitems.ErrMaxOpen):
+		case errors.Is(err, itemstore.ErrDailyCap), errors.Is(err, itemstore.ErrMaxOpen):
 			limit = err // the rest would be refused too
 		default:
 			ft.Failed++

@@ -17,6 +17,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const fleetYAML = `
@@ -68,7 +69,7 @@ func newFleetFixture(t *testing.T, repos []string, fleetLine string) *fleetFixtu
 	t.Cleanup(func() { _ = insp.Close() })
 	clock := fakeclock.New(time.Date(2026, 12, 3, 2, 59, 0, 0, time.UTC))
 	gate := fleet.NewGate(env.Client, env.Prefix, clock)
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock), workitems.WithTransitionHook(gate.TransitionHook()))
+	store := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock), itemstore.WithTransitionHook(gate.TransitionHook()))
 	return &fleetFixture{fixture: &fixture{env: env, store: store, cfg: cfg, insp: insp}, gate: gate, clock: clock}
 }
 
@@ -123,7 +124,7 @@ func TestTwoReplicasMakeEachRepositorysItemOnce(t *testing.T) {
 	if created != 7 || existing != 7 {
 		t.Fatalf("created %d, existing %d over two replicas: want each of 7 made once", created, existing)
 	}
-	items, err := f.store.List(context.Background(), workitems.ListOptions{Template: "deps"})
+	items, err := f.store.List(context.Background(), itemstore.ListOptions{Template: "deps"})
 	if err != nil || len(items) != 7 {
 		t.Fatalf("items %d %v", len(items), err)
 	}
@@ -202,7 +203,7 @@ func TestALimitedFleetsTickHoldsItsItemsAndGrantsWhatTheLimitAllows(t *testing.T
 		t.Fatalf("usage %+v", u)
 	}
 	// One granted item ends: the next round lets the first held one go.
-	items, _ := f.store.List(context.Background(), workitems.ListOptions{Template: "deps"})
+	items, _ := f.store.List(context.Background(), itemstore.ListOptions{Template: "deps"})
 	var granted []string
 	for _, it := range items {
 		if held, _ := f.gate.Held(context.Background(), "deps", it.ID); !held {
@@ -240,7 +241,7 @@ func TestAFleetRequestMustNameOneOfItsRepositories(t *testing.T) {
 			t.Errorf("%s repo %q: %v, want %q", tc.template, tc.repo, err, tc.want)
 		}
 	}
-	if items, _ := f.store.List(ctx, workitems.ListOptions{}); len(items) != 0 {
+	if items, _ := f.store.List(ctx, itemstore.ListOptions{}); len(items) != 0 {
 		t.Fatalf("a refused request made %d items", len(items))
 	}
 	it, err := q.Submit(ctx, scheduler.Request{Template: "deps", Repo: "https://gitea.example.com/acme/r01"})
@@ -283,7 +284,7 @@ templates:
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	c := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = c.Close() })
 	// The listings as discovery keeps them: acme/legacy excluded, acme/old archived.
@@ -307,7 +308,7 @@ templates:
 			t.Fatal(err)
 		}
 	}
-	items, err := store.List(ctx, workitems.ListOptions{})
+	items, err := store.List(ctx, itemstore.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +342,7 @@ func TestATriggerOnAListedFleetWithoutASourceMakesNothing(t *testing.T) {
 	if err := tr.Trigger(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	if items, err := f.store.List(context.Background(), workitems.ListOptions{}); err != nil || len(items) != 0 {
+	if items, err := f.store.List(context.Background(), itemstore.ListOptions{}); err != nil || len(items) != 0 {
 		t.Fatalf("items %d %v, want none", len(items), err)
 	}
 	// The same event, with the listing at hand, makes the item.
@@ -352,7 +353,7 @@ func TestATriggerOnAListedFleetWithoutASourceMakesNothing(t *testing.T) {
 	if err := scheduler.NewTriggers(q, q.Config, nil).Trigger(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	if items, err := f.store.List(context.Background(), workitems.ListOptions{}); err != nil || len(items) != 1 {
+	if items, err := f.store.List(context.Background(), itemstore.ListOptions{}); err != nil || len(items) != 1 {
 		t.Fatalf("items %d %v, want one once the listing is there", len(items), err)
 	}
 }

@@ -6,11 +6,12 @@ import (
 	"fmt"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // applyForce lifts max_open for a person's request with Force (cron ticks are never forced) and
 // marks the item; it reports whether the item is forced past a max_open.
-func (q *Queue) applyForce(r *Request, t *workitems.Template, it *workitems.Item, lim *workitems.CreateLimits) bool {
+func (q *Queue) applyForce(r *Request, t *workitems.Template, it *workitems.Item, lim *itemstore.CreateLimits) bool {
 	if !r.Force || r.Origin.Kind == workitems.OriginCron || t.MaxOpen == 0 {
 		return false
 	}
@@ -31,7 +32,7 @@ func (q *Queue) recordForce(ctx context.Context, it *workitems.Item, t *workitem
 
 // maxOpenHint tells a person whose request max_open refused how to get past it.
 func maxOpenHint(err error, r Request, t *workitems.Template) error {
-	if !errors.Is(err, workitems.ErrMaxOpen) || r.Origin.Kind == workitems.OriginCron {
+	if !errors.Is(err, itemstore.ErrMaxOpen) || r.Origin.Kind == workitems.OriginCron {
 		return err
 	}
 	return fmt.Errorf("scheduler: template %s allows max_open %d open items: %w; wait for one to end, or enqueue with --force (API: \"force\": true)",

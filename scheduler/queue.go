@@ -16,6 +16,7 @@ import (
 
 	"outerloop/fleet"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // ErrUnknownTemplate is returned for a request naming no configured template.
@@ -29,7 +30,7 @@ var ErrInvalidUTF8 = errors.New("not valid UTF-8 text")
 // in the store and attempt tasks on asynq. Every path goes through Submit or EnqueueAttempt, so
 // all of them get the same ids, limits and timeouts.
 type Queue struct {
-	store     *workitems.Store
+	store     *itemstore.Store
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	cfg       atomic.Pointer[workitems.Config] // swapped whole by SetConfig on a reload
@@ -78,7 +79,7 @@ type LoopKinds interface {
 }
 
 // NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
-func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Inspector, cfg *workitems.Config, o QueueOptions) *Queue {
+func NewQueue(store *itemstore.Store, client *asynq.Client, inspector *asynq.Inspector, cfg *workitems.Config, o QueueOptions) *Queue {
 	if o.Queue == "" {
 		o.Queue = "outerloop"
 	}
@@ -107,7 +108,7 @@ func NewQueue(store *workitems.Store, client *asynq.Client, inspector *asynq.Ins
 func (q *Queue) Name() string { return q.queue }
 
 // Store returns the item store.
-func (q *Queue) Store() *workitems.Store { return q.store }
+func (q *Queue) Store() *itemstore.Store { return q.store }
 
 // Config returns the deployment config in force (the latest a reload set).
 func (q *Queue) Config() *workitems.Config { return q.cfg.Load() }
@@ -164,7 +165,7 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	}
 	it := newItem(cfg, t, id, r.Origin, r.Input)
 	it.Ref, it.Repo = r.Ref, r.Repo
-	lim := workitems.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
+	lim := itemstore.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
 	forced := q.applyForce(&r, t, it, &lim)
 	if err := q.store.Create(ctx, it, lim); err != nil {
 		return nil, maxOpenHint(err, r, t)

@@ -12,6 +12,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // stepClock is a clock a test moves by hand.
@@ -93,7 +94,7 @@ func TestReconcileEnqueuesAgainAQueuedItemWhoseTaskWasTakenByAWorkerThatDidNotSt
 	ctx := context.Background()
 	it := &workitems.Item{ID: "taken", Template: "every-minute", Goal: "g", Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)},
 		MaxAttempts: 2, Attempts: []workitems.Attempt{{N: 1, State: "queued"}}}
-	if err := f.store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := f.store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.EnqueueAttempt(ctx, it); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // startRunning makes an item running under a lease, then drops the lease (its worker is gone)
@@ -18,7 +19,7 @@ func (f *fixture) startRunning(t *testing.T, id string, keepLease bool) {
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: "every-minute", Goal: "g", Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)},
 		MaxAttempts: 2, Attempts: []workitems.Attempt{{N: 1, State: "queued"}}}
-	if err := f.store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := f.store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	fence, err := f.store.AcquireLease(ctx, id, 1, "dead-worker", time.Minute)
@@ -113,7 +114,7 @@ func TestReconcileRepairsOldestFirstPastAPageAndAnArchivedTask(t *testing.T) {
 	// The oldest item cannot be enqueued (no wall-time budget): the pass logs it and goes on.
 	bad := &workitems.Item{ID: "bad", Template: "every-minute", Goal: "g", MaxAttempts: 2,
 		Attempts: []workitems.Attempt{{N: 1, State: "queued"}}}
-	if err := f.store.Create(ctx, bad, workitems.CreateLimits{}); err != nil {
+	if err := f.store.Create(ctx, bad, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	// 150 queued items whose tasks were never enqueued (more than a page), created oldest first.
@@ -121,7 +122,7 @@ func TestReconcileRepairsOldestFirstPastAPageAndAnArchivedTask(t *testing.T) {
 		it := &workitems.Item{ID: fmt.Sprintf("q%03d", i), Template: "every-minute", Goal: "g",
 			Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 2,
 			Attempts: []workitems.Attempt{{N: 1, State: "queued"}}}
-		if err := f.store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		if err := f.store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Observer receives the scheduler's counts (metrics.Metrics implements it).
@@ -334,13 +335,13 @@ func (s *Scheduler) tick(ctx context.Context, e *entry, at time.Time, kind strin
 	case errors.Is(err, workitems.ErrExists):
 		r.Outcome = TickExists
 		s.log.Debug("tick: item exists", "template", e.tmpl.Name, "item", id)
-	case errors.Is(err, workitems.ErrMaxOpen):
+	case errors.Is(err, itemstore.ErrMaxOpen):
 		r.Outcome = TickSkippedMaxOpen
 		if countSkip {
 			s.obs.SchedulerSkip(e.tmpl.Name, "max_open")
 		}
 		s.log.Warn("tick skipped: max_open reached", "template", e.tmpl.Name, "tick", at.UTC(), "max_open", e.tmpl.MaxOpen)
-	case errors.Is(err, workitems.ErrDailyCap):
+	case errors.Is(err, itemstore.ErrDailyCap):
 		r.Outcome = TickSkippedDailyCap
 		if countSkip {
 			s.obs.SchedulerSkip(e.tmpl.Name, "daily_cap")

@@ -16,6 +16,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const cfgYAML = `
@@ -64,7 +65,7 @@ templates:
 
 type fixture struct {
 	env   *redistest.Env
-	store *workitems.Store
+	store *itemstore.Store
 	cfg   *workitems.Config
 	insp  *asynq.Inspector
 }
@@ -78,7 +79,7 @@ func newFixture(t testing.TB) *fixture {
 	env := redistest.New(t)
 	insp := asynq.NewInspector(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = insp.Close() })
-	return &fixture{env: env, store: workitems.NewStore(env.Client, env.Prefix), cfg: cfg, insp: insp}
+	return &fixture{env: env, store: itemstore.NewStore(env.Client, env.Prefix), cfg: cfg, insp: insp}
 }
 
 // newQueue gives each scheduler replica its own asynq client, as separate processes would have.
@@ -170,7 +171,7 @@ func TestTwoSchedulersCreateExactlyOneItemPerTick(t *testing.T) {
 	if n := obs.misfires(); n != 0 {
 		t.Errorf("%d misfires while two replicas ran every tick", n)
 	}
-	items, err := f.store.List(context.Background(), workitems.ListOptions{})
+	items, err := f.store.List(context.Background(), itemstore.ListOptions{})
 	if err != nil || len(items) != 4 {
 		t.Fatalf("items: %d %v", len(items), err)
 	}
@@ -303,7 +304,7 @@ func TestANewDeploymentCountsNoMisfire(t *testing.T) {
 	if len(log.ch) != 0 {
 		t.Errorf("tick results on the first start: %+v", log.await(t, len(log.ch)))
 	}
-	if items, _ := f.store.List(context.Background(), workitems.ListOptions{}); len(items) != 0 {
+	if items, _ := f.store.List(context.Background(), itemstore.ListOptions{}); len(items) != 0 {
 		t.Errorf("the first start created %d items", len(items))
 	}
 }
@@ -381,7 +382,7 @@ func TestAStalledSchedulerAppliesTheMisfirePolicyToTheGap(t *testing.T) {
 		t.Fatalf("after a day's stall: %v", got)
 	}
 	for tmpl, want := range map[string]int{"stall-none": 0, "stall-last": 1} {
-		items, _ := f.store.List(context.Background(), workitems.ListOptions{Template: tmpl})
+		items, _ := f.store.List(context.Background(), itemstore.ListOptions{Template: tmpl})
 		if len(items) != want {
 			t.Errorf("%s: %d items after the stall, want %d", tmpl, len(items), want)
 		}
@@ -484,7 +485,7 @@ func TestManualSubmitHonoursDailyCostCap(t *testing.T) {
 	fence, _ := f.store.AcquireLease(ctx, it.ID, 1, "w", time.Minute)
 	_, _, _ = f.store.StartAttempt(ctx, fence, "w")
 	_, _ = f.store.RecordExit(ctx, fence, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 1.2}, "", false)
-	if _, err := q.Submit(ctx, scheduler.Request{Template: "manual-only"}); !errors.Is(err, workitems.ErrDailyCap) {
+	if _, err := q.Submit(ctx, scheduler.Request{Template: "manual-only"}); !errors.Is(err, itemstore.ErrDailyCap) {
 		t.Fatalf("over the daily cap: %v", err)
 	}
 }

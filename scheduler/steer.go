@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Steer queues a person's input for an item's loop, refusing it (ErrNotSteerable, with the
@@ -14,8 +15,8 @@ import (
 // agent), never would.
 func (q *Queue) Steer(ctx context.Context, id, text, actor string) error {
 	return q.store.SteerIf(ctx, id, text, actor, func(it *workitems.Item) error {
-		if !slices.Contains(workitems.SteerableStates(), it.State) {
-			return fmt.Errorf("scheduler: steer %s: the item is %s: %w", id, it.State, workitems.ErrNotSteerable)
+		if !slices.Contains(itemstore.SteerableStates(), it.State) {
+			return fmt.Errorf("scheduler: steer %s: the item is %s: %w", id, it.State, itemstore.ErrNotSteerable)
 		}
 		var kind workitems.LoopKind
 		if a := it.Current(); a != nil {
@@ -24,13 +25,13 @@ func (q *Queue) Steer(ctx context.Context, id, text, actor string) error {
 		if kind == "" {
 			t, ok := q.cfg.Load().Template(it.Template)
 			if !ok {
-				return fmt.Errorf("scheduler: steer %s: template %q is not configured: %w", id, it.Template, workitems.ErrNotSteerable)
+				return fmt.Errorf("scheduler: steer %s: template %q is not configured: %w", id, it.Template, itemstore.ErrNotSteerable)
 			}
 			kind = t.Loop.Kind
 		}
 		if traits, ok := q.loops.LoopTraits(kind); !ok || !traits.Steerable {
 			return fmt.Errorf("scheduler: steer %s: its loop is %q, which reads no steer input: %w",
-				id, kind, workitems.ErrNotSteerable)
+				id, kind, itemstore.ErrNotSteerable)
 		}
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Triggers makes items from the forge events templates subscribe to (a template's triggers:,
@@ -130,7 +131,7 @@ func (t *Triggers) submit(ctx context.Context, r Request, e hooks.Event) error {
 		t.log.Info("trigger: item created", append(attrs, "actor", it.Origin.Actor)...)
 	case errors.Is(err, workitems.ErrExists):
 		t.log.Debug("trigger: item exists", attrs...)
-	case errors.Is(err, workitems.ErrMaxOpen), errors.Is(err, workitems.ErrDailyCap):
+	case errors.Is(err, itemstore.ErrMaxOpen), errors.Is(err, itemstore.ErrDailyCap):
 		t.log.Warn("trigger: no item, a limit refused it", append(attrs, "err", err)...)
 	case errors.Is(err, ErrUnknownTemplate), workitems.ClassOf(err) == workitems.ClassInvalidInput:
 		t.log.Warn("trigger: no item", append(attrs, "err", err)...)

@@ -18,6 +18,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const triggersYAML = `
@@ -55,7 +56,7 @@ const (
 
 type trigFixture struct {
 	env   *redistest.Env
-	store *workitems.Store
+	store *itemstore.Store
 	cfg   *workitems.Config
 }
 
@@ -66,7 +67,7 @@ func newTrigFixture(t *testing.T) *trigFixture {
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	return &trigFixture{env: env, store: workitems.NewStore(env.Client, env.Prefix), cfg: cfg}
+	return &trigFixture{env: env, store: itemstore.NewStore(env.Client, env.Prefix), cfg: cfg}
 }
 
 // triggers returns one replica's Triggers (its own queue and asynq client).
@@ -80,7 +81,7 @@ func (f *trigFixture) triggers(t *testing.T) (*scheduler.Triggers, *scheduler.Qu
 
 func (f *trigFixture) items(t *testing.T, template string) []*workitems.Item {
 	t.Helper()
-	its, err := f.store.List(context.Background(), workitems.ListOptions{Template: template})
+	its, err := f.store.List(context.Background(), itemstore.ListOptions{Template: template})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestTriggers(t *testing.T) {
 		f := newTrigFixture(t)
 		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 		t.Cleanup(func() { _ = dead.Close() })
-		q := scheduler.NewQueue(workitems.NewStore(dead, f.env.Prefix), nil, nil, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue})
+		q := scheduler.NewQueue(itemstore.NewStore(dead, f.env.Prefix), nil, nil, f.cfg, scheduler.QueueOptions{Queue: f.env.Queue})
 		tr := scheduler.NewTriggers(q, nil, nil)
 		if err := tr.Trigger(context.Background(), failing(sha1, "main", "ci/test")); err == nil {
 			t.Error("no error with Redis unreachable")

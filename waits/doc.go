@@ -18,5 +18,5 @@
 //
 // A wake is a short task on the queue (scheduler.Queue.EnqueueWake, deduplicated per wait): a
 // worker reads the evidence once through Judge, which has verify's one table decide, acts
-// (merge, label) and records (workitems.Store.Wake). Nothing here waits on a forge.
+// (merge, label) and records (itemstore.Store.Wake). Nothing here waits on a forge.
 package waits

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/forge"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Waker enqueues the wake of a waiting item: a short task a worker runs to judge and record
@@ -38,7 +39,7 @@ const (
 // claim (ClaimDueWaits), so a round costs O(due items) of Redis and forge calls, never
 // O(all items), and each item is looked at by one replica at a time.
 type Poller struct {
-	Store    *workitems.Store
+	Store    *itemstore.Store
 	Judge    *Judge
 	Waker    Waker
 	Config   func() *workitems.Config

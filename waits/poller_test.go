@@ -14,6 +14,7 @@ import (
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // wakes records the wakes a poller (or a sink) enqueues, once per (item, seq) as the queue does.
@@ -56,7 +57,7 @@ templates:
 `
 
 type rig struct {
-	store *workitems.Store
+	store *itemstore.Store
 	ci    *verify.RedisCIStore
 	clock *fakeclock.Clock
 	cfg   *workitems.Config
@@ -74,7 +75,7 @@ func newRig(t testing.TB) *rig {
 	}
 	ci := verify.NewRedisCIStore(env.Client, env.Prefix, time.Hour, clock)
 	v := verify.New(verify.WithClock(clock), verify.WithCI("webhook", ci))
-	store := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	store := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	return &rig{store: store, ci: ci, clock: clock, cfg: cfg, judge: &waits.Judge{Verifier: v}, wakes: &wakes{}}
 }
 
@@ -88,7 +89,7 @@ func (r *rig) park(t testing.TB, id, sha string) {
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: "t", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
-	if err := r.store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := r.store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := r.store.AcquireLease(ctx, id, 1, "w", time.Minute)

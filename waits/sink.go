@@ -14,6 +14,7 @@ import (
 	"outerloop/hooks"
 	"outerloop/publish"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Resolver applies a person's action to an item (scheduler.Queue.Resolve: it enqueues a retry's
@@ -52,7 +53,7 @@ type Triggers interface {
 // has write access to the item's repository; any other is refused — in the audit list, as a
 // forge_refused event on the item, and in the log — and changes nothing.
 type Sink struct {
-	Store    *workitems.Store
+	Store    *itemstore.Store
 	Waker    Waker
 	Resolver Resolver
 	Forges   forge.Set

@@ -13,6 +13,7 @@ import (
 	"outerloop/hooks"
 	"outerloop/waits"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // prForge answers what the sink and the judge read of a forge: the pull request (its body
@@ -71,7 +72,7 @@ func (f *prForge) questions() []string {
 type resolver struct {
 	mu  sync.Mutex
 	got []workitems.Resolution
-	s   *workitems.Store
+	s   *itemstore.Store
 }
 
 func (r *resolver) Resolve(ctx context.Context, id string, res workitems.Resolution) (*workitems.Item, error) {

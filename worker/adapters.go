@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"outerloop/workitems/itemstore"
+
 	mathrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -19,10 +22,10 @@ import (
 // does not get its budget back, and the workspace's snapshot, so that any host can restore the
 // tree the loop's state describes (the diff itself is written beside it in the same Lua call).
 // With a charge, every checkpoint also charges the spend made since the last one, in the same
-// Lua call (daily cost and counters; see workitems.WriteChargedCheckpoint).
+// Lua call (daily cost and counters; see itemstore.WriteChargedCheckpoint).
 type fencedCheckpointer struct {
-	store  *workitems.Store
-	fence  *workitems.Fence
+	store  *itemstore.Store
+	fence  *itemstore.Fence
 	meter  *Meter
 	obs    Observer
 	snap   *snapshotter        // nil: no workspace (nothing to snapshot)
@@ -31,7 +34,7 @@ type fencedCheckpointer struct {
 	clock  workitems.Clock     // times checkpoints and paces retries of a failed write (default: the system clock)
 	log    *slog.Logger        // a failed write being retried (default: slog.Default)
 	steer  *steerSource        // nil: the loop takes no steer input through this checkpointer
-	seq    atomic.Int64        // numbers this execution's writes: each write's token (workitems.CheckpointToken)
+	seq    atomic.Int64        // numbers this execution's writes: each write's token (itemstore.CheckpointToken)
 }
 
 // charge is where an attempt's spend is charged, and what has been so far.
@@ -107,7 +110,7 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 		}
 		e.Loop = state
 	}
-	w := workitems.CheckpointWrite{History: history}
+	w := itemstore.CheckpointWrite{History: history}
 	if c.steer != nil {
 		w.SteerTaken = c.steer.untaken()
 	}
@@ -123,7 +126,7 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 	real := workitems.SystemClock{}
 	start := real.Now()
 	if c.charge != nil {
-		w.Charge = &workitems.Charge{Template: c.charge.template, Spend: e.Spend}
+		w.Charge = &itemstore.Charge{Template: c.charge.template, Spend: e.Spend}
 	}
 	charged, err := c.write(ctx, w)
 	c.obs.CheckpointWrite(real.Now().Sub(start))
@@ -144,10 +147,10 @@ func (c *fencedCheckpointer) Save(ctx context.Context, state []byte, history ...
 // write: another execution holds the attempt) or the end of ctx (the heartbeat cancels it when
 // the lease is taken over; a person's cancel; shutdown) stops it. Rewriting is safe: every try
 // carries the write's token, so one Redis already ran writes nothing again.
-func (c *fencedCheckpointer) write(ctx context.Context, w workitems.CheckpointWrite) (workitems.Charged, error) {
+func (c *fencedCheckpointer) write(ctx context.Context, w itemstore.CheckpointWrite) (itemstore.Charged, error) {
 	// One token for every try of this write: a try whose reply was lost after Redis ran it
 	// (go-redis's own retry, or ours) is then applied once, so its history is not appended twice.
-	w.Token = workitems.CheckpointToken(c.fence, c.seq.Add(1))
+	w.Token = itemstore.CheckpointToken(c.fence, c.seq.Add(1))
 	clock := c.clk()
 	for n := 1; ; n++ {
 		charged, err := c.store.WriteChargedCheckpoint(ctx, c.fence, w)
@@ -192,7 +195,7 @@ func CheckpointRetryDelay(n int) time.Duration {
 func (c *fencedCheckpointer) restart(ctx context.Context, spend workitems.Spend, ws workitems.WorkspaceSnapshot) error {
 	e := envelope{Spend: spend, Workspace: &ws, At: c.clk().Now().UTC()}
 	raw, _ := json.Marshal(e)
-	_, err := c.write(ctx, workitems.CheckpointWrite{State: raw, Reset: true,
+	_, err := c.write(ctx, itemstore.CheckpointWrite{State: raw, Reset: true,
 		Snapshot: &workitems.Snapshot{WorkspaceSnapshot: ws}})
 	if err == nil && c.snap != nil {
 		c.snap.stored(ws)
@@ -204,8 +207,8 @@ func (c *fencedCheckpointer) restart(ctx context.Context, spend workitems.Spend,
 // events are fenced (Store.EmitFenced): once another execution took the attempt over, this
 // one's events are dropped, not recorded beside the new holder's.
 type storeSink struct {
-	store   *workitems.Store
-	fence   *workitems.Fence
+	store   *itemstore.Store
+	fence   *itemstore.Fence
 	item    string
 	attempt int
 	log     *slog.Logger
@@ -236,7 +239,7 @@ func (s *storeSink) Emit(ctx context.Context, e workitems.Event) {
 // write. Input drained but not yet checkpointed stays queued, so a crash in between loses
 // nothing, and a fenced-out worker removes nothing.
 type steerSource struct {
-	store *workitems.Store
+	store *itemstore.Store
 	item  string
 
 	mu      sync.Mutex
@@ -289,7 +292,7 @@ func (d doneChecker) Check(ctx context.Context) (DoneCheckResult, error) {
 
 // NewFencedCheckpointer returns the Redis checkpointer the handler gives loops: writes are fenced
 // by f's epoch and carry m's spend (for benchmarks and tools that drive a loop themselves).
-func NewFencedCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter, obs Observer) Checkpointer {
+func NewFencedCheckpointer(store *itemstore.Store, f *itemstore.Fence, m *Meter, obs Observer) Checkpointer {
 	if obs == nil {
 		obs = nopObserver{}
 	}
@@ -298,7 +301,7 @@ func NewFencedCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter,
 
 // NewWorkspaceCheckpointer is NewFencedCheckpointer with a snapshot of ws in every checkpoint,
 // as the handler gives loops (for benchmarks of the snapshot's cost).
-func NewWorkspaceCheckpointer(store *workitems.Store, f *workitems.Fence, m *Meter, obs Observer, ws *Workspace, limit int) Checkpointer {
+func NewWorkspaceCheckpointer(store *itemstore.Store, f *itemstore.Fence, m *Meter, obs Observer, ws *Workspace, limit int) Checkpointer {
 	c := NewFencedCheckpointer(store, f, m, obs).(*fencedCheckpointer)
 	if limit <= 0 {
 		limit = workitems.DefaultSnapshotLimit

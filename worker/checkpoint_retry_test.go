@@ -13,6 +13,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // logSink records log lines and signals the first one containing a word.
@@ -45,7 +46,7 @@ func TestACheckpointWriteWaitsOutARedisOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := workitems.NewStore(rdb, "t:")
+	store := itemstore.NewStore(rdb, "t:")
 	ctx := context.Background()
 	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
 	if err != nil {
@@ -76,7 +77,7 @@ func TestACheckpointWriteWaitsOutARedisOutage(t *testing.T) {
 func TestACheckpointWriteOfAFencedOutExecutionEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
 	old, err := store.AcquireLease(ctx, "it", 1, "a", time.Millisecond)
 	if err != nil {
@@ -101,7 +102,7 @@ func TestACheckpointWriteStopsWithItsAttempt(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := workitems.NewStore(rdb, "t:")
+	store := itemstore.NewStore(rdb, "t:")
 	fence, err := store.AcquireLease(context.Background(), "it", 1, "w", time.Minute)
 	if err != nil {
 		t.Fatal(err)

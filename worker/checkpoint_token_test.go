@@ -14,6 +14,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // replyDropper is a TCP proxy in front of a Redis server that, once armed, forwards the next
@@ -109,7 +110,7 @@ func TestACheckpointWriteWhoseReplyIsLostIsAppliedOnce(t *testing.T) {
 	proxy := newReplyDropper(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := workitems.NewStore(rdb, "t:")
+	store := itemstore.NewStore(rdb, "t:")
 	ctx := context.Background()
 	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)
 	if err != nil {

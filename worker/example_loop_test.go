@@ -20,6 +20,7 @@ import (
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // printEvents is an EventSink that prints what the loop reports (the worker's writes to the
@@ -197,7 +198,7 @@ templates:
 		redistest.DeleteMatching(ctx, rdb, "asynq:{"+queue+"}*")
 		rdb.SRem(ctx, "asynq:queues", queue)
 	}()
-	store := workitems.NewStore(rdb, prefix)
+	store := itemstore.NewStore(rdb, prefix)
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: queue, Loops: reg,
 		Logger: slog.New(slog.DiscardHandler)})
 
@@ -211,7 +212,7 @@ templates:
 	}
 	fmt.Println("steer plan:", q.Steer(ctx, it.ID, "- fix Add first", "ana"))
 	err = q.Steer(ctx, other.ID, "- and count", "ana")
-	fmt.Println("steer tally refused:", errors.Is(err, workitems.ErrNotSteerable))
+	fmt.Println("steer tally refused:", errors.Is(err, itemstore.ErrNotSteerable))
 
 	work, err := os.MkdirTemp("", "plan-example-work")
 	if err != nil {

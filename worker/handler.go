@@ -19,6 +19,7 @@ import (
 	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // FleetGate is the limits of a fleet template's items (fleet.Gate): Acquire says whether an
@@ -64,7 +65,7 @@ var (
 
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
-	Store      *workitems.Store
+	Store      *itemstore.Store
 	Config     *workitems.Config
 	Loops      *Registry
 	Verifier   Verifier
@@ -342,7 +343,7 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 			// asynq's retry resume it.
 			return fmt.Errorf("worker: attempt aborted: %w", context.Cause(ctx))
 		}
-		rec := workitems.ExitRecord{Exit: exit, Spend: spend, Workspace: ws, Restarted: r.restarted}
+		rec := itemstore.ExitRecord{Exit: exit, Spend: spend, Workspace: ws, Restarted: r.restarted}
 		if r.snap != nil {
 			rec.Snapshot, rec.Keep = r.snap.exitRecord(ctx)
 		}
@@ -356,7 +357,7 @@ func (h *Handler) Process(ctx context.Context, id string, n int) error {
 		}
 		h.o.Observer.AttemptFinished(it.Template, string(loopKind(tmpl, a.Condition)), exit.Reason, spend.WallTime.D(), spend.Steps, it.ID)
 		if r.charge != nil { // RecordExit charged what the checkpoints had not
-			delta := workitems.Uncharged(spend, r.charge.charged)
+			delta := itemstore.Uncharged(spend, r.charge.charged)
 			r.charge.charged = r.charge.charged.Add(delta)
 			r.charge.count(h.o.Observer, delta)
 		}
@@ -387,7 +388,7 @@ type loopResult struct {
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
-func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
 	resumed bool, log *slog.Logger) loopResult {
 	a := it.Current()
 	kind := loopKind(tmpl, a.Condition)
@@ -493,7 +494,7 @@ func (h *Handler) safeRun(ctx context.Context, l InnerLoop, a *Attempt) (exit wo
 }
 
 // heartbeat starts the attempt's Heartbeat and returns its Stop.
-func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, f *workitems.Fence, log *slog.Logger) func() {
+func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, f *itemstore.Fence, log *slog.Logger) func() {
 	hb := &Heartbeat{Store: h.o.Store, Clock: h.o.Clock, TTL: h.o.LeaseTTL, Fence: f, Log: log, Cancel: cancel}
 	hb.Start(ctx)
 	return hb.Stop

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Heartbeat keeps one execution's attempt lease alive: every third of TTL, on Clock, it renews
@@ -16,10 +17,10 @@ import (
 // workitems.ErrLeaseLost; on a cancel request it cancels with errCancelled. It is the handler's
 // background component with a Start/Stop pair; Stop waits for its goroutine.
 type Heartbeat struct {
-	Store  *workitems.Store
+	Store  *itemstore.Store
 	Clock  workitems.Clock
 	TTL    time.Duration
-	Fence  *workitems.Fence
+	Fence  *itemstore.Fence
 	Log    *slog.Logger
 	Cancel context.CancelCauseFunc // cancels the attempt's context with the cause
 

@@ -11,17 +11,18 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
-func heartbeatFixture(t *testing.T, id string) (*workitems.Store, *fakeclock.Clock, *workitems.Fence) {
+func heartbeatFixture(t *testing.T, id string) (*itemstore.Store, *fakeclock.Clock, *itemstore.Fence) {
 	t.Helper()
 	env := redistest.New(t)
 	clock := fakeclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	st := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	st := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: "t", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1}
-	if err := st.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := st.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := st.AcquireLease(ctx, id, 1, "A", time.Minute)

@@ -8,11 +8,12 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // JanitorOptions configures a Janitor.
 type JanitorOptions struct {
-	Store     *workitems.Store
+	Store     *itemstore.Store
 	Retention workitems.Retention
 	// Workspaces, when set, are this host's: an item's workspaces here go with it (other hosts'
 	// sweepers remove theirs as those of an item no longer in the store).
@@ -87,13 +88,13 @@ func (j *Janitor) Run(ctx context.Context, dry bool) ([]Removed, error) {
 				return out, ctx.Err()
 			}
 			now := j.o.Clock.Now()
-			err := j.o.Store.DeleteIfDue(ctx, d.ID, func(it *workitems.Item) bool { return workitems.RetentionDue(it, d, j.o.Retention, now) })
+			err := j.o.Store.DeleteIfDue(ctx, d.ID, func(it *workitems.Item) bool { return itemstore.RetentionDue(it, d, j.o.Retention, now) })
 			switch {
 			case errors.Is(err, workitems.ErrNotFound):
 				j.o.Store.DropFromEnded(ctx, d.ID, d.State) // a stale index entry: nothing else is left
 				progress++
 				continue
-			case errors.Is(err, workitems.ErrNotDue):
+			case errors.Is(err, itemstore.ErrNotDue):
 				continue // resolved meanwhile, or ended later than its index entry says
 			case err != nil:
 				return out, err

@@ -13,13 +13,14 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // janitorFixture makes items through the store's own transitions, each with a real workspace.
 type janitorFixture struct {
 	t     *testing.T
 	env   *redistest.Env
-	st    *workitems.Store
+	st    *itemstore.Store
 	clock *fakeclock.Clock
 	w     *Workspaces
 	src   string
@@ -29,7 +30,7 @@ func newJanitorFixture(t *testing.T) *janitorFixture {
 	env := redistest.New(t)
 	clock := fakeclock.New(time.Now())
 	return &janitorFixture{t: t, env: env, clock: clock,
-		st:  workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock)),
+		st:  itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock)),
 		w:   &Workspaces{Root: t.TempDir(), Deployment: env.Prefix},
 		src: sourceRepo(t, 3, 1)}
 }
@@ -39,7 +40,7 @@ func newJanitorFixture(t *testing.T) *janitorFixture {
 func (f *janitorFixture) make(ctx context.Context, id, fate string) {
 	t, st := f.t, f.st
 	t.Helper()
-	if err := st.Create(ctx, &workitems.Item{ID: id, Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+	if err := st.Create(ctx, &workitems.Item{ID: id, Template: "t", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	fence, err := st.AcquireLease(ctx, id, 1, "w", time.Minute)
@@ -52,7 +53,7 @@ func (f *janitorFixture) make(ctx context.Context, id, fate string) {
 	if _, err := f.w.Prepare(ctx, id, 1, f.src); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.WriteCheckpoint(ctx, fence, workitems.CheckpointWrite{State: []byte("{}"),
+	if err := st.WriteCheckpoint(ctx, fence, itemstore.CheckpointWrite{State: []byte("{}"),
 		Snapshot: &workitems.Snapshot{WorkspaceSnapshot: workitems.WorkspaceSnapshot{Tree: "t1"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestTheJanitorKeepsAnEscalationResolvedAndEscalatedAgain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err = f.st.DeleteIfDue(ctx, "e@1", func(it *workitems.Item) bool { return workitems.RetentionDue(it, due[0], r, f.clock.Now()) })
+	err = f.st.DeleteIfDue(ctx, "e@1", func(it *workitems.Item) bool { return itemstore.RetentionDue(it, due[0], r, f.clock.Now()) })
 	if err == nil || !strings.Contains(err.Error(), "not due") {
 		t.Fatalf("delete of a fresh escalation: %v, want ErrNotDue", err)
 	}
@@ -263,7 +264,7 @@ func TestRetentionKeepsRedisMemoryAndWorkspaceDiskBounded(t *testing.T) {
 		}
 	}
 	// Those made 3h ago reached their retention this instant; the last 2 hours' 8 are kept.
-	if n, _ := f.st.Count(ctx, workitems.ListOptions{}); n != 8 {
+	if n, _ := f.st.Count(ctx, itemstore.ListOptions{}); n != 8 {
 		t.Fatalf("%d items kept, want the last 2 hours' 8", n)
 	}
 	if ents, _ := os.ReadDir(f.w.deploymentDir()); len(ents) > 8 {

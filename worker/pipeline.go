@@ -15,6 +15,7 @@ import (
 	"outerloop/proc"
 	"outerloop/verify"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // The pipeline after the inner loop, driven here and nowhere else. Each stage is called once,
@@ -76,7 +77,7 @@ type Evidence interface {
 
 // decide takes a finished attempt down the pipeline: local check, delivery, the policy on the
 // delivery's facts, act, record; a retry's next attempt is enqueued.
-func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
 	ws, base string, log *slog.Logger) error {
 	a := it.Current()
 	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
@@ -92,7 +93,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 	// 2. Delivery of a local close.
 	var res delivery.Result
 	if h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose {
-		var delivered *workitems.LastDelivered // what the template's ticks delivered as a patch last
+		var delivered *itemstore.LastDelivered // what the template's ticks delivered as a patch last
 		if !tmpl.Deliver.Mode.NeedsForge() {
 			if delivered, err = h.o.Store.LastDelivered(ctx, it.Template); err != nil {
 				return fmt.Errorf("worker: deliver %s attempt %d: %w", it.ID, a.N, err)
@@ -343,7 +344,7 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	// 5. Record.
 	w := *it.Wait
 	it, err = h.o.Store.Wake(ctx, it.ID, p.Seq, p.By, d, del)
-	if errors.Is(err, workitems.ErrWaitEnded) || errors.Is(err, workitems.ErrInvalidTransition) {
+	if errors.Is(err, itemstore.ErrWaitEnded) || errors.Is(err, workitems.ErrInvalidTransition) {
 		log.Info("wake not recorded: the wait ended meanwhile", "err", err)
 		return nil
 	}

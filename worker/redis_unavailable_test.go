@@ -16,6 +16,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestAHandlerFailingOnARedisBlipIsRetriedSoonAndUncounted: the errors a handler gets from the
@@ -36,7 +37,7 @@ func TestAHandlerFailingOnARedisBlipIsRetriedSoonAndUncounted(t *testing.T) {
 	_ = ln.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: down, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	_, refused := workitems.NewStore(rdb, "t:").Get(ctx, "it")
+	_, refused := itemstore.NewStore(rdb, "t:").Get(ctx, "it")
 
 	// A replica: what a worker meets on the demoted primary in a failover's window.
 	primary := redistest.Start(t)
@@ -44,7 +45,7 @@ func TestAHandlerFailingOnARedisBlipIsRetriedSoonAndUncounted(t *testing.T) {
 	replica := redistest.Start(t, "--replicaof", host, port)
 	rr := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rr.Close() })
-	_, readOnly := workitems.NewStore(rr, "t:").AcquireLease(ctx, "it", 1, "w", time.Minute)
+	_, readOnly := itemstore.NewStore(rr, "t:").AcquireLease(ctx, "it", 1, "w", time.Minute)
 
 	for name, err := range map[string]error{"refused": refused, "read-only": readOnly} {
 		if err == nil {
@@ -77,7 +78,7 @@ func TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed(t *testin
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := workitems.NewStore(rdb, "t:")
+	store := itemstore.NewStore(rdb, "t:")
 	it, fence := runningAttempt(t, store)
 	h := NewHandler(HandlerOptions{Store: store, Workspaces: &Workspaces{Root: t.TempDir(), Deployment: "t"}})
 	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, nil), obs: nopObserver{}}
@@ -128,7 +129,7 @@ func TestAForgeOutageIsTheAttemptsFailureNotARedisBlip(t *testing.T) {
 func TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
 	it, fence := runningAttempt(t, store)
 	loops := NewRegistry()
@@ -145,10 +146,10 @@ func TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed(t *testin
 }
 
 // runningAttempt creates item "it" and starts its first attempt under worker "w".
-func runningAttempt(t *testing.T, store *workitems.Store) (*workitems.Item, *workitems.Fence) {
+func runningAttempt(t *testing.T, store *itemstore.Store) (*workitems.Item, *itemstore.Fence) {
 	t.Helper()
 	ctx := context.Background()
-	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+	if err := store.Create(ctx, &workitems.Item{ID: "it", Template: "t", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	fence, err := store.AcquireLease(ctx, "it", 1, "w", time.Minute)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // RestoreProblem says why a resumed attempt could not continue on the exact tree of its
@@ -46,7 +47,7 @@ func (e *RestoreError) Unwrap() error { return e.Err }
 // the checkpoint's tree id. Where that cannot be, the attempt starts over from its first step on
 // a new workspace: its checkpoint is discarded, its spend kept. It returns whether the loop
 // resumes.
-func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
 	cp *fencedCheckpointer, resumed bool, prior *envelope, log *slog.Logger) (*Workspace, bool, error) {
 	a := it.Current()
 	w := h.o.Workspaces
@@ -146,7 +147,7 @@ func (h *Handler) restore(ctx context.Context, itemID string, n int, repo string
 	return ws, how, nil
 }
 
-func (h *Handler) restored(ctx context.Context, fence *workitems.Fence, it *workitems.Item, n int, ws *Workspace, target workitems.WorkspaceSnapshot, how string, log *slog.Logger) {
+func (h *Handler) restored(ctx context.Context, fence *itemstore.Fence, it *workitems.Item, n int, ws *Workspace, target workitems.WorkspaceSnapshot, how string, log *slog.Logger) {
 	log.Info("workspace restored", "from", how, "tree", target.Tree, "workspace", ws.Dir)
 	h.emit(ctx, fence, workitems.Event{Item: it.ID, Attempt: n, Type: workitems.EventWorkspaceRestored, Actor: h.o.WorkerID,
 		Message: fmt.Sprintf("workspace at the checkpoint's tree %.12s (from %s)", target.Tree, how),
@@ -156,7 +157,7 @@ func (h *Handler) restored(ctx context.Context, fence *workitems.Fence, it *work
 
 // startOver gives a resumed attempt that cannot continue a new workspace and discards its loop
 // checkpoint (the spend stays): the loop runs from its first step.
-func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *workitems.Fence,
+func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
 	cp *fencedCheckpointer, re *RestoreError, log *slog.Logger) (*Workspace, bool, error) {
 	a := it.Current()
 	log.Warn("resumed attempt starts over from its first step", "reason", re.Problem, "err", re.Err)
@@ -204,7 +205,7 @@ func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tm
 }
 
 // workspaceLost retries an attempt whose finished tree cannot be restored for verifying.
-func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *workitems.Fence, re *RestoreError, log *slog.Logger) error {
+func (h *Handler) workspaceLost(ctx context.Context, it *workitems.Item, fence *itemstore.Fence, re *RestoreError, log *slog.Logger) error {
 	a := it.Current()
 	d := h.precondition(ctx, it, a.N, workitems.RuleWorkspaceLost,
 		fmt.Sprintf("the finished attempt's workspace cannot be restored on this host, so it cannot be verified; run it again (%s: %v)", re.Problem, re.Err))
@@ -241,14 +242,14 @@ func (h *Handler) removeEnded(ctx context.Context, id string, log *slog.Logger) 
 }
 
 // emit records e, fenced when fence is not nil (see storeSink).
-func (h *Handler) emit(ctx context.Context, fence *workitems.Fence, e workitems.Event) {
+func (h *Handler) emit(ctx context.Context, fence *itemstore.Fence, e workitems.Event) {
 	(&storeSink{store: h.o.Store, fence: fence, item: e.Item, attempt: e.Attempt, log: h.o.Logger}).Emit(ctx, e)
 }
 
 // removeWorkspaces removes every workspace of an item on this host and its stored snapshots
 // (nothing can resume an ended item), with an event per workspace. it may be a stand-in holding
 // only the id, for an item the store no longer has (then no event is written).
-func removeWorkspaces(ctx context.Context, w *Workspaces, st *workitems.Store, it *workitems.Item, why string, log *slog.Logger) (removed int, freed int64) {
+func removeWorkspaces(ctx context.Context, w *Workspaces, st *itemstore.Store, it *workitems.Item, why string, log *slog.Logger) (removed int, freed int64) {
 	ctx = context.WithoutCancel(ctx)
 	attempts := w.Attempts(it.ID)
 	for _, n := range attempts {

@@ -6,25 +6,26 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // record keeps what a charged write left and reports its delta. Writes may finish out of order
 // (a checkpoint and the running charge), so the total only rises.
-func (c *charge) record(obs Observer, w workitems.Charged) {
+func (c *charge) record(obs Observer, w itemstore.Charged) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.charged = c.charged.AtLeast(w.Total)
 	c.count(obs, w.Delta)
 }
 
-// chargeRunning charges the meter's reading without a checkpoint (workitems.ChargeRunning): the
+// chargeRunning charges the meter's reading without a checkpoint (itemstore.ChargeRunning): the
 // wall time of a long step is charged while it runs, so an execution interrupted in the middle
 // of it keeps that time charged, and the daily cost sees spend no checkpoint has carried yet.
 func (c *fencedCheckpointer) chargeRunning(ctx context.Context) error {
 	if c.charge == nil || c.meter == nil {
 		return nil
 	}
-	w, err := c.store.ChargeRunning(ctx, c.fence, workitems.Charge{Template: c.charge.template, Spend: c.meter.Spent()})
+	w, err := c.store.ChargeRunning(ctx, c.fence, itemstore.Charge{Template: c.charge.template, Spend: c.meter.Spent()})
 	if err != nil {
 		return err
 	}

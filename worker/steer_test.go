@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestSteerInputSurvivesACrashBeforeItsCheckpoint drains steer input through the handler's
@@ -16,11 +17,11 @@ import (
 func TestSteerInputSurvivesACrashBeforeItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
 	it := &workitems.Item{ID: "st", Template: "t", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "a"},
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1}
-	if err := store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	_ = store.Steer(ctx, "st", "prefer the smaller fix", "person")

@@ -12,6 +12,7 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // DiskObserver receives the disk a worker's work dir uses (metrics.WorkspaceDisk implements it).
@@ -22,7 +23,7 @@ type DiskObserver interface {
 // SweeperOptions configures a Sweeper.
 type SweeperOptions struct {
 	Workspaces *Workspaces
-	Store      *workitems.Store
+	Store      *itemstore.Store
 	Retention  workitems.Retention
 	Every      time.Duration // default 10m
 	Clock      workitems.Clock

@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func TestWorkspaceDueByItemState(t *testing.T) {
@@ -76,14 +77,14 @@ func TestTheSweeperRemovesWhatIsDueAndKeepsTheRest(t *testing.T) {
 	env := redistest.New(t)
 	// Real time as the start: the sweeper compares leftovers' file times with its clock.
 	clock := fakeclock.New(time.Now())
-	st := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	st := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	src := sourceRepo(t, 3, 2)
 	w := &Workspaces{Root: t.TempDir(), Deployment: env.Prefix}
 
 	// One item per fate, each with a workspace (and a stored snapshot) on this host.
-	mk := func(id string, end func(f *workitems.Fence)) *Workspace {
+	mk := func(id string, end func(f *itemstore.Fence)) *Workspace {
 		t.Helper()
-		if err := st.Create(ctx, &workitems.Item{ID: id, Template: "t", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+		if err := st.Create(ctx, &workitems.Item{ID: id, Template: "t", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		f, err := st.AcquireLease(ctx, id, 1, "w", time.Minute)
@@ -97,7 +98,7 @@ func TestTheSweeperRemovesWhatIsDueAndKeepsTheRest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("{}"),
+		if err := st.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("{}"),
 			Snapshot: &workitems.Snapshot{WorkspaceSnapshot: workitems.WorkspaceSnapshot{Tree: "t1"}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -106,8 +107,8 @@ func TestTheSweeperRemovesWhatIsDueAndKeepsTheRest(t *testing.T) {
 		}
 		return ws
 	}
-	decide := func(o workitems.Outcome) func(*workitems.Fence) {
-		return func(f *workitems.Fence) {
+	decide := func(o workitems.Outcome) func(*itemstore.Fence) {
+		return func(f *itemstore.Fence) {
 			if _, err := st.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{}, "", false); err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +119,7 @@ func TestTheSweeperRemovesWhatIsDueAndKeepsTheRest(t *testing.T) {
 	}
 	closed := mk("closed@1", decide(workitems.OutcomeClose))
 	escalated := mk("escalated@1", decide(workitems.OutcomeEscalate))
-	failed := mk("failed@1", func(f *workitems.Fence) { _, _ = st.Fail(ctx, f.Item, f, "broken") })
+	failed := mk("failed@1", func(f *itemstore.Fence) { _, _ = st.Fail(ctx, f.Item, f, "broken") })
 	open := mk("open@1", nil)
 	gone := mk("gone@1", nil)
 	if err := env.Client.Del(ctx, env.Prefix+"item:gone@1").Err(); err != nil { // deleted by item retention
@@ -198,7 +199,7 @@ func TestTheSweeperRunsUntilShutdown(t *testing.T) {
 	env := redistest.New(t)
 	clock := fakeclock.New(time.Now())
 	gauge := &diskGauge{}
-	sw := NewSweeper(SweeperOptions{Workspaces: &Workspaces{Root: t.TempDir()}, Store: workitems.NewStore(env.Client, env.Prefix),
+	sw := NewSweeper(SweeperOptions{Workspaces: &Workspaces{Root: t.TempDir()}, Store: itemstore.NewStore(env.Client, env.Prefix),
 		Clock: clock, Every: time.Minute, Disk: gauge})
 	sw.Start()
 	clock.BlockUntil(1, nil) // the first sweep ran and waits for the next

@@ -12,6 +12,7 @@ import (
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 type wakeVerifier struct{}
@@ -86,12 +87,12 @@ func (e *enqueued) EnqueueAttempt(_ context.Context, it *workitems.Item) error {
 func (e *enqueued) Reconcile(context.Context, time.Duration) (int, error) { return 0, nil }
 func (e *enqueued) Recover(context.Context) (int, error)                  { return 0, nil }
 
-func parkedItem(t *testing.T, s *workitems.Store, id string) {
+func parkedItem(t *testing.T, s *itemstore.Store, id string) {
 	t.Helper()
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: "t", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
-	if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.AcquireLease(ctx, id, 1, "w", time.Minute)
@@ -119,7 +120,7 @@ func parkedItem(t *testing.T, s *workitems.Store, id string) {
 func TestAWakeActsOnTheDecisionAndRecordsItOnce(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix)
+	s := itemstore.NewStore(env.Client, env.Prefix)
 	cfg, err := workitems.ParseConfig([]byte(`
 templates:
   - name: t

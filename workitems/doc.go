@@ -1,10 +1,11 @@
 // Package workitems owns the work item: the template it comes from (outerloop.yaml), its state
 // machine, its attempts and their conditions, budgets and spend, exit reasons, verifier
-// decisions, and the Redis store that holds all of it together with the per-item event log,
-// attempt leases (fencing epochs) and checkpoints, each checkpoint with the snapshot of the
-// attempt's workspace (tree id and diff from the recorded base) written in the same fenced call.
+// decisions, waits and deliveries, and the vocabularies that name them. The Redis store that
+// holds all of it together with the per-item event log, attempt leases (fencing epochs) and
+// checkpoints is the sub-package itemstore, which imports this one.
 //
-// Every other package depends inward on this one; it depends on none of them.
+// Every other package depends inward on this one; it depends on none of them, its
+// sub-packages included.
 //
 // Item states, each edge with the store operation (Op) that takes it:
 //
@@ -24,5 +25,5 @@
 // The edges are one labelled table (machine, ops.go), tested edge by edge. Transition checks an
 // edge; every named store transition takes its legal source states from the same table
 // (Op.Sources) and refuses any other state with a *RefusedError before writing anything. The
-// worker's step events are fenced like its other writes (EmitFenced).
+// worker's step events are fenced like its other writes (itemstore's Store.EmitFenced).
 package workitems

@@ -159,26 +159,3 @@ func (e *RefusedError) Is(target error) bool {
 	}
 	return false
 }
-
-// guard refuses op on it unless it is in one of op's sources and, when want > 0, at attempt
-// want (with that attempt recorded).
-func guard(op Op, it *Item, want int) error {
-	if want > 0 && (it.Attempt != want || it.Current() == nil) {
-		return &RefusedError{Op: op, Item: it.ID, State: it.State, Attempt: it.Attempt, Want: want}
-	}
-	if !op.From(it.State) {
-		return &RefusedError{Op: op, Item: it.ID, State: it.State, Attempt: it.Attempt, Want: want}
-	}
-	return nil
-}
-
-// take moves it along op's edge to to: a *RefusedError unless machine has that edge.
-func take(op Op, it *Item, to State) error {
-	if !op.Takes(it.State, to) {
-		return &RefusedError{Op: op, Item: it.ID, State: it.State, Attempt: it.Attempt}
-	}
-	if it.State == to {
-		return nil
-	}
-	return it.SetState(to)
-}

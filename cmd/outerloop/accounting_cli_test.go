@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Through the real binary: enqueue past max_open exits non-zero naming it and creates nothing,
@@ -31,7 +31,7 @@ func TestCLIEnqueueHonoursMaxOpenAndSteerNeedsAnAgentLoop(t *testing.T) {
 	}
 	s := c.store()
 	ctx := context.Background()
-	if items, _ := s.List(ctx, workitems.ListOptions{Template: "limited"}); len(items) != 1 {
+	if items, _ := s.List(ctx, itemstore.ListOptions{Template: "limited"}); len(items) != 1 {
 		t.Fatalf("a refused enqueue created an item: %d", len(items))
 	}
 	out, e, code = c.run("enqueue", "limited", "--force", "--actor", "bob")

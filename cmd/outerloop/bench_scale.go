@@ -16,6 +16,7 @@ import (
 	"outerloop/internal/benchmark"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // benchScale fills a store with n items through the store's code path and measures every
@@ -23,7 +24,7 @@ import (
 // times CLI commands against a config of cliTemplates templates.
 func benchScale(ctx context.Context, g *globals, e benchmark.Env, url string, n, cliTemplates int) error {
 	const templates = 100
-	st := workitems.NewStore(e.Redis, e.Prefix)
+	st := itemstore.NewStore(e.Redis, e.Prefix)
 	before := e.Redis.Info(ctx, "memory").Val()
 	fmt.Fprintf(g.out, "\nscale: filling %d items over %d templates through Store.Create and Store.Update\n", n, templates)
 	f, err := benchmark.Fill(ctx, st, n, templates, g.out)
@@ -78,7 +79,7 @@ func benchCLI(ctx context.Context, g *globals, e benchmark.Env, url string, n, r
 	prefix := e.Prefix + "cli:"
 	it := &workitems.Item{ID: "t00000@bench", Template: "t00000", Goal: "do it", MaxAttempts: 3,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "bench"}}
-	if err := workitems.NewStore(e.Redis, prefix).Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := itemstore.NewStore(e.Redis, prefix).Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		return fmt.Errorf("bench: the item of items ID: %w", err)
 	}
 	self, err := os.Executable()

@@ -27,6 +27,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // recoveryBound is the longest a crash may take to recover: the 45 s target (asynq's
@@ -129,7 +130,7 @@ func (c *chaos) workDirs() []string {
 	return slices.Clone(c.dirs)
 }
 
-func (c *chaos) store() *workitems.Store { return workitems.NewStore(c.rdb, c.prefix) }
+func (c *chaos) store() *itemstore.Store { return itemstore.NewStore(c.rdb, c.prefix) }
 
 // startWorker starts a new worker incarnation with its own work dir.
 func (c *chaos) startWorker() *chaosWorker {
@@ -194,7 +195,7 @@ type holders struct {
 	mu    sync.Mutex
 	ids   []string
 	seen  map[string][]sighting // item → epochs in order
-	store *workitems.Store
+	store *itemstore.Store
 }
 
 // add makes the monitor watch one more item.
@@ -210,7 +211,7 @@ type sighting struct {
 	at     time.Time
 }
 
-func watchHolders(ctx context.Context, s *workitems.Store, ids []string) *holders {
+func watchHolders(ctx context.Context, s *itemstore.Store, ids []string) *holders {
 	h := &holders{ids: slices.Clone(ids), seen: map[string][]sighting{}, store: s}
 	go func() {
 		for ctx.Err() == nil {
@@ -296,7 +297,7 @@ type slowRecovery struct {
 
 // timeline logs what the store recorded of a slow recovery, relative to the kill: the events
 // of the item and the epochs seen, so that a slow one says where its time went.
-func (c *chaos) timeline(s *workitems.Store, r slowRecovery) {
+func (c *chaos) timeline(s *itemstore.Store, r slowRecovery) {
 	evs, err := s.Events(context.Background(), r.item, "", 500, 0)
 	if err != nil {
 		c.t.Logf("slow recovery of %s: events: %v", r.item, err)
@@ -414,7 +415,7 @@ func (c *chaos) verdict(ids []string, h *holders) {
 	resumes, allReruns := 0, 0
 	for _, id := range ids {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		it, err := s.WaitFor(ctx, id, workitems.InState(workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed, workitems.StateCancelled))
+		it, err := s.WaitFor(ctx, id, itemstore.InState(workitems.StateClosed, workitems.StateEscalated, workitems.StateFailed, workitems.StateCancelled))
 		cancel()
 		if err != nil {
 			stuck = append(stuck, fmt.Sprintf("%s (%v)", id, err))

@@ -20,6 +20,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 var (
@@ -162,14 +163,14 @@ func (c *cli) start(a ...string) *exec.Cmd {
 	return cmd
 }
 
-func (c *cli) store() *workitems.Store { return workitems.NewStore(c.env.Client, c.env.Prefix) }
+func (c *cli) store() *itemstore.Store { return itemstore.NewStore(c.env.Client, c.env.Prefix) }
 
-func awaitState(t *testing.T, s *workitems.Store, id string, states ...workitems.State) *workitems.Item {
+func awaitState(t *testing.T, s *itemstore.Store, id string, states ...workitems.State) *workitems.Item {
 	t.Helper()
 	began := time.Now()
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
-	it, err := s.WaitFor(ctx, id, workitems.InState(states...))
+	it, err := s.WaitFor(ctx, id, itemstore.InState(states...))
 	if err != nil {
 		t.Fatalf("item %s did not reach %v within %s: %v; it is %+v", id, states, time.Since(began).Round(time.Second), err, it)
 	}

@@ -21,6 +21,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/verify"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func enqueueCmd(g *globals) *cobra.Command {
@@ -101,7 +102,7 @@ func itemsCmd(g *globals) *cobra.Command {
 			if state != "" && !workitems.State(state).Valid() {
 				return fmt.Errorf("--state %q: want one of %v", state, workitems.AllStates())
 			}
-			items, err := a.Store.List(ctx, workitems.ListOptions{State: workitems.State(state), Template: template, Limit: limit})
+			items, err := a.Store.List(ctx, itemstore.ListOptions{State: workitems.State(state), Template: template, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -132,7 +133,7 @@ func itemsCmd(g *globals) *cobra.Command {
 
 // printPatch writes an attempt's stored patch exactly as kept (the same choice of attempt as
 // the HTTP endpoint).
-func printPatch(ctx context.Context, s *workitems.Store, it *workitems.Item, attempt string, w io.Writer) error {
+func printPatch(ctx context.Context, s *itemstore.Store, it *workitems.Item, attempt string, w io.Writer) error {
 	n, err := api.DiffAttempt(it, attempt)
 	if err != nil {
 		return fmt.Errorf("--%w", err)
@@ -579,7 +580,7 @@ func verifyCmd(g *globals) *cobra.Command {
 
 // followItem prints an item's events from the start and then as they happen, until the item
 // settles (terminal or waiting for a person) or ctx ends.
-func followItem(ctx context.Context, s *workitems.Store, id string, w io.Writer) error {
+func followItem(ctx context.Context, s *itemstore.Store, id string, w io.Writer) error {
 	after := "0"
 	for {
 		evs, err := s.Events(ctx, id, after, 200, time.Second)

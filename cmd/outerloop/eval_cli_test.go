@@ -19,6 +19,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/testwait"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestAKilledEvalProcessAndWorkerLoseNothingAndResumeRerunsNothing drives an experiment with
@@ -68,7 +69,7 @@ func TestAKilledEvalProcessAndWorkerLoseNothingAndResumeRerunsNothing(t *testing
 		}
 	}()
 	exps := evals.NewStore(c.rdb, c.prefix)
-	items := workitems.NewStore(c.rdb, evals.ItemPrefix(c.prefix))
+	items := itemstore.NewStore(c.rdb, evals.ItemPrefix(c.prefix))
 	e := awaitExperiment(t, exps, id)
 	// Kill both once some runs ended and some run.
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
@@ -288,7 +289,7 @@ func TestAnExperimentStopsAtItsBudgetAndResumesWithARaisedOne(t *testing.T) {
 		Variants: []evals.Variant{{Name: "A"}}, Repeat: 2, BudgetUSD: 0.5}, time.Now())
 	exps := evals.NewStore(c.env.Client, c.env.Prefix)
 	id := e.ID
-	items := workitems.NewStore(c.env.Client, evals.ItemPrefix(c.env.Prefix))
+	items := itemstore.NewStore(c.env.Client, evals.ItemPrefix(c.env.Prefix))
 
 	c.start("worker", "--concurrency", "2", "--id", "w1")
 	out, errOut, code := c.run("eval", "run", "--resume", id, "--budget", "cost_usd=1")
@@ -454,7 +455,7 @@ func TestEvalRunFromItemsSelectsByTemplateStateDatesAndIds(t *testing.T) {
 	c := newCLI(t, cfg)
 	ctx := context.Background()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := workitems.NewStore(c.env.Client, c.env.Prefix, workitems.WithClock(clock))
+	st := itemstore.NewStore(c.env.Client, c.env.Prefix, itemstore.WithClock(clock))
 	for _, sp := range []struct {
 		id, tmpl string
 		state    workitems.State
@@ -473,7 +474,7 @@ func TestEvalRunFromItemsSelectsByTemplateStateDatesAndIds(t *testing.T) {
 		}
 		it := &workitems.Item{ID: sp.id, Template: sp.tmpl, Goal: "goal of " + sp.id, Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 			Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 1, Attempts: []workitems.Attempt{first}}
-		if err := st.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		if err := st.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		// By the ways an item gets there: it ran, was verified, then closed or escalated.

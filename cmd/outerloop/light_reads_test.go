@@ -12,6 +12,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // fakeToolchain puts a `go` and a bubblewrap on PATH (OUTERLOOP_BWRAP) that only write their
@@ -69,10 +70,10 @@ func TestReadsMakeNoProcessRunner(t *testing.T) {
 	if err := os.WriteFile(path, []byte(viewtest.YAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st := workitems.NewStore(env.Client, env.Prefix)
+	st := itemstore.NewStore(env.Client, env.Prefix)
 	it := &workitems.Item{ID: "single@1", Template: "single", Goal: "g", MaxAttempts: 1,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"}}
-	if err := st.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := st.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"--config", path, "--redis", redistest.URL(), "--prefix", env.Prefix, "--queue", env.Queue,
@@ -108,8 +109,8 @@ func TestStoreCommandsParseNoTemplate(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st := workitems.NewStore(env.Client, env.Prefix)
-	if err := st.Create(ctx, &workitems.Item{ID: "single@1", Template: "single", Goal: "g", MaxAttempts: 1}, workitems.CreateLimits{}); err != nil {
+	st := itemstore.NewStore(env.Client, env.Prefix)
+	if err := st.Create(ctx, &workitems.Item{ID: "single@1", Template: "single", Goal: "g", MaxAttempts: 1}, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, error) {

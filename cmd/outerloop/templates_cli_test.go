@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const controlsTemplates = `  - name: nightly
@@ -91,7 +91,7 @@ func TestCLITemplateControls(t *testing.T) {
 	if !strings.Contains(out, "rerun") || !strings.Contains(out, "dave") || !strings.Contains(out, "run_now") {
 		t.Fatalf("controls:\n%s", out)
 	}
-	if n, _ := c.store().Count(ctx, workitems.ListOptions{}); n != 3 {
+	if n, _ := c.store().Count(ctx, itemstore.ListOptions{}); n != 3 {
 		t.Errorf("%d items, want the paused template's run, the run and its re-run", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 const cliReviewInput = "A reviewer requested changes on the pull request #7; address every point, keep the rest of the change, and do not reply to the reviewer:\n" +
@@ -61,7 +62,7 @@ func TestCLIListsAndShowsAWaitingItem(t *testing.T) {
 	s, ctx := c.store(), context.Background()
 	it := &workitems.Item{ID: "fix@waiting", Template: "fix", Goal: "g", Origin: workitems.Origin{Kind: "manual"}, MaxAttempts: 2,
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}}
-	if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.AcquireLease(ctx, it.ID, 1, "w", time.Minute)

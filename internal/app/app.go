@@ -40,6 +40,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/scriptloop"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Options says how to open the system.
@@ -109,7 +110,7 @@ type App struct {
 	Config   *workitems.Config
 	Redis    redis.UniversalClient
 	AsynqOpt asynq.RedisConnOpt
-	Store    *workitems.Store
+	Store    *itemstore.Store
 	Queue    *scheduler.Queue
 	Metrics  *metrics.Metrics
 	Verifier *verify.Verifier
@@ -204,9 +205,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// Escalations and failures queue their notifications in the transition's own MULTI.
 	a.Outbox = notify.NewOutbox(a.Redis, o.Prefix, o.Config, o.Clock, o.Logger.With("component", "notify"))
 	a.Fleet = fleet.NewGate(a.Redis, o.Prefix, o.Clock)
-	a.Store = workitems.NewStore(a.Redis, o.Prefix, workitems.WithClock(o.Clock),
-		workitems.WithTransitionHook(a.Outbox.TransitionHook()), workitems.WithTransitionHook(a.Fleet.TransitionHook()),
-		workitems.WithLimitHook(a.Outbox.LimitHook()))
+	a.Store = itemstore.NewStore(a.Redis, o.Prefix, itemstore.WithClock(o.Clock),
+		itemstore.WithTransitionHook(a.Outbox.TransitionHook()), itemstore.WithTransitionHook(a.Fleet.TransitionHook()),
+		itemstore.WithLimitHook(a.Outbox.LimitHook()))
 	// Stores written before the ordered indexes get them built once, here (one GET when current).
 	if cur, err := a.Store.IndexesCurrent(ctx); err != nil {
 		a.Close()
@@ -218,7 +219,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 			a.Close()
 			return nil, fmt.Errorf("app: %w", err)
 		}
-		o.Logger.Info("item indexes built", "items", n, "version", workitems.IndexVersion)
+		o.Logger.Info("item indexes built", "items", n, "version", itemstore.IndexVersion)
 	}
 	a.client = asynq.NewClient(a.AsynqOpt)
 	a.inspector = asynq.NewInspector(a.AsynqOpt)

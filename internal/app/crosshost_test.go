@@ -22,6 +22,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // A "host" here is a handler with a work dir of its own: what another machine would have. They
@@ -255,7 +256,7 @@ func TestAResumeThatCannotRestoreStartsOverAndKeepsTheSpend(t *testing.T) {
 				}
 				sn.Patch = bytes.Replace(sn.Patch, []byte("+one"), []byte("+uno"), 1)
 				sn.Bytes = len(sn.Patch)
-				if err := s.Store.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: state, Snapshot: sn}); err != nil {
+				if err := s.Store.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: state, Snapshot: sn}); err != nil {
 					t.Fatal(err)
 				}
 			}},

@@ -21,6 +21,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // seen is what a delivery left in its workspace, read right after Deliver (the workspace may be
@@ -104,7 +105,7 @@ func (s *sys) startHandler(t *testing.T, h *worker.Handler) *worker.Server {
 	return srv
 }
 
-func deliverySteps(t *testing.T, st *workitems.Store, id string, attempt int) []string {
+func deliverySteps(t *testing.T, st *itemstore.Store, id string, attempt int) []string {
 	t.Helper()
 	evs, err := st.Events(context.Background(), id, "", 2000, 0)
 	if err != nil {
@@ -221,7 +222,7 @@ func TestAPassingAttemptThatChangedNothingClosesUnchanged(t *testing.T) {
 	if watch.get(it.ID, 1) != (seen{}) {
 		t.Fatal("nothing may be committed")
 	}
-	if _, err := s.Store.Patch(context.Background(), it.ID, 1); !errors.Is(err, workitems.ErrNoPatch) {
+	if _, err := s.Store.Patch(context.Background(), it.ID, 1); !errors.Is(err, itemstore.ErrNoPatch) {
 		t.Fatalf("no patch for an unchanged item: %v", err)
 	}
 	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[unchanged recorded]" {

@@ -18,6 +18,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // sampleRepo writes a Go module whose TestAdd fails until Add is fixed.
@@ -99,12 +100,12 @@ func (s *sys) startWorker(t *testing.T, id string) *worker.Server {
 }
 
 // awaitState waits until the item reaches one of states.
-func awaitState(t *testing.T, s *workitems.Store, id string, states ...workitems.State) *workitems.Item {
+func awaitState(t *testing.T, s *itemstore.Store, id string, states ...workitems.State) *workitems.Item {
 	t.Helper()
 	began := time.Now()
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 	defer cancel()
-	it, err := s.WaitFor(ctx, id, workitems.InState(states...))
+	it, err := s.WaitFor(ctx, id, itemstore.InState(states...))
 	if err != nil {
 		t.Fatalf("item %s did not reach %v within %s: %v; it is %+v", id, states, time.Since(began).Round(time.Second), err, it)
 	}

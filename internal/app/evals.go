@@ -7,7 +7,7 @@ import (
 	"outerloop/evals"
 	"outerloop/scheduler"
 	"outerloop/worker"
-	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Evals is a deployment's eval namespace: experiments, and the items of their runs in a store
@@ -15,7 +15,7 @@ import (
 // or template metric sees them. The same workers serve its queue below production's.
 type Evals struct {
 	Exps      *evals.Store
-	Store     *workitems.Store
+	Store     *itemstore.Store
 	Queue     *scheduler.Queue
 	Templates *evals.Templates
 }
@@ -34,7 +34,7 @@ func (a *App) Evals() *Evals {
 	a.evals.once.Do(func() {
 		exps := evals.NewStore(a.Redis, a.opts.Prefix)
 		// No transition or limit hooks: eval runs notify nobody.
-		st := workitems.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), workitems.WithClock(a.opts.Clock))
+		st := itemstore.NewStore(a.Redis, evals.ItemPrefix(a.opts.Prefix), itemstore.WithClock(a.opts.Clock))
 		tpl := evals.NewTemplates(exps, a.CurrentConfig, a.Logger.With("component", "evals"))
 		q := scheduler.NewQueue(st, a.client, a.inspector, a.CurrentConfig(),
 			scheduler.QueueOptions{Queue: EvalQueue(a.opts.Queue), Clock: a.opts.Clock, Logger: a.Logger.With("lane", "eval"), Loops: a.Loops})

@@ -30,6 +30,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // evalConfig is a production config with one template, fix-calc, on the sample repo: its
@@ -198,7 +199,7 @@ func TestAnExperimentComparesTwoVariantsOnRealRunsApartFromProduction(t *testing
 		t.Errorf("gate of A against B: %v %v, want a pass", failed, err)
 	}
 	// Apart from production: its store has no item, its outbox no notification.
-	page, err := s.Store.List(context.Background(), workitems.ListOptions{Limit: 10})
+	page, err := s.Store.List(context.Background(), itemstore.ListOptions{Limit: 10})
 	if err != nil || len(page) != 0 {
 		t.Errorf("production list: %d items %v, want none", len(page), err)
 	}
@@ -571,7 +572,7 @@ func TestAFleetTemplateIsEvaluatedOnTheTasksRepo(t *testing.T) {
 	if b := it.Attempts[0].Base; b == nil || b.Source != repo {
 		t.Errorf("run's workspace base %+v, want the task's repo %s", b, repo)
 	}
-	if page, err := s.Store.List(context.Background(), workitems.ListOptions{Limit: 10}); err != nil || len(page) != 0 {
+	if page, err := s.Store.List(context.Background(), itemstore.ListOptions{Limit: 10}); err != nil || len(page) != 0 {
 		t.Errorf("production list: %d items %v, want none", len(page), err)
 	}
 }

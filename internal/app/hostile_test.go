@@ -14,6 +14,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // The hostile-repository suite (issue 36). A repository's script steps, or an agent's tool
@@ -295,7 +296,7 @@ func (w *hostileWorld) submit(t *testing.T, r *hostileRun) *workitems.Item {
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	got, err := w.s.Store.WaitFor(wctx, it.ID, workitems.InState(hostileEnds...))
+	got, err := w.s.Store.WaitFor(wctx, it.ID, itemstore.InState(hostileEnds...))
 	switch {
 	case err == nil:
 		return got

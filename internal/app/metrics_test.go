@@ -25,6 +25,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // scrapeValues GETs /metrics over HTTP and returns "name{k="v",...}" (labels sorted by name) →
@@ -211,7 +212,7 @@ templates:
 	}
 	wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 	defer cancel()
-	it, err = a.Store.WaitFor(wctx, it.ID, workitems.InState(workitems.StateClosed, workitems.StateEscalated))
+	it, err = a.Store.WaitFor(wctx, it.ID, itemstore.InState(workitems.StateClosed, workitems.StateEscalated))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ templates:
 	if len(observed) != 3 {
 		t.Fatalf("%d checkpoints observed", len(observed))
 	}
-	if !errors.Is(capErr, workitems.ErrDailyCap) {
+	if !errors.Is(capErr, itemstore.ErrDailyCap) {
 		t.Errorf("a tick while the attempt ran past the cap: %v, want ErrDailyCap", capErr)
 	}
 	daily, _ := a.Store.DailyCost(ctx, "spender", time.Now())

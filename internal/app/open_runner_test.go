@@ -8,6 +8,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestNoRunnerOpensTheStoreWithoutARunnerAndRefusesAWorker: an app opened for reads has its
@@ -28,7 +29,7 @@ func TestNoRunnerOpensTheStoreWithoutARunnerAndRefusesAWorker(t *testing.T) {
 	if a.Runner != nil {
 		t.Fatal("an app opened with NoRunner made a process runner")
 	}
-	if _, err := a.Store.List(context.Background(), workitems.ListOptions{}); err != nil {
+	if _, err := a.Store.List(context.Background(), itemstore.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {

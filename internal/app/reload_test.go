@@ -16,6 +16,7 @@ import (
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // reloadYAML is a config of the named script templates (nothing runs them here but the
@@ -278,7 +279,7 @@ func TestItemOfChangedTemplate(t *testing.T) {
 		!strings.Contains(it.Escalation.Summary, `template "old" is no longer configured`) {
 		t.Fatalf("item of a removed template: state %s, escalation %+v; want escalated, template_removed, naming the template", it.State, it.Escalation)
 	}
-	inbox, err := worker.Store.List(ctx, workitems.ListOptions{State: workitems.StateEscalated})
+	inbox, err := worker.Store.List(ctx, itemstore.ListOptions{State: workitems.StateEscalated})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // statusDeliveries serves the app's webhook handler and says, after each Gitea status delivery
@@ -118,7 +119,7 @@ templates:
 
 	items := func() []*workitems.Item {
 		t.Helper()
-		its, err := a.Store.List(context.Background(), workitems.ListOptions{Template: "fix-main"})
+		its, err := a.Store.List(context.Background(), itemstore.ListOptions{Template: "fix-main"})
 		if err != nil {
 			t.Fatal(err)
 		}

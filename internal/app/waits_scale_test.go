@@ -18,6 +18,7 @@ import (
 	"outerloop/waits"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // countHook counts the Redis commands a client sends (a pipeline's and a MULTI's each).
@@ -145,7 +146,7 @@ templates:
 	counted := redis.NewClient(redisOptions(t))
 	counted.AddHook(hook)
 	t.Cleanup(func() { _ = counted.Close() })
-	store := workitems.NewStore(counted, s.Prefix(), workitems.WithClock(clock))
+	store := itemstore.NewStore(counted, s.Prefix(), itemstore.WithClock(clock))
 	v := verify.New(verify.WithClock(clock), verify.WithCI("webhook", verify.NewRedisCIStore(counted, s.Prefix(), time.Hour, clock)))
 	wakes := &wakeCounter{}
 	p := &waits.Poller{Store: store, Judge: &waits.Judge{Verifier: v}, Waker: wakes, Config: func() *workitems.Config { return cfg },
@@ -196,7 +197,7 @@ func parkForCI(t *testing.T, s *sys, tmpl *workitems.Template, id, sha string, c
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: tmpl.Name, Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
-	if err := s.Store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := s.Store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.Store.AcquireLease(ctx, id, 1, "w", time.Minute)

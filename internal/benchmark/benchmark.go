@@ -20,6 +20,7 @@ import (
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // Env is where benchmarks run: a Redis client and an isolated prefix and queue.
@@ -45,9 +46,9 @@ func RawRoundTrip(b *testing.B, e Env) {
 // CheckpointWrite times one fenced checkpoint write (Lua: epoch check, state, history append).
 func CheckpointWrite(b *testing.B, e Env) {
 	ctx := context.Background()
-	store := workitems.NewStore(e.Redis, e.Prefix)
+	store := itemstore.NewStore(e.Redis, e.Prefix)
 	id := fmt.Sprintf("bench-ckpt-%d", wall.Now().UnixNano())
-	if err := store.Create(ctx, &workitems.Item{ID: id, Template: "bench"}, workitems.CreateLimits{}); err != nil {
+	if err := store.Create(ctx, &workitems.Item{ID: id, Template: "bench"}, itemstore.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
 	f, err := store.AcquireLease(ctx, id, 1, "bench", time.Minute)
@@ -137,7 +138,7 @@ func Item(b *testing.B, e Env) {
 		b.Fatal(err)
 	}
 	prefix := fmt.Sprintf("%sbench%d:", e.Prefix, wall.Now().UnixNano())
-	store := workitems.NewStore(e.Redis, prefix)
+	store := itemstore.NewStore(e.Redis, prefix)
 	client := asynq.NewClient(e.Asynq)
 	defer client.Close()
 	q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: e.Queue + "-ol"})

@@ -15,6 +15,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // FleetFigure is the scheduler's work for one tick of a fleet template of Repos repositories
@@ -71,7 +72,7 @@ func FleetTick(ctx context.Context, e Env, sizes []int, rounds int, progress io.
 		}
 		prefix := fmt.Sprintf("%sfleet%d:", e.Prefix, n)
 		gate := fleet.NewGate(rdb, prefix, nil)
-		store := workitems.NewStore(rdb, prefix, workitems.WithTransitionHook(gate.TransitionHook()))
+		store := itemstore.NewStore(rdb, prefix, itemstore.WithTransitionHook(gate.TransitionHook()))
 		q := scheduler.NewQueue(store, client, nil, cfg, scheduler.QueueOptions{Queue: e.Queue, Fleet: gate,
 			Logger: slog.New(slog.DiscardHandler)})
 		t, _ := cfg.Template("fleet-bench")

@@ -19,6 +19,7 @@ import (
 	"outerloop/console"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // ScaleRead is one read measured by Scale: the median time of its requests and the bytes the
@@ -43,7 +44,7 @@ type ScaleFill struct {
 // then one Update that moves the item through its states as a worker would: queued → running →
 // verifying → an end), with spend, concurrently. The mix: 90% closed, 4% failed, 3% cancelled,
 // 2% escalated, 1% left queued.
-func Fill(ctx context.Context, st *workitems.Store, n, templates int, progress io.Writer) (ScaleFill, error) {
+func Fill(ctx context.Context, st *itemstore.Store, n, templates int, progress io.Writer) (ScaleFill, error) {
 	start := wall.Now()
 	var next atomic.Int64
 	var firstErr error
@@ -77,12 +78,12 @@ func Fill(ctx context.Context, st *workitems.Store, n, templates int, progress i
 	return ScaleFill{Items: n, Templates: templates, Took: wall.Now().Sub(start)}, firstErr
 }
 
-func fillOne(ctx context.Context, st *workitems.Store, i, templates int, goal string) error {
+func fillOne(ctx context.Context, st *itemstore.Store, i, templates int, goal string) error {
 	tmpl := fmt.Sprintf("t%03d", i%templates)
 	id := fmt.Sprintf("%s@%d", tmpl, i)
 	it := &workitems.Item{ID: id, Template: tmpl, Goal: goal, MaxAttempts: 3,
 		Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "bench"}}
-	if err := st.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := st.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		return err
 	}
 	r := i % 100

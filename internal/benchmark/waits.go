@@ -16,6 +16,7 @@ import (
 	"outerloop/waits"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // WaitFigures is what n waiting items cost, measured against an idle worker in the same run.
@@ -66,7 +67,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	tmpl, _ := cfg.Template("waits-bench")
 	clock := fakeclock.New(wall.Now().UTC())
 	prefix := fmt.Sprintf("%swaits%d:", e.Prefix, wall.Now().UnixNano())
-	store := workitems.NewStore(e.Redis, prefix, workitems.WithClock(clock))
+	store := itemstore.NewStore(e.Redis, prefix, itemstore.WithClock(clock))
 	ci := verify.NewRedisCIStore(e.Redis, prefix, time.Hour, clock)
 	judge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), ci))}
 
@@ -93,7 +94,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 		id := fmt.Sprintf("waits-bench@%06d", i)
 		it := &workitems.Item{ID: id, Template: tmpl.Name, Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "bench"},
 			Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
-		if err := store.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		if err := store.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 			return f, err
 		}
 		fence, err := store.AcquireLease(ctx, id, 1, "bench", time.Minute)
@@ -124,7 +125,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	defer rdb.Close()
 	cnt := &counter{}
 	rdb.AddHook(cnt)
-	pstore := workitems.NewStore(rdb, prefix, workitems.WithClock(clock))
+	pstore := itemstore.NewStore(rdb, prefix, itemstore.WithClock(clock))
 	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour, clock)))}
 	p := &waits.Poller{Store: pstore, Judge: pjudge, Waker: noWake{}, Config: func() *workitems.Config { return cfg }, Clock: clock, Batch: n}
 	// A first round dials and loads the claim script: what a poller pays once, not per round.

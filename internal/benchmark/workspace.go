@@ -21,6 +21,7 @@ import (
 
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // RepoSpec describes the repository the workspace benchmarks generate: real Go source from
@@ -263,9 +264,9 @@ func WorktreeAdd(b *testing.B, src string) {
 // same write without any snapshot.
 func CheckpointSnapshot(b *testing.B, e Env, src string, changed bool) {
 	ctx := context.Background()
-	store := workitems.NewStore(e.Redis, e.Prefix)
+	store := itemstore.NewStore(e.Redis, e.Prefix)
 	id := fmt.Sprintf("bench-snap-%d", wall.Now().UnixNano())
-	if err := store.Create(ctx, &workitems.Item{ID: id, Template: "bench"}, workitems.CreateLimits{}); err != nil {
+	if err := store.Create(ctx, &workitems.Item{ID: id, Template: "bench"}, itemstore.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
 	f, err := store.AcquireLease(ctx, id, 1, "bench", time.Hour)

@@ -14,6 +14,7 @@ import (
 	"outerloop/scheduler/fleetview"
 	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func newReader(t *testing.T) (*fleetview.Reader, map[string]string) {
@@ -23,7 +24,7 @@ func newReader(t *testing.T) (*fleetview.Reader, map[string]string) {
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	client := asynq.NewClient(redistest.AsynqOpt(t))
 	t.Cleanup(func() { _ = client.Close() })
 	gate := fleet.NewGate(env.Client, env.Prefix, nil)

@@ -8,6 +8,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // BenchmarkStepRedis is BenchmarkStep with the worker's real checkpointer on a real Redis:
@@ -15,9 +16,9 @@ import (
 // Compare with BenchmarkRawRedisRoundTrip from the same run (see BENCHMARKS.md).
 func BenchmarkStepRedis(b *testing.B) {
 	env := redistest.New(b)
-	store := workitems.NewStore(env.Client, env.Prefix)
+	store := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
-	if err := store.Create(ctx, &workitems.Item{ID: "bench", Template: "t"}, workitems.CreateLimits{}); err != nil {
+	if err := store.Create(ctx, &workitems.Item{ID: "bench", Template: "t"}, itemstore.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
 	f, err := store.AcquireLease(ctx, "bench", 1, "bench", time.Minute)

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
-func running(t *testing.T, s *workitems.Store, id string) *workitems.Fence {
+func running(t *testing.T, s *itemstore.Store, id string) *itemstore.Fence {
 	t.Helper()
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, newItem(id), itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f := mustLease(t, s, id, 1)
@@ -48,7 +49,7 @@ func TestACheckpointAndItsWorkspaceSnapshotAreWrittenTogetherUnderTheFence(t *te
 		}
 		return string(st), h, sn
 	}
-	if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("s1"), History: [][]byte{[]byte("h1")},
+	if err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("s1"), History: [][]byte{[]byte("h1")},
 		Snapshot: snap("tree1", "diff --git a/x b/x\n\x00binary\n")}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestACheckpointAndItsWorkspaceSnapshotAreWrittenTogetherUnderTheFence(t *te
 		t.Fatalf("after the first write: %q %q %+v", st, hist, sn)
 	}
 	// An unchanged tree writes no diff: the stored one stays.
-	if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("s2"), History: [][]byte{[]byte("h2")}}); err != nil {
+	if err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("s2"), History: [][]byte{[]byte("h2")}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, hist, sn = load(); st != "s2" || len(hist) != 2 || sn.Tree != "tree1" {
@@ -65,14 +66,14 @@ func TestACheckpointAndItsWorkspaceSnapshotAreWrittenTogetherUnderTheFence(t *te
 	}
 	// A diff too large to store removes the old one: it would recreate the wrong tree.
 	big := &workitems.Snapshot{WorkspaceSnapshot: workitems.WorkspaceSnapshot{Tree: "tree2", Bytes: 9 << 20, TooLarge: true}}
-	if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("s3"), Snapshot: big}); err != nil {
+	if err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("s3"), Snapshot: big}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, sn = load(); sn != nil {
 		t.Fatalf("a too-large snapshot left %+v", sn)
 	}
 	// A restart drops the history and writes the new state and snapshot at once.
-	if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("fresh"), Reset: true, Snapshot: snap("base", "")}); err != nil {
+	if err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("fresh"), Reset: true, Snapshot: snap("base", "")}); err != nil {
 		t.Fatal(err)
 	}
 	if st, hist, sn = load(); st != "fresh" || len(hist) != 0 || sn.Tree != "base" || len(sn.Patch) != 0 {
@@ -81,7 +82,7 @@ func TestACheckpointAndItsWorkspaceSnapshotAreWrittenTogetherUnderTheFence(t *te
 	// A writer whose lease was taken over changes none of the three.
 	_ = s.ReleaseLease(ctx, f)
 	nw := mustLease(t, s, "w@1", 1)
-	err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("stale"), History: [][]byte{[]byte("x")}, Reset: true, Snapshot: snap("stale", "x")})
+	err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("stale"), History: [][]byte{[]byte("x")}, Reset: true, Snapshot: snap("stale", "x")})
 	if !errors.Is(err, workitems.ErrLeaseLost) {
 		t.Fatalf("stale write: %v", err)
 	}
@@ -139,11 +140,11 @@ func TestRecordWorkspaceAndTheExitSnapshot(t *testing.T) {
 	if len(prepared) != 2 || prepared[0].Data["commit"] != "c0ffee" || prepared[1].Data["previous_commit"] != "c0ffee" {
 		t.Fatalf("events: %+v", prepared)
 	}
-	if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: []byte("s"), Snapshot: snap("t1", "d1")}); err != nil {
+	if err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: []byte("s"), Snapshot: snap("t1", "d1")}); err != nil {
 		t.Fatal(err)
 	}
 	// Kept: the stored diff already is the exit tree's.
-	it, err = s.RecordExitWith(ctx, f, workitems.ExitRecord{Exit: workitems.Exit{Reason: workitems.ExitCompleted},
+	it, err = s.RecordExitWith(ctx, f, itemstore.ExitRecord{Exit: workitems.Exit{Reason: workitems.ExitCompleted},
 		Snapshot: &workitems.Snapshot{WorkspaceSnapshot: workitems.WorkspaceSnapshot{Tree: "t1", Bytes: 2}}, Keep: true})
 	if err != nil || it.Current().ExitSnapshot == nil || it.Current().ExitSnapshot.Tree != "t1" || it.State != workitems.StateVerifying {
 		t.Fatalf("exit: %v %+v", err, it)
@@ -153,7 +154,7 @@ func TestRecordWorkspaceAndTheExitSnapshot(t *testing.T) {
 	}
 	// Written: in the same transaction as the exit.
 	f2 := running(t, s, "r@2")
-	if _, err := s.RecordExitWith(ctx, f2, workitems.ExitRecord{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Snapshot: snap("t9", "d9")}); err != nil {
+	if _, err := s.RecordExitWith(ctx, f2, itemstore.ExitRecord{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Snapshot: snap("t9", "d9")}); err != nil {
 		t.Fatal(err)
 	}
 	if sn, _ := s.LoadSnapshot(ctx, "r@2", 1); sn == nil || sn.Tree != "t9" || string(sn.Patch) != "d9" {
@@ -172,7 +173,7 @@ func TestGetManyReturnsThoseThatExist(t *testing.T) {
 	var ids []string
 	for i := range 3 {
 		id := "g@" + string(rune('a'+i))
-		_ = s.Create(ctx, newItem(id), workitems.CreateLimits{})
+		_ = s.Create(ctx, newItem(id), itemstore.CreateLimits{})
 		ids = append(ids, id)
 	}
 	got, err := s.GetMany(ctx, append(ids, "missing"))

@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/lib/shorten"
+	"outerloop/workitems"
 )
 
 // ErrNoPatch means no patch is stored for that attempt of the item.
@@ -42,16 +43,16 @@ type LastDelivered struct {
 // transient) and nothing changes, so two items finishing at once cannot both deliver it. The
 // store decides nothing: the delivery finds the change already there and the policy's
 // already_delivered row closes it.
-func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Verdict, del *Delivery, patch []byte) (*Item, error) {
+func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d workitems.Decision, v *workitems.Verdict, del *workitems.Delivery, patch []byte) (*workitems.Item, error) {
 	cur, err := s.Get(ctx, f.Item)
 	if err != nil {
 		return nil, err
 	}
 	lastKey := s.k.delivered(cur.Template) // an item's template never changes
 	var becomesLast *LastDelivered
-	return s.updateWatched(ctx, f.Item, f, []string{lastKey}, func(tx *redis.Tx, it *Item) ([]Event, error) {
+	return s.updateWatched(ctx, f.Item, f, []string{lastKey}, func(tx *redis.Tx, it *workitems.Item) ([]workitems.Event, error) {
 		becomesLast = nil
-		if err := guard(OpDecide, it, f.Attempt); err != nil {
+		if err := guard(workitems.OpDecide, it, f.Attempt); err != nil {
 			return nil, err
 		}
 		a := it.Current()
@@ -60,26 +61,26 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 			d.At = now
 		}
 		a.Verified = v
-		var evs []Event
+		var evs []workitems.Event
 		if del != nil {
 			rec := *del
 			rec.Attempt = a.N
 			if rec.At.IsZero() {
 				rec.At = now
 			}
-			if d.Outcome == OutcomeClose && rec.Mode == DeliverPatch && rec.Outcome == DeliveryPatched {
+			if d.Outcome == workitems.OutcomeClose && rec.Mode == workitems.DeliverPatch && rec.Outcome == workitems.DeliveryPatched {
 				last, err := readLastDelivered(ctx, tx, lastKey)
 				if err != nil {
 					return nil, err
 				}
 				if last != nil && last.Item != it.ID && last.BaseTree == rec.BaseTree && last.Tree == rec.Tree {
-					return nil, Classify(ClassTransient, fmt.Errorf("workitems: item %s: %w: item %s attempt %d delivered tree %s on base tree %s",
+					return nil, workitems.Classify(workitems.ClassTransient, fmt.Errorf("workitems: item %s: %w: item %s attempt %d delivered tree %s on base tree %s",
 						it.ID, ErrDeliveredMeanwhile, last.Item, last.Attempt, shorten.SHA(rec.Tree), shorten.SHA(rec.BaseTree)))
 				}
 				becomesLast = &LastDelivered{BaseTree: rec.BaseTree, Tree: rec.Tree, Item: it.ID, Attempt: a.N, Commit: rec.Commit}
 			}
 			a.Delivery, it.Delivery = &rec, &rec
-			data := map[string]string{"step": string(StepRecorded), "mode": string(rec.Mode), "outcome": string(rec.Outcome)}
+			data := map[string]string{"step": string(workitems.StepRecorded), "mode": string(rec.Mode), "outcome": string(rec.Outcome)}
 			if rec.Commit != "" {
 				data["commit"] = rec.Commit
 			}
@@ -94,11 +95,11 @@ func (s *Store) RecordDelivery(ctx context.Context, f *Fence, d Decision, v *Ver
 			if rec.Error != "" {
 				msg += ": " + rec.Error
 			}
-			evs = append(evs, Event{Type: EventDelivery, Attempt: a.N, Message: msg, Data: data})
+			evs = append(evs, workitems.Event{Type: workitems.EventDelivery, Attempt: a.N, Message: msg, Data: data})
 		}
-		more, err := s.applyDecision(OpDecide, it, a, d)
+		more, err := s.applyDecision(workitems.OpDecide, it, a, d)
 		return append(evs, more...), err
-	}, func(it *Item, p pipeliner) {
+	}, func(it *workitems.Item, p pipeliner) {
 		if len(patch) > 0 {
 			p.Set(ctx, s.k.patch(it.ID, f.Attempt), patch, 0)
 		}

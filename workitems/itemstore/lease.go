@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // acquireLease takes the lease of an attempt and bumps its fencing epoch, unless a live lease of
@@ -109,7 +111,7 @@ func (s *Store) AcquireLease(ctx context.Context, item string, n int, holder str
 		return nil, fmt.Errorf("workitems: lease %s attempt %d: %w", item, n, err)
 	}
 	if res[0] < 0 {
-		return nil, fmt.Errorf("workitems: lease %s attempt %d (expires in %dms): %w", item, n, res[1], ErrLeaseHeld)
+		return nil, fmt.Errorf("workitems: lease %s attempt %d (expires in %dms): %w", item, n, res[1], workitems.ErrLeaseHeld)
 	}
 	return &Fence{Item: item, Attempt: n, Epoch: res[0], Holder: holder}, nil
 }
@@ -124,7 +126,7 @@ func (s *Store) RenewLease(ctx context.Context, f *Fence, ttl time.Duration) err
 		return fmt.Errorf("workitems: renew lease %s attempt %d: %w", f.Item, f.Attempt, err)
 	}
 	if ok == 0 {
-		return fmt.Errorf("workitems: renew lease %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
+		return fmt.Errorf("workitems: renew lease %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, workitems.ErrLeaseLost)
 	}
 	return nil
 }
@@ -157,7 +159,7 @@ type CheckpointWrite struct {
 	History [][]byte // appended
 	// Snapshot replaces the stored workspace diff; nil keeps it (the tree did not change). One
 	// that is too large or failed deletes it, so that no diff outlives the tree it recreates.
-	Snapshot *Snapshot
+	Snapshot *workitems.Snapshot
 	// Reset drops the history first: the attempt starts over from its first step.
 	Reset bool
 	// Charge, when set, charges the attempt's spend so far in the same write (charge.go).
@@ -221,13 +223,13 @@ func (s *Store) WriteChargedCheckpoint(ctx context.Context, f *Fence, w Checkpoi
 		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d: %w", f.Item, f.Attempt, err)
 	}
 	if n, _ := res[0].(int64); n < 0 {
-		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
+		return Charged{}, fmt.Errorf("workitems: checkpoint %s attempt %d epoch %d: %w", f.Item, f.Attempt, f.Epoch, workitems.ErrLeaseLost)
 	}
 	if len(res) < 3 {
 		return Charged{}, nil
 	}
 	after, before := parseSpend(replyStrings(res[1])), parseSpend(replyStrings(res[2]))
-	return Charged{Total: after, Delta: rest(after, before)}, nil
+	return Charged{Total: after, Delta: workitems.Remainder(after, before)}, nil
 }
 
 // LoadCheckpoint returns an attempt's last checkpoint (nil when none) and its history.

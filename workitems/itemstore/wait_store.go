@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // ErrWaitEnded means a wake named a wait the item is no longer in: another wake decided first,
@@ -17,12 +19,12 @@ var ErrWaitEnded = errors.New("the wait has ended")
 // park records a wait decision: the item keeps its attempt (still verifying, by CI or by a
 // person) and waits without a worker. The wait takes the forge, repository, commit and pull
 // request from the item's latest delivery.
-func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
-	if d.Wait == nil || !slicesContains(AllWaitKinds(), d.Wait.Kind) {
-		return nil, fmt.Errorf("workitems: item %s: a wait decision needs a wait kind (one of %v)", it.ID, AllWaitKinds())
+func (s *Store) park(op workitems.Op, it *workitems.Item, a *workitems.Attempt, d workitems.Decision) ([]workitems.Event, error) {
+	if d.Wait == nil || !slicesContains(workitems.AllWaitKinds(), d.Wait.Kind) {
+		return nil, fmt.Errorf("workitems: item %s: a wait decision needs a wait kind (one of %v)", it.ID, workitems.AllWaitKinds())
 	}
 	now := s.Now().UTC()
-	w := &Wait{Kind: d.Wait.Kind, Attempt: a.N, Since: now, Deadline: d.Wait.Deadline.UTC(), Reason: firstNonEmpty(d.Summary, joinReasons(d.Reasons))}
+	w := &workitems.Wait{Kind: d.Wait.Kind, Attempt: a.N, Since: now, Deadline: d.Wait.Deadline.UTC(), Reason: firstNonEmpty(d.Summary, joinReasons(d.Reasons))}
 	if w.Deadline.IsZero() || w.Deadline.Before(now) {
 		w.Deadline = now
 	}
@@ -34,7 +36,7 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 		prevSeq = it.Wait.Seq
 		w.PushedAt, w.LocalRule, w.LocalSummary, w.InfraReruns = it.Wait.PushedAt, it.Wait.LocalRule, it.Wait.LocalSummary, it.Wait.InfraReruns
 	}
-	w.Seq = max(prevSeq, it.waitSeqs()) + 1
+	w.Seq = max(prevSeq, it.WaitSeqs()) + 1
 	if del := it.Delivery; del != nil && del.Attempt == a.N {
 		w.SHA = del.PushedSHA
 		if del.PR != nil {
@@ -51,35 +53,23 @@ func (s *Store) park(op Op, it *Item, a *Attempt, d Decision) ([]Event, error) {
 	}
 	first := d.Wait.PollIn
 	if first <= 0 {
-		first = DefaultFirstPoll
+		first = workitems.DefaultFirstPoll
 	}
 	w.NextPoll = minTime(now.Add(first), w.Deadline)
 	d.Next = nil
 	it.Decisions = append(it.Decisions, d)
-	evs := []Event{
-		{Type: EventDecision, Attempt: a.N, Actor: d.Actor, Message: d.Summary,
+	evs := []workitems.Event{
+		{Type: workitems.EventDecision, Attempt: a.N, Actor: d.Actor, Message: d.Summary,
 			Data: map[string]string{"outcome": string(d.Outcome), "rule": string(d.Rule), "reasons": joinReasons(d.Reasons)}},
-		{Type: EventWaiting, Attempt: a.N, Message: "waiting for " + w.String(),
+		{Type: workitems.EventWaiting, Attempt: a.N, Message: "waiting for " + w.String(),
 			Data: map[string]string{"kind": string(w.Kind), "sha": w.SHA, "pr": strconv.Itoa(w.PR),
 				"deadline": w.Deadline.Format(time.RFC3339), "seq": strconv.FormatInt(w.Seq, 10)}},
 	}
-	if err := take(op, it, StateWaiting); err != nil {
+	if err := take(op, it, workitems.StateWaiting); err != nil {
 		return nil, err
 	}
 	it.Wait = w
 	return evs, nil
-}
-
-// waitSeqs is the number of wait decisions the item has recorded, so a new wait's Seq is new
-// even after the item left waiting and came back (a retry's next attempt).
-func (it *Item) waitSeqs() int64 {
-	var n int64
-	for _, d := range it.Decisions {
-		if d.Outcome == OutcomeWait {
-			n++
-		}
-	}
-	return n
 }
 
 // Wake records the decision on a waiting item's evidence: close, retry (the next attempt),
@@ -87,12 +77,12 @@ func (it *Item) waitSeqs() int64 {
 // ends; ErrWaitEnded when the item is no longer in it (nothing is written). del, when set,
 // replaces the item's latest delivery record (the checks read, the merge commit, the pull
 // request's state). The woken event says by what.
-func (s *Store) Wake(ctx context.Context, id string, seq int64, by WakeReason, d Decision, del *Delivery) (*Item, error) {
-	if !slicesContains(AllWakeReasons(), by) {
-		return nil, fmt.Errorf("workitems: wake %s: reason %q is not one of %v", id, by, AllWakeReasons())
+func (s *Store) Wake(ctx context.Context, id string, seq int64, by workitems.WakeReason, d workitems.Decision, del *workitems.Delivery) (*workitems.Item, error) {
+	if !slicesContains(workitems.AllWakeReasons(), by) {
+		return nil, fmt.Errorf("workitems: wake %s: reason %q is not one of %v", id, by, workitems.AllWakeReasons())
 	}
-	return s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
-		if err := guard(OpWake, it, 0); err != nil {
+	return s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
+		if err := guard(workitems.OpWake, it, 0); err != nil {
 			return nil, err
 		}
 		if it.Wait == nil || it.Wait.Seq != seq {
@@ -105,20 +95,20 @@ func (s *Store) Wake(ctx context.Context, id string, seq int64, by WakeReason, d
 		if d.At.IsZero() {
 			d.At = s.Now().UTC()
 		}
-		evs := []Event{{Type: EventWoken, Attempt: a.N, Message: fmt.Sprintf("woken by %s after waiting for %s", by, it.Wait.String()),
+		evs := []workitems.Event{{Type: workitems.EventWoken, Attempt: a.N, Message: fmt.Sprintf("woken by %s after waiting for %s", by, it.Wait.String()),
 			Data: map[string]string{"by": string(by), "kind": string(it.Wait.Kind), "seq": strconv.FormatInt(seq, 10)}}}
 		if del != nil {
 			rec := *del
 			rec.Attempt = a.N
 			a.Delivery, it.Delivery = &rec, &rec
 		}
-		more, err := s.applyDecision(OpWake, it, a, d)
+		more, err := s.applyDecision(workitems.OpWake, it, a, d)
 		return append(evs, more...), err
 	})
 }
 
 // indexWait keeps the waiting indexes in step with the item's Wait, in the item's MULTI.
-func (s *Store) indexWait(ctx context.Context, p pipeliner, it *Item, before *Wait) {
+func (s *Store) indexWait(ctx context.Context, p pipeliner, it *workitems.Item, before *workitems.Wait) {
 	after := it.Wait
 	if before != nil && (after == nil || after.Seq != before.Seq) {
 		p.ZRem(ctx, s.k.waits(), it.ID)
@@ -200,7 +190,7 @@ func (s *Store) WaitingCount(ctx context.Context) (int64, error) {
 }
 
 // WaitingByKind counts the waiting items by what they wait for (one HGETALL).
-func (s *Store) WaitingByKind(ctx context.Context) (map[WaitKind]int64, error) {
+func (s *Store) WaitingByKind(ctx context.Context) (map[workitems.WaitKind]int64, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.waitKinds()).Result()
 	if err != nil {
 		return nil, err
@@ -209,9 +199,9 @@ func (s *Store) WaitingByKind(ctx context.Context) (map[WaitKind]int64, error) {
 }
 
 // waitKindCounts reads the waitkinds hash: every kind, absent ones at zero.
-func waitKindCounts(m map[string]string) map[WaitKind]int64 {
-	out := map[WaitKind]int64{}
-	for _, k := range AllWaitKinds() {
+func waitKindCounts(m map[string]string) map[workitems.WaitKind]int64 {
+	out := map[workitems.WaitKind]int64{}
+	for _, k := range workitems.AllWaitKinds() {
 		n, _ := strconv.ParseInt(m[string(k)], 10, 64)
 		out[k] = max(n, 0)
 	}
@@ -231,8 +221,8 @@ func (s *Store) PollLag(ctx context.Context, now time.Time) (time.Duration, erro
 
 // Waiting lists waiting items whose wait began before since (oldest first is not kept: the
 // page is by next poll), at most limit: the inbox's "waiting for a person" reads it.
-func (s *Store) Waiting(ctx context.Context, offset, limit int) ([]*Item, error) {
-	ids, err := s.rdb.ZRange(ctx, s.k.state(StateWaiting), int64(offset), int64(offset+limit-1)).Result()
+func (s *Store) Waiting(ctx context.Context, offset, limit int) ([]*workitems.Item, error) {
+	ids, err := s.rdb.ZRange(ctx, s.k.state(workitems.StateWaiting), int64(offset), int64(offset+limit-1)).Result()
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestAttemptStatesMoveForwardThroughTheList follows one attempt through the store's named
@@ -14,7 +15,7 @@ func TestAttemptStatesMoveForwardThroughTheList(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem("v"), workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, newItem("v"), itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	all := workitems.AllAttemptStates()
@@ -48,7 +49,7 @@ func TestResolveRefusesAnActionNotListed(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	_ = s.Create(ctx, newItem("r"), workitems.CreateLimits{})
+	_ = s.Create(ctx, newItem("r"), itemstore.CreateLimits{})
 	if _, err := s.Resolve(ctx, "r", workitems.Resolution{Action: "reopen", Actor: "p"}); err == nil {
 		t.Fatal("an unlisted action was applied")
 	}

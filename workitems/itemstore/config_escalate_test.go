@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestAConfigChangeEscalatesAlongOpEscalate: EscalateConfigChange takes OpEscalate's edges
@@ -17,7 +18,7 @@ func TestAConfigChangeEscalatesAlongOpEscalate(t *testing.T) {
 	ctx := context.Background()
 	d := workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: workitems.ConfigTemplateRemoved.Rule(), Summary: "template removed"}
 	for _, id := range []string{"queued", "verifying"} {
-		if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {
+		if err := s.Create(ctx, newItem(id), itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // indexFixture: six items over two templates, in several states, with distinct spends.
-func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitems.ListOptions) string) {
+func indexFixture(t *testing.T) (*itemstore.Store, *redistest.Env, func(itemstore.ListOptions) string) {
 	t.Helper()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	s := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	ctx := context.Background()
 	// id: template, end state, cost
 	plan := []struct {
@@ -32,7 +33,7 @@ func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitem
 		clock.Advance(time.Minute)
 		it := newItem(fmt.Sprintf("i%d", i))
 		it.Template = p.tmpl
-		if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Update(ctx, it.ID, nil, func(it *workitems.Item) ([]workitems.Event, error) {
@@ -45,7 +46,7 @@ func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitem
 			t.Fatal(err)
 		}
 	}
-	return s, env, func(o workitems.ListOptions) string {
+	return s, env, func(o itemstore.ListOptions) string {
 		t.Helper()
 		items, err := s.List(ctx, o)
 		if err != nil {
@@ -60,22 +61,22 @@ func indexFixture(t *testing.T) (*workitems.Store, *redistest.Env, func(workitem
 }
 
 var indexCases = map[string]struct {
-	o    workitems.ListOptions
+	o    itemstore.ListOptions
 	want string
 }{
-	"newest":                    {workitems.ListOptions{}, "i5,i4,i3,i2,i1,i0"},
-	"oldest page":               {workitems.ListOptions{Sort: workitems.SortOldest, Limit: 2, Offset: 1}, "i1,i2"},
-	"spend":                     {workitems.ListOptions{Sort: workitems.SortSpend}, "i3,i1,i4,i0,i2,i5"},
-	"state":                     {workitems.ListOptions{State: workitems.StateCancelled}, "i4,i3,i0"},
-	"state page":                {workitems.ListOptions{State: workitems.StateCancelled, Limit: 1, Offset: 1}, "i3"},
-	"state oldest":              {workitems.ListOptions{State: workitems.StateCancelled, Sort: workitems.SortOldest}, "i0,i3,i4"},
-	"state by spend":            {workitems.ListOptions{State: workitems.StateRunning, Sort: workitems.SortSpend}, "i1,i2"},
-	"template":                  {workitems.ListOptions{Template: "a"}, "i5,i3,i2,i0"},
-	"template by spend":         {workitems.ListOptions{Template: "a", Sort: workitems.SortSpend, Limit: 2}, "i3,i0"},
-	"state and template":        {workitems.ListOptions{State: workitems.StateCancelled, Template: "a"}, "i3,i0"},
-	"state, template and spend": {workitems.ListOptions{State: workitems.StateCancelled, Template: "a", Sort: workitems.SortSpend}, "i3,i0"},
-	"a state with none":         {workitems.ListOptions{State: workitems.StateFailed}, ""},
-	"past the end":              {workitems.ListOptions{State: workitems.StateCancelled, Offset: 3}, ""},
+	"newest":                    {itemstore.ListOptions{}, "i5,i4,i3,i2,i1,i0"},
+	"oldest page":               {itemstore.ListOptions{Sort: itemstore.SortOldest, Limit: 2, Offset: 1}, "i1,i2"},
+	"spend":                     {itemstore.ListOptions{Sort: itemstore.SortSpend}, "i3,i1,i4,i0,i2,i5"},
+	"state":                     {itemstore.ListOptions{State: workitems.StateCancelled}, "i4,i3,i0"},
+	"state page":                {itemstore.ListOptions{State: workitems.StateCancelled, Limit: 1, Offset: 1}, "i3"},
+	"state oldest":              {itemstore.ListOptions{State: workitems.StateCancelled, Sort: itemstore.SortOldest}, "i0,i3,i4"},
+	"state by spend":            {itemstore.ListOptions{State: workitems.StateRunning, Sort: itemstore.SortSpend}, "i1,i2"},
+	"template":                  {itemstore.ListOptions{Template: "a"}, "i5,i3,i2,i0"},
+	"template by spend":         {itemstore.ListOptions{Template: "a", Sort: itemstore.SortSpend, Limit: 2}, "i3,i0"},
+	"state and template":        {itemstore.ListOptions{State: workitems.StateCancelled, Template: "a"}, "i3,i0"},
+	"state, template and spend": {itemstore.ListOptions{State: workitems.StateCancelled, Template: "a", Sort: itemstore.SortSpend}, "i3,i0"},
+	"a state with none":         {itemstore.ListOptions{State: workitems.StateFailed}, ""},
+	"past the end":              {itemstore.ListOptions{State: workitems.StateCancelled, Offset: 3}, ""},
 }
 
 func TestEveryFilterAndOrderReadsItsPageFromAnIndex(t *testing.T) {
@@ -87,13 +88,13 @@ func TestEveryFilterAndOrderReadsItsPageFromAnIndex(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	for o, want := range map[workitems.ListOptions]int{{}: 6, {State: workitems.StateCancelled}: 3, {Template: "b"}: 2,
+	for o, want := range map[itemstore.ListOptions]int{{}: 6, {State: workitems.StateCancelled}: 3, {Template: "b"}: 2,
 		{State: workitems.StateRunning, Template: "a"}: 1} {
 		if n, err := s.Count(ctx, o); err != nil || n != want {
 			t.Errorf("count %+v: %d, %v, want %d", o, n, err, want)
 		}
 	}
-	if _, err := s.List(ctx, workitems.ListOptions{Sort: "cheapest"}); err == nil || !strings.Contains(err.Error(), "cheapest") {
+	if _, err := s.List(ctx, itemstore.ListOptions{Sort: "cheapest"}); err == nil || !strings.Contains(err.Error(), "cheapest") {
 		t.Fatalf("unknown sort: %v", err)
 	}
 }
@@ -116,7 +117,7 @@ func TestMigrateIndexesBuildsTheOrderedIndexesOfAnOlderStore(t *testing.T) {
 	if cur, err := s.IndexesCurrent(ctx); err != nil || cur {
 		t.Fatalf("an old store reads as current: %v, %v", cur, err)
 	}
-	if got := ids(workitems.ListOptions{State: workitems.StateCancelled}); got != "" {
+	if got := ids(itemstore.ListOptions{State: workitems.StateCancelled}); got != "" {
 		t.Fatalf("before migrating the state index is empty, got %s", got)
 	}
 	n, err := s.MigrateIndexes(ctx, 4) // two batches
@@ -145,12 +146,12 @@ func TestEscalationsArePagedOldestFirst(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	s := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	ctx := context.Background()
 	for i := range 5 {
 		clock.Advance(time.Minute)
 		id := fmt.Sprintf("e%d", i)
-		if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {
+		if err := s.Create(ctx, newItem(id), itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
@@ -176,7 +177,7 @@ func TestRecentEndedReadsTheStateIndexesNewestFirst(t *testing.T) {
 	t.Parallel()
 	s, _, _ := indexFixture(t)
 	ctx := context.Background()
-	show := func(rs []workitems.Recent) string {
+	show := func(rs []itemstore.Recent) string {
 		var out []string
 		for _, r := range rs {
 			out = append(out, r.ID+":"+string(r.State)+"@"+r.CreatedAt.Format("15:04"))

@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/lib/redistest"
+	"outerloop/workitems"
 )
 
 // TestEachNamedTransitionAgainstEveryState runs every named store operation on an item in
@@ -26,76 +27,76 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 	ctx := context.Background()
 	type op struct {
 		name  string
-		op    Op
-		moves map[State]State // allowed source → resulting state
-		noop  bool            // refusal is silent (nil error, nothing changed)
+		op    workitems.Op
+		moves map[workitems.State]workitems.State // allowed source → resulting state
+		noop  bool                                // refusal is silent (nil error, nothing changed)
 		run   func(s *Store, id string, f *Fence) error
 	}
-	base := WorkspaceBase{Kind: BaseKind("git"), Commit: "c0ffee", Tree: "7ree"}
+	base := workitems.WorkspaceBase{Kind: workitems.BaseKind("git"), Commit: "c0ffee", Tree: "7ree"}
 	ops := []op{
 		// StartAttempt starts a queued attempt (OpStart) or resumes a running or verifying one
 		// (OpResume); it is refused as OpStart.
-		{"StartAttempt", OpStart, map[State]State{StateQueued: StateRunning, StateRunning: StateRunning, StateVerifying: StateVerifying}, false,
+		{"StartAttempt", workitems.OpStart, map[workitems.State]workitems.State{workitems.StateQueued: workitems.StateRunning, workitems.StateRunning: workitems.StateRunning, workitems.StateVerifying: workitems.StateVerifying}, false,
 			func(s *Store, id string, f *Fence) error { _, _, err := s.StartAttempt(ctx, f, "w"); return err }},
-		{"RecordWorkspace", OpRecordWorkspace, map[State]State{StateRunning: StateRunning}, false,
+		{"RecordWorkspace", workitems.OpRecordWorkspace, map[workitems.State]workitems.State{workitems.StateRunning: workitems.StateRunning}, false,
 			func(s *Store, id string, f *Fence) error { _, err := s.RecordWorkspace(ctx, f, base, ""); return err }},
-		{"RecordExit", OpExit, map[State]State{StateRunning: StateVerifying}, false,
+		{"RecordExit", workitems.OpExit, map[workitems.State]workitems.State{workitems.StateRunning: workitems.StateVerifying}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.RecordExit(ctx, f, Exit{Reason: ExitCompleted}, Spend{CostUSD: 1}, "", false)
+				_, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 1}, "", false)
 				return err
 			}},
-		{"RecordDecision", OpDecide, map[State]State{StateVerifying: StateClosed}, false,
+		{"RecordDecision", workitems.OpDecide, map[workitems.State]workitems.State{workitems.StateVerifying: workitems.StateClosed}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.RecordDecision(ctx, f, Decision{Outcome: OutcomeClose, Actor: "verifier"}, nil)
+				_, err := s.RecordDecision(ctx, f, workitems.Decision{Outcome: workitems.OutcomeClose, Actor: "verifier"}, nil)
 				return err
 			}},
-		{"RecordDelivery", OpDecide, map[State]State{StateVerifying: StateEscalated}, false,
+		{"RecordDelivery", workitems.OpDecide, map[workitems.State]workitems.State{workitems.StateVerifying: workitems.StateEscalated}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.RecordDelivery(ctx, f, Decision{Outcome: OutcomeEscalate, Rule: "r", Actor: "verifier"}, nil, nil, nil)
+				_, err := s.RecordDelivery(ctx, f, workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "r", Actor: "verifier"}, nil, nil, nil)
 				return err
 			}},
-		{"Wake", OpWake, map[State]State{StateWaiting: StateClosed}, false,
+		{"Wake", workitems.OpWake, map[workitems.State]workitems.State{workitems.StateWaiting: workitems.StateClosed}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.Wake(ctx, id, 1, WakePoll, Decision{Outcome: OutcomeClose, Rule: "checks_passed", Actor: "verifier"}, nil)
+				_, err := s.Wake(ctx, id, 1, workitems.WakePoll, workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "checks_passed", Actor: "verifier"}, nil)
 				return err
 			}},
-		{"MarkQueued", OpMarkQueued, map[State]State{StateRetryWait: StateQueued}, true,
+		{"MarkQueued", workitems.OpMarkQueued, map[workitems.State]workitems.State{workitems.StateRetryWait: workitems.StateQueued}, true,
 			func(s *Store, id string, f *Fence) error { _, err := s.MarkQueued(ctx, id, 1); return err }},
-		{"ResolveClose", OpResolveClose, map[State]State{StateEscalated: StateClosed}, false,
+		{"ResolveClose", workitems.OpResolveClose, map[workitems.State]workitems.State{workitems.StateEscalated: workitems.StateClosed}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveClose, Actor: "p"})
+				_, err := s.Resolve(ctx, id, workitems.Resolution{Action: workitems.ResolveClose, Actor: "p"})
 				return err
 			}},
-		{"ResolveRetry", OpResolveRetry, map[State]State{StateWaiting: StateQueued, StateEscalated: StateQueued}, false,
+		{"ResolveRetry", workitems.OpResolveRetry, map[workitems.State]workitems.State{workitems.StateWaiting: workitems.StateQueued, workitems.StateEscalated: workitems.StateQueued}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveRetry, Actor: "p", Input: "try the other fix"})
+				_, err := s.Resolve(ctx, id, workitems.Resolution{Action: workitems.ResolveRetry, Actor: "p", Input: "try the other fix"})
 				return err
 			}},
-		{"ResolveCancel", OpCancel, map[State]State{StateQueued: StateCancelled, StateRunning: StateCancelled, StateVerifying: StateCancelled,
-			StateWaiting: StateCancelled, StateRetryWait: StateCancelled, StateEscalated: StateCancelled}, false,
+		{"ResolveCancel", workitems.OpCancel, map[workitems.State]workitems.State{workitems.StateQueued: workitems.StateCancelled, workitems.StateRunning: workitems.StateCancelled, workitems.StateVerifying: workitems.StateCancelled,
+			workitems.StateWaiting: workitems.StateCancelled, workitems.StateRetryWait: workitems.StateCancelled, workitems.StateEscalated: workitems.StateCancelled}, false,
 			func(s *Store, id string, f *Fence) error {
-				_, err := s.Resolve(ctx, id, Resolution{Action: ResolveCancel, Actor: "p"})
+				_, err := s.Resolve(ctx, id, workitems.Resolution{Action: workitems.ResolveCancel, Actor: "p"})
 				return err
 			}},
-		{"Fail", OpFail, map[State]State{StateQueued: StateFailed, StateRunning: StateFailed, StateVerifying: StateFailed, StateWaiting: StateFailed}, false,
+		{"Fail", workitems.OpFail, map[workitems.State]workitems.State{workitems.StateQueued: workitems.StateFailed, workitems.StateRunning: workitems.StateFailed, workitems.StateVerifying: workitems.StateFailed, workitems.StateWaiting: workitems.StateFailed}, false,
 			func(s *Store, id string, f *Fence) error { _, err := s.Fail(ctx, id, nil, "template gone"); return err }},
 	}
 	for _, o := range ops {
 		// The operation's sources come from the one edge table; this test's list is the spec.
-		want := []State{}
-		for _, st := range AllStates() {
+		want := []workitems.State{}
+		for _, st := range workitems.AllStates() {
 			if _, ok := o.moves[st]; ok {
 				want = append(want, st)
 			}
 		}
 		got := o.op.Sources()
-		if o.op == OpStart {
-			got = append(got, OpResume.Sources()...)
+		if o.op == workitems.OpStart {
+			got = append(got, workitems.OpResume.Sources()...)
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: the edge table gives sources %v, want %v", o.op, got, want)
 		}
-		for _, from := range AllStates() {
+		for _, from := range workitems.AllStates() {
 			to, allowed := o.moves[from]
 			verb := "DoesNot" + o.name
 			if allowed {
@@ -105,16 +106,16 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 				t.Parallel()
 				id := "it"
 				s := NewStore(env.Client, fmt.Sprintf("%s%s-%s:", env.Prefix, o.name, from))
-				it := &Item{ID: id, Template: "tmpl", Goal: "g", Origin: Origin{Kind: OriginManual, Actor: "t"},
-					Budget: Budget{WallTime: Duration(time.Minute)}, MaxAttempts: 3}
+				it := &workitems.Item{ID: id, Template: "tmpl", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "t"},
+					Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
 				if err := s.Create(ctx, it, CreateLimits{}); err != nil {
 					t.Fatal(err)
 				}
 				// Seed the state directly: the operation under test is the only edge taken.
-				if _, err := s.Update(ctx, id, nil, func(it *Item) ([]Event, error) {
+				if _, err := s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
 					it.State = from
-					if from == StateWaiting {
-						it.Wait = &Wait{Kind: WaitCI, Seq: 1, Attempt: 1, SHA: "5ha", Forge: "f", Repo: "o/r", PR: 7}
+					if from == workitems.StateWaiting {
+						it.Wait = &workitems.Wait{Kind: workitems.WaitCI, Seq: 1, Attempt: 1, SHA: "5ha", Forge: "f", Repo: "o/r", PR: 7}
 					}
 					return nil, nil
 				}); err != nil {
@@ -136,13 +137,13 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 					}
 					return
 				}
-				var refused *RefusedError
+				var refused *workitems.RefusedError
 				switch {
 				case o.noop && err != nil:
 					t.Fatalf("from %s: %v, want a silent no-op", from, err)
 				case !o.noop && (!errors.As(err, &refused) || refused.Op != o.op || refused.State != from):
 					t.Fatalf("from %s: %v, want a *RefusedError of %s in %s", from, err, o.op, from)
-				case !o.noop && !errors.Is(err, ErrInvalidTransition):
+				case !o.noop && !errors.Is(err, workitems.ErrInvalidTransition):
 					t.Fatalf("from %s: %v does not match ErrInvalidTransition", from, err)
 				}
 				if after := dumpKeys(t, env.Client, s.Prefix()); after != before {
@@ -157,23 +158,23 @@ func TestEachNamedTransitionAgainstEveryState(t *testing.T) {
 // state-changing edges, and every operation has at least one edge.
 func TestEveryEdgeHasOneOperation(t *testing.T) {
 	t.Parallel()
-	seen := map[[2]State]Op{}
-	for _, e := range Edges() {
+	seen := map[[2]workitems.State]workitems.Op{}
+	for _, e := range workitems.Edges() {
 		if e.From == e.To {
-			if _, err := Transition(e.From, e.To); err == nil {
+			if _, err := workitems.Transition(e.From, e.To); err == nil {
 				t.Errorf("Transition accepts the state-keeping edge %s of %s", e.From, e.Op)
 			}
 			continue
 		}
-		if _, err := Transition(e.From, e.To); err != nil {
+		if _, err := workitems.Transition(e.From, e.To); err != nil {
 			t.Errorf("edge %s→%s of %s refused by Transition: %v", e.From, e.To, e.Op, err)
 		}
-		if prev, ok := seen[[2]State{e.From, e.To}]; ok {
+		if prev, ok := seen[[2]workitems.State{e.From, e.To}]; ok {
 			t.Errorf("edge %s→%s labelled twice: %s and %s", e.From, e.To, prev, e.Op)
 		}
-		seen[[2]State{e.From, e.To}] = e.Op
+		seen[[2]workitems.State{e.From, e.To}] = e.Op
 	}
-	for _, op := range AllOps() {
+	for _, op := range workitems.AllOps() {
 		if len(op.Sources()) == 0 {
 			t.Errorf("operation %s has no edge", op)
 		}
@@ -187,7 +188,7 @@ func TestAFencedOutWorkerWritesNoEvent(t *testing.T) {
 	env := redistest.New(t)
 	ctx := context.Background()
 	s := NewStore(env.Client, env.Prefix)
-	it := &Item{ID: "ev", Template: "tmpl", Goal: "g", Origin: Origin{Kind: OriginManual, Actor: "t"}}
+	it := &workitems.Item{ID: "ev", Template: "tmpl", Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "t"}}
 	if err := s.Create(ctx, it, CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestAFencedOutWorkerWritesNoEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EmitFenced(ctx, old, Event{Type: EventStep, Attempt: 1, Message: "A's step while it holds the lease"}); err != nil {
+	if err := s.EmitFenced(ctx, old, workitems.Event{Type: workitems.EventStep, Attempt: 1, Message: "A's step while it holds the lease"}); err != nil {
 		t.Fatalf("the holder's event: %v", err)
 	}
 	if err := s.ReleaseLease(ctx, old); err != nil {
@@ -205,8 +206,8 @@ func TestAFencedOutWorkerWritesNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dumpKeys(t, env.Client, env.Prefix)
-	err = s.EmitFenced(ctx, old, Event{Type: EventStep, Attempt: 1, Message: "A's step after B took over"})
-	if !errors.Is(err, ErrLeaseLost) {
+	err = s.EmitFenced(ctx, old, workitems.Event{Type: workitems.EventStep, Attempt: 1, Message: "A's step after B took over"})
+	if !errors.Is(err, workitems.ErrLeaseLost) {
 		t.Fatalf("fenced-out event: %v, want ErrLeaseLost", err)
 	}
 	if after := dumpKeys(t, env.Client, env.Prefix); after != before {
@@ -218,7 +219,7 @@ func TestAFencedOutWorkerWritesNoEvent(t *testing.T) {
 	}
 	var steps []string
 	for _, e := range evs {
-		if e.Type == EventStep {
+		if e.Type == workitems.EventStep {
 			steps = append(steps, e.Message)
 		}
 	}

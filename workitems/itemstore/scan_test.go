@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestScanStateWalksOldestFirstThroughTies pages through a state whose items share creation
@@ -18,7 +19,7 @@ func TestScanStateWalksOldestFirstThroughTies(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
 	clock := fakeclock.New(time.UnixMilli(1_000_000))
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	s := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	ctx := context.Background()
 	var want []string
 	for i := range 7 {
@@ -26,7 +27,7 @@ func TestScanStateWalksOldestFirstThroughTies(t *testing.T) {
 			clock.Advance(time.Second)
 		}
 		id := fmt.Sprintf("s%d", i)
-		if err := s.Create(ctx, newItem(id), workitems.CreateLimits{}); err != nil {
+		if err := s.Create(ctx, newItem(id), itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, id)

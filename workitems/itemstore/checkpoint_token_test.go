@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // TestARetriedCheckpointWriteIsAppliedOnce: a write retried with its token (its reply was lost
@@ -16,7 +17,7 @@ func TestARetriedCheckpointWriteIsAppliedOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	_ = s.Create(ctx, newItem("tok"), workitems.CreateLimits{})
+	_ = s.Create(ctx, newItem("tok"), itemstore.CreateLimits{})
 	for _, in := range []string{"a", "b", "c"} {
 		_ = s.Steer(ctx, "tok", in, "t")
 	}
@@ -24,9 +25,9 @@ func TestARetriedCheckpointWriteIsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := workitems.CheckpointWrite{State: []byte(`{"next":1}`), History: [][]byte{[]byte("step 1")}, SteerTaken: 1,
-		Token: workitems.CheckpointToken(f, 1), Charge: &workitems.Charge{Template: "tmpl", Spend: workitems.Spend{CostUSD: 0.5}}}
-	var charged []workitems.Charged
+	first := itemstore.CheckpointWrite{State: []byte(`{"next":1}`), History: [][]byte{[]byte("step 1")}, SteerTaken: 1,
+		Token: itemstore.CheckpointToken(f, 1), Charge: &itemstore.Charge{Template: "tmpl", Spend: workitems.Spend{CostUSD: 0.5}}}
+	var charged []itemstore.Charged
 	for range 3 { // the write and two retries of it
 		c, err := s.WriteChargedCheckpoint(ctx, f, first)
 		if err != nil {
@@ -50,7 +51,7 @@ func TestARetriedCheckpointWriteIsAppliedOnce(t *testing.T) {
 	if charged[0].Delta.CostUSD != 0.5 || charged[1].Delta.CostUSD != 0 || charged[2].Total.CostUSD != 0.5 {
 		t.Fatalf("charges of the write and its retries: %+v, want 0.5 once", charged)
 	}
-	second := workitems.CheckpointWrite{State: []byte(`{"next":2}`), History: [][]byte{[]byte("step 2")}, Token: workitems.CheckpointToken(f, 2)}
+	second := itemstore.CheckpointWrite{State: []byte(`{"next":2}`), History: [][]byte{[]byte("step 2")}, Token: itemstore.CheckpointToken(f, 2)}
 	if err := s.WriteCheckpoint(ctx, f, second); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestARetriedCheckpointWriteIsAppliedOnce(t *testing.T) {
 	}
 	// A retry of the first write arriving after the second would be a writer bug; what must
 	// hold is that an untokened write (the benchmark's, an older caller's) appends every time.
-	plain := workitems.CheckpointWrite{State: []byte(`{}`), History: [][]byte{[]byte("x")}}
+	plain := itemstore.CheckpointWrite{State: []byte(`{}`), History: [][]byte{[]byte("x")}}
 	for range 2 {
 		if err := s.WriteCheckpoint(ctx, f, plain); err != nil {
 			t.Fatal(err)
@@ -77,7 +78,7 @@ func TestARetriedCheckpointWriteIsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if workitems.CheckpointToken(g, 1) == workitems.CheckpointToken(f, 1) {
-		t.Fatalf("two executions share token %s", workitems.CheckpointToken(g, 1))
+	if itemstore.CheckpointToken(g, 1) == itemstore.CheckpointToken(f, 1) {
+		t.Fatalf("two executions share token %s", itemstore.CheckpointToken(g, 1))
 	}
 }

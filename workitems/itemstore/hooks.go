@@ -1,9 +1,11 @@
-package workitems
+package itemstore
 
 import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // TransitionHook is called inside the MULTI of every update that changes an item's state,
@@ -15,7 +17,7 @@ import (
 // Redis does not roll a MULTI back: a queued command that fails at EXEC (a script error, a key
 // of the wrong type) still lets the others apply, and the update then reports that error though
 // the transition committed — so what a hook queues must not be able to fail.
-type TransitionHook func(ctx context.Context, p redis.Pipeliner, it *Item, from State, events []Event)
+type TransitionHook func(ctx context.Context, p redis.Pipeliner, it *workitems.Item, from workitems.State, events []workitems.Event)
 
 // LimitHook is called after Create refused an item for a limit (ErrDailyCap); it runs outside
 // any transaction, since a refusal writes nothing.
@@ -36,7 +38,7 @@ type hooks struct {
 	limit      []LimitHook
 }
 
-func (h hooks) onTransition(ctx context.Context, p redis.Pipeliner, it *Item, from State, events []Event) {
+func (h hooks) onTransition(ctx context.Context, p redis.Pipeliner, it *workitems.Item, from workitems.State, events []workitems.Event) {
 	for _, f := range h.transition {
 		f(ctx, p, it, from, events)
 	}

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
-func newStore(t *testing.T) (*workitems.Store, *redistest.Env) {
+func newStore(t *testing.T) (*itemstore.Store, *redistest.Env) {
 	t.Helper()
 	env := redistest.New(t)
-	return workitems.NewStore(env.Client, env.Prefix), env
+	return itemstore.NewStore(env.Client, env.Prefix), env
 }
 
 func newItem(id string) *workitems.Item {
@@ -25,7 +26,7 @@ func newItem(id string) *workitems.Item {
 		Budget: workitems.Budget{WallTime: workitems.Duration(time.Minute)}, MaxAttempts: 3}
 }
 
-func eventTypes(t *testing.T, s *workitems.Store, id string) []string {
+func eventTypes(t *testing.T, s *itemstore.Store, id string) []string {
 	t.Helper()
 	evs, err := s.Events(context.Background(), id, "", 1000, 0)
 	if err != nil {
@@ -52,7 +53,7 @@ func TestCreateExactlyOneOfConcurrentDuplicates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = s.Create(ctx, newItem("dup@1"), workitems.CreateLimits{})
+			results[i] = s.Create(ctx, newItem("dup@1"), itemstore.CreateLimits{})
 		}()
 	}
 	wg.Wait()
@@ -77,10 +78,10 @@ func TestCreateRespectsMaxOpenAndDailyCap(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem("a"), workitems.CreateLimits{MaxOpen: 1}); err != nil {
+	if err := s.Create(ctx, newItem("a"), itemstore.CreateLimits{MaxOpen: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, newItem("b"), workitems.CreateLimits{MaxOpen: 1}); !errors.Is(err, workitems.ErrMaxOpen) {
+	if err := s.Create(ctx, newItem("b"), itemstore.CreateLimits{MaxOpen: 1}); !errors.Is(err, itemstore.ErrMaxOpen) {
 		t.Fatalf("second open item: %v, want ErrMaxOpen", err)
 	}
 	if _, err := s.Get(ctx, "b"); !errors.Is(err, workitems.ErrNotFound) {
@@ -94,15 +95,15 @@ func TestCreateRespectsMaxOpenAndDailyCap(t *testing.T) {
 	if _, err := s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitCompleted}, workitems.Spend{CostUSD: 2}, "", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, newItem("c"), workitems.CreateLimits{DailyCostCap: 2}); !errors.Is(err, workitems.ErrDailyCap) {
+	if err := s.Create(ctx, newItem("c"), itemstore.CreateLimits{DailyCostCap: 2}); !errors.Is(err, itemstore.ErrDailyCap) {
 		t.Fatalf("over the daily cap: %v, want ErrDailyCap", err)
 	}
-	if err := s.Create(ctx, newItem("c"), workitems.CreateLimits{DailyCostCap: 2.5}); err != nil {
+	if err := s.Create(ctx, newItem("c"), itemstore.CreateLimits{DailyCostCap: 2.5}); err != nil {
 		t.Fatalf("under the daily cap: %v", err)
 	}
 }
 
-func mustLease(t *testing.T, s *workitems.Store, id string, n int) *workitems.Fence {
+func mustLease(t *testing.T, s *itemstore.Store, id string, n int) *itemstore.Fence {
 	t.Helper()
 	f, err := s.AcquireLease(context.Background(), id, n, "holder-"+t.Name(), time.Minute)
 	if err != nil {
@@ -115,7 +116,7 @@ func TestFullPathQueuedToClosedWithRetry(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem("p"), workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, newItem("p"), itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f := mustLease(t, s, "p", 1)
@@ -191,7 +192,7 @@ func TestARetryTheStoreMustNotTakeIsRefusedAndChangesNothing(t *testing.T) {
 			ctx := context.Background()
 			it := newItem("r")
 			it.MaxAttempts = c.max
-			if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+			if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 				t.Fatal(err)
 			}
 			f := mustLease(t, s, "r", 1)
@@ -217,7 +218,7 @@ func TestFencedWritesAreRejectedAfterTakeover(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	_ = s.Create(ctx, newItem("f"), workitems.CreateLimits{})
+	_ = s.Create(ctx, newItem("f"), itemstore.CreateLimits{})
 	old, err := s.AcquireLease(ctx, "f", 1, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -277,9 +278,9 @@ func TestFencedWritesAreRejectedAfterTakeover(t *testing.T) {
 func TestResolveActions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	escalate := func(t *testing.T, s *workitems.Store, id string) {
+	escalate := func(t *testing.T, s *itemstore.Store, id string) {
 		t.Helper()
-		_ = s.Create(ctx, newItem(id), workitems.CreateLimits{})
+		_ = s.Create(ctx, newItem(id), itemstore.CreateLimits{})
 		f := mustLease(t, s, id, 1)
 		_, _, _ = s.StartAttempt(ctx, f, "w")
 		_, _ = s.RecordExit(ctx, f, workitems.Exit{Reason: workitems.ExitBudgetExhausted, Budget: workitems.BudgetCostUSD}, workitems.Spend{CostUSD: 5}, "", false)
@@ -316,7 +317,7 @@ func TestResolveActions(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
 		escalate(t, s, "n")
-		if _, err := s.Resolve(ctx, "n", workitems.Resolution{Action: "retry", Actor: "bob"}); !errors.Is(err, workitems.ErrNoChange) {
+		if _, err := s.Resolve(ctx, "n", workitems.Resolution{Action: "retry", Actor: "bob"}); !errors.Is(err, itemstore.ErrNoChange) {
 			t.Fatalf("got %v", err)
 		}
 		if it, _ := s.Get(ctx, "n"); it.State != workitems.StateEscalated {
@@ -354,7 +355,7 @@ func TestSteerQueueDrainsInOrder(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	_ = s.Create(ctx, newItem("s"), workitems.CreateLimits{})
+	_ = s.Create(ctx, newItem("s"), itemstore.CreateLimits{})
 	if err := s.Steer(ctx, "s", "first", "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -381,14 +382,14 @@ func TestSteerLeavesTheQueueOnlyWithTheCheckpointHoldingIt(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	_ = s.Create(ctx, newItem("q"), workitems.CreateLimits{})
+	_ = s.Create(ctx, newItem("q"), itemstore.CreateLimits{})
 	_ = s.Steer(ctx, "q", "first", "a")
 	_ = s.Steer(ctx, "q", "second", "a")
 	old, err := s.AcquireLease(ctx, "q", 1, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteCheckpoint(ctx, old, workitems.CheckpointWrite{State: []byte(`{"input":["first"]}`), SteerTaken: 1}); err != nil {
+	if err := s.WriteCheckpoint(ctx, old, itemstore.CheckpointWrite{State: []byte(`{"input":["first"]}`), SteerTaken: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.PeekSteer(ctx, "q", 0); fmt.Sprint(got) != "[second]" {
@@ -400,17 +401,17 @@ func TestSteerLeavesTheQueueOnlyWithTheCheckpointHoldingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The fenced-out worker's checkpoint writes nothing and takes nothing from the queue.
-	err = s.WriteCheckpoint(ctx, old, workitems.CheckpointWrite{State: []byte(`{}`), SteerTaken: 1})
+	err = s.WriteCheckpoint(ctx, old, itemstore.CheckpointWrite{State: []byte(`{}`), SteerTaken: 1})
 	if !errors.Is(err, workitems.ErrLeaseLost) {
 		t.Fatalf("stale checkpoint: %v, want ErrLeaseLost", err)
 	}
 	if got, _ := s.PeekSteer(ctx, "q", 0); fmt.Sprint(got) != "[second]" {
 		t.Fatalf("a stale checkpoint took steer input: %v", got)
 	}
-	if err := s.WriteCheckpoint(ctx, nw, workitems.CheckpointWrite{State: []byte(`{}`), SteerTaken: -1}); err == nil {
+	if err := s.WriteCheckpoint(ctx, nw, itemstore.CheckpointWrite{State: []byte(`{}`), SteerTaken: -1}); err == nil {
 		t.Fatal("a negative steer count was accepted")
 	}
-	if err := s.WriteCheckpoint(ctx, nw, workitems.CheckpointWrite{State: []byte(`{}`), SteerTaken: 1}); err != nil {
+	if err := s.WriteCheckpoint(ctx, nw, itemstore.CheckpointWrite{State: []byte(`{}`), SteerTaken: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.PeekSteer(ctx, "q", 0); len(got) != 0 {
@@ -422,7 +423,7 @@ func TestEventsBlockingReadSeesNewEvent(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	_ = s.Create(ctx, newItem("e"), workitems.CreateLimits{})
+	_ = s.Create(ctx, newItem("e"), itemstore.CreateLimits{})
 	first, _ := s.Events(ctx, "e", "", 10, 0)
 	done := make(chan []workitems.Event)
 	go func() {
@@ -442,7 +443,7 @@ func TestListPagesNewestFirstAndFilters(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(clock))
+	s := itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(clock))
 	ctx := context.Background()
 	for i := range 5 {
 		clock.Advance(time.Minute)
@@ -450,11 +451,11 @@ func TestListPagesNewestFirstAndFilters(t *testing.T) {
 		if i%2 == 1 {
 			it.Template = "other"
 		}
-		if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+		if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ids := func(o workitems.ListOptions) string {
+	ids := func(o itemstore.ListOptions) string {
 		items, err := s.List(ctx, o)
 		if err != nil {
 			t.Fatal(err)
@@ -466,16 +467,16 @@ func TestListPagesNewestFirstAndFilters(t *testing.T) {
 		return strings.Join(out, ",")
 	}
 	for name, tc := range map[string]struct {
-		o    workitems.ListOptions
+		o    itemstore.ListOptions
 		want string
 	}{
-		"first page":         {workitems.ListOptions{Limit: 2}, "i4,i3"},
-		"second page":        {workitems.ListOptions{Limit: 2, Offset: 2}, "i2,i1"},
-		"last page":          {workitems.ListOptions{Limit: 2, Offset: 4}, "i0"},
-		"template":           {workitems.ListOptions{Template: "other"}, "i3,i1"},
-		"template page":      {workitems.ListOptions{Template: "tmpl", Limit: 2, Offset: 1}, "i2,i0"},
-		"state and template": {workitems.ListOptions{State: workitems.StateQueued, Template: "tmpl", Limit: 1, Offset: 1}, "i2"},
-		"past the end":       {workitems.ListOptions{Offset: 9}, ""},
+		"first page":         {itemstore.ListOptions{Limit: 2}, "i4,i3"},
+		"second page":        {itemstore.ListOptions{Limit: 2, Offset: 2}, "i2,i1"},
+		"last page":          {itemstore.ListOptions{Limit: 2, Offset: 4}, "i0"},
+		"template":           {itemstore.ListOptions{Template: "other"}, "i3,i1"},
+		"template page":      {itemstore.ListOptions{Template: "tmpl", Limit: 2, Offset: 1}, "i2,i0"},
+		"state and template": {itemstore.ListOptions{State: workitems.StateQueued, Template: "tmpl", Limit: 1, Offset: 1}, "i2"},
+		"past the end":       {itemstore.ListOptions{Offset: 9}, ""},
 	} {
 		if got := ids(tc.o); got != tc.want {
 			t.Errorf("%s: %s, want %s", name, got, tc.want)

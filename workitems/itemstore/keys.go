@@ -1,6 +1,10 @@
-package workitems
+package itemstore
 
-import "fmt"
+import (
+	"fmt"
+
+	"outerloop/workitems"
+)
 
 // keys builds every Redis key of the store, all under one prefix (default "ol:") so that
 // deployments and tests can share a server. Keys of one item are not hash-tagged: the store
@@ -14,18 +18,18 @@ func (k keys) items() string              { return k.p + "items" }     // zset: 
 func (k keys) byTemplate(t string) string { return k.p + "tmpl:" + t } // zset: id → created (unix ms)
 // legacyState is the unordered set per state that stores before index version 2 kept (see
 // MigrateIndexes); nothing writes it any more.
-func (k keys) legacyState(s State) string { return k.p + "state:" + string(s) }
+func (k keys) legacyState(s workitems.State) string { return k.p + "state:" + string(s) }
 
 // The ordered indexes (index version 2). Every list reads its page from one of them.
-func (k keys) state(s State) string { return k.p + "ix:state:" + string(s) } // zset: id → created (unix ms)
-func (k keys) tmplState(t string, s State) string { // zset: id → created (unix ms)
+func (k keys) state(s workitems.State) string { return k.p + "ix:state:" + string(s) } // zset: id → created (unix ms)
+func (k keys) tmplState(t string, s workitems.State) string { // zset: id → created (unix ms)
 	return k.p + "ix:ts:" + string(s) + ":" + t
 }
-func (k keys) ended(s State) string      { return k.p + "ix:ended:" + string(s) }  // zset: id → entered terminal s (unix ms)
-func (k keys) spend() string             { return k.p + "ix:spend" }               // zset: id → spendScore
-func (k keys) tmplSpend(t string) string { return k.p + "ix:tspend:" + t }         // zset: id → spendScore
-func (k keys) stateSpend(s State) string { return k.p + "ix:sspend:" + string(s) } // zset: id → spendScore
-func (k keys) tmplStateSpend(t string, s State) string { // zset: id → spendScore
+func (k keys) ended(s workitems.State) string      { return k.p + "ix:ended:" + string(s) }  // zset: id → entered terminal s (unix ms)
+func (k keys) spend() string                       { return k.p + "ix:spend" }               // zset: id → spendScore
+func (k keys) tmplSpend(t string) string           { return k.p + "ix:tspend:" + t }         // zset: id → spendScore
+func (k keys) stateSpend(s workitems.State) string { return k.p + "ix:sspend:" + string(s) } // zset: id → spendScore
+func (k keys) tmplStateSpend(t string, s workitems.State) string { // zset: id → spendScore
 	return k.p + "ix:tsspend:" + string(s) + ":" + t
 }
 func (k keys) indexVersion() string        { return k.p + "index_version" }

@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // Every list reads only the page it returns: each filter (none, template, state, template and
@@ -42,7 +44,7 @@ func (o ListSort) Valid() bool {
 
 // ListOptions filters and pages List.
 type ListOptions struct {
-	State    State
+	State    workitems.State
 	Template string
 	Sort     ListSort
 	Limit    int // 0: 100
@@ -76,7 +78,7 @@ func (s *Store) spendKey(o ListOptions) string {
 
 // List returns one page of items in the order asked for (newest first by default), in two
 // round trips: the page's ids from the filter's index, then their records.
-func (s *Store) List(ctx context.Context, o ListOptions) ([]*Item, error) {
+func (s *Store) List(ctx context.Context, o ListOptions) ([]*workitems.Item, error) {
 	if !o.Sort.Valid() {
 		return nil, fmt.Errorf("workitems: list: sort %q is not one of newest, oldest, spend", o.Sort)
 	}
@@ -111,7 +113,7 @@ func (s *Store) Count(ctx context.Context, o ListOptions) (int, error) {
 }
 
 // getMany reads records in the order of ids, skipping those gone in between.
-func (s *Store) getMany(ctx context.Context, ids []string) ([]*Item, error) {
+func (s *Store) getMany(ctx context.Context, ids []string) ([]*workitems.Item, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -123,13 +125,13 @@ func (s *Store) getMany(ctx context.Context, ids []string) ([]*Item, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workitems: list: %w", err)
 	}
-	out := make([]*Item, 0, len(vals))
+	out := make([]*workitems.Item, 0, len(vals))
 	for _, v := range vals {
 		str, ok := v.(string)
 		if !ok {
 			continue
 		}
-		var it Item
+		var it workitems.Item
 		if json.Unmarshal([]byte(str), &it) == nil {
 			out = append(out, &it)
 		}
@@ -138,7 +140,7 @@ func (s *Store) getMany(ctx context.Context, ids []string) ([]*Item, error) {
 }
 
 // Escalated returns one page of escalated items, oldest escalation first (limit 0: 100).
-func (s *Store) Escalated(ctx context.Context, offset, limit int) ([]*Item, error) {
+func (s *Store) Escalated(ctx context.Context, offset, limit int) ([]*workitems.Item, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -163,7 +165,7 @@ func (s *Store) EscalatedCount(ctx context.Context) (int, error) {
 // without reading the item.
 type Recent struct {
 	ID        string
-	State     State
+	State     workitems.State
 	CreatedAt time.Time
 }
 
@@ -172,7 +174,7 @@ type Recent struct {
 // ZRANGEs per template and no item read, since the index an item sits in is its state (moved
 // in the same MULTI as the state) and its score the creation time.
 func (s *Store) RecentEnded(ctx context.Context, templates []string, n int) (map[string][]Recent, error) {
-	states := []State{StateClosed, StateFailed, StateCancelled, StateEscalated}
+	states := []workitems.State{workitems.StateClosed, workitems.StateFailed, workitems.StateCancelled, workitems.StateEscalated}
 	cmds := make([][]*redis.ZSliceCmd, len(templates))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, t := range templates {
@@ -208,14 +210,14 @@ func (s *Store) RecentEnded(ctx context.Context, templates []string, n int) (map
 
 // spendScore orders by cost (to a hundredth of a cent), then by wall time in seconds (scripts
 // cost nothing but take time), exactly in a float64 up to $900k.
-func spendScore(sp Spend) float64 {
+func spendScore(sp workitems.Spend) float64 {
 	wall := min(math.Floor(sp.WallTime.D().Seconds()), 1e7-1)
 	return math.Round(sp.CostUSD*1e4)*1e7 + max(wall, 0)
 }
 
 // indexState moves the item between the per-state indexes, the open set of its template, the
 // escalation queue, the ended indexes and the per-template counters.
-func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *Item, from, to State) {
+func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *workitems.Item, from, to workitems.State) {
 	created := float64(it.CreatedAt.UnixMilli())
 	if from != "" {
 		p.ZRem(ctx, s.k.state(from), it.ID)
@@ -238,22 +240,22 @@ func (s *Store) indexState(ctx context.Context, p redis.Pipeliner, it *Item, fro
 	if to.Terminal() {
 		p.ZAdd(ctx, s.k.ended(to), redis.Z{Score: float64(s.Now().UnixMilli()), Member: it.ID})
 	}
-	if to == StateEscalated {
+	if to == workitems.StateEscalated {
 		at := s.Now()
 		if it.Escalation != nil {
 			at = it.Escalation.At
 		}
 		p.ZAdd(ctx, s.k.escalated(), redis.Z{Score: float64(at.UnixMilli()), Member: it.ID})
-	} else if from == StateEscalated {
+	} else if from == workitems.StateEscalated {
 		p.ZRem(ctx, s.k.escalated(), it.ID)
 	}
-	if to == StateClosed {
+	if to == workitems.StateClosed {
 		p.HSet(ctx, s.k.lastClosed(), it.Template, s.Now().Unix())
 	}
 }
 
 // indexSpend re-scores the item in the spend indexes of its filters.
-func (s *Store) indexSpend(ctx context.Context, p redis.Pipeliner, it *Item) {
+func (s *Store) indexSpend(ctx context.Context, p redis.Pipeliner, it *workitems.Item) {
 	z := redis.Z{Score: spendScore(it.Spend), Member: it.ID}
 	p.ZAdd(ctx, s.k.spend(), z)
 	p.ZAdd(ctx, s.k.tmplSpend(it.Template), z)
@@ -262,7 +264,7 @@ func (s *Store) indexSpend(ctx context.Context, p redis.Pipeliner, it *Item) {
 }
 
 // unindex takes the item out of every index (Delete's share of the MULTI).
-func (s *Store) unindex(ctx context.Context, p redis.Pipeliner, it *Item) {
+func (s *Store) unindex(ctx context.Context, p redis.Pipeliner, it *workitems.Item) {
 	p.ZRem(ctx, s.k.items(), it.ID)
 	p.ZRem(ctx, s.k.byTemplate(it.Template), it.ID)
 	p.ZRem(ctx, s.k.spend(), it.ID)
@@ -366,8 +368,8 @@ func (s *Store) MigrateIndexes(ctx context.Context, batch int) (int, error) {
 		}
 		done += len(items)
 	}
-	legacy := make([]string, 0, len(AllStates()))
-	for _, st := range AllStates() {
+	legacy := make([]string, 0, len(workitems.AllStates()))
+	for _, st := range workitems.AllStates() {
 		legacy = append(legacy, s.k.legacyState(st))
 	}
 	if err := s.rdb.Del(ctx, legacy...).Err(); err != nil {

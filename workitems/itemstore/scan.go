@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // ScanState calls fn with the items in state st, oldest first (by creation), page items at a
@@ -14,7 +16,7 @@ import (
 // state this way so that the oldest items are never starved by newer ones however many there
 // are. The walk is a cursor on the creation score, not a rank, so items leaving the state
 // meanwhile make it skip nothing. An error from fn ends the scan.
-func (s *Store) ScanState(ctx context.Context, st State, page int, fn func([]*Item) error) error {
+func (s *Store) ScanState(ctx context.Context, st workitems.State, page int, fn func([]*workitems.Item) error) error {
 	if page <= 0 {
 		page = 100
 	}
@@ -54,7 +56,7 @@ func (s *Store) ScanState(ctx context.Context, st State, page int, fn func([]*It
 		if err != nil {
 			return err
 		}
-		batch := make([]*Item, 0, len(ids))
+		batch := make([]*workitems.Item, 0, len(ids))
 		for _, id := range ids {
 			if it, ok := items[id]; ok && it.State == st { // it may have moved on since the ZRANGE
 				batch = append(batch, it)

@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // Store keeps items, their indexes and event logs, attempt leases and checkpoints in Redis.
@@ -20,7 +22,7 @@ import (
 type Store struct {
 	rdb       redis.UniversalClient
 	k         keys
-	clock     Clock
+	clock     workitems.Clock
 	maxEvents int64
 	hooks     hooks // hooks.go
 }
@@ -29,11 +31,11 @@ type Store struct {
 type StoreOption func(*Store)
 
 // WithClock injects the clock (tests move time instead of sleeping).
-func WithClock(c Clock) StoreOption { return func(s *Store) { s.clock = c } }
+func WithClock(c workitems.Clock) StoreOption { return func(s *Store) { s.clock = c } }
 
 // NewStore returns a store whose keys all start with prefix (e.g. "ol:").
 func NewStore(rdb redis.UniversalClient, prefix string, opts ...StoreOption) *Store {
-	s := &Store{rdb: rdb, k: keys{p: prefix}, clock: SystemClock{}, maxEvents: 2000}
+	s := &Store{rdb: rdb, k: keys{p: prefix}, clock: workitems.SystemClock{}, maxEvents: 2000}
 	for _, o := range opts {
 		o(s)
 	}
@@ -51,7 +53,7 @@ func (s *Store) Prefix() string { return s.k.p }
 func (s *Store) Now() time.Time { return s.clock.Now() }
 
 // Clock returns the store's clock, for components built beside the store that must read the same time.
-func (s *Store) Clock() Clock { return s.clock }
+func (s *Store) Clock() workitems.Clock { return s.clock }
 
 // Fence identifies the lease epoch a writer holds on an attempt; writes made under a fence
 // fail with ErrLeaseLost once a newer epoch exists.
@@ -77,18 +79,18 @@ var (
 // Create stores a new item in state queued with its first attempt, unless an item with that id
 // exists (ErrExists) or a limit says no (ErrMaxOpen, ErrDailyCap). Exactly one of any number
 // of concurrent callers with the same id succeeds.
-func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
+func (s *Store) Create(ctx context.Context, it *workitems.Item, lim CreateLimits) error {
 	if it.ID == "" || it.Template == "" {
 		return fmt.Errorf("workitems: create: item needs an id and a template")
 	}
 	now := s.Now().UTC()
-	it.State = StateQueued
+	it.State = workitems.StateQueued
 	it.CreatedAt, it.UpdatedAt = now, now
 	if it.Attempt == 0 {
 		it.Attempt = 1
 	}
 	if len(it.Attempts) == 0 {
-		it.Attempts = []Attempt{{N: 1, Condition: Condition{}, State: AttemptQueued}}
+		it.Attempts = []workitems.Attempt{{N: 1, Condition: workitems.Condition{}, State: workitems.AttemptQueued}}
 	}
 	it.Version = 1
 	body, err := json.Marshal(it)
@@ -117,13 +119,13 @@ func (s *Store) Create(ctx context.Context, it *Item, lim CreateLimits) error {
 // record, its template's open set and costKey: the id is free (ErrExists), the template has
 // fewer than lim.MaxOpen open (ErrMaxOpen) and today's cost is under lim.DailyCostCap
 // (ErrDailyCap).
-func (s *Store) checkNew(ctx context.Context, tx *redis.Tx, it *Item, lim CreateLimits, costKey string) error {
+func (s *Store) checkNew(ctx context.Context, tx *redis.Tx, it *workitems.Item, lim CreateLimits, costKey string) error {
 	n, err := tx.Exists(ctx, s.k.item(it.ID)).Result()
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		return ErrExists
+		return workitems.ErrExists
 	}
 	if lim.MaxOpen > 0 {
 		open, err := tx.SCard(ctx, s.k.open(it.Template)).Result()
@@ -148,26 +150,26 @@ func (s *Store) checkNew(ctx context.Context, tx *redis.Tx, it *Item, lim Create
 
 // createWrites queues the writes that store a new item (record, indexes, created event); Create
 // and CreateRerun run them inside their MULTI.
-func (s *Store) createWrites(ctx context.Context, p redis.Pipeliner, it *Item, body []byte, now time.Time) {
+func (s *Store) createWrites(ctx context.Context, p redis.Pipeliner, it *workitems.Item, body []byte, now time.Time) {
 	p.Set(ctx, s.k.item(it.ID), body, 0)
 	p.ZAdd(ctx, s.k.items(), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
 	p.ZAdd(ctx, s.k.byTemplate(it.Template), redis.Z{Score: float64(now.UnixMilli()), Member: it.ID})
-	s.indexState(ctx, p, it, "", StateQueued)
+	s.indexState(ctx, p, it, "", workitems.StateQueued)
 	s.indexSpend(ctx, p, it)
-	s.addEvent(ctx, p, Event{Item: it.ID, Type: EventCreated, Attempt: 1, To: StateQueued,
+	s.addEvent(ctx, p, workitems.Event{Item: it.ID, Type: workitems.EventCreated, Attempt: 1, To: workitems.StateQueued,
 		Actor: it.Origin.Actor, Message: "created by " + string(it.Origin.Kind), At: now})
 }
 
 // Get returns the item with that id.
-func (s *Store) Get(ctx context.Context, id string) (*Item, error) {
+func (s *Store) Get(ctx context.Context, id string) (*workitems.Item, error) {
 	b, err := s.rdb.Get(ctx, s.k.item(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("workitems: item %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("workitems: item %q: %w", id, workitems.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workitems: get %s: %w", id, err)
 	}
-	var it Item
+	var it workitems.Item
 	if err := json.Unmarshal(b, &it); err != nil {
 		return nil, fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 	}
@@ -176,12 +178,12 @@ func (s *Store) Get(ctx context.Context, id string) (*Item, error) {
 
 // Mutation changes an item in memory and returns the events that describe the change (state
 // events are added by Update itself).
-type Mutation func(it *Item) ([]Event, error)
+type Mutation func(it *workitems.Item) ([]workitems.Event, error)
 
 // Update applies m to the item atomically: read, change, write back with its indexes and
 // events in one MULTI, retried when another writer got in between. With a non-nil fence the
 // write happens only while the fence's epoch is still the newest (else ErrLeaseLost).
-func (s *Store) Update(ctx context.Context, id string, fence *Fence, m Mutation) (*Item, error) {
+func (s *Store) Update(ctx context.Context, id string, fence *Fence, m Mutation) (*workitems.Item, error) {
 	return s.updateTx(ctx, id, fence, m, nil)
 }
 
@@ -189,23 +191,23 @@ func (s *Store) Update(ctx context.Context, id string, fence *Fence, m Mutation)
 type pipeliner = redis.Pipeliner
 
 // updateTx is Update with extra writes queued in the same MULTI.
-func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutation, extra func(*Item, pipeliner)) (*Item, error) {
-	return s.updateWatched(ctx, id, fence, nil, func(_ *redis.Tx, it *Item) ([]Event, error) { return m(it) }, extra)
+func (s *Store) updateTx(ctx context.Context, id string, fence *Fence, m Mutation, extra func(*workitems.Item, pipeliner)) (*workitems.Item, error) {
+	return s.updateWatched(ctx, id, fence, nil, func(_ *redis.Tx, it *workitems.Item) ([]workitems.Event, error) { return m(it) }, extra)
 }
 
 // txMutation is a Mutation that may also read keys watched by the transaction.
-type txMutation func(tx *redis.Tx, it *Item) ([]Event, error)
+type txMutation func(tx *redis.Tx, it *workitems.Item) ([]workitems.Event, error)
 
 // updateWatched is updateTx that also WATCHes watchMore, which m may read through tx: a change
 // to any of them before EXEC retries the whole update.
 func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watchMore []string, m txMutation,
-	extra func(*Item, pipeliner)) (*Item, error) {
+	extra func(*workitems.Item, pipeliner)) (*workitems.Item, error) {
 	watch := []string{s.k.item(id)}
 	if fence != nil {
 		watch = append(watch, s.k.epoch(fence.Item, fence.Attempt))
 	}
 	watch = append(watch, watchMore...)
-	var out *Item
+	var out *workitems.Item
 	err := s.retryWatch(ctx, func(tx *redis.Tx) error {
 		if fence != nil {
 			if err := s.checkFence(ctx, tx, fence); err != nil {
@@ -214,12 +216,12 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 		}
 		b, err := tx.Get(ctx, s.k.item(id)).Bytes()
 		if errors.Is(err, redis.Nil) {
-			return fmt.Errorf("workitems: item %q: %w", id, ErrNotFound)
+			return fmt.Errorf("workitems: item %q: %w", id, workitems.ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		var it Item
+		var it workitems.Item
 		if err := json.Unmarshal(b, &it); err != nil {
 			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 		}
@@ -242,7 +244,7 @@ func (s *Store) updateWatched(ctx context.Context, id string, fence *Fence, watc
 			}
 			if it.State != from {
 				s.indexState(ctx, p, &it, from, it.State)
-				s.addEvent(ctx, p, Event{Item: id, Type: EventState, Attempt: it.Attempt, From: from, To: it.State, At: now})
+				s.addEvent(ctx, p, workitems.Event{Item: id, Type: workitems.EventState, Attempt: it.Attempt, From: from, To: it.State, At: now})
 				s.hooks.onTransition(ctx, p, &it, from, events)
 			}
 			s.indexWait(ctx, p, &it, waitBefore)
@@ -270,7 +272,7 @@ func (s *Store) checkFence(ctx context.Context, tx *redis.Tx, f *Fence) error {
 		return err
 	}
 	if cur != f.Epoch {
-		return fmt.Errorf("workitems: item %s attempt %d: epoch %d, newest %d: %w", f.Item, f.Attempt, f.Epoch, cur, ErrLeaseLost)
+		return fmt.Errorf("workitems: item %s attempt %d: epoch %d, newest %d: %w", f.Item, f.Attempt, f.Epoch, cur, workitems.ErrLeaseLost)
 	}
 	return nil
 }
@@ -286,14 +288,14 @@ func (s *Store) retryWatch(ctx context.Context, fn func(*redis.Tx) error, keys .
 	return fmt.Errorf("workitems: too much contention on %v", keys)
 }
 
-func (s *Store) addEvent(ctx context.Context, p redis.Pipeliner, e Event) {
+func (s *Store) addEvent(ctx context.Context, p redis.Pipeliner, e workitems.Event) {
 	b, _ := json.Marshal(e) // Event has only marshalable fields
 	p.XAdd(ctx, &redis.XAddArgs{Stream: s.k.events(e.Item), MaxLen: s.maxEvents, Approx: true, Values: []any{"e", b}})
 	p.XAdd(ctx, &redis.XAddArgs{Stream: s.k.allEvents(), MaxLen: 10 * s.maxEvents, Approx: true, Values: []any{"e", b}})
 }
 
 // Emit appends one event to an item's log (for step events that change no item field).
-func (s *Store) Emit(ctx context.Context, e Event) error {
+func (s *Store) Emit(ctx context.Context, e workitems.Event) error {
 	if e.At.IsZero() {
 		e.At = s.Now().UTC()
 	}
@@ -309,16 +311,16 @@ func (s *Store) Emit(ctx context.Context, e Event) error {
 
 // Events returns an item's events after the stream id `after` ("" or "0" from the start), up
 // to count. With block > 0 it waits that long for new ones.
-func (s *Store) Events(ctx context.Context, id, after string, count int64, block time.Duration) ([]Event, error) {
+func (s *Store) Events(ctx context.Context, id, after string, count int64, block time.Duration) ([]workitems.Event, error) {
 	return s.readStream(ctx, s.k.events(id), after, count, block)
 }
 
 // AllEvents reads the deployment-wide event stream, like Events.
-func (s *Store) AllEvents(ctx context.Context, after string, count int64, block time.Duration) ([]Event, error) {
+func (s *Store) AllEvents(ctx context.Context, after string, count int64, block time.Duration) ([]workitems.Event, error) {
 	return s.readStream(ctx, s.k.allEvents(), after, count, block)
 }
 
-func (s *Store) readStream(ctx context.Context, stream, after string, count int64, block time.Duration) ([]Event, error) {
+func (s *Store) readStream(ctx context.Context, stream, after string, count int64, block time.Duration) ([]workitems.Event, error) {
 	if after == "" {
 		after = "0"
 	}
@@ -345,10 +347,10 @@ func (s *Store) readStream(ctx context.Context, stream, after string, count int6
 		}
 		msgs = res
 	}
-	out := make([]Event, 0, len(msgs))
+	out := make([]workitems.Event, 0, len(msgs))
 	for _, m := range msgs {
 		raw, _ := m.Values["e"].(string)
-		var e Event
+		var e workitems.Event
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			continue // an entry we did not write; never fatal for a reader
 		}
@@ -384,8 +386,8 @@ func (s *Store) OpenCount(ctx context.Context, template string) (int64, error) {
 // Stats aggregates counts for metrics and the console, in two round trips (it runs on every
 // scrape): one pipeline for the counters, escalations and last closes, one MGET for today's cost
 // of every template seen.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{Items: map[string]map[State]int{}, DailyCostUSD: map[string]float64{}, LastClosedAt: map[string]time.Time{}}
+func (s *Store) Stats(ctx context.Context) (workitems.Stats, error) {
+	st := workitems.Stats{Items: map[string]map[workitems.State]int{}, DailyCostUSD: map[string]float64{}, LastClosedAt: map[string]time.Time{}}
 	var (
 		counts, closed, kinds *redis.MapStringStringCmd
 		oldest, firstPoll     *redis.ZSliceCmd
@@ -414,9 +416,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			continue
 		}
 		if st.Items[tmpl] == nil {
-			st.Items[tmpl] = map[State]int{}
+			st.Items[tmpl] = map[workitems.State]int{}
 		}
-		st.Items[tmpl][State(state)] = n
+		st.Items[tmpl][workitems.State(state)] = n
 	}
 	st.OpenEscalations = int(open.Val())
 	if esc := oldest.Val(); len(esc) > 0 {
@@ -453,7 +455,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 // Steer queues input for an item's running attempt, whatever its state (SteerIf with no
 // condition; Queue.Steer is the guarded one people reach).
 func (s *Store) Steer(ctx context.Context, id, text, actor string) error {
-	return s.SteerIf(ctx, id, text, actor, func(*Item) error { return nil })
+	return s.SteerIf(ctx, id, text, actor, func(*workitems.Item) error { return nil })
 }
 
 // PeekSteer returns the queued steer input of an item from position from on, oldest first,
@@ -469,11 +471,11 @@ func (s *Store) PeekSteer(ctx context.Context, id string, from int) ([]string, e
 
 // WaitFor follows an item's event log until done(item) holds, and returns that item. It ends
 // with ctx (wrap ctx with a timeout to bound it).
-func (s *Store) WaitFor(ctx context.Context, id string, done func(*Item) bool) (*Item, error) {
+func (s *Store) WaitFor(ctx context.Context, id string, done func(*workitems.Item) bool) (*workitems.Item, error) {
 	after := "0"
 	for {
 		it, err := s.Get(ctx, id)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, workitems.ErrNotFound) {
 			return nil, err
 		}
 		if err == nil && done(it) {
@@ -494,6 +496,6 @@ func (s *Store) WaitFor(ctx context.Context, id string, done func(*Item) bool) (
 }
 
 // InState returns a WaitFor condition: the item is in one of states.
-func InState(states ...State) func(*Item) bool {
-	return func(it *Item) bool { return slices.Contains(states, it.State) }
+func InState(states ...workitems.State) func(*workitems.Item) bool {
+	return func(it *workitems.Item) bool { return slices.Contains(states, it.State) }
 }

@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // Delete removes an item that has ended (closed, failed or cancelled) with everything that
@@ -17,10 +19,10 @@ import (
 // last-delivered record that points at it goes too. An open item is refused
 // (ErrInvalidTransition): its worker may still write.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	return s.deleteIf(ctx, id, func(it *Item) error {
+	return s.deleteIf(ctx, id, func(it *workitems.Item) error {
 		if !it.State.Terminal() {
 			return fmt.Errorf("workitems: delete %s: it is %s, only closed, failed or cancelled items can be deleted: %w",
-				id, it.State, ErrInvalidTransition)
+				id, it.State, workitems.ErrInvalidTransition)
 		}
 		return nil
 	})
@@ -34,16 +36,16 @@ var ErrNotDue = errors.New("item is not due for deletion")
 // same transaction (else ErrNotDue); the retention janitor uses it so that an escalation
 // resolved an instant before is kept. Escalated items can be deleted this way (no worker
 // writes to a parked item; a resolve in between changes the record and retries the check).
-func (s *Store) DeleteIfDue(ctx context.Context, id string, due func(*Item) bool) error {
-	return s.deleteIf(ctx, id, func(it *Item) error {
-		if !it.State.Terminal() && it.State != StateEscalated || !due(it) {
+func (s *Store) DeleteIfDue(ctx context.Context, id string, due func(*workitems.Item) bool) error {
+	return s.deleteIf(ctx, id, func(it *workitems.Item) error {
+		if !it.State.Terminal() && it.State != workitems.StateEscalated || !due(it) {
 			return fmt.Errorf("workitems: delete %s (%s): %w", id, it.State, ErrNotDue)
 		}
 		return nil
 	})
 }
 
-func (s *Store) deleteIf(ctx context.Context, id string, allowed func(*Item) error) error {
+func (s *Store) deleteIf(ctx context.Context, id string, allowed func(*workitems.Item) error) error {
 	cur, err := s.Get(ctx, id)
 	if err != nil {
 		return err
@@ -52,12 +54,12 @@ func (s *Store) deleteIf(ctx context.Context, id string, allowed func(*Item) err
 	return s.retryWatch(ctx, func(tx *redis.Tx) error {
 		b, err := tx.Get(ctx, s.k.item(id)).Bytes()
 		if errors.Is(err, redis.Nil) {
-			return fmt.Errorf("workitems: item %q: %w", id, ErrNotFound)
+			return fmt.Errorf("workitems: item %q: %w", id, workitems.ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		var it Item
+		var it workitems.Item
 		if err := json.Unmarshal(b, &it); err != nil {
 			return fmt.Errorf("workitems: item %s: corrupt record: %w", id, err)
 		}
@@ -75,7 +77,7 @@ func (s *Store) deleteIf(ctx context.Context, id string, allowed func(*Item) err
 				p.Del(ctx, lastKey)
 			}
 			// The item's own log goes with it; the deployment-wide log keeps a trace.
-			e, _ := json.Marshal(Event{Item: id, Type: EventDeleted, Message: "deleted (was " + string(it.State) + ")", At: s.Now().UTC()})
+			e, _ := json.Marshal(workitems.Event{Item: id, Type: workitems.EventDeleted, Message: "deleted (was " + string(it.State) + ")", At: s.Now().UTC()})
 			p.XAdd(ctx, &redis.XAddArgs{Stream: s.k.allEvents(), MaxLen: 10 * s.maxEvents, Approx: true, Values: []any{"e", e}})
 			return nil
 		})
@@ -86,25 +88,25 @@ func (s *Store) deleteIf(ctx context.Context, id string, allowed func(*Item) err
 // Due is an item whose retention has passed, as the janitor found it.
 type Due struct {
 	ID    string
-	State State
+	State workitems.State
 	Since time.Time // when it ended (or escalated)
 }
 
 // DueForDeletion returns up to limit items per retained state whose retention (r) has passed at
 // now, oldest first: one ZRANGEBYSCORE per state on the ended indexes (and the escalation queue
 // when r.Escalated is set), so finding them costs O(what is due), never O(the store).
-func (s *Store) DueForDeletion(ctx context.Context, r Retention, now time.Time, limit int) ([]Due, error) {
+func (s *Store) DueForDeletion(ctx context.Context, r workitems.Retention, now time.Time, limit int) ([]Due, error) {
 	if limit <= 0 {
 		limit = 500
 	}
 	var out []Due
-	for _, st := range []State{StateClosed, StateCancelled, StateFailed, StateEscalated} {
+	for _, st := range []workitems.State{workitems.StateClosed, workitems.StateCancelled, workitems.StateFailed, workitems.StateEscalated} {
 		keep, ok := r.ItemKeep(st)
 		if !ok {
 			continue
 		}
 		key := s.k.ended(st)
-		if st == StateEscalated {
+		if st == workitems.StateEscalated {
 			key = s.k.escalated()
 		}
 		zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "-inf",
@@ -123,12 +125,12 @@ func (s *Store) DueForDeletion(ctx context.Context, r Retention, now time.Time, 
 // (d) past its retention: DeleteIfDue repeats this inside its transaction. An ended item never
 // changes state, so its ended index time stands; an escalated one must still be in the same
 // escalation (a resolve and a new escalation start its retention again).
-func RetentionDue(it *Item, d Due, r Retention, now time.Time) bool {
+func RetentionDue(it *workitems.Item, d Due, r workitems.Retention, now time.Time) bool {
 	keep, ok := r.ItemKeep(it.State)
 	if !ok || it.State != d.State {
 		return false
 	}
-	if it.State == StateEscalated {
+	if it.State == workitems.StateEscalated {
 		return !now.Before(escalatedAt(it).Add(keep))
 	}
 	return true
@@ -136,15 +138,15 @@ func RetentionDue(it *Item, d Due, r Retention, now time.Time) bool {
 
 // DropFromEnded removes an id from the ended index of state st (or the escalation queue): an
 // entry whose item is gone, so that the janitor does not meet it again.
-func (s *Store) DropFromEnded(ctx context.Context, id string, st State) {
+func (s *Store) DropFromEnded(ctx context.Context, id string, st workitems.State) {
 	key := s.k.ended(st)
-	if st == StateEscalated {
+	if st == workitems.StateEscalated {
 		key = s.k.escalated()
 	}
 	s.rdb.ZRem(ctx, key, id)
 }
 
-func escalatedAt(it *Item) time.Time {
+func escalatedAt(it *workitems.Item) time.Time {
 	if it.Escalation != nil {
 		return it.Escalation.At
 	}

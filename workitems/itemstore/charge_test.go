@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // chargeFixture is a store on a movable clock with one running item of template "tmpl".
 type chargeFixture struct {
-	s     *workitems.Store
+	s     *itemstore.Store
 	clock *fakeclock.Clock
-	fence *workitems.Fence
+	fence *itemstore.Fence
 	id    string
 }
 
@@ -24,9 +25,9 @@ func newChargeFixture(t *testing.T) *chargeFixture {
 	t.Helper()
 	env := redistest.New(t)
 	f := &chargeFixture{clock: fakeclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), id: "tmpl@charge"}
-	f.s = workitems.NewStore(env.Client, env.Prefix, workitems.WithClock(f.clock))
+	f.s = itemstore.NewStore(env.Client, env.Prefix, itemstore.WithClock(f.clock))
 	ctx := context.Background()
-	if err := f.s.Create(ctx, newItem(f.id), workitems.CreateLimits{}); err != nil {
+	if err := f.s.Create(ctx, newItem(f.id), itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f.fence = mustLease(t, f.s, f.id, 1)
@@ -80,7 +81,7 @@ func TestCheckpointsChargeTheSpendAsItHappens(t *testing.T) {
 
 	t.Run("and the daily cap sees it before the attempt exits", func(t *testing.T) {
 		it := newItem("tmpl@next")
-		if err := f.s.Create(ctx, it, workitems.CreateLimits{DailyCostCap: 0.7}); !errors.Is(err, workitems.ErrDailyCap) {
+		if err := f.s.Create(ctx, it, itemstore.CreateLimits{DailyCostCap: 0.7}); !errors.Is(err, itemstore.ErrDailyCap) {
 			t.Errorf("create under a $0.70 cap after $0.75 of checkpoints: %v, want ErrDailyCap", err)
 		}
 	})
@@ -175,9 +176,9 @@ func TestAnExitWithoutCheckpointsChargesEverything(t *testing.T) {
 // call, against the same write without a charge (the baseline).
 func BenchmarkCheckpointCharge(b *testing.B) {
 	env := redistest.New(b)
-	s := workitems.NewStore(env.Client, env.Prefix)
+	s := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem("tmpl@bench"), workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, newItem("tmpl@bench"), itemstore.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
 	f, err := s.AcquireLease(ctx, "tmpl@bench", 1, "w", time.Minute)
@@ -187,7 +188,7 @@ func BenchmarkCheckpointCharge(b *testing.B) {
 	state := []byte(`{"spend":{},"loop":{"step":1}}`)
 	b.Run("uncharged(baseline)", func(b *testing.B) {
 		for b.Loop() {
-			if err := s.WriteCheckpoint(ctx, f, workitems.CheckpointWrite{State: state}); err != nil {
+			if err := s.WriteCheckpoint(ctx, f, itemstore.CheckpointWrite{State: state}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -197,8 +198,8 @@ func BenchmarkCheckpointCharge(b *testing.B) {
 		for b.Loop() {
 			spend.CostUSD += 0.001
 			spend.InputTokens += 100
-			if _, err := s.WriteChargedCheckpoint(ctx, f, workitems.CheckpointWrite{State: state,
-				Charge: &workitems.Charge{Template: "tmpl", Spend: spend}}); err != nil {
+			if _, err := s.WriteChargedCheckpoint(ctx, f, itemstore.CheckpointWrite{State: state,
+				Charge: &itemstore.Charge{Template: "tmpl", Spend: spend}}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // ChargeRunning only rises, charges the daily cost by what the cost rose, and a stale fence
@@ -15,17 +16,17 @@ import (
 func TestChargeRunningRisesOnlyAndIsFenced(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
-	s := workitems.NewStore(env.Client, env.Prefix)
+	s := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem("tmpl@run"), workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, newItem("tmpl@run"), itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.AcquireLease(ctx, "tmpl@run", 1, "w", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	charge := func(f *workitems.Fence, wall time.Duration, usd float64) (workitems.Charged, error) {
-		return s.ChargeRunning(ctx, f, workitems.Charge{Template: "tmpl", Spend: workitems.Spend{WallTime: workitems.Duration(wall), CostUSD: usd}})
+	charge := func(f *itemstore.Fence, wall time.Duration, usd float64) (itemstore.Charged, error) {
+		return s.ChargeRunning(ctx, f, itemstore.Charge{Template: "tmpl", Spend: workitems.Spend{WallTime: workitems.Duration(wall), CostUSD: usd}})
 	}
 	if c, err := charge(f, 5*time.Second, 0.5); err != nil || c.Delta.WallTime.D() != 5*time.Second || c.Delta.CostUSD != 0.5 {
 		t.Fatalf("first charge %+v %v", c, err)
@@ -54,9 +55,9 @@ func TestChargeRunningRisesOnlyAndIsFenced(t *testing.T) {
 // the lease renewal itself (the baseline it rides beside).
 func BenchmarkChargeRunning(b *testing.B) {
 	env := redistest.New(b)
-	s := workitems.NewStore(env.Client, env.Prefix)
+	s := itemstore.NewStore(env.Client, env.Prefix)
 	ctx := context.Background()
-	if err := s.Create(ctx, newItem("tmpl@bench"), workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, newItem("tmpl@bench"), itemstore.CreateLimits{}); err != nil {
 		b.Fatal(err)
 	}
 	f, err := s.AcquireLease(ctx, "tmpl@bench", 1, "w", time.Minute)
@@ -74,7 +75,7 @@ func BenchmarkChargeRunning(b *testing.B) {
 		spend := workitems.Spend{}
 		for b.Loop() {
 			spend.WallTime += workitems.Duration(5 * time.Second)
-			if _, err := s.ChargeRunning(ctx, f, workitems.Charge{Template: "tmpl", Spend: spend}); err != nil {
+			if _, err := s.ChargeRunning(ctx, f, itemstore.Charge{Template: "tmpl", Spend: spend}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,8 +1,10 @@
-package workitems
+package itemstore
 
 import (
 	"context"
 	"fmt"
+
+	"outerloop/workitems"
 )
 
 // EscalateConfigChange escalates an open item its template no longer fits (removed, or changed
@@ -16,25 +18,25 @@ import (
 //
 // d is the policy's decision on the change (verify's template_removed / template_incompatible
 // rows); it must escalate.
-func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason ConfigChangeReason, d Decision) (*Item, error) {
-	if d.Outcome != OutcomeEscalate {
+func (s *Store) EscalateConfigChange(ctx context.Context, f *Fence, reason workitems.ConfigChangeReason, d workitems.Decision) (*workitems.Item, error) {
+	if d.Outcome != workitems.OutcomeEscalate {
 		return nil, fmt.Errorf("workitems: escalate %s for a config change: the decision is %s, not escalate", f.Item, d.Outcome)
 	}
 	summary := firstNonEmpty(d.Summary, joinReasons(d.Reasons))
-	return s.Update(ctx, f.Item, f, func(it *Item) ([]Event, error) {
-		if err := guard(OpEscalate, it, f.Attempt); err != nil {
+	return s.Update(ctx, f.Item, f, func(it *workitems.Item) ([]workitems.Event, error) {
+		if err := guard(workitems.OpEscalate, it, f.Attempt); err != nil {
 			return nil, err
 		}
 		at := s.Now().UTC()
-		d.Actor, d.At, d.Summary = ActorWorkerName, at, summary
+		d.Actor, d.At, d.Summary = workitems.ActorWorkerName, at, summary
 		a := it.Current()
-		a.State = AttemptDone
+		a.State = workitems.AttemptDone
 		a.EndedAt = at
 		a.Decision = &d
 		it.Decisions = append(it.Decisions, d)
-		it.Escalation = &Escalation{Reason: string(reason), Summary: summary, At: at,
-			Actions: []EscalationAction{SuggestCancel, SuggestRetry, SuggestClose}}
-		return []Event{{Type: EventEscalated, Attempt: it.Attempt, Actor: ActorWorkerName, Message: summary,
-			Data: map[string]string{"reason": string(reason)}}}, take(OpEscalate, it, StateEscalated)
+		it.Escalation = &workitems.Escalation{Reason: string(reason), Summary: summary, At: at,
+			Actions: []workitems.EscalationAction{workitems.SuggestCancel, workitems.SuggestRetry, workitems.SuggestClose}}
+		return []workitems.Event{{Type: workitems.EventEscalated, Attempt: it.Attempt, Actor: workitems.ActorWorkerName, Message: summary,
+			Data: map[string]string{"reason": string(reason)}}}, take(workitems.OpEscalate, it, workitems.StateEscalated)
 	})
 }

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -9,15 +9,16 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 // verifying creates an item of template tmpl and runs its first attempt to verifying.
-func verifying(t *testing.T, s *workitems.Store, id, tmpl string) *workitems.Fence {
+func verifying(t *testing.T, s *itemstore.Store, id, tmpl string) *itemstore.Fence {
 	t.Helper()
 	ctx := context.Background()
 	it := newItem(id)
 	it.Template = tmpl
-	if err := s.Create(ctx, it, workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, it, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	f := mustLease(t, s, id, 1)
@@ -58,7 +59,7 @@ func TestRecordDeliveryStoresTheRecordAndThePatchWithTheDecision(t *testing.T) {
 	if err != nil || string(got) != string(patch) {
 		t.Fatalf("patch %q %v", got, err)
 	}
-	if _, err := s.Patch(ctx, "d@1", 2); !errors.Is(err, workitems.ErrNoPatch) {
+	if _, err := s.Patch(ctx, "d@1", 2); !errors.Is(err, itemstore.ErrNoPatch) {
 		t.Fatalf("an attempt without a patch: %v", err)
 	}
 	if _, err := s.Patch(ctx, "nope", 1); !errors.Is(err, workitems.ErrNotFound) {
@@ -82,7 +83,7 @@ func TestRecordDeliveryStoresTheRecordAndThePatchWithTheDecision(t *testing.T) {
 	if _, err := s.RecordDelivery(ctx, &stale, closeGreen, nil, patchDelivery("b", "t"), []byte("x")); !errors.Is(err, workitems.ErrLeaseLost) {
 		t.Fatalf("stale fence: %v", err)
 	}
-	if _, err := s.Patch(ctx, "d@2", 1); !errors.Is(err, workitems.ErrNoPatch) {
+	if _, err := s.Patch(ctx, "d@2", 1); !errors.Is(err, itemstore.ErrNoPatch) {
 		t.Fatalf("a refused write stored a patch: %v", err)
 	}
 }
@@ -108,13 +109,13 @@ func TestRecordDeliveryRefusesTheSameTreeAnotherItemDeliveredMeanwhile(t *testin
 	}
 	f2 := verifying(t, s, "bump@2", "bump")
 	_, err = s.RecordDelivery(ctx, f2, closeGreen, nil, patchDelivery("base1", "treeA"), []byte("p1"))
-	if !errors.Is(err, workitems.ErrDeliveredMeanwhile) || workitems.ClassOf(err) != workitems.ClassTransient || !strings.Contains(err.Error(), "bump@1") {
+	if !errors.Is(err, itemstore.ErrDeliveredMeanwhile) || workitems.ClassOf(err) != workitems.ClassTransient || !strings.Contains(err.Error(), "bump@1") {
 		t.Fatalf("the same tree again: %v (class %s), want ErrDeliveredMeanwhile naming bump@1, transient", err, workitems.ClassOf(err))
 	}
 	if second, _ := s.Get(ctx, "bump@2"); second.State != workitems.StateVerifying || second.Delivery != nil || len(second.Decisions) != 0 {
 		t.Fatalf("a refused record changed the item: %s %+v", second.State, second.Delivery)
 	}
-	if _, err := s.Patch(ctx, "bump@2", 1); !errors.Is(err, workitems.ErrNoPatch) {
+	if _, err := s.Patch(ctx, "bump@2", 1); !errors.Is(err, itemstore.ErrNoPatch) {
 		t.Fatalf("a refused record stored a patch: %v", err)
 	}
 	// The delivery found it already there: recorded as unchanged, the last stays bump@1's.
@@ -146,7 +147,7 @@ func TestConcurrentIdenticalDeliveriesDeliverOnce(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	const n = 6
-	fences := make([]*workitems.Fence, n)
+	fences := make([]*itemstore.Fence, n)
 	for i := range fences {
 		fences[i] = verifying(t, s, fmt.Sprintf("race@%d", i), "race")
 	}
@@ -165,7 +166,7 @@ func TestConcurrentIdenticalDeliveriesDeliverOnce(t *testing.T) {
 		switch {
 		case err == nil:
 			delivered++
-		case !errors.Is(err, workitems.ErrDeliveredMeanwhile):
+		case !errors.Is(err, itemstore.ErrDeliveredMeanwhile):
 			t.Errorf("race@%d: %v", i, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func pushedDelivery(sha string, pr int) *workitems.Delivery {
@@ -72,7 +73,7 @@ func TestWaitingIsAStateWithIndexesAndEveryWayOutClearsThem(t *testing.T) {
 	}
 
 	// A wake of another wait writes nothing.
-	if _, err := s.Wake(ctx, "w@1", 9, workitems.WakePoll, workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "x", Actor: "verifier"}, nil); !errors.Is(err, workitems.ErrWaitEnded) {
+	if _, err := s.Wake(ctx, "w@1", 9, workitems.WakePoll, workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "x", Actor: "verifier"}, nil); !errors.Is(err, itemstore.ErrWaitEnded) {
 		t.Fatalf("stale wake: %v", err)
 	}
 
@@ -123,7 +124,7 @@ func TestWaitingIsAStateWithIndexesAndEveryWayOutClearsThem(t *testing.T) {
 	}
 }
 
-func assertNotWaiting(t *testing.T, s *workitems.Store, id, sha string, pr int) {
+func assertNotWaiting(t *testing.T, s *itemstore.Store, id, sha string, pr int) {
 	t.Helper()
 	ctx := context.Background()
 	if ids, _ := s.WaitingOnCommit(ctx, sha); slices.Contains(ids, id) {

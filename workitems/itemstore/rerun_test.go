@@ -1,4 +1,4 @@
-package workitems_test
+package itemstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/itemstore"
 )
 
 func TestCreateRerun(t *testing.T) {
@@ -15,7 +16,7 @@ func TestCreateRerun(t *testing.T) {
 	s, _ := newStore(t)
 	orig := newItem("orig")
 	orig.Attempts = []workitems.Attempt{{N: 1, Condition: workitems.Condition{Input: "first input"}, State: workitems.AttemptQueued}}
-	if err := s.Create(ctx, orig, workitems.CreateLimits{}); err != nil {
+	if err := s.Create(ctx, orig, itemstore.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	rerun := func(id string) *workitems.Item {
@@ -26,13 +27,13 @@ func TestCreateRerun(t *testing.T) {
 	unchanged := func(t *testing.T) {
 		t.Helper()
 		got, _ := s.Get(ctx, "orig")
-		if n, _ := s.Count(ctx, workitems.ListOptions{}); n != 1 || got.Version != orig.Version {
+		if n, _ := s.Count(ctx, itemstore.ListOptions{}); n != 1 || got.Version != orig.Version {
 			t.Errorf("a refused rerun changed something: %d items, original version %d", n, got.Version)
 		}
 	}
 	t.Run("RefusesAnOpenItem", func(t *testing.T) {
-		err := s.CreateRerun(ctx, "orig", rerun("r0"), workitems.CreateLimits{})
-		if !errors.Is(err, workitems.ErrStillOpen) || !errors.Is(err, workitems.ErrInvalidTransition) {
+		err := s.CreateRerun(ctx, "orig", rerun("r0"), itemstore.CreateLimits{})
+		if !errors.Is(err, itemstore.ErrStillOpen) || !errors.Is(err, workitems.ErrInvalidTransition) {
 			t.Fatalf("err %v, want ErrStillOpen (an invalid transition)", err)
 		}
 		unchanged(t)
@@ -44,19 +45,19 @@ func TestCreateRerun(t *testing.T) {
 	t.Run("RefusesAnotherTemplate", func(t *testing.T) {
 		it := rerun("r1")
 		it.Template = "other"
-		if err := s.CreateRerun(ctx, "orig", it, workitems.CreateLimits{}); err == nil {
+		if err := s.CreateRerun(ctx, "orig", it, itemstore.CreateLimits{}); err == nil {
 			t.Fatal("a rerun under another template was stored")
 		}
 		unchanged(t)
 	})
 	t.Run("RefusesAnUnknownItem", func(t *testing.T) {
-		if err := s.CreateRerun(ctx, "nope", rerun("r2"), workitems.CreateLimits{}); !errors.Is(err, workitems.ErrNotFound) {
+		if err := s.CreateRerun(ctx, "nope", rerun("r2"), itemstore.CreateLimits{}); !errors.Is(err, workitems.ErrNotFound) {
 			t.Fatalf("err %v", err)
 		}
 		unchanged(t)
 	})
 	t.Run("LinksAFailedItemAndItsRerunBothWays", func(t *testing.T) {
-		if err := s.CreateRerun(ctx, "orig", rerun("r3"), workitems.CreateLimits{}); err != nil {
+		if err := s.CreateRerun(ctx, "orig", rerun("r3"), itemstore.CreateLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := s.Get(ctx, "orig")
@@ -73,7 +74,7 @@ func TestCreateRerun(t *testing.T) {
 		}
 	})
 	t.Run("RefusesAnIDInUse", func(t *testing.T) {
-		if err := s.CreateRerun(ctx, "orig", rerun("r3"), workitems.CreateLimits{}); !errors.Is(err, workitems.ErrExists) {
+		if err := s.CreateRerun(ctx, "orig", rerun("r3"), itemstore.CreateLimits{}); !errors.Is(err, workitems.ErrExists) {
 			t.Fatalf("err %v", err)
 		}
 		if got, _ := s.Get(ctx, "orig"); len(got.Reruns) != 1 {

@@ -1,4 +1,4 @@
-package workitems
+package itemstore
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"outerloop/workitems"
 )
 
 // emitFenced appends one event to the item's log and the deployment's log only while the
@@ -28,7 +30,7 @@ return 1
 // on its attempt, else nothing is written and the error wraps ErrLeaseLost. The worker's step
 // events go through it; the one lease_lost event a fenced-out worker's heartbeat writes when it
 // notices goes through Emit.
-func (s *Store) EmitFenced(ctx context.Context, f *Fence, e Event) error {
+func (s *Store) EmitFenced(ctx context.Context, f *Fence, e workitems.Event) error {
 	if e.At.IsZero() {
 		e.At = s.Now().UTC()
 	}
@@ -40,7 +42,7 @@ func (s *Store) EmitFenced(ctx context.Context, f *Fence, e Event) error {
 		return fmt.Errorf("workitems: event for %s: %w", e.Item, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("workitems: event for %s attempt %d: epoch %d is not the newest: %w", f.Item, f.Attempt, f.Epoch, ErrLeaseLost)
+		return fmt.Errorf("workitems: event for %s attempt %d: epoch %d is not the newest: %w", f.Item, f.Attempt, f.Epoch, workitems.ErrLeaseLost)
 	}
 	return nil
 }
