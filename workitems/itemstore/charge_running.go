@@ -10,6 +10,14 @@ import (
 	"outerloop/workitems"
 )
 
+// A running attempt's spend is charged between checkpoints too: a step that runs for minutes
+// writes no checkpoint, and an execution interrupted in the middle of it (SIGTERM, a crash)
+// would otherwise lose the wall time it ran — the resumed execution starts its meter from the
+// last checkpoint. ChargeRunning raises the attempt's charged record to the meter's reading
+// without touching the checkpoint; a resumed execution starts its meter from the larger of the
+// checkpoint's spend and the charged record (workitems.Spend.AtLeast), so the interrupted time
+// stays charged to the attempt and, at its exit, to the item.
+
 // chargeRunning raises an attempt's charged record to the spend given, field by field, and adds
 // what the cost rose by to the template's daily cost, only while the writer's epoch is the
 // newest (the same rise-only rule as the checkpoint's charge).
@@ -26,7 +34,7 @@ return {1, after, before}
 
 // ChargeRunning charges c.Spend — a running attempt's spend so far — to the attempt's charged
 // record and the template's daily cost under the fence, without writing a checkpoint (see the
-// note above). It returns the charged spend after the write and what this write charged; under
+// note at the top). It returns the charged spend after the write and what this write charged; under
 // a stale fence it charges nothing and returns ErrLeaseLost.
 func (s *Store) ChargeRunning(ctx context.Context, f *Fence, c Charge) (Charged, error) {
 	if c.Template == "" {
