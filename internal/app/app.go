@@ -356,6 +356,7 @@ func (a *App) QueueName() string { return a.opts.Queue }
 
 // Handler returns an attempt handler wired to this system.
 func (a *App) Handler(workerID string) *worker.Handler {
+	a.mustRun("Handler")
 	return worker.NewHandler(worker.HandlerOptions{
 		Store: a.Store, Config: a.Config, CurrentConfig: a.CurrentConfig, ReloadConfig: a.reloadForWorker, Loops: a.Loops, Verifier: a.Verifier,
 		Enqueuer: a.Queue, Fleet: a.Fleet, Workspaces: a.Workspaces, KeepWorkspaces: a.opts.KeepWorkspaces, Deliverer: a.Deliverer,

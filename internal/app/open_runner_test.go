@@ -13,7 +13,7 @@ import (
 
 // TestNoRunnerOpensTheStoreWithoutARunnerAndRefusesAWorker: an app opened for reads has its
 // store and queue and no process runner, and a worker cannot be built from it (its commands
-// would run unconfined).
+// would run unconfined): neither can the handler a worker is built on.
 func TestNoRunnerOpensTheStoreWithoutARunnerAndRefusesAWorker(t *testing.T) {
 	cfg, err := workitems.ParseConfig([]byte("defaults:\n  budget: {wall_time: 1m}\ntemplates:\n  - name: t\n    goal: g\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n"))
 	if err != nil {
@@ -32,11 +32,17 @@ func TestNoRunnerOpensTheStoreWithoutARunnerAndRefusesAWorker(t *testing.T) {
 	if _, err := a.Store.List(context.Background(), itemstore.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		r := recover()
-		if s, _ := r.(string); !strings.Contains(s, "NoRunner") {
-			t.Fatalf("Worker of an app without a runner: want a panic naming NoRunner, got %v", r)
-		}
-	}()
-	a.Worker(1, "w")
+	// Every part that runs attempts refuses: the worker, and the handler it (or a test, or a
+	// tool) is built on, whose done checks would run without a sandbox.
+	for name, build := range map[string]func(){"Worker": func() { a.Worker(1, "w") }, "Handler": func() { a.Handler("w") }} {
+		func() {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, "NoRunner") {
+					t.Fatalf("%s of an app without a runner: want a panic naming NoRunner, got %v", name, r)
+				}
+			}()
+			build()
+		}()
+	}
 }
