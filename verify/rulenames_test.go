@@ -9,9 +9,9 @@ import (
 )
 
 // TestEveryRuleNameIsDecidedByTheTableOrListedOutsideIt keeps workitems.AllRuleNames equal to
-// what decides: every row and guard of the table is listed, and every listed name is a row, a
-// guard or one of workitems.RulesOutsideThePolicy (and only one of those). A new row that is
-// not listed, or a listed name nothing decides, fails here.
+// what decides: every row and guard of the table and every row of the person table is listed,
+// and every listed name is one of those or of workitems.RulesOutsideThePolicy (and only one).
+// A new row that is not listed, or a listed name nothing decides, fails here.
 func TestEveryRuleNameIsDecidedByTheTableOrListedOutsideIt(t *testing.T) {
 	t.Parallel()
 	all := workitems.AllRuleNames()
@@ -30,6 +30,9 @@ func TestEveryRuleNameIsDecidedByTheTableOrListedOutsideIt(t *testing.T) {
 	}
 	for _, g := range Guards() {
 		decide(g.Name, "the guard")
+	}
+	for _, r := range PersonRules() {
+		decide(r.Name, "the person row")
 	}
 	for _, n := range workitems.RulesOutsideThePolicy() {
 		decide(n, "the rule outside the table")

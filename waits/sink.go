@@ -13,6 +13,7 @@ import (
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/publish"
+	"outerloop/verify"
 	"outerloop/workitems"
 	"outerloop/workitems/itemstore"
 )
@@ -130,17 +131,44 @@ func (s *Sink) wake(ctx context.Context, ids []string, e hooks.Event) error {
 	return nil
 }
 
-// command acts on "/outerloop retry|cancel|rebase" in the conversation of an item's own pull
-// request, from a user with write access to the item's repository; the pull request's marker
-// only finds the candidate item.
+// command reads "/outerloop retry|cancel|rebase" in the conversation of an item's own pull
+// request, from a user with write access to the item's repository, as a person's signal; the
+// person table (verify.DecidePerson) decides what it does. The pull request's marker only finds
+// the candidate item.
 func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 	m := commandRE.FindStringSubmatch(e.Comment.Body)
 	if m == nil {
 		return nil
 	}
-	verb, rest := m[1], strings.TrimSpace(m[2])
-	actor := e.Forge + ":" + e.Comment.User
-	entry := AuditEntry{Actor: actor, Action: "outerloop " + verb}
+	sig, ok := verify.CommandSignal(m[1])
+	if !ok {
+		return nil
+	}
+	return s.signal(ctx, e, sig, e.Comment.User, "outerloop "+m[1], strings.TrimSpace(m[2]))
+}
+
+// ended reads a pull request a person merged or closed, with no item waiting on it, as that
+// person's signal: the person table decides (an escalated item's pull request merged closes
+// it, closed unmerged cancels it; an item in any other state is not that person's to end, and
+// the event passes without a word).
+func (s *Sink) ended(ctx context.Context, e hooks.Event) error {
+	var sig verify.PersonSignal
+	switch e.PullRequest.Action {
+	case hooks.PRMerged:
+		sig = verify.SignalMerged
+	case hooks.PRClosed:
+		sig = verify.SignalClosed
+	default:
+		return nil
+	}
+	return s.signal(ctx, e, sig, cmp.Or(e.PullRequest.MergedBy, e.Sender), "pull request "+string(e.PullRequest.Action), "")
+}
+
+// signal acts on a person's signal about the item e's pull request names: the event must be
+// about the item's own pull request and user must have write access to its repository
+// (authorise), then the person table decides and the resolver records it. A refusal is audited;
+// only transient trouble is an error.
+func (s *Sink) signal(ctx context.Context, e hooks.Event, sig verify.PersonSignal, user, action, text string) error {
 	f, err := s.forge(e.Forge)
 	if err != nil {
 		return nil // a forge this deployment does not talk to: nothing to act on
@@ -149,23 +177,19 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 	if err != nil || it == nil {
 		return err
 	}
-	entry.Target = it.ID
-	if ok, err := s.authorise(ctx, f, it, e, e.Comment.User, &entry); !ok || err != nil {
-		return err
+	command := sig != verify.SignalMerged && sig != verify.SignalClosed
+	r, err := verify.DecidePerson(verify.PersonFacts{Signal: sig, Item: it, Actor: e.Forge + ":" + user, User: user, PR: e.Number, Text: text})
+	if !command && err != nil {
+		return nil // not an item waiting for a person: its pull request's end is not theirs to decide
 	}
-	r := workitems.Resolution{Actor: actor}
-	switch verb {
-	case "cancel":
-		r.Action = workitems.ResolveCancel
-	case "retry", "rebase":
-		r.Action = workitems.ResolveRetry
-		r.Input = fmt.Sprintf("%s asked for a %s on pull request #%d.", e.Comment.User, verb, e.Number)
-		if verb == "rebase" {
-			r.Input += " The attempt starts from the base branch as it is now; make the change again on it."
-		}
-		if rest != "" {
-			r.Input += "\n\n" + rest
-		}
+	entry := AuditEntry{Actor: e.Forge + ":" + user, Action: action, Target: it.ID}
+	if ok, aerr := s.authorise(ctx, f, it, e, user, &entry); !ok || aerr != nil {
+		return aerr
+	}
+	if err != nil {
+		entry.Detail = "refused: " + err.Error()
+		s.audit(ctx, entry)
+		return nil
 	}
 	after, err := s.Resolver.Resolve(ctx, it.ID, r)
 	if err != nil {
@@ -176,48 +200,9 @@ func (s *Sink) command(ctx context.Context, e hooks.Event) error {
 		s.audit(ctx, entry)
 		return nil
 	}
-	entry.OK, entry.Detail = true, fmt.Sprintf("item %s is now %s (pull request #%d)", it.ID, after.State, e.Number)
+	entry.OK, entry.Detail = true, fmt.Sprintf("item %s is now %s by %s (pull request #%d)", it.ID, after.State, r.Rule, e.Number)
 	s.audit(ctx, entry)
-	s.log().Info("waits: a person's command from the forge", "item", it.ID, "actor", actor, "command", verb, "state", after.State)
-	return nil
-}
-
-// ended acts on a pull request a person merged or closed whose item waits for that person
-// (escalated): merged closes the item, closed unmerged cancels it; both by that person, when
-// it is the item's own pull request and they have write access to the item's repository.
-func (s *Sink) ended(ctx context.Context, e hooks.Event) error {
-	act := workitems.ResolveClose
-	switch e.PullRequest.Action {
-	case hooks.PRMerged:
-	case hooks.PRClosed:
-		act = workitems.ResolveCancel
-	default:
-		return nil
-	}
-	f, err := s.forge(e.Forge)
-	if err != nil {
-		return nil
-	}
-	it, err := s.candidate(ctx, f, e)
-	if err != nil || it == nil || it.State != workitems.StateEscalated {
-		return err // only an item waiting for a person is that person's to end
-	}
-	user := cmp.Or(e.PullRequest.MergedBy, e.Sender)
-	actor := e.Forge + ":" + user
-	entry := AuditEntry{Actor: actor, Action: "pull request " + string(e.PullRequest.Action), Target: it.ID}
-	if ok, err := s.authorise(ctx, f, it, e, user, &entry); !ok || err != nil {
-		return err
-	}
-	if _, err := s.Resolver.Resolve(ctx, it.ID, workitems.Resolution{Action: act, Actor: actor,
-		Input: fmt.Sprintf("pull request #%d was %s on the forge", e.Number, e.PullRequest.Action)}); err != nil {
-		if workitems.ClassOf(err) == workitems.ClassTransient {
-			return err
-		}
-		entry.Detail = "refused: " + err.Error()
-	} else {
-		entry.OK, entry.Detail = true, fmt.Sprintf("item %s %s: its pull request #%d was %s", it.ID, act, e.Number, e.PullRequest.Action)
-	}
-	s.audit(ctx, entry)
+	s.log().Info("waits: a person's signal from the forge", "item", it.ID, "actor", entry.Actor, "signal", sig, "rule", r.Rule, "state", after.State)
 	return nil
 }
 

@@ -154,7 +154,7 @@ func TestCommandsOnAPullRequestActForWritersOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(res.got) != 1 || res.got[0].Actor != "tea:ana" || res.got[0].Action != workitems.ResolveRetry ||
+	if len(res.got) != 1 || res.got[0].Actor != "tea:ana" || res.got[0].Action != workitems.ResolveRetry || res.got[0].Rule != workitems.RulePersonRetry ||
 		!strings.Contains(res.got[0].Input, "ana asked for a retry on pull request #7") || !strings.Contains(res.got[0].Input, "use the v2 client") {
 		t.Fatalf("resolutions %+v", res.got)
 	}
@@ -165,6 +165,15 @@ func TestCommandsOnAPullRequestActForWritersOnly(t *testing.T) {
 	if len(aud.got) != 2 || aud.got[0].OK || aud.got[0].Actor != "tea:rex" || !strings.Contains(aud.got[0].Detail, "read access") ||
 		!aud.got[1].OK || aud.got[1].Target != "w@1" || aud.got[1].Action != "outerloop retry" {
 		t.Fatalf("audit %s", fmt.Sprintf("%+v", aud.got))
+	}
+	// The item is queued now: a second retry is not the person table's to take (it acts on
+	// waiting or escalated items); refused and audited, naming the state, and nothing changes.
+	if err := sink.Handle(ctx, comment("ana", "/outerloop retry again")); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.got) != 1 || len(aud.got) != 3 || aud.got[2].OK ||
+		!strings.Contains(aud.got[2].Detail, "refused: retry does not act on item w@1: it is queued") {
+		t.Fatalf("a retry of a queued item: resolutions %+v, audit %+v", res.got, aud.got)
 	}
 	// A pull request outerloop did not open: nothing happens.
 	f.body = "a person's pull request"
@@ -193,7 +202,8 @@ func TestAPullRequestAPersonEndsEndsItsEscalatedItem(t *testing.T) {
 		id     string
 		action hooks.PRAction
 		want   workitems.State
-	}{{"m@1", hooks.PRMerged, workitems.StateClosed}, {"c@1", hooks.PRClosed, workitems.StateCancelled}} {
+		rule   workitems.RuleName
+	}{{"m@1", hooks.PRMerged, workitems.StateClosed, workitems.RulePersonMerged}, {"c@1", hooks.PRClosed, workitems.StateCancelled, workitems.RulePersonClosed}} {
 		f.body = marker(c.id)
 		e := hooks.Event{Kind: hooks.KindPullRequest, Forge: "tea", Repo: "acme/calc", Number: 9, IsPR: true, Sender: "ana",
 			PullRequest: &hooks.PullRequest{Action: c.action}}
@@ -201,8 +211,15 @@ func TestAPullRequestAPersonEndsEndsItsEscalatedItem(t *testing.T) {
 			t.Fatal(err)
 		}
 		it, err := r.store.Get(ctx, c.id)
-		if err != nil || it.State != c.want || it.Resolution[len(it.Resolution)-1].Actor != "tea:ana" {
+		if err != nil || it.State != c.want || it.Resolution[len(it.Resolution)-1].Actor != "tea:ana" || it.Resolution[len(it.Resolution)-1].Rule != c.rule {
 			t.Fatalf("%s: %v %s %+v", c.id, err, it.State, it.Resolution)
+		}
+		evs, err := r.store.Events(ctx, c.id, "0", 100, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := evs[len(evs)-1]; last.Type != workitems.EventResolved || last.Data["rule"] != string(c.rule) {
+			t.Fatalf("%s: the resolved event does not name its row: %+v", c.id, last)
 		}
 	}
 	if len(aud.got) != 2 || !aud.got[0].OK || aud.got[0].Action != "pull request merged" {

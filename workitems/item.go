@@ -379,14 +379,17 @@ type Item struct {
 	Repo string `json:"repo,omitempty"`
 }
 
-// Resolution records a person's action on an escalated item.
+// Resolution records a person's action on an item.
 type Resolution struct {
-	Action     ResolutionAction `json:"action"`
-	Actor      string           `json:"actor"`
-	Input      string           `json:"input,omitempty"`
-	Budget     Budget           `json:"budget,omitzero"`      // per-attempt caps for the next attempt
-	ItemBudget Budget           `json:"item_budget,omitzero"` // raised item caps
-	At         time.Time        `json:"at"`
+	Action ResolutionAction `json:"action"`
+	Actor  string           `json:"actor"`
+	// Rule is the row of verify's person table that read the person's action from the forge
+	// (a comment command, a merged pull request); empty when the person resolved directly.
+	Rule       RuleName  `json:"rule,omitempty"`
+	Input      string    `json:"input,omitempty"`
+	Budget     Budget    `json:"budget,omitzero"`      // per-attempt caps for the next attempt
+	ItemBudget Budget    `json:"item_budget,omitzero"` // raised item caps
+	At         time.Time `json:"at"`
 }
 
 // Current returns the current attempt, or nil before the first.

@@ -3,8 +3,9 @@ package workitems
 import "strings"
 
 // RuleName names the rule that made a decision (Decision.Rule): a row or a retry guard of
-// verify's policy table (verify.Rules, verify.Guards), or one of the few decided outside it
-// (RulesOutsideThePolicy). The names are stored with items and are the rule label of the
+// verify's policy table (verify.Rules, verify.Guards), a row of its person table that read a
+// person's resolution from the forge (Resolution.Rule, verify.PersonRules), or one of the few
+// decided outside them (RulesOutsideThePolicy). The names are stored with items and are the rule label of the
 // decision metrics, so a name never changes once used.
 //
 // A decision the store turns into an escalation keeps the rule it overrode in its name:
@@ -101,13 +102,21 @@ const (
 	// may hold "unchanged_retry" and "<guard> (after <rule>)": the store used to rewrite a
 	// retry it refused; it now refuses it (ErrInvalidTransition) and only the guards decide.
 
+	// A person's decision carried by the forge (verify.PersonRules): a resolution records the
+	// row that made it (Resolution.Rule).
+	RulePersonRetry  RuleName = "person_retry"
+	RulePersonRebase RuleName = "person_rebase"
+	RulePersonCancel RuleName = "person_cancel"
+	RulePersonMerged RuleName = "person_merged"
+	RulePersonClosed RuleName = "person_closed"
+
 	// RulePerson is the rule a person's resolution is counted under in the decision metrics
 	// (a person records a Resolution, not a Decision: it has no rule of its own).
 	RulePerson RuleName = "person"
 )
 
 // AllRuleNames lists every rule name, in the order of verify's policy table, then the guards,
-// then those decided outside the table.
+// then the person table's rows, then those decided outside the tables.
 func AllRuleNames() []RuleName {
 	return []RuleName{
 		RuleConfigError,
@@ -124,13 +133,14 @@ func AllRuleNames() []RuleName {
 		RuleReviewPending, RuleReviewMissing,
 		RuleNoChange, RuleFlakyUnrelated, RuleAllGreen, RuleChecksPassed, RuleNoEvidence,
 		RuleItemBudgetExhausted, RuleMaxAttempts, RuleSameFailureRepeated, RuleUnchangedRetryRefused,
+		RulePersonRetry, RulePersonRebase, RulePersonCancel, RulePersonMerged, RulePersonClosed,
 		RulePerson,
 	}
 }
 
-// RulesOutsideThePolicy lists the rule names no row or guard of verify's policy table decides,
-// and who does: the decision metrics for a person's resolution (RulePerson). A test in verify keeps AllRuleNames equal to
-// the table's rows, its guards and this list.
+// RulesOutsideThePolicy lists the rule names no row of verify's tables decides, and who does:
+// the decision metrics for a person's resolution (RulePerson). A test in verify keeps
+// AllRuleNames equal to the policy's rows and guards, the person table's rows and this list.
 func RulesOutsideThePolicy() []RuleName {
 	return []RuleName{RulePerson}
 }

@@ -227,6 +227,9 @@ func (s *Store) Resolve(ctx context.Context, id string, r workitems.Resolution) 
 	return s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
 		ev := workitems.Event{Type: workitems.EventResolved, Attempt: it.Attempt, Actor: r.Actor, Message: string(r.Action),
 			Data: map[string]string{"action": string(r.Action)}}
+		if r.Rule != "" {
+			ev.Data["rule"] = string(r.Rule)
+		}
 		switch r.Action {
 		case workitems.ResolveCancel:
 			if err := guard(workitems.OpCancel, it, 0); err != nil {
