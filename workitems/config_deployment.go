@@ -34,40 +34,66 @@ func LoadDeploymentConfig(path string) (*Config, error) {
 // each key once (what a config file is). A line at column 0 is then a key, a comment, or a "-"
 // entry of a sequence under the key above; every other line is indented or blank.
 func withoutTemplates(b []byte) ([]byte, bool) {
-	out := make([]byte, 0, 4096)
+	rest, _, ok := splitTemplates(b)
+	return rest, ok
+}
+
+// splitTemplates cuts b (as withoutTemplates reads it) into the document without its
+// templates: section, and that section: its "templates:" line and every line under it (a
+// slice of b: a top-level key's lines are contiguous).
+func splitTemplates(b []byte) (rest, section []byte, ok bool) {
+	rest = make([]byte, 0, 4096)
 	seen := map[string]bool{}
 	cutting := false
-	for rest := b; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			rest = nil
-		}
+	start, end := -1, -1
+	for off, lines := 0, b; len(lines) > 0; {
+		var line []byte
+		line, lines = nextLine(lines)
 		switch c := line[0]; {
 		case c == ' ' || c == '\n' || c == '\r' || c == '#':
 			// indented, blank or a comment: part of the section under way
 		case c == '-':
 			if bytes.HasPrefix(line, []byte("---")) {
 				if len(seen) > 0 {
-					return nil, false // a second document
+					return nil, nil, false // a second document
 				}
 			} else if len(seen) == 0 {
-				return nil, false // a top-level sequence
+				return nil, nil, false // a top-level sequence
 			}
 		default:
 			key, ok := plainKey(line)
 			if !ok || seen[key] {
-				return nil, false
+				return nil, nil, false
 			}
 			seen[key] = true
+			if cutting {
+				end = off
+			}
 			cutting = key == "templates"
+			if cutting {
+				start = off
+			}
 		}
 		if !cutting {
-			out = append(out, line...)
+			rest = append(rest, line...)
 		}
+		off += len(line)
 	}
-	return out, true
+	if start >= 0 {
+		if end < start {
+			end = len(b)
+		}
+		section = b[start:end:end]
+	}
+	return rest, section, true
+}
+
+// nextLine splits b after its first line (with its newline).
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i+1], b[i+1:]
+	}
+	return b, nil
 }
 
 // plainKey is the key of a line "key:" or "key: value" whose key is a plain word.

@@ -135,3 +135,15 @@ func TestWithoutTemplatesCutsOnlyAPlainBlockMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitTemplatesGivesTheSectionAsItIs(t *testing.T) {
+	in := "a: 1\ntemplates:\n  - name: x\n# c\nb: 2\n"
+	rest, section, ok := splitTemplates([]byte(in))
+	if !ok || string(rest) != "a: 1\nb: 2\n" || string(section) != "templates:\n  - name: x\n# c\n" {
+		t.Errorf("splitTemplates(%q) = %q, %q, %v", in, rest, section, ok)
+	}
+	rest, section, ok = splitTemplates([]byte("a: 1\ntemplates:\n- y"))
+	if !ok || string(rest) != "a: 1\n" || string(section) != "templates:\n- y" {
+		t.Errorf("a section at the end: %q, %q, %v", rest, section, ok)
+	}
+}

@@ -71,6 +71,9 @@ func benchCLI(ctx context.Context, g *globals, e benchmark.Env, url string, n, r
 	for i := range n {
 		fmt.Fprintf(&b, "  - name: t%05d\n    goal: do it\n    schedule: \"%d %d * * *\"\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n",
 			i, i%60, (i/60)%24)
+		if i == 0 { // a fleet, for templates status
+			b.WriteString("    repos: [/nonexistent/a, /nonexistent/b]\n")
+		}
 	}
 	path := filepath.Join(dir, "outerloop.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -109,7 +112,8 @@ func benchCLI(ctx context.Context, g *globals, e benchmark.Env, url string, n, r
 		fmt.Fprintf(g.out, "  [%d] %s\n", i, bin)
 	}
 	cmds := [][]string{{"version", "--config", filepath.Join(dir, "none.yaml")}, {"version"}, {"items", it.ID},
-		{"items", "--limit", "1"}, {"escalations"}, {"gc", "--dry-run"}, {"templates", "history", "t00000"}}
+		{"items", "--limit", "1"}, {"escalations"}, {"gc", "--dry-run"}, {"templates", "history", "t00000"},
+		{"templates", "status", "t00000"}, {"templates", "controls", "t00000"}}
 	version := make([]time.Duration, len(bins))
 	for _, args := range cmds {
 		wall := make([][]time.Duration, len(bins))

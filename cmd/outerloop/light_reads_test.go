@@ -98,9 +98,10 @@ func TestReadsMakeNoProcessRunner(t *testing.T) {
 	}
 }
 
-// TestStoreCommandsParseNoTemplate: items and escalations read the store and no template, so a
-// wrong template does not stop them; a command that reads templates, and validate, still name
-// it.
+// TestStoreCommandsParseNoTemplate: items and escalations read the store and no template, and
+// the templates commands that read one template read only that one, so a wrong template does
+// not stop them; a command that reads it (its own templates command, enqueue, validate) still
+// names it.
 func TestStoreCommandsParseNoTemplate(t *testing.T) {
 	ctx := context.Background()
 	env := redistest.New(t)
@@ -121,12 +122,13 @@ func TestStoreCommandsParseNoTemplate(t *testing.T) {
 		err := root.ExecuteContext(ctx)
 		return out.String() + errw.String(), err
 	}
-	for _, args := range [][]string{{"items", "single@1"}, {"items"}, {"escalations"}, {"gc", "--dry-run"}} {
+	for _, args := range [][]string{{"items", "single@1"}, {"items"}, {"escalations"}, {"gc", "--dry-run"},
+		{"templates", "history", "sweep"}, {"templates", "status", "sweep"}, {"templates", "controls", "sweep"}} {
 		if out, err := run(args...); err != nil {
 			t.Errorf("outerloop %s with a wrong template: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	for _, args := range [][]string{{"templates", "history", "sweep"}, {"enqueue", "sweep"}, {"validate"}} {
+	for _, args := range [][]string{{"templates", "history", "single"}, {"templates", "status", "single"}, {"enqueue", "sweep"}, {"validate"}} {
 		out, err := run(args...)
 		if err == nil {
 			t.Errorf("outerloop %s with a wrong template succeeded:\n%s", strings.Join(args, " "), out)

@@ -72,6 +72,9 @@ type globals struct {
 	// noTemplates: the command reads no template, so the config's templates are not parsed
 	// (withStoreApp).
 	noTemplates bool
+	// template: the command reads the one template it names, so the others are not parsed or
+	// validated (withTemplateApp).
+	template string
 }
 
 func newRoot(out, errw io.Writer) *cobra.Command {
@@ -133,6 +136,9 @@ func (g *globals) logger() (*slog.Logger, error) {
 func (g *globals) loadConfig() (*workitems.Config, error) {
 	if g.noTemplates {
 		return workitems.LoadDeploymentConfig(g.config)
+	}
+	if g.template != "" {
+		return workitems.LoadTemplateConfig(g.config, g.template)
 	}
 	return workitems.LoadConfig(g.config)
 }
@@ -205,6 +211,20 @@ func longRunning(cmd string) bool {
 func (g *globals) withStoreApp(run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		g.noTemplates = true
+		return g.withApp(false, run)(cmd, args)
+	}
+}
+
+// withTemplateApp is withApp for a command that reads or controls the one template its first
+// argument names and records no config version (templates status, history, controls, pause,
+// resume): the config's other templates are neither parsed nor validated
+// (workitems.LoadTemplateConfig). Commands that make items (enqueue, templates run) pin the
+// whole config's version and load it whole.
+func (g *globals) withTemplateApp(run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			g.template = args[0]
+		}
 		return g.withApp(false, run)(cmd, args)
 	}
 }

@@ -33,7 +33,7 @@ func pauseCmd(g *globals) *cobra.Command {
 		Use:   "pause NAME [--reason TEXT]",
 		Short: "Stop a template's cron ticks until resumed (each skipped tick is counted; manual runs still work)",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withTemplateApp(func(ctx context.Context, a *app.App, args []string) error {
 			p, err := a.Queue.Pause(ctx, args[0], actorName(actor), reason)
 			if err != nil {
 				return err
@@ -53,7 +53,7 @@ func resumeCmd(g *globals) *cobra.Command {
 		Use:   "resume NAME",
 		Short: "Resume a paused template's cron ticks",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withTemplateApp(func(ctx context.Context, a *app.App, args []string) error {
 			p, err := a.Queue.Resume(ctx, args[0], actorName(actor))
 			if err != nil {
 				return err
@@ -138,7 +138,7 @@ func historyCmd(g *globals) *cobra.Command {
 		Use:   "history NAME",
 		Short: "A template's last items, newest first: outcome, spend, pull request",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withTemplateApp(func(ctx context.Context, a *app.App, args []string) error {
 			if limit < 1 || limit > scheduler.MaxHistory {
 				return fmt.Errorf("--limit %d: want 1..%d", limit, scheduler.MaxHistory)
 			}
@@ -200,7 +200,7 @@ func controlsCmd(g *globals) *cobra.Command {
 		Use:   "controls NAME",
 		Short: "Who paused, resumed, ran or re-ran a template, newest first",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withTemplateApp(func(ctx context.Context, a *app.App, args []string) error {
 			if _, ok := a.Queue.Config().Template(args[0]); !ok {
 				return fmt.Errorf("template %q: %w", args[0], scheduler.ErrUnknownTemplate)
 			}

@@ -23,7 +23,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Use:   "status NAME [--offset N --limit N] [--json]",
 		Short: "A fleet template's repositories: newest item, pull request, CI, review, spend; next run and limits",
 		Args:  cobra.ExactArgs(1),
-		RunE: g.withApp(false, func(ctx context.Context, a *app.App, args []string) error {
+		RunE: g.withTemplateApp(func(ctx context.Context, a *app.App, args []string) error {
 			if limit < 1 || limit > fleetview.MaxLimit {
 				return fmt.Errorf("--limit %d: want 1..%d", limit, fleetview.MaxLimit)
 			}
