@@ -134,10 +134,11 @@ func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *test
 		t.Fatalf("no check run yet: %+v %v", d, err)
 	}
 	fake.AddCheckRun("build", d1.Commit, "failure")
-	dec, judged, err := judge.Wake(ctx, tmpl, it, "")
+	facts, err := judge.WakeFacts(ctx, tmpl, it)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec, judged := judge.Decide(ctx, tmpl, facts), facts.Delivery
 	if dec.Outcome != workitems.OutcomeRetry || dec.Rule != "ci_failed" || !strings.Contains(dec.Next.Input, "Failing CI checks: build") {
 		t.Fatalf("red CI must retry with the failing check in the input: %+v", dec)
 	}
@@ -159,7 +160,8 @@ func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *test
 	}
 	waitOn(second)
 	fake.AddCheckRun("build", d2.Commit, "success")
-	dec, judged, err = judge.Wake(ctx, tmpl, it, "")
+	facts, err = judge.WakeFacts(ctx, tmpl, it)
+	dec, judged = judge.Decide(ctx, tmpl, facts), facts.Delivery
 	if err != nil || dec.Outcome != workitems.OutcomeClose || dec.Rule != "checks_passed" {
 		t.Fatalf("green CI closes: %+v %v", dec, err)
 	}

@@ -279,40 +279,49 @@ func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *workitems.T
 	return out, nil
 }
 
-// Wake reads a waiting item's evidence and decides, for the wake that records the decision.
-// The error is transient trouble reading it.
-func (j *Judge) Wake(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, mergeRefused string) (workitems.Decision, *workitems.Delivery, error) {
-	return j.judge(ctx, tmpl, it, mergeRefused, true)
+// WakeFacts reads a waiting item's evidence once, for the wake that records the decision (CI
+// re-runs it asks for included): the facts the policy decides on (Decide). The error is
+// transient trouble reading it.
+func (j *Judge) WakeFacts(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (verify.Judgement, error) {
+	return j.facts(ctx, tmpl, it, true)
 }
 
-// Peek is Wake without side effects (no CI re-runs): the poller's look at whether a wake has
-// something to decide.
+// Decide has the policy decide on facts WakeFacts read; a refused merge is one more fact
+// (Judgement.MergeRefused), decided on without reading the forge again.
+func (j *Judge) Decide(ctx context.Context, tmpl *workitems.Template, jd verify.Judgement) workitems.Decision {
+	return j.withWhere(j.Verifier.Judge(ctx, jd), tmpl, jd.Local)
+}
+
+// Peek is WakeFacts and Decide without side effects (no CI re-runs): the poller's look at
+// whether a wake has something to decide.
 func (j *Judge) Peek(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (workitems.Decision, error) {
-	d, _, err := j.judge(ctx, tmpl, it, "", false)
-	return d, err
+	jd, err := j.facts(ctx, tmpl, it, false)
+	if err != nil {
+		return workitems.Decision{}, err
+	}
+	return j.Decide(ctx, tmpl, jd), nil
 }
 
-func (j *Judge) judge(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, mergeRefused string, rerun bool) (workitems.Decision, *workitems.Delivery, error) {
+func (j *Judge) facts(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, rerun bool) (verify.Judgement, error) {
 	w := it.Wait
 	if w == nil {
-		return workitems.Decision{}, nil, errors.New("waits: the item is not waiting")
+		return verify.Judgement{}, errors.New("waits: the item is not waiting")
 	}
 	ev, err := j.Read(ctx, tmpl, it, rerun)
 	if err != nil {
-		return workitems.Decision{}, nil, fmt.Errorf("waits: evidence of %s: %w", it.ID, err)
+		return verify.Judgement{}, fmt.Errorf("waits: evidence of %s: %w", it.ID, err)
 	}
 	local := &workitems.Decision{Outcome: workitems.OutcomeClose, Rule: w.LocalRule}
 	if w.LocalSummary != "" {
 		local.Reasons = []string{w.LocalSummary}
 	}
 	jd := verify.Judgement{Template: tmpl, Item: it, Attempt: w.Attempt, Local: local, Delivery: ev.Delivery, CI: ev.CI,
-		Review: ev.Review, MergeRefused: mergeRefused, PREndRefused: ev.PREndRefused, Wait: w, CIReruns: ev.Reruns}
+		Review: ev.Review, PREndRefused: ev.PREndRefused, Wait: w, CIReruns: ev.Reruns}
 	jd.CIDeadline = w.Deadline
 	if w.Kind != workitems.WaitCI {
 		jd.CIDeadline = j.Verifier.Now() // CI had answered before this wait
 	}
-	d := j.Verifier.Judge(ctx, jd)
-	return j.withWhere(d, tmpl, local), ev.Delivery, nil
+	return jd, nil
 }
 
 func checkResults(ci *verify.CIEvidence) []workitems.CheckResult {

@@ -31,7 +31,7 @@ import (
 //	               ─▶ 5 record      (Store.RecordDelivery: decision, delivery and patch at once)
 //
 // A waiting item takes the same road from a wake task (Wake): its evidence read once and
-// judged (Evidence.Wake) ─▶ act ─▶ record (Store.Wake). Problems found before any evidence
+// judged (Evidence.WakeFacts, Evidence.Decide) ─▶ act ─▶ record (Store.Wake). Problems found before any evidence
 // (a lost workspace, a removed template) go straight to the table's first rows
 // (Verifier.Judge with a verify.Precondition).
 
@@ -65,14 +65,16 @@ type Deliverer interface {
 }
 
 // Evidence gathers the facts after the push and has the policy decide on them (waits.Judge):
-// right after a delivery (nothing read yet: CI and review the template asks for are pending),
-// and at a wake of a waiting item (CI on the pushed commit, the pull request's state and
-// reviews, read once without waiting). mergeRefused, when set, is why the forge refused to
-// merge a close.
+// right after a delivery (AfterPush: nothing read yet; CI and review the template asks for are
+// pending), and at a wake of a waiting item (WakeFacts: CI on the pushed commit, the pull
+// request's state and reviews, read once without waiting; Decide: the policy on them).
+// mergeRefused, or Judgement.MergeRefused, is why the forge refused to merge a close: the
+// facts are decided on again with it, never read again.
 type Evidence interface {
 	AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, attempt int,
 		local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision
-	Wake(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, mergeRefused string) (workitems.Decision, *workitems.Delivery, error)
+	WakeFacts(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (verify.Judgement, error)
+	Decide(ctx context.Context, tmpl *workitems.Template, jd verify.Judgement) workitems.Decision
 }
 
 // decide takes a finished attempt down the pipeline: local check, delivery, the policy on the
@@ -261,8 +263,12 @@ func (e deliveryFactsOnly) AfterPush(ctx context.Context, tmpl *workitems.Templa
 	return e.v.Judge(ctx, verify.Judgement{Template: tmpl, Item: it, Attempt: n, Local: &local, Delivery: del, MergeRefused: mergeRefused})
 }
 
-func (deliveryFactsOnly) Wake(_ context.Context, _ *workitems.Template, it *workitems.Item, _ string) (workitems.Decision, *workitems.Delivery, error) {
-	return workitems.Decision{}, nil, fmt.Errorf("worker: wake of %s: no evidence reader wired", it.ID)
+func (deliveryFactsOnly) WakeFacts(_ context.Context, _ *workitems.Template, it *workitems.Item) (verify.Judgement, error) {
+	return verify.Judgement{}, fmt.Errorf("worker: wake of %s: no evidence reader wired", it.ID)
+}
+
+func (e deliveryFactsOnly) Decide(ctx context.Context, _ *workitems.Template, jd verify.Judgement) workitems.Decision {
+	return e.v.Judge(ctx, jd)
 }
 
 func withActor(d workitems.Decision, actor string) workitems.Decision {
@@ -311,12 +317,16 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	tmpl, ok := h.config().ItemTemplate(it)
 	var d workitems.Decision
 	var del *workitems.Delivery
+	var facts verify.Judgement
 	if !ok {
 		tmpl = &workitems.Template{Name: it.Template}
 		d = h.precondition(ctx, it, n, workitems.ConfigTemplateRemoved.Rule(),
 			fmt.Sprintf("template %q is no longer configured (config %s); the item was waiting for %s", it.Template, h.config().Version(), it.Wait))
-	} else if d, del, err = h.evidence().Wake(ctx, tmpl, it, ""); err != nil {
-		return fmt.Errorf("worker: judge waiting %s: %w", it.ID, err)
+	} else {
+		if facts, err = h.evidence().WakeFacts(ctx, tmpl, it); err != nil {
+			return fmt.Errorf("worker: judge waiting %s: %w", it.ID, err)
+		}
+		d, del = h.evidence().Decide(ctx, tmpl, facts), facts.Delivery
 	}
 	d = withActor(d, workitems.ActorVerifierName)
 	if del != nil && len(del.Checks) > 0 {
@@ -324,17 +334,15 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": string(d.Rule)}})
 	}
 
-	// 4. Act at the forge.
+	// 4. Act at the forge. A refused merge is one more fact: the same facts, decided again.
 	if h.merges(tmpl, d, del) {
 		merged, refused, err := h.merge(ctx, tmpl, it, n, *del, events)
 		if err != nil {
 			return fmt.Errorf("worker: merge waiting %s: %w", it.ID, err)
 		}
 		if refused != "" {
-			if d, del, err = h.evidence().Wake(ctx, tmpl, it, refused); err != nil {
-				return fmt.Errorf("worker: judge waiting %s: %w", it.ID, err)
-			}
-			d = withActor(d, workitems.ActorVerifierName)
+			facts.MergeRefused = refused
+			d = withActor(h.evidence().Decide(ctx, tmpl, facts), workitems.ActorVerifierName)
 		} else {
 			del = &merged
 		}

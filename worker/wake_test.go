@@ -27,15 +27,17 @@ func (wakeVerifier) Judge(_ context.Context, j verify.Judgement) workitems.Decis
 	return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: j.Precondition.Rule, Actor: "verifier"}
 }
 
-// judgeCall is one call of the wake's evidence stage.
+// judgeCall is one decision of the wake's evidence stage.
 type judgeCall struct {
 	item         string
 	mergeRefused string
 }
 
 // judged answers the wake's judge: the decision given, then (after a refused merge) escalate.
+// reads counts the evidence reads (WakeFacts), calls the decisions.
 type judged struct {
 	d     workitems.Decision
+	reads int
 	calls []judgeCall
 }
 
@@ -43,13 +45,18 @@ func (j *judged) AfterPush(context.Context, *workitems.Template, *workitems.Item
 	panic("not in this test")
 }
 
-func (j *judged) Wake(_ context.Context, _ *workitems.Template, it *workitems.Item, mergeRefused string) (workitems.Decision, *workitems.Delivery, error) {
-	j.calls = append(j.calls, judgeCall{item: it.ID, mergeRefused: mergeRefused})
-	if mergeRefused != "" {
+func (j *judged) WakeFacts(_ context.Context, tmpl *workitems.Template, it *workitems.Item) (verify.Judgement, error) {
+	j.reads++
+	return verify.Judgement{Template: tmpl, Item: it, Delivery: it.Delivery}, nil
+}
+
+func (j *judged) Decide(_ context.Context, _ *workitems.Template, jd verify.Judgement) workitems.Decision {
+	j.calls = append(j.calls, judgeCall{item: jd.Item.ID, mergeRefused: jd.MergeRefused})
+	if jd.MergeRefused != "" {
 		return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused",
-			Reasons: []string{"automerge refused: " + mergeRefused}, Actor: "verifier"}, it.Delivery, nil
+			Reasons: []string{"automerge refused: " + jd.MergeRefused}, Actor: "verifier"}
 	}
-	return j.d, it.Delivery, nil
+	return j.d
 }
 
 type refusingDeliverer struct {
@@ -157,9 +164,10 @@ forges:
 		t.Fatal(err)
 	}
 	last := it.Decisions[len(it.Decisions)-1]
+	// The forge was read once; the refused merge was decided on with the same facts.
 	if it.State != workitems.StateEscalated || last.Rule != "automerge_refused" || del.merges != 1 || len(ev.calls) != 2 ||
-		ev.calls[1].mergeRefused != "the head moved" {
-		t.Fatalf("state %s rule %s merges %d judged %+v", it.State, last.Rule, del.merges, ev.calls)
+		ev.calls[1].mergeRefused != "the head moved" || ev.reads != 1 {
+		t.Fatalf("state %s rule %s merges %d reads %d judged %+v", it.State, last.Rule, del.merges, ev.reads, ev.calls)
 	}
 	if len(del.followups) != 1 || del.followups[0].Outcome != workitems.OutcomeEscalate {
 		t.Fatalf("the escalation is told to the pull request: %+v", del.followups)
