@@ -43,7 +43,7 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 			it.Template, cfg.Version(), pinConfig(it))
 	case it.State == workitems.StateQueued || it.State == workitems.StateRetryWait:
 		// A running (resumed) attempt keeps going: it already runs with this template.
-		if why := it.Pin.Incompatible(tmpl); len(why) > 0 {
+		if why := workitems.Incompatible(it.Pin, tmpl); len(why) > 0 {
 			reason = workitems.ConfigTemplateIncompatible
 			summary = fmt.Sprintf("template %q changed incompatibly since the item was created (%s; config %s → %s)",
 				it.Template, strings.Join(why, ", "), pinConfig(it), cfg.Version())

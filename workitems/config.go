@@ -61,26 +61,6 @@ type ProviderConfig struct {
 	File      string       `yaml:"file"` // replay: the recording to play
 }
 
-// ProviderKind is the wire protocol of a model provider: what `providers.<name>.kind` may say
-// and what worker/model implements (model.New has a case for each).
-type ProviderKind string
-
-// The provider kinds.
-const (
-	ProviderOpenAIResponses ProviderKind = "openai-responses"
-	ProviderOpenAIChat      ProviderKind = "openai-chat"
-	ProviderAnthropic       ProviderKind = "anthropic"
-	ProviderReplay          ProviderKind = "replay" // a recording, played in order
-)
-
-// ProviderKinds lists the provider kinds.
-func ProviderKinds() []ProviderKind {
-	return []ProviderKind{ProviderOpenAIResponses, ProviderOpenAIChat, ProviderAnthropic, ProviderReplay}
-}
-
-// ExecAgents lists the external agents `loop.kind: exec` can run.
-func ExecAgents() []string { return []string{"codex", "claude", "aider", "command"} }
-
 // Loop configures a template's inner loop. Which fields apply depends on Kind.
 type Loop struct {
 	Kind LoopKind `yaml:"kind"`
@@ -110,20 +90,6 @@ type Loop struct {
 	Commands       []string `yaml:"commands"`
 	CommandTimeout Duration `yaml:"command_timeout"`
 }
-
-// CIProvider is where a done check's CI results come from when no forge key names it.
-type CIProvider string
-
-// The CI providers.
-const (
-	// CIProviderGitHub resolves to the forge of kind github (configs written before forges:).
-	CIProviderGitHub CIProvider = "github"
-	// CIProviderWebhook reads results posted to POST /api/evidence.
-	CIProviderWebhook CIProvider = "webhook"
-)
-
-// AllCIProviders lists the CI providers.
-func AllCIProviders() []CIProvider { return []CIProvider{CIProviderGitHub, CIProviderWebhook} }
 
 // CICheck says which CI checks must be green, and how long to wait for them.
 type CICheck struct {
@@ -429,10 +395,10 @@ func (c *Config) Validate() error { return c.ValidateWith(Kinds{}) }
 // ValidateWith is Validate with the registered kinds (a nil registry: the built-in kinds).
 func (c *Config) ValidateWith(kinds Kinds) error {
 	loops := kinds.loops()
-	if err := c.Defaults.Budget.validate(); err != nil {
+	if err := validateBudget(c.Defaults.Budget); err != nil {
 		return &ConfigError{Field: "defaults.budget", Err: err}
 	}
-	if err := c.Defaults.ItemBudget.validate(); err != nil {
+	if err := validateBudget(c.Defaults.ItemBudget); err != nil {
 		return &ConfigError{Field: "defaults.item_budget", Err: err}
 	}
 	if c.Defaults.MaxAttempts < 0 {
@@ -553,13 +519,13 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 	if d := t.DoneCheck.Diff; d != nil && (d.MaxFiles < 0 || d.MaxLines < 0) {
 		return bad("done_check.diff", "limits must not be negative")
 	}
-	if err := t.Budget.validate(); err != nil {
+	if err := validateBudget(t.Budget); err != nil {
 		return bad("budget", "%v", err)
 	}
 	if t.Budget.WallTime <= 0 {
 		return bad("budget.wall_time", "missing: every attempt needs a wall-time budget")
 	}
-	if err := t.ItemBudget.validate(); err != nil {
+	if err := validateBudget(t.ItemBudget); err != nil {
 		return bad("item_budget", "%v", err)
 	}
 	if t.Retry.SameFailureLimit < 1 {
@@ -579,4 +545,10 @@ func (c *Config) Template(name string) (*Template, bool) {
 		}
 	}
 	return nil, false
+}
+
+// FirstStrategy is the strategy an item's first attempt starts from: the template's
+// loop.model and loop.prompt_variant.
+func (t *Template) FirstStrategy() Strategy {
+	return Strategy{Model: t.Loop.Model, PromptVariant: t.Loop.PromptVariant}
 }

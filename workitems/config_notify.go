@@ -11,42 +11,6 @@ import (
 	"time"
 )
 
-// NotifyEvent is a kind of event that people are told about (the `notify:` section).
-type NotifyEvent string
-
-// The events notifications are sent for.
-const (
-	// NotifyEscalation: an item was escalated and waits for a person.
-	NotifyEscalation NotifyEvent = "escalation"
-	// NotifyFailure: an item failed for good (an invariant broke, e.g. its template is gone).
-	NotifyFailure NotifyEvent = "failure"
-	// NotifyDailyCap: a template reached its daily cost cap, so its ticks are skipped until
-	// the next UTC day (told once per template and day).
-	NotifyDailyCap NotifyEvent = "daily_cap"
-	// NotifyFleetPaused: a fleet template's breaker paused it after consecutive failures
-	// (fleet.pause_after_failures); it stays paused until a person resumes it.
-	NotifyFleetPaused NotifyEvent = "fleet_paused"
-)
-
-// AllNotifyEvents lists every NotifyEvent.
-func AllNotifyEvents() []NotifyEvent {
-	return []NotifyEvent{NotifyEscalation, NotifyFailure, NotifyDailyCap, NotifyFleetPaused}
-}
-
-// NotifySinkKind is how a sink is called.
-type NotifySinkKind string
-
-// The built-in sink kinds (BuiltinSinkKinds); a process may register more (SinkRegistry).
-const (
-	// SinkWebhook POSTs the notification as JSON, signed with HMAC-SHA256 of the body.
-	SinkWebhook NotifySinkKind = "webhook"
-	// SinkSlack POSTs a Slack-compatible incoming-webhook message ({"text": ...}).
-	SinkSlack NotifySinkKind = "slack"
-)
-
-// AllNotifySinkKinds lists the built-in NotifySinkKinds.
-func AllNotifySinkKinds() []NotifySinkKind { return []NotifySinkKind{SinkWebhook, SinkSlack} }
-
 // Notify is the top-level `notify:` section: where people are told about events that need
 // them, and which events. Deliveries go through an outbox in Redis (package notify).
 type Notify struct {

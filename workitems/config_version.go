@@ -132,49 +132,20 @@ func ciForge(t *Template) string {
 	return t.DoneCheck.CI.Forge
 }
 
-// ConfigPin is what an item records of the config it was created under: the config and
-// template versions, and the template settings an item cannot outlive (see Incompatible).
-type ConfigPin struct {
-	Config   string   `json:"config"`
-	Template string   `json:"template"`
-	LoopKind LoopKind `json:"loop_kind"`
-	Repo     string   `json:"repo,omitempty"`
-	// DeliverMode and DeliverRepo say where the item's change goes.
-	DeliverMode DeliveryMode `json:"deliver_mode,omitempty"`
-	DeliverRepo string       `json:"deliver_repo,omitempty"`
-}
-
 // PinFor returns the pin of a new item of template t under config c.
 func (c *Config) PinFor(t *Template) *ConfigPin {
 	return &ConfigPin{Config: c.Version(), Template: c.TemplateVersion(t.Name), LoopKind: t.Loop.Kind, Repo: t.Repo,
 		DeliverMode: t.Deliver.Mode, DeliverRepo: t.Deliver.Repo}
 }
 
-// ConfigChangeReason is why an item cannot go on under the config in force.
-type ConfigChangeReason string
-
-// The reasons an item of a changed config is escalated (its escalation's reason).
-const (
-	// ConfigTemplateRemoved: the item's template is not in the config any more.
-	ConfigTemplateRemoved ConfigChangeReason = "template_removed"
-	// ConfigTemplateIncompatible: the template changed in a way the item's attempts so far do not
-	// carry over to (see Incompatible).
-	ConfigTemplateIncompatible ConfigChangeReason = "template_incompatible"
-)
-
-// AllConfigChangeReasons lists the reasons.
-func AllConfigChangeReasons() []ConfigChangeReason {
-	return []ConfigChangeReason{ConfigTemplateRemoved, ConfigTemplateIncompatible}
-}
-
-// Incompatible lists what changed in t since the item's pin that the item cannot go on with:
+// Incompatible lists what changed in t since the item's pin p that the item cannot go on with:
 // the inner loop kind (its checkpoints and conversation belong to the old loop), the repo
 // (its workspace, base commit and patch belong to the old one), and the delivery mode or
 // target repo (its delivery record, branch and pull request point at the old target).
 // Everything else (goal, budgets, commands, done check, prompts, models) is compatible: the
 // item's next attempt simply runs with the new settings, and the item keeps the budgets and
 // goal it was created with. An item without a pin (created before versions) is compatible.
-func (p *ConfigPin) Incompatible(t *Template) []string {
+func Incompatible(p *ConfigPin, t *Template) []string {
 	if p == nil {
 		return nil
 	}

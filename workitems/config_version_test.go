@@ -73,23 +73,23 @@ func TestPinIncompatible(t *testing.T) {
 	base := mustParse(t, versionYAML)
 	tb, _ := base.Template("b")
 	pin := base.PinFor(tb)
-	if why := pin.Incompatible(tb); len(why) != 0 {
+	if why := Incompatible(pin, tb); len(why) != 0 {
 		t.Fatalf("the same template is incompatible: %v", why)
 	}
 	goal := mustParse(t, strings.Replace(versionYAML, "goal: do b", "goal: do b better", 1))
 	tg, _ := goal.Template("b")
-	if why := pin.Incompatible(tg); len(why) != 0 {
+	if why := Incompatible(pin, tg); len(why) != 0 {
 		t.Fatalf("a changed goal is incompatible: %v", why)
 	}
 	moved := mustParse(t, strings.Replace(strings.Replace(versionYAML, "repo: r", "repo: r2", 1),
 		`loop: {kind: script, commands: ["true"]}`, `loop: {kind: exec, agent: command, command: x}`, 1))
 	tm, _ := moved.Template("b")
-	why := strings.Join(pin.Incompatible(tm), "; ")
+	why := strings.Join(Incompatible(pin, tm), "; ")
 	if !strings.Contains(why, "loop.kind script → exec") || !strings.Contains(why, `repo "r" → "r2"`) {
 		t.Fatalf("incompatible = %q, want the loop kind and repo changes", why)
 	}
 	var none *ConfigPin
-	if why := none.Incompatible(tm); len(why) != 0 {
+	if why := Incompatible(none, tm); len(why) != 0 {
 		t.Fatalf("an item without a pin is incompatible: %v", why)
 	}
 }

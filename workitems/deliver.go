@@ -10,20 +10,6 @@ import (
 	"time"
 )
 
-// ForgeKind is the API a code forge speaks.
-type ForgeKind string
-
-// The forge kinds.
-const (
-	// ForgeGitHub is github.com or GitHub Enterprise Server (REST v3).
-	ForgeGitHub ForgeKind = "github"
-	// ForgeGitea is Gitea, Forgejo or Codeberg (Gitea's API v1).
-	ForgeGitea ForgeKind = "gitea"
-)
-
-// AllForgeKinds lists every forge kind.
-func AllForgeKinds() []ForgeKind { return []ForgeKind{ForgeGitHub, ForgeGitea} }
-
 // DefaultGitHubAPI is the REST API root of github.com.
 const DefaultGitHubAPI = "https://api.github.com"
 
@@ -42,37 +28,6 @@ type ForgeConfig struct {
 	// forge's webhooks (POST /hooks/{forge}) are refused.
 	WebhookSecretEnv string `yaml:"webhook_secret_env" json:"webhook_secret_env,omitempty"`
 }
-
-// DeliveryMode is what a closed item's change becomes.
-type DeliveryMode string
-
-// The delivery modes.
-const (
-	// DeliverPatch keeps the patch with the item (nothing is pushed).
-	DeliverPatch DeliveryMode = "patch"
-	// DeliverBranch pushes the change to the template's branch and stops.
-	DeliverBranch DeliveryMode = "branch"
-	// DeliverPullRequest pushes and opens (or updates) a pull request.
-	DeliverPullRequest DeliveryMode = "pull_request"
-)
-
-// AllDeliveryModes lists every delivery mode.
-func AllDeliveryModes() []DeliveryMode {
-	return []DeliveryMode{DeliverPatch, DeliverBranch, DeliverPullRequest}
-}
-
-// MergeMethod is how a pull request is merged.
-type MergeMethod string
-
-// The merge methods.
-const (
-	MergeMerge  MergeMethod = "merge"
-	MergeSquash MergeMethod = "squash"
-	MergeRebase MergeMethod = "rebase"
-)
-
-// AllMergeMethods lists every merge method.
-func AllMergeMethods() []MergeMethod { return []MergeMethod{MergeMerge, MergeSquash, MergeRebase} }
 
 // DefaultBranchPattern is the branch a template delivers to unless it names one: one branch per
 // template means at most one open pull request, which retries and later ticks update.
@@ -104,21 +59,13 @@ type Deliver struct {
 	Rebase RebasePolicy `yaml:"rebase" json:"rebase,omitempty"`
 }
 
-// OnChangesRequested is what a review that requests changes leads to.
-type OnChangesRequested string
-
-// The reactions to a review that requests changes.
-const (
-	// ChangesRetry starts the item's next attempt with the review's body and inline comments
-	// as its input; it pushes a new commit to the same pull request.
-	ChangesRetry OnChangesRequested = "retry"
-	// ChangesEscalate hands the item to a person.
-	ChangesEscalate OnChangesRequested = "escalate"
-)
-
-// AllOnChangesRequested lists every reaction to a review that requests changes.
-func AllOnChangesRequested() []OnChangesRequested {
-	return []OnChangesRequested{ChangesRetry, ChangesEscalate}
+// ForgeRepo is the forge and repository d delivers to (workitems.DeliverTarget); "" and "" for
+// a nil d.
+func (d *Deliver) ForgeRepo() (forge, repo string) {
+	if d == nil {
+		return "", ""
+	}
+	return d.Forge, d.Repo
 }
 
 // Review is deliver.review: the pull request's review as evidence.
@@ -139,9 +86,6 @@ const (
 	DefaultReviewRounds = 3
 	DefaultReviewWait   = Duration(72 * time.Hour)
 )
-
-// NeedsForge reports whether the mode delivers through a forge.
-func (m DeliveryMode) NeedsForge() bool { return m == DeliverBranch || m == DeliverPullRequest }
 
 // branchPlaceholders are the placeholders Deliver.Branch may use.
 var branchPlaceholders = []string{"{template}", "{item}"}
@@ -190,82 +134,6 @@ func refSafe(s string) string {
 	}
 }
 
-// CheckBranchName reports why name is not a valid git branch name (git-check-ref-format's
-// rules for refs/heads/NAME), or nil.
-func CheckBranchName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty branch name")
-	case name == "@":
-		return errors.New(`"@" is not a branch name`)
-	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
-		return fmt.Errorf("%q: empty path component", name)
-	case strings.HasSuffix(name, "."):
-		return fmt.Errorf("%q ends with '.'", name)
-	case strings.Contains(name, ".."):
-		return fmt.Errorf("%q contains '..'", name)
-	case strings.Contains(name, "@{"):
-		return fmt.Errorf("%q contains '@{'", name)
-	case strings.HasPrefix(name, "-"):
-		return fmt.Errorf("%q starts with '-'", name)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
-			return fmt.Errorf("%q contains %q, which git refuses in a ref", name, r)
-		}
-	}
-	for c := range strings.SplitSeq(name, "/") {
-		if strings.HasPrefix(c, ".") || strings.HasSuffix(c, ".lock") {
-			return fmt.Errorf("%q: a component starts with '.' or ends with '.lock'", name)
-		}
-	}
-	return nil
-}
-
-var (
-	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	repoPartRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-)
-
-// ParseRepoSlug splits "owner/name" and checks both parts.
-func ParseRepoSlug(s string) (owner, name string, err error) {
-	owner, name, ok := strings.Cut(s, "/")
-	if !ok || !repoPartRE.MatchString(owner) || !repoPartRE.MatchString(name) ||
-		owner == "." || owner == ".." || name == "." || name == ".." {
-		return "", "", fmt.Errorf("%q is not owner/name", s)
-	}
-	return owner, name, nil
-}
-
-// RepoSlugFromURL derives owner/name from a git remote URL: https://host/acme/payments.git,
-// git@host:acme/payments.git, ssh://git@host/acme/payments (the last two path segments, so a
-// forge served under a sub-path works too). A local path has none.
-func RepoSlugFromURL(remote string) (string, error) {
-	var path string
-	switch {
-	case strings.Contains(remote, "://"):
-		u, err := url.Parse(remote)
-		if err != nil || u.Host == "" || u.Scheme == "file" {
-			return "", fmt.Errorf("%q is not a forge URL", remote)
-		}
-		path = u.Path
-	case strings.Contains(remote, ":") && !strings.HasPrefix(remote, "/") && !strings.HasPrefix(remote, "."):
-		// scp-like syntax: [user@]host:owner/name.git
-		_, path, _ = strings.Cut(remote, ":")
-	default:
-		return "", fmt.Errorf("%q is a local path, not a forge URL", remote)
-	}
-	parts := strings.Split(strings.Trim(strings.TrimSuffix(strings.TrimSuffix(path, "/"), ".git"), "/"), "/")
-	if len(parts) < 2 {
-		return "", fmt.Errorf("%q has no owner/name path", remote)
-	}
-	slug := parts[len(parts)-2] + "/" + parts[len(parts)-1]
-	if _, _, err := ParseRepoSlug(slug); err != nil {
-		return "", fmt.Errorf("%q: %w", remote, err)
-	}
-	return slug, nil
-}
-
 // firstLine is s's first non-blank line, trimmed and clipped to n runes.
 func firstLine(s string, n int) string {
 	for l := range strings.SplitSeq(s, "\n") {
@@ -278,6 +146,8 @@ func firstLine(s string, n int) string {
 	}
 	return ""
 }
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedForgeName is the CI provider name a forge key may not take (done_check.ci looks
 // sources up by forge key or provider in one namespace).
@@ -408,15 +278,6 @@ func (c *Config) validateForges(forges ForgeRegistry) error {
 		}
 	}
 	return nil
-}
-
-// JoinKinds lists a vocabulary's values for a message: "a, b, c".
-func JoinKinds[T ~string](ks []T) string {
-	s := make([]string, len(ks))
-	for i, k := range ks {
-		s[i] = string(k)
-	}
-	return strings.Join(s, ", ")
 }
 
 func (c *Config) validateDeliver(t *Template, bad func(field, format string, args ...any) error) error {

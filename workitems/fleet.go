@@ -1,12 +1,9 @@
 package workitems
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // A fleet template names many repositories (repos:, or repos_from: discovered through a forge
@@ -43,25 +40,6 @@ type Fleet struct {
 // Limited reports whether any limit gates the template's items.
 func (f *Fleet) Limited() bool {
 	return f != nil && (f.MaxOpenPRs > 0 || f.PRsPerHour > 0 || f.Concurrency > 0)
-}
-
-// RebasePolicy is deliver.rebase: when an open pull request whose base moved gets a new commit.
-type RebasePolicy string
-
-// The rebase policies.
-const (
-	// RebaseConflicted pushes to an open pull request only when it conflicts with its base
-	// (or the change itself differs): a base that merely moved costs no CI run.
-	RebaseConflicted RebasePolicy = "conflicted"
-	// RebaseBehind pushes whenever the base moved.
-	RebaseBehind RebasePolicy = "behind"
-	// RebaseNever leaves an open pull request's commit alone unless the change differs.
-	RebaseNever RebasePolicy = "never"
-)
-
-// AllRebasePolicies lists the rebase policies.
-func AllRebasePolicies() []RebasePolicy {
-	return []RebasePolicy{RebaseConflicted, RebaseBehind, RebaseNever}
 }
 
 // RebasePolicy is deliver.rebase, conflicted when not given (left empty in the template, so a
@@ -102,36 +80,6 @@ func (c *Config) ItemTemplate(it *Item) (*Template, bool) {
 		return t, ok
 	}
 	return t.ForRepo(it.Repo), true
-}
-
-// RepoKey is a repository's identity whatever its spelling (case, ".git", a trailing slash):
-// one fleet lists a repository once, and its items' ids and the fleet view agree on it.
-func RepoKey(repo string) string {
-	return strings.ToLower(strings.TrimSuffix(strings.TrimRight(repo, "/"), ".git"))
-}
-
-// FleetItemID is the deterministic id of one repository's item of a fleet tick:
-// <template>@<tick>-<name>-<8 hex digits of a hash of the repository>. Every scheduler
-// replica makes the same id, so a tick makes each repository's item once.
-func FleetItemID(template string, tick time.Time, repo string) string {
-	name := repo
-	if slug, err := RepoSlugFromURL(repo); err == nil {
-		_, name, _ = strings.Cut(slug, "/")
-	} else {
-		name = strings.TrimSuffix(strings.TrimRight(name, "/"), ".git")
-		name = name[strings.LastIndexAny(name, "/\\:")+1:]
-	}
-	name = strings.Map(func(r rune) rune {
-		if r < 0x80 && (r == '.' || r == '_' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
-			return r
-		}
-		return '-'
-	}, name)
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	h := sha256.Sum256([]byte(RepoKey(repo)))
-	return CronItemID(template, tick) + "-" + name + "-" + hex.EncodeToString(h[:4])
 }
 
 // fleetProbeRepo stands for a discovered repository when a repos_from template's deliver and

@@ -38,12 +38,6 @@ type Strategy struct {
 	Scope         string   `json:"scope,omitempty"`          // narrowed scope (paths, packages)
 }
 
-// FirstStrategy is the strategy an item's first attempt starts from: the template's
-// loop.model and loop.prompt_variant.
-func (t *Template) FirstStrategy() Strategy {
-	return Strategy{Model: t.Loop.Model, PromptVariant: t.Loop.PromptVariant}
-}
-
 // Condition is what an attempt runs under. A retry must differ from the previous attempt's
 // condition in at least one field; Changes names which.
 type Condition struct {

@@ -8,23 +8,6 @@ import (
 	"strings"
 )
 
-// LoopKind names an inner loop: a template's loop.kind, or an attempt's strategy override. The
-// built-in kinds are below; a process registers more with its loop registry (worker.Registry),
-// which says what each kind does (LoopTraits), so no code outside a loop's own package compares
-// kinds.
-type LoopKind string
-
-// The built-in loop kinds (BuiltinLoopKinds).
-const (
-	LoopScript LoopKind = "script" // the template's commands, in order (worker/scriptloop)
-	LoopAgent  LoopKind = "agent"  // outerloop's own agent, calling a model provider (worker/agentloop)
-	LoopExec   LoopKind = "exec"   // an external coding agent's CLI: codex, claude, aider, a command (worker/execloop)
-)
-
-// LoopKinds lists the built-in inner loop kinds, sorted; a deployment's registry may add more
-// (ParseConfigWith).
-func LoopKinds() []LoopKind { return BuiltinLoopKinds().LoopKinds() }
-
 // LoopTraits is what code outside a loop's package needs to know about its kind: the worker's
 // charging, the scheduler's steer and `outerloop validate`. A kind declares its traits when it
 // is registered (BuiltinLoopKinds for the built-in ones; worker.LoopTraitsDeclarer for others).

@@ -24,59 +24,6 @@ type Sandbox struct {
 	Limits SandboxLimits `yaml:"limits" json:"limits,omitzero"`
 }
 
-// BuildCacheScope says who shares a Go build cache that sandboxed commands write. A build
-// cache is code: an entry one command planted is linked into what another compiles, so a
-// cache is shared only by commands that already trust each other.
-type BuildCacheScope string
-
-// The build cache scopes.
-const (
-	// BuildCacheRepository (the default): one cache per repository, kept by the worker across
-	// that repository's items and attempts. Items of one repository run its code anyway.
-	BuildCacheRepository BuildCacheScope = "repository"
-	// BuildCacheWorkspace: each workspace its own, removed with it: no attempt can change what
-	// another compiles, at the cost of a cold cache per attempt.
-	BuildCacheWorkspace BuildCacheScope = "workspace"
-	// BuildCacheShared: the worker's own GOCACHE, warm for every repository — and an item of
-	// one repository can plant entries that another repository's build links. An explicit
-	// opt-in for deployments whose repositories all trust each other.
-	BuildCacheShared BuildCacheScope = "shared"
-)
-
-// BuildCacheScopes lists the build_cache settings.
-func BuildCacheScopes() []BuildCacheScope {
-	return []BuildCacheScope{BuildCacheRepository, BuildCacheWorkspace, BuildCacheShared}
-}
-
-// SandboxMode says whether commands run in the sandbox (proc implements each).
-type SandboxMode string
-
-// The sandbox modes.
-const (
-	SandboxBwrap SandboxMode = "bwrap" // bubblewrap; items are refused where it cannot start
-	SandboxOff   SandboxMode = "off"   // unconfined (only the guard and the scrubbed environment)
-)
-
-// SandboxNetwork says what network a sandboxed command has.
-type SandboxNetwork string
-
-// The sandbox networks.
-const (
-	NetworkNone SandboxNetwork = "none" // own empty network namespace: no Redis, no loopback services
-	// NetworkRegistries: no network of its own either, only the worker's allowlisting proxy
-	// (package egress) through a bridge: the package registries and Sandbox.Allow.
-	NetworkRegistries SandboxNetwork = "registries"
-	NetworkHost       SandboxNetwork = "host" // the host's network (exec agents must reach their model)
-)
-
-// SandboxModes lists the sandbox modes.
-func SandboxModes() []SandboxMode { return []SandboxMode{SandboxBwrap, SandboxOff} }
-
-// SandboxNetworks lists the sandbox network settings.
-func SandboxNetworks() []SandboxNetwork {
-	return []SandboxNetwork{NetworkNone, NetworkRegistries, NetworkHost}
-}
-
 // Merge returns s with its empty fields taken from base.
 func (s Sandbox) Merge(base Sandbox) Sandbox {
 	if s.Mode == "" {

@@ -18,17 +18,6 @@ type SandboxLimits struct {
 	FileSize  string `yaml:"file_size" json:"file_size,omitempty"` // largest file a process may write
 }
 
-// Limit names one resource limit.
-type Limit string
-
-// The limits.
-const (
-	LimitMemory    Limit = "memory"
-	LimitProcesses Limit = "processes"
-	LimitCPUTime   Limit = "cpu_time"
-	LimitFileSize  Limit = "file_size"
-)
-
 // Unlimited is the value that lifts a limit.
 const Unlimited = "unlimited"
 
@@ -62,13 +51,6 @@ func (l SandboxLimits) Get(k Limit) string {
 		return l.FileSize
 	}
 	return ""
-}
-
-// LimitExceededMessage says that what (a command) was stopped by the sandbox's limit l, set to
-// value, and names the setting that would allow more.
-func LimitExceededMessage(what string, l Limit, value string) string {
-	return fmt.Sprintf("%s exceeded the sandbox's %s limit (%s); raise sandbox: {limits: {%s: …}} to allow more",
-		what, l, value, l)
 }
 
 // Merge returns l with its empty fields taken from base.

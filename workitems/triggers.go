@@ -1,11 +1,8 @@
 package workitems
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -20,20 +17,6 @@ import (
 // branch every failing pull request, outerloop's own among them, would make an item); checks
 // narrows it to those check names (empty: any). labeled needs label; repo narrows it to one
 // repository (empty: any repository of the forge).
-
-// TriggerEvent is the forge event a trigger subscribes to.
-type TriggerEvent string
-
-// The trigger events.
-const (
-	// TriggerCheckFailed: a check (commit status or check run) failed on the head of a branch.
-	TriggerCheckFailed TriggerEvent = "check_failed"
-	// TriggerLabeled: an issue or a pull request got a label.
-	TriggerLabeled TriggerEvent = "labeled"
-)
-
-// AllTriggerEvents lists every trigger event.
-func AllTriggerEvents() []TriggerEvent { return []TriggerEvent{TriggerCheckFailed, TriggerLabeled} }
 
 // Trigger is one entry of a template's triggers:.
 type Trigger struct {
@@ -119,44 +102,4 @@ func (c *Config) validateTriggers(t *Template) error {
 		seen[tr.key()] = j
 	}
 	return nil
-}
-
-// CheckTriggerItemID is the deterministic id of the item a check_failed trigger makes for a
-// commit: one per (template, forge, repository, commit), so a second failing check on the
-// same commit, a delivery replayed, or another replica handling the same delivery makes none.
-// It reads <template>@check-<sha, 12 digits>-<8 hex digits of a hash of forge, repo and sha>.
-func CheckTriggerItemID(template, forge, repo, sha string) string {
-	return template + "@check-" + shortSHA(sha) + "-" + triggerHash(forge, repo, strings.ToLower(sha))
-}
-
-// LabelTriggerItemID is the deterministic id of the item a labeled trigger makes: one per
-// (template, forge, repository, issue or pull request number, label).
-// It reads <template>@label-<number>-<8 hex digits of a hash of forge, repo, number and label>.
-func LabelTriggerItemID(template, forge, repo string, number int, label string) string {
-	n := strconv.Itoa(number)
-	return template + "@label-" + n + "-" + triggerHash(forge, repo, n, label)
-}
-
-// triggerHash hashes a trigger's identifying facts; the repository case-insensitively.
-func triggerHash(forge, repo string, rest ...string) string {
-	h := sha256.New()
-	for _, s := range append([]string{forge, strings.ToLower(repo)}, rest...) {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))[:8]
-}
-
-func shortSHA(sha string) string {
-	sha = strings.ToLower(sha)
-	if len(sha) > 12 {
-		sha = sha[:12]
-	}
-	var b strings.Builder
-	for _, r := range sha {
-		if (r >= '0' && r <= '9') || (r >= 'a' && r <= 'f') {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
