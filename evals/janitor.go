@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -49,7 +50,7 @@ func NewJanitor(o JanitorOptions) *Janitor {
 		o.Batch = 100
 	}
 	if o.Retention <= 0 {
-		o.Retention = workitems.DefaultExperimentRetention
+		o.Retention = config.DefaultExperimentRetention
 	}
 	if o.Clock == nil {
 		o.Clock = workitems.SystemClock{}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // LoopSettingsValidator is implemented by an InnerLoop that checks its template's loop
@@ -9,7 +10,7 @@ import (
 // new loop kind brings its own checks; a loop without it accepts any settings, and a built-in
 // kind without it uses workitems.BuiltinLoopKinds' checks.
 type LoopSettingsValidator interface {
-	ValidateLoop(c *workitems.Config, t *workitems.Template) error
+	ValidateLoop(c *config.Config, t *config.Template) error
 }
 
 // LoopTraitsDeclarer is implemented by an InnerLoop that says what its kind does: whether it
@@ -18,10 +19,10 @@ type LoopSettingsValidator interface {
 // (workitems.BuiltinLoopKinds), or none (not steerable, no provider charged, no programs) for
 // a kind of its own.
 type LoopTraitsDeclarer interface {
-	Traits() workitems.LoopTraits
+	Traits() config.LoopTraits
 }
 
-var _ workitems.LoopRegistry = (*Registry)(nil)
+var _ config.LoopRegistry = (*Registry)(nil)
 
 // LoopKinds lists the registered kinds, sorted (workitems.LoopRegistry).
 func (r *Registry) LoopKinds() []workitems.LoopKind {
@@ -32,35 +33,35 @@ func (r *Registry) LoopKinds() []workitems.LoopKind {
 
 // LoopTraits returns what the loop registered for kind does (workitems.LoopRegistry); false for
 // a kind nobody registered.
-func (r *Registry) LoopTraits(kind workitems.LoopKind) (workitems.LoopTraits, bool) {
+func (r *Registry) LoopTraits(kind workitems.LoopKind) (config.LoopTraits, bool) {
 	r.mu.RLock()
 	l, ok := r.loops[kind]
 	r.mu.RUnlock()
 	if !ok {
-		return workitems.LoopTraits{}, false
+		return config.LoopTraits{}, false
 	}
 	if d, ok := l.(LoopTraitsDeclarer); ok {
 		return d.Traits(), true
 	}
-	tr, _ := workitems.BuiltinLoopKinds().LoopTraits(kind)
+	tr, _ := config.BuiltinLoopKinds().LoopTraits(kind)
 	return tr, true
 }
 
 // ValidateLoop checks t's loop settings with the loop registered for its kind
 // (workitems.LoopRegistry): a kind nobody registered is refused naming loop.kind and the
 // registered kinds.
-func (r *Registry) ValidateLoop(c *workitems.Config, t *workitems.Template) error {
+func (r *Registry) ValidateLoop(c *config.Config, t *config.Template) error {
 	r.mu.RLock()
 	l, ok := r.loops[t.Loop.Kind]
 	kinds := r.kindsLocked()
 	r.mu.RUnlock()
 	if !ok {
-		return workitems.UnknownLoopKind(t, kinds)
+		return config.UnknownLoopKind(t, kinds)
 	}
 	if v, ok := l.(LoopSettingsValidator); ok {
-		return workitems.LoopError(t, v.ValidateLoop(c, t))
+		return config.LoopError(t, v.ValidateLoop(c, t))
 	}
-	builtin := workitems.BuiltinLoopKinds()
+	builtin := config.BuiltinLoopKinds()
 	if _, ok := builtin.LoopTraits(t.Loop.Kind); ok {
 		return builtin.ValidateLoop(c, t)
 	}

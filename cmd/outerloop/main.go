@@ -22,7 +22,7 @@ import (
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func main() {
@@ -130,16 +130,16 @@ func (g *globals) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text, json or auto", g.logFormat)
 }
 
-func (g *globals) loadConfig() (*workitems.Config, error) {
+func (g *globals) loadConfig() (*config.Config, error) {
 	if g.noTemplates {
-		return workitems.LoadDeploymentConfig(g.config)
+		return config.LoadDeploymentConfig(g.config)
 	}
-	return workitems.LoadConfig(g.config)
+	return config.LoadConfig(g.config)
 }
 
 // redisURL resolves where Redis is; "" means embedded, allowed only where the whole system
 // runs in this process.
-func (g *globals) redisURL(cfg *workitems.Config, allowEmbedded bool) (string, error) {
+func (g *globals) redisURL(cfg *config.Config, allowEmbedded bool) (string, error) {
 	switch {
 	case g.redis != "":
 		return g.redis, nil

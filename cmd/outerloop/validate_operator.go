@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // checkOperatorFiles: the files outside the workspace that templates' commands name (a stop
@@ -24,7 +24,7 @@ func checkOperatorFiles(_ context.Context, v *validation) {
 		if t.Repo != "" && !isRemote(t.Repo) {
 			local = resolveRepo(v.cfg, t.Repo)
 		}
-		for _, p := range workitems.OperatorFileProblems(t, v.cfg.Dir, local) {
+		for _, p := range config.OperatorFileProblems(t, v.cfg.Dir, local) {
 			v.problems = append(v.problems, fmt.Sprintf("template %q: %s", t.Name, p))
 		}
 		var shown []string

@@ -124,6 +124,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Provider streams one model response per call.
@@ -243,7 +244,7 @@ type Delta struct {
 }
 
 // Prices is re-exported from workitems for convenience.
-type Prices = workitems.Prices
+type Prices = config.Prices
 
 // Cost returns the USD cost of u under p.
 func Cost(p Prices, u Usage) float64 {
