@@ -22,7 +22,7 @@ type ItemDeleter interface {
 type JanitorOptions struct {
 	Exps  *Store
 	Items ItemDeleter
-	// Retention is how long an ended experiment stays (workitems.Retention.Experiments).
+	// Retention is how long an ended experiment stays (config.Retention.Experiments).
 	Retention time.Duration
 	Every     time.Duration // default 10m
 	Batch     int           // experiments per pass (default 100)

@@ -108,7 +108,7 @@ func LoadVariant(spec string) (Variant, error) {
 }
 
 // checkOverlay checks the overlay's keys the way the config checks a template's
-// (workitems.CheckTemplateKeys) and refuses a field evals force. Errors give the key's line
+// (config.CheckTemplateKeys) and refuses a field evals force. Errors give the key's line
 // when the overlay came from a file (lines), not when it was rendered from a Variant built in
 // code.
 func checkOverlay(name string, doc *yaml.Node, lines bool) error {
@@ -149,7 +149,7 @@ func checkOverlay(name string, doc *yaml.Node, lines bool) error {
 //     template's run is one item on the task's repository).
 //
 // The result is then given the deployment's defaults and validated by the config's own code
-// (workitems.Config.EffectiveTemplate): a variant is refused with the error the same template
+// (config.Config.EffectiveTemplate): a variant is refused with the error the same template
 // written in outerloop.yaml would get. The task's ref is not a template's: the runner gives
 // it to each run's item (workitems.Item.Ref), where the worker starts the workspace.
 func (v Variant) Apply(cfg *config.Config, t *config.Template, task Task) (*config.Template, error) {

@@ -275,6 +275,6 @@ func (s Set) Get(name string) (Forge, error) {
 	return nil, &Error{Forge: name, Op: "look up", Class: workitems.ClassInvalidInput, Err: ErrUnknownForge}
 }
 
-// ForgeKinds lists the kinds of k, sorted (workitems.ForgeRegistry: the kinds config
+// ForgeKinds lists the kinds of k, sorted (config.ForgeRegistry: the kinds config
 // validation accepts).
 func (k Kinds) ForgeKinds() []workitems.ForgeKind { return k.Names() }

@@ -77,7 +77,7 @@ func TestExampleANewSinkKindIsDrivenEndToEnd(t *testing.T) {
 	recv := newReceiver(t, clock, 1, 0) // answers 500 once, then 204
 
 	// The process's sinks: the built-in kinds plus ntfy. The config is validated with them
-	// (workitems.Kinds), so `kind: ntfy` is accepted here and refused by plain ParseConfig.
+	// (config.Kinds), so `kind: ntfy` is accepted here and refused by plain ParseConfig.
 	sinks := notify.BuiltinSinks(nil).Register(ntfyKind, ntfySink{http: &http.Client{Timeout: 10 * time.Second}})
 	const notifyYAML = `
 notify:

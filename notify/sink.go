@@ -93,14 +93,14 @@ type Sink interface {
 }
 
 // SinkSettingsValidator is implemented by a Sink that checks its sinks' settings. Config
-// validation with the Registry (workitems.SinkRegistry) calls it, so a new kind brings its own
-// checks; a Sink without it is held to workitems.ValidateSinkAddress.
+// validation with the Registry (config.SinkRegistry) calls it, so a new kind brings its own
+// checks; a Sink without it is held to config.ValidateSinkAddress.
 type SinkSettingsValidator interface {
 	ValidateSink(s config.NotifySink) error
 }
 
 // Registry is the sinks of a process by kind: the dispatcher sends through it and config
-// validation asks it which kinds exist (it is a workitems.SinkRegistry).
+// validation asks it which kinds exist (it is a config.SinkRegistry).
 type Registry struct {
 	mu    sync.RWMutex
 	sinks map[workitems.NotifySinkKind]Sink
@@ -136,7 +136,7 @@ func (r *Registry) Sink(kind workitems.NotifySinkKind) (Sink, bool) {
 	return s, ok
 }
 
-// SinkKinds lists the registered kinds, sorted (workitems.SinkRegistry).
+// SinkKinds lists the registered kinds, sorted (config.SinkRegistry).
 func (r *Registry) SinkKinds() []workitems.NotifySinkKind {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -148,7 +148,7 @@ func (r *Registry) SinkKinds() []workitems.NotifySinkKind {
 }
 
 // ValidateSink checks the settings of the sink called name with the sink of its kind
-// (workitems.SinkRegistry): a kind nobody registered is refused naming its field and the
+// (config.SinkRegistry): a kind nobody registered is refused naming its field and the
 // registered kinds.
 func (r *Registry) ValidateSink(name string, s config.NotifySink) error {
 	sk, ok := r.Sink(s.Kind)
@@ -184,7 +184,7 @@ func (w Webhook) Check(to Target) error {
 	return err
 }
 
-// ValidateSink holds the settings to workitems.ValidateWebhookSink.
+// ValidateSink holds the settings to config.ValidateWebhookSink.
 func (Webhook) ValidateSink(s config.NotifySink) error { return config.ValidateWebhookSink(s) }
 
 // Send POSTs the signed JSON body.
@@ -214,7 +214,7 @@ func (Slack) Check(to Target) error {
 	return err
 }
 
-// ValidateSink holds the settings to workitems.ValidateSlackSink.
+// ValidateSink holds the settings to config.ValidateSlackSink.
 func (Slack) ValidateSink(s config.NotifySink) error { return config.ValidateSlackSink(s) }
 
 // Send POSTs the message.

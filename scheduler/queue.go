@@ -69,12 +69,12 @@ type QueueOptions struct {
 	// Repos lists the repositories of repos_from templates (nil: their ticks fail, saying so).
 	Repos RepoSource
 	// Loops says what each loop kind does, for Steer (default: the built-in kinds,
-	// workitems.BuiltinLoopKinds). A process that registers loops passes its registry.
+	// config.BuiltinLoopKinds). A process that registers loops passes its registry.
 	Loops LoopKinds
 }
 
 // LoopKinds tells the queue what an inner loop kind does (worker.Registry and
-// workitems.LoopKindSet implement it): Steer asks whether a kind reads steer input.
+// config.LoopKindSet implement it): Steer asks whether a kind reads steer input.
 type LoopKinds interface {
 	LoopTraits(kind workitems.LoopKind) (config.LoopTraits, bool)
 }

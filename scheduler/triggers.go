@@ -18,8 +18,8 @@ import (
 )
 
 // Triggers makes items from the forge events templates subscribe to (a template's triggers:,
-// workitems/triggers.go; docs/triggers.md). It is the waits.Sink's Triggers: the sink hands it
-// every normalised webhook delivery.
+// workitems/config/triggers.go; docs/triggers.md). It is the waits.Sink's Triggers: the sink
+// hands it every normalised webhook delivery.
 //
 //   - check_failed: a check event (commit status, check run) in state failure — not
 //     infra_error (the CI system broke, not the code), not action_required (a person must act on

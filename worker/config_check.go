@@ -23,7 +23,7 @@ func (h *Handler) config() *config.Config {
 // templateFor finds the template an item's attempt runs with. A template this process does not
 // know, or knows in another version than the item was created under, first makes it reload its
 // config (the file may be newer than this process's copy). A template still gone, or changed in
-// a way the item cannot go on with (workitems.ConfigPin.Incompatible), escalates the item with
+// a way the item cannot go on with (config.Incompatible), escalates the item with
 // the reason in its headline: done is then true and the task is done.
 func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog.Logger) (tmpl *config.Template, done bool, err error) {
 	cfg := h.config()

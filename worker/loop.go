@@ -101,7 +101,7 @@ type DoneCheckResult struct {
 }
 
 // Registry maps inner loop kinds (agent, exec, script and any a process adds) to
-// implementations. It is the process's workitems.LoopRegistry (registry_kinds.go): the kinds,
+// implementations. It is the process's config.LoopRegistry (registry_kinds.go): the kinds,
 // their traits and their settings' checks.
 type Registry struct {
 	mu    sync.RWMutex

@@ -49,7 +49,7 @@ func AllCIProviders() []CIProvider { return []CIProvider{CIProviderGitHub, CIPro
 // kinds.
 type LoopKind string
 
-// The built-in loop kinds (BuiltinLoopKinds).
+// The built-in loop kinds (config.BuiltinLoopKinds).
 const (
 	LoopScript LoopKind = "script" // the template's commands, in order (worker/scriptloop)
 	LoopAgent  LoopKind = "agent"  // outerloop's own agent, calling a model provider (worker/agentloop)
@@ -234,7 +234,7 @@ type SandboxNetwork string
 const (
 	NetworkNone SandboxNetwork = "none" // own empty network namespace: no Redis, no loopback services
 	// NetworkRegistries: no network of its own either, only the worker's allowlisting proxy
-	// (package egress) through a bridge: the package registries and Sandbox.Allow.
+	// (package egress) through a bridge: the package registries and config.Sandbox.Allow.
 	NetworkRegistries SandboxNetwork = "registries"
 	NetworkHost       SandboxNetwork = "host" // the host's network (exec agents must reach their model)
 )

@@ -369,7 +369,7 @@ type Item struct {
 	// from (empty: the tip of its default branch). Evals set it to run a task where it was.
 	Ref string `json:"ref,omitempty"`
 	// Repo is the repository of a fleet template's item (empty: the template's repo); see
-	// Config.ItemTemplate.
+	// config.Config.ItemTemplate.
 	Repo string `json:"repo,omitempty"`
 }
 

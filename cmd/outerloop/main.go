@@ -201,7 +201,7 @@ func longRunning(cmd string) bool {
 
 // withStoreApp is withApp for a command that reads or changes items and reads no template
 // (items, escalations, audit, notify, gc): the config's templates are neither parsed nor
-// validated (workitems.LoadDeploymentConfig), what at 10k templates is nearly all of opening.
+// validated (config.LoadDeploymentConfig), what at 10k templates is nearly all of opening.
 func (g *globals) withStoreApp(run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		g.noTemplates = true

@@ -11,7 +11,7 @@ import (
 
 // checkOperatorFiles: the files outside the workspace that templates' commands name (a stop
 // hook's script next to the config, a done check in /opt) are shown read-only inside the
-// sandbox, or refused here naming the path (workitems.OperatorFileProblems); files under the
+// sandbox, or refused here naming the path (config.OperatorFileProblems); files under the
 // work dir, which the sandbox hides with every workspace and mirror in it, are refused too.
 func checkOperatorFiles(_ context.Context, v *validation) {
 	if v.cfg == nil {

@@ -49,7 +49,7 @@
 //
 // # Building a provider
 //
-// New builds the provider of a workitems.ProviderConfig: kind openai-responses (POST
+// New builds the provider of a config.ProviderConfig: kind openai-responses (POST
 // {base}/responses), openai-chat (POST {base}/chat/completions), anthropic (POST
 // {base}/v1/messages) or replay. The base URL defaults to the vendor's; set it to use any
 // compatible server. The key is read from the environment variable the config names; an

@@ -15,7 +15,7 @@ import (
 	"outerloop/workitems/config"
 )
 
-// The provider kinds of workitems.ProviderConfig.Kind.
+// The provider kinds of config.ProviderConfig.Kind.
 const (
 	KindOpenAIResponses = workitems.ProviderOpenAIResponses
 	KindOpenAIChat      = workitems.ProviderOpenAIChat
