@@ -31,6 +31,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -77,7 +78,7 @@ providers:
 
 func newAccessFixture(t *testing.T, readLogin bool, limits api.LoginLimits) *accessFixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(accessYAML))
+	cfg, err := config.ParseConfig([]byte(accessYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -136,7 +137,7 @@ func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
 
 // statusOf maps store errors to HTTP statuses.
 func statusOf(err error) int {
-	var ce *workitems.ConfigError
+	var ce *config.ConfigError
 	switch {
 	case errors.Is(err, workitems.ErrNotFound), errors.Is(err, scheduler.ErrUnknownTemplate), errors.Is(err, itemstore.ErrNoPatch):
 		return http.StatusNotFound

@@ -17,6 +17,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -46,7 +47,7 @@ func newFixture(t *testing.T, tok string) *fixture {
 
 func newFixtureYAML(t *testing.T, tok, y string) *fixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(y))
+	cfg, err := config.ParseConfig([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -35,7 +36,7 @@ func newExperimentsFixture(t *testing.T) *expFixture {
 
 func newExperimentsFixtureAuth(t *testing.T, auth *api.Auth) *expFixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
+	cfg, err := config.ParseConfig([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func newExperimentsFixtureAuth(t *testing.T, auth *api.Auth) *expFixture {
 	evStore := itemstore.NewStore(env.Client, evals.ItemPrefix(env.Prefix))
 	evQueue := scheduler.NewQueue(evStore, client, nil, cfg, scheduler.QueueOptions{Queue: env.Queue + "-eval"})
 	r := &evals.Runner{Exps: evals.NewStore(env.Client, env.Prefix), Queue: evQueue,
-		Config: func() *workitems.Config { return cfg }, Clock: workitems.SystemClock{}}
+		Config: func() *config.Config { return cfg }, Clock: workitems.SystemClock{}}
 	s := api.New(api.Options{Queue: q, Auth: auth, Experiments: r})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

@@ -14,14 +14,14 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/scheduler/fleetview/viewtest"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 // newFleetFixture serves viewtest's fleet, its items made through a queue with the gate.
 func newFleetFixture(t *testing.T) (*fixture, map[string]string) {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
+	cfg, err := config.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -34,9 +35,9 @@ type fixture struct {
 	console *console.Console
 }
 
-func testConfig(t *testing.T, templates string) *workitems.Config {
+func testConfig(t *testing.T, templates string) *config.Config {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := config.ParseConfig([]byte(`
 defaults:
   max_attempts: 2
   budget: {wall_time: 2m, verify_reserve: 1m}
@@ -52,7 +53,7 @@ templates:
 	return cfg
 }
 
-func handlerConfig(t *testing.T) *workitems.Config {
+func handlerConfig(t *testing.T) *config.Config {
 	repo := t.TempDir()
 	return testConfig(t, fmt.Sprintf(`
   - name: fix
@@ -77,7 +78,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func openApp(t *testing.T, cfg *workitems.Config) *app.App {
+func openApp(t *testing.T, cfg *config.Config) *app.App {
 	t.Helper()
 	env := redistest.New(t)
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,

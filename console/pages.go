@@ -12,6 +12,7 @@ import (
 	"outerloop/api"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -276,7 +277,7 @@ type templatesPage struct {
 }
 
 type templateRow struct {
-	workitems.Template
+	config.Template
 	NextRun    string
 	DailyCost  float64
 	DailyBar   bar

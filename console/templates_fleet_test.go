@@ -9,14 +9,14 @@ import (
 	"outerloop/api"
 	"outerloop/console"
 	"outerloop/scheduler/fleetview/viewtest"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // newFleetFixture serves the console over viewtest's fleet, its items made through the app's
 // queue (whose gate records each repository's newest item).
 func newFleetFixture(t *testing.T) (*fixture, map[string]string) {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
+	cfg, err := config.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"outerloop/api"
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // waitView is what the item page says about a waiting item's wait.
@@ -100,7 +101,7 @@ type waitingRow struct {
 // so show fewer rows than it read, or none: the pager walks the waiting items, not the matches.
 func (c *Console) waitingForPeople(r *http.Request, pageNo int) (*waitingSection, error) {
 	ctx := r.Context()
-	after := workitems.Waits{}.WithDefaults().InboxAfter
+	after := config.Waits{}.WithDefaults().InboxAfter
 	if c.o.Queue != nil {
 		after = c.o.Queue.Config().Waits.WithDefaults().InboxAfter
 	}

@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // No Docker engine runs in CI: these tests read docker-compose.yml and the files it mounts the
@@ -205,7 +205,7 @@ func TestComposeRunsTheRightProcesses(t *testing.T) {
 			if !ok {
 				t.Fatalf("config %s is not mounted from the repository", s.Command[i+1])
 			}
-			if _, err := workitems.LoadConfig(host); err != nil {
+			if _, err := config.LoadConfig(host); err != nil {
 				t.Errorf("the mounted config does not load: %v", err)
 			}
 			if s.Environment["REDIS_URL"] != "redis://redis:6379/0" {

@@ -32,6 +32,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -61,8 +62,8 @@ func TestARealPrometheusAlertsAndDrawsFromTheWiredSystem(t *testing.T) {
 	// whose 100 input tokens cost $1.00, its whole daily cap. burner: $9.00 of a $10 cap.
 	cappedModel.Enqueue(modeltest.ServerError(), modeltest.Text("done"))
 	burnerModel.Enqueue(modeltest.Text("done"))
-	configYAML := func(cappedCap float64) *workitems.Config {
-		cfg, err := workitems.ParseConfig(fmt.Appendf(nil, `
+	configYAML := func(cappedCap float64) *config.Config {
+		cfg, err := config.ParseConfig(fmt.Appendf(nil, `
 defaults:
   budget: {wall_time: 5m, verify_reserve: 1m, steps: 100}
   item_budget: {cost_usd: 50}
@@ -81,9 +82,9 @@ templates:
 	}
 	env := redistest.New(t)
 	var current atomic.Pointer[app.App]
-	open := func(cfg *workitems.Config) *app.App {
+	open := func(cfg *config.Config) *app.App {
 		t.Helper()
-		agent := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+		agent := agentloop.New(agentloop.WithProviderFactory(func(pc config.ProviderConfig, name string) (model.Provider, error) {
 			p, err := model.New(pc, name, cappedModel.Getenv, nil)
 			return model.Instrument(p, current.Load().Metrics.ModelRequest), err
 		}))

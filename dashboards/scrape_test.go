@@ -12,6 +12,7 @@ import (
 	"outerloop/metrics"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // workloadMetricsHandler returns the /metrics handler of a metrics.Metrics after a small
@@ -21,13 +22,13 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	t.Helper()
 	clock := fakeclock.New(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
 	m := metrics.New(metrics.WithClock(clock))
-	m.SetConfig(&workitems.Config{
-		Providers: map[string]workitems.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
-		Templates: []workitems.Template{{
+	m.SetConfig(&config.Config{
+		Providers: map[string]config.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
+		Templates: []config.Template{{
 			Name:            "nightly",
 			Schedule:        "CRON_TZ=UTC 0 3 * * *",
 			DailyCostCapUSD: 20,
-			Loop:            workitems.Loop{Kind: "agent", Provider: "openai"},
+			Loop:            config.Loop{Kind: "agent", Provider: "openai"},
 			Budget:          workitems.Budget{WallTime: workitems.Duration(30 * time.Minute), CostUSD: 3, Steps: 100},
 			ItemBudget:      workitems.Budget{CostUSD: 15},
 		}},
@@ -63,7 +64,7 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	m.Woken(workitems.WaitCI, workitems.WakeWebhook, 3*time.Minute)
 	m.Polled("tea", metrics.PollPending)
 	metrics.NewWebhooks(m, []string{"tea"})
-	metrics.NewNotifications(m, &workitems.Config{Notify: workitems.Notify{Sinks: map[string]workitems.NotifySink{
+	metrics.NewNotifications(m, &config.Config{Notify: config.Notify{Sinks: map[string]config.NotifySink{
 		"hook": {Kind: workitems.SinkWebhook}}}}).Notification("hook", notify.ResultDead)
 	return m.Handler()
 }

@@ -26,6 +26,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -55,7 +56,7 @@ func TestRunningServerExportsEveryMetricTheDashboardsUse(t *testing.T) {
 	srv.Enqueue(modeltest.ServerError(),
 		modeltest.ToolCalls(model.Item{Kind: model.KindFunctionCall, CallID: "c1", Name: "read_file", Arguments: `{"path":"a.go"}`}),
 		modeltest.Text("nothing to change"))
-	cfg, err := workitems.ParseConfig(fmt.Appendf(nil, `
+	cfg, err := config.ParseConfig(fmt.Appendf(nil, `
 defaults:
   budget: {wall_time: 5m, verify_reserve: 1m, cost_usd: 2}
   item_budget: {cost_usd: 5}
@@ -75,7 +76,7 @@ notify:
 	}
 	env := redistest.New(t)
 	var m *metrics.Metrics
-	agent := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+	agent := agentloop.New(agentloop.WithProviderFactory(func(pc config.ProviderConfig, name string) (model.Provider, error) {
 		p, err := model.New(pc, name, srv.Getenv, nil)
 		return model.Instrument(p, m.ModelRequest), err
 	}))

@@ -9,6 +9,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -42,7 +43,7 @@ type Publisher interface {
 
 // Merge is a decided close whose pull request is to be merged.
 type Merge struct {
-	Template *workitems.Template
+	Template *config.Template
 	Item     *workitems.Item
 	Attempt  int
 	Delivery workitems.Delivery // the pushed commit and its pull request
@@ -58,7 +59,7 @@ func (e *MergeRefusedError) Unwrap() error { return e.Err }
 
 // Publication is a committed change to publish.
 type Publication struct {
-	Template *workitems.Template // Template.Deliver says where and how
+	Template *config.Template // Template.Deliver says where and how
 	// Item is the item before this decision; Item.Delivery is the previous attempt's record,
 	// whose branch and pull request this attempt updates.
 	Item      *workitems.Item
@@ -85,7 +86,7 @@ type Published struct {
 
 // Followup is a decision to tell the forge about.
 type Followup struct {
-	Template *workitems.Template
+	Template *config.Template
 	Item     *workitems.Item
 	Attempt  int
 	Decision workitems.Decision
@@ -147,7 +148,7 @@ func New(o Options) *Deliverer {
 
 // Request is one decided attempt.
 type Request struct {
-	Template  *workitems.Template
+	Template  *config.Template
 	Item      *workitems.Item // before the decision is recorded
 	Attempt   int
 	Workspace string // the attempt's workspace: the work tree

@@ -14,6 +14,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -104,14 +105,14 @@ func (e *events) steps() []string {
 	return out
 }
 
-func template(mode workitems.DeliveryMode) *workitems.Template {
-	return &workitems.Template{Name: "fix-calc", Goal: "Make TestAdd pass.\nDo not touch the tests.", Deliver: workitems.Deliver{Mode: mode}}
+func template(mode workitems.DeliveryMode) *config.Template {
+	return &config.Template{Name: "fix-calc", Goal: "Make TestAdd pass.\nDo not touch the tests.", Deliver: config.Deliver{Mode: mode}}
 }
 
 var green = workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "all_green", Reasons: []string{"all green: 1 tests passed"},
 	Evidence: []workitems.EvidenceRef{{Kind: "test_report", Ref: "go test -json ./...", Summary: "1 passed"}}, Actor: "verifier"}
 
-func request(r *repo, tmpl *workitems.Template, d workitems.Decision, ev *events) delivery.Request {
+func request(r *repo, tmpl *config.Template, d workitems.Decision, ev *events) delivery.Request {
 	return delivery.Request{Template: tmpl, Item: &workitems.Item{ID: "fix-calc@20261129T031000Z", Goal: tmpl.Goal, Template: tmpl.Name},
 		Attempt: 2, Workspace: r.dir, Base: r.base, Decision: d, Verdict: &workitems.Verdict{Summary: "go test: 1 passed"}, Events: ev}
 }

@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -39,11 +40,11 @@ templates:
 // naming why, and a variant may not set the fleet's fields.
 func TestAFleetTemplateRunsOnTheTasksRepo(t *testing.T) {
 	t.Parallel()
-	cfg, err := workitems.ParseConfig([]byte(fleetConfig))
+	cfg, err := config.ParseConfig([]byte(fleetConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Config: func() *workitems.Config { return cfg }, Clock: workitems.SystemClock{}}
+	r := &Runner{Config: func() *config.Config { return cfg }, Clock: workitems.SystemClock{}}
 	const repo = "https://gitea.example.com/acme/b.git"
 	suite := &Suite{Name: "fleet", Tasks: []Task{{ID: "a", Template: "listed", Repo: repo}, {ID: "b", Template: "listing", Repo: repo}}}
 	e, err := r.Prepare(Plan{ID: "x1", Suite: suite, Variants: []Variant{{Name: "A"}}})

@@ -8,6 +8,7 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -21,7 +22,7 @@ type ItemDeleter interface {
 type JanitorOptions struct {
 	Exps  *Store
 	Items ItemDeleter
-	// Retention is how long an ended experiment stays (workitems.Retention.Experiments).
+	// Retention is how long an ended experiment stays (config.Retention.Experiments).
 	Retention time.Duration
 	Every     time.Duration // default 10m
 	Batch     int           // experiments per pass (default 100)
@@ -49,7 +50,7 @@ func NewJanitor(o JanitorOptions) *Janitor {
 		o.Batch = 100
 	}
 	if o.Retention <= 0 {
-		o.Retention = workitems.DefaultExperimentRetention
+		o.Retention = config.DefaultExperimentRetention
 	}
 	if o.Clock == nil {
 		o.Clock = workitems.SystemClock{}

@@ -10,6 +10,7 @@ import (
 
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Runner drives experiments: it checks a plan before anything is enqueued, creates each run as
@@ -22,25 +23,25 @@ type Runner struct {
 	// Queue creates and enqueues runs: over the eval namespace's store, on the eval queue.
 	Queue *scheduler.Queue
 	// Config is the production config in force (the run templates are built over it).
-	Config func() *workitems.Config
+	Config func() *config.Config
 	Clock  workitems.Clock
 	Log    *slog.Logger
 
 	mu    sync.Mutex
-	built map[buildKey]*workitems.Config // what step built, by config in force and experiment
+	built map[buildKey]*config.Config // what step built, by config in force and experiment
 }
 
 // buildKey names one build of an experiment's run templates: an experiment's suite and
 // variants never change, so the build changes only with the config in force.
 type buildKey struct {
-	base *workitems.Config
+	base *config.Config
 	exp  string
 }
 
 // build returns the config with e's run templates over the config in force, built once per
 // config version and experiment (a driver's round every few seconds would otherwise validate
 // every run template again each time).
-func (r *Runner) build(e *Experiment) (*workitems.Config, error) {
+func (r *Runner) build(e *Experiment) (*config.Config, error) {
 	base := r.Config()
 	k := buildKey{base, e.ID}
 	r.mu.Lock()
@@ -61,7 +62,7 @@ func (r *Runner) build(e *Experiment) (*workitems.Config, error) {
 		}
 	}
 	if r.built == nil {
-		r.built = map[buildKey]*workitems.Config{}
+		r.built = map[buildKey]*config.Config{}
 	}
 	r.built[k] = c
 	return c, nil
@@ -158,7 +159,7 @@ func (r *Runner) Prepare(p Plan) (*Experiment, error) {
 // versions are the versions an experiment of suite under vs runs under over cfg (see
 // Versions): the production templates' as configured, and each variant's over each of them,
 // hashed under the template's own name so that they compare across experiments.
-func versions(cfg *workitems.Config, suite *Suite, vs []Variant) (Versions, error) {
+func versions(cfg *config.Config, suite *Suite, vs []Variant) (Versions, error) {
 	out := Versions{Config: cfg.Version(), Templates: map[string]string{}, Variants: map[string]map[string]string{}}
 	for _, task := range suite.Tasks {
 		if _, ok := out.Templates[task.Template]; ok {
@@ -196,7 +197,7 @@ func versions(cfg *workitems.Config, suite *Suite, vs []Variant) (Versions, erro
 
 // runCap is the most one run of t can spend: its item cap, else its attempt cap times its
 // attempts; 0 when nothing caps its cost.
-func runCap(t *workitems.Template) float64 {
+func runCap(t *config.Template) float64 {
 	if t == nil {
 		return 0
 	}

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Task is one task of a suite: a template run on a repository at a ref with an input.
@@ -144,7 +145,7 @@ func LoadSuite(path string) (*Suite, error) {
 
 // Check checks the suite against a config: every task's template exists, and every task has
 // a repository (its own or its template's). All problems are reported at once.
-func (s *Suite) Check(cfg *workitems.Config) error {
+func (s *Suite) Check(cfg *config.Config) error {
 	var errs []error
 	for _, t := range s.Tasks {
 		tmpl, ok := cfg.Template(t.Template)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 const exampleSuite = `
@@ -55,9 +55,9 @@ templates:
     done_check: {commands: ["true"]}
 `
 
-func parseConfig(t *testing.T) *workitems.Config {
+func parseConfig(t *testing.T) *config.Config {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(testConfig))
+	cfg, err := config.ParseConfig([]byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Build returns the eval namespace's config for experiments: base (the production config in
@@ -18,8 +18,8 @@ import (
 // and delivery forced to patch. Every host builds it from its own copy of the config and the
 // experiment's record, so a worker runs a run under the same template the eval process
 // created it with; a template that changed since is what the item's pin says it is.
-func Build(base *workitems.Config, exps ...*Experiment) (*workitems.Config, error) {
-	var ts []workitems.Template
+func Build(base *config.Config, exps ...*Experiment) (*config.Config, error) {
+	var ts []config.Template
 	var errs []error
 	for _, e := range exps {
 		rts, err := e.templates(base)
@@ -37,7 +37,7 @@ func Build(base *workitems.Config, exps ...*Experiment) (*workitems.Config, erro
 }
 
 // templates are the run templates of one experiment over base.
-func (e *Experiment) templates(base *workitems.Config) ([]workitems.Template, error) {
+func (e *Experiment) templates(base *config.Config) ([]config.Template, error) {
 	vs := make([]Variant, 0, len(e.Variants))
 	for _, spec := range e.Variants {
 		v, err := ParseVariant(spec.Name, []byte(spec.Overlay))
@@ -46,7 +46,7 @@ func (e *Experiment) templates(base *workitems.Config) ([]workitems.Template, er
 		}
 		vs = append(vs, v)
 	}
-	var out []workitems.Template
+	var out []config.Template
 	var errs []error
 	for _, task := range e.Suite.Tasks {
 		t, ok := base.Template(task.Template)
@@ -74,16 +74,16 @@ func (e *Experiment) templates(base *workitems.Config) ([]workitems.Template, er
 // know makes the worker reload (Reload), as a production template it does not know does.
 type Templates struct {
 	exps *Store
-	base func() *workitems.Config
+	base func() *config.Config
 	log  *slog.Logger
 
 	mu  sync.Mutex
-	cur *workitems.Config
+	cur *config.Config
 	key string // the base's version and the experiments it was built for
 }
 
 // NewTemplates returns the eval config source over exps and the production config base.
-func NewTemplates(exps *Store, base func() *workitems.Config, log *slog.Logger) *Templates {
+func NewTemplates(exps *Store, base func() *config.Config, log *slog.Logger) *Templates {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -92,7 +92,7 @@ func NewTemplates(exps *Store, base func() *workitems.Config, log *slog.Logger) 
 
 // Current returns the config last built, or the base before the first Reload (a run
 // template it lacks makes the worker call Reload).
-func (t *Templates) Current() *workitems.Config {
+func (t *Templates) Current() *config.Config {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cur != nil {
@@ -104,7 +104,7 @@ func (t *Templates) Current() *workitems.Config {
 // Reload builds the config again from the running experiments. An experiment whose templates
 // no longer build over the config in force is left out (its runs' items then meet the worker's
 // config check, as production items of a removed template do) and logged.
-func (t *Templates) Reload(ctx context.Context) *workitems.Config {
+func (t *Templates) Reload(ctx context.Context) *config.Config {
 	ids, err := t.exps.Active(ctx)
 	if err != nil {
 		t.log.Warn("eval templates: running experiments unknown", "err", err)
@@ -119,7 +119,7 @@ func (t *Templates) Reload(ctx context.Context) *workitems.Config {
 		return t.cur
 	}
 	t.mu.Unlock()
-	var ts []workitems.Template
+	var ts []config.Template
 	for _, id := range ids {
 		e, err := t.exps.Get(ctx, id)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Variant is a named overlay of template fields: a partial template, in the shape of a
@@ -107,7 +108,7 @@ func LoadVariant(spec string) (Variant, error) {
 }
 
 // checkOverlay checks the overlay's keys the way the config checks a template's
-// (workitems.CheckTemplateKeys) and refuses a field evals force. Errors give the key's line
+// (config.CheckTemplateKeys) and refuses a field evals force. Errors give the key's line
 // when the overlay came from a file (lines), not when it was rendered from a Variant built in
 // code.
 func checkOverlay(name string, doc *yaml.Node, lines bool) error {
@@ -117,14 +118,14 @@ func checkOverlay(name string, doc *yaml.Node, lines bool) error {
 		}
 		return fmt.Sprintf("line %d: ", line)
 	}
-	err := workitems.CheckTemplateKeys(doc, func(path string, line int) error {
+	err := config.CheckTemplateKeys(doc, func(path string, line int) error {
 		if why, ok := forcedFields[path]; ok {
 			return fmt.Errorf("evals: variant %s: %sfield %q cannot be set: %s", name, at(line), path, why)
 		}
 		return nil
 	})
-	var ce *workitems.ConfigError
-	var uk *workitems.UnknownKeyError
+	var ce *config.ConfigError
+	var uk *config.UnknownKeyError
 	if errors.As(err, &ce) && errors.As(err, &uk) {
 		return fmt.Errorf("evals: variant %s: %sfield %q is not a template field", name, at(uk.Line), ce.Field)
 	}
@@ -148,19 +149,19 @@ func checkOverlay(name string, doc *yaml.Node, lines bool) error {
 //     template's run is one item on the task's repository).
 //
 // The result is then given the deployment's defaults and validated by the config's own code
-// (workitems.Config.EffectiveTemplate): a variant is refused with the error the same template
+// (config.Config.EffectiveTemplate): a variant is refused with the error the same template
 // written in outerloop.yaml would get. The task's ref is not a template's: the runner gives
 // it to each run's item (workitems.Item.Ref), where the worker starts the workspace.
-func (v Variant) Apply(cfg *workitems.Config, t *workitems.Template, task Task) (*workitems.Template, error) {
+func (v Variant) Apply(cfg *config.Config, t *config.Template, task Task) (*config.Template, error) {
 	return v.ApplyWith(cfg, nil, t, task)
 }
 
 // ApplyWith is Apply validating loops with the kinds of loops (nil: built-in), for a process
 // that registered its own loop kinds.
-func (v Variant) ApplyWith(cfg *workitems.Config, loops workitems.LoopRegistry, t *workitems.Template, task Task) (*workitems.Template, error) {
+func (v Variant) ApplyWith(cfg *config.Config, loops config.LoopRegistry, t *config.Template, task Task) (*config.Template, error) {
 	// t belongs to cfg: decode the overlay into a deep copy, since decoding writes through
 	// pointers (done_check.ci) and into maps.
-	c := deepCopy(reflect.ValueOf(*t)).Interface().(workitems.Template)
+	c := deepCopy(reflect.ValueOf(*t)).Interface().(config.Template)
 	if len(v.Overlay) > 0 {
 		b, err := yaml.Marshal(v.Overlay)
 		if err != nil {
@@ -187,7 +188,7 @@ func (v Variant) ApplyWith(cfg *workitems.Config, loops workitems.LoopRegistry, 
 	if task.Goal != "" {
 		c.Goal = task.Goal
 	}
-	c.Deliver = workitems.Deliver{Mode: workitems.DeliverPatch}
+	c.Deliver = config.Deliver{Mode: workitems.DeliverPatch}
 	c.DoneCheck.CI = nil
 	c.Schedule, c.Triggers = "", nil
 	c.Notify.Events = &[]workitems.NotifyEvent{}

@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
-func apply(t *testing.T, cfg *workitems.Config, variant, template string, task Task) (*workitems.Template, error) {
+func apply(t *testing.T, cfg *config.Config, variant, template string, task Task) (*config.Template, error) {
 	t.Helper()
 	v, err := ParseVariant("B", []byte(variant))
 	if err != nil {
@@ -150,14 +151,14 @@ func TestVariantInvalidTemplateGetsTheConfigError(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := apply(t, cfg, c.overlay, "fix-calc", Task{})
-		var ce *workitems.ConfigError
+		var ce *config.ConfigError
 		if !errors.As(err, &ce) || ce.Template != "fix-calc" || ce.Field != c.field || !strings.Contains(err.Error(), "variant B: ") {
 			t.Errorf("%q: got %v (%#v)", c.overlay, err, ce)
 		}
 	}
 	// The same error the config file gives for that template.
 	_, err := apply(t, cfg, "loop: {kind: robot}\n", "bump", Task{})
-	_, cerr := workitems.ParseConfig([]byte(strings.Replace(testConfig, `{kind: script, commands: ["go get`, `{kind: robot, commands: ["go get`, 1)))
+	_, cerr := config.ParseConfig([]byte(strings.Replace(testConfig, `{kind: script, commands: ["go get`, `{kind: robot, commands: ["go get`, 1)))
 	if err == nil || cerr == nil || !strings.HasSuffix(err.Error(), cerr.Error()) {
 		t.Errorf("variant: %v\nconfig: %v", err, cerr)
 	}

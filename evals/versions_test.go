@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // TestTwoExperimentsOfTheSameSuiteAndVariantsRecordEqualVersions: the versions an experiment
@@ -15,7 +16,7 @@ import (
 func TestTwoExperimentsOfTheSameSuiteAndVariantsRecordEqualVersions(t *testing.T) {
 	t.Parallel()
 	cfg := parseConfig(t)
-	r := &Runner{Config: func() *workitems.Config { return cfg }, Clock: workitems.SystemClock{}}
+	r := &Runner{Config: func() *config.Config { return cfg }, Clock: workitems.SystemClock{}}
 	suite := &Suite{Name: "s", Tasks: []Task{{ID: "a", Template: "fix-calc"}, {ID: "b", Template: "fix-calc", Input: "other"}, {ID: "c", Template: "bump"}}}
 	variant := func(name, body string) Variant {
 		v, err := ParseVariant(name, []byte(body))

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Enqueuer enqueues a granted item's attempt task (the scheduler's queue).
@@ -49,7 +50,7 @@ type Notifier interface {
 type Admitter struct {
 	Gate     *Gate
 	Items    Items // nil: no sweep
-	Config   func() *workitems.Config
+	Config   func() *config.Config
 	Enqueuer Enqueuer
 	Pauser   Pauser
 	PRs      PRStates // nil: closed pull requests are learnt only from their items
@@ -112,7 +113,7 @@ func (a *Admitter) Round(ctx context.Context) (int, error) {
 
 // Admit grants what t's limits let go now and enqueues it (the tick calls it after making
 // the items of a tick; rounds call it for every template).
-func (a *Admitter) admit(ctx context.Context, t *workitems.Template) (int, error) {
+func (a *Admitter) admit(ctx context.Context, t *config.Template) (int, error) {
 	if paused, err := a.Pauser.Paused(ctx, t.Name); err != nil {
 		return 0, err
 	} else if paused {
@@ -143,7 +144,7 @@ func (a *Admitter) admit(ctx context.Context, t *workitems.Template) (int, error
 }
 
 // Admit grants and enqueues what t's limits let go now.
-func (a *Admitter) Admit(ctx context.Context, t *workitems.Template) (int, error) {
+func (a *Admitter) Admit(ctx context.Context, t *config.Template) (int, error) {
 	return a.admit(ctx, t)
 }
 
@@ -155,7 +156,7 @@ const sweepLine = 20
 // no longer queued. The store's transitions keep the gate true; this mends what they cannot see
 // (an attempt that asked the gate on a stale read of its item, a deleted item), so a fleet never
 // stalls on a slot nobody holds. O(concurrency + sweepLine) reads per round.
-func (a *Admitter) sweep(ctx context.Context, t *workitems.Template) error {
+func (a *Admitter) sweep(ctx context.Context, t *config.Template) error {
 	if a.Items == nil {
 		return nil
 	}
@@ -196,7 +197,7 @@ func (a *Admitter) sweep(ctx context.Context, t *workitems.Template) error {
 
 // checkPRs reads from the forge whether the template's open pull requests are still open, at
 // most once per PRCheckEvery: a person merging one by hand frees its place.
-func (a *Admitter) checkPRs(ctx context.Context, t *workitems.Template) error {
+func (a *Admitter) checkPRs(ctx context.Context, t *config.Template) error {
 	if a.PRs == nil {
 		return nil
 	}
@@ -243,7 +244,7 @@ func splitPRKey(key string) (repo string, number int, ok bool) {
 }
 
 // breaker pauses t when its failure streak reached pause_after_failures.
-func (a *Admitter) breaker(ctx context.Context, t *workitems.Template) error {
+func (a *Admitter) breaker(ctx context.Context, t *config.Template) error {
 	n, err := a.Gate.Streak(ctx, t.Name)
 	if err != nil || n < t.Fleet.PauseAfterFailures {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Gate is the fleet limits in Redis (see the package doc).
@@ -164,7 +165,7 @@ return granted
 `)
 
 // limitArgs are ARGV[1..5] of the scripts that grant.
-func (g *Gate) limitArgs(f *workitems.Fleet) []any {
+func (g *Gate) limitArgs(f *config.Fleet) []any {
 	var c, m, h, p int
 	if f != nil {
 		c, m, h, p = f.Concurrency, f.MaxOpenPRs, f.PRsPerHour, f.PauseAfterFailures
@@ -174,7 +175,7 @@ func (g *Gate) limitArgs(f *workitems.Fleet) []any {
 
 // NeedsPR reports whether an attempt of it may open a pull request of t: t delivers pull
 // requests and the item has none open.
-func NeedsPR(t *workitems.Template, it *workitems.Item) bool {
+func NeedsPR(t *config.Template, it *workitems.Item) bool {
 	if t.Deliver.Mode != workitems.DeliverPullRequest {
 		return false
 	}
@@ -190,7 +191,7 @@ func order(it *workitems.Item) int64 { return it.CreatedAt.UnixMicro() }
 // (kept until the item leaves running and verifying); false holds the item in order, and the
 // Admitter enqueues it when its turn comes. An item already running (a resumed attempt) always
 // may. A template without limits always may, and nothing is written.
-func (g *Gate) Acquire(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error) {
+func (g *Gate) Acquire(ctx context.Context, t *config.Template, it *workitems.Item) (bool, error) {
 	running := it.State == workitems.StateRunning || it.State == workitems.StateVerifying
 	if !running && g.paused != nil {
 		// A paused fleet (its breaker's pause, or a person's) starts no new attempt: the item
@@ -232,7 +233,7 @@ func (g *Gate) Acquire(ctx context.Context, t *workitems.Template, it *workitems
 
 // Hold puts a new item of a limited template in line without a task; the Admitter enqueues it
 // when its turn comes.
-func (g *Gate) Hold(ctx context.Context, t *workitems.Template, it *workitems.Item) error {
+func (g *Gate) Hold(ctx context.Context, t *config.Template, it *workitems.Item) error {
 	keys := []string{g.k.held(t.Name), g.k.repos(t.Name)}
 	if err := holdScript.Run(ctx, g.rdb, keys, it.ID, order(it), it.Repo).Err(); err != nil {
 		return fmt.Errorf("fleet: template %s: hold %s: %w", t.Name, it.ID, err)
@@ -241,7 +242,7 @@ func (g *Gate) Hold(ctx context.Context, t *workitems.Template, it *workitems.It
 }
 
 // Record notes a repository's newest item (the fleet view), for a template without limits.
-func (g *Gate) Record(ctx context.Context, t *workitems.Template, it *workitems.Item) error {
+func (g *Gate) Record(ctx context.Context, t *config.Template, it *workitems.Item) error {
 	if it.Repo == "" {
 		return nil
 	}
@@ -254,7 +255,7 @@ func (g *Gate) Record(ctx context.Context, t *workitems.Template, it *workitems.
 // Admit grants up to max held items of t, in order, as far as its limits allow, and returns
 // them: their tasks are the caller's to enqueue (an item granted and never enqueued is found
 // by the queue's reconcile, and its task passes Acquire: it holds the slot).
-func (g *Gate) Admit(ctx context.Context, t *workitems.Template, max int) ([]string, error) {
+func (g *Gate) Admit(ctx context.Context, t *config.Template, max int) ([]string, error) {
 	args := append(g.limitArgs(t.Fleet), max, lookAhead)
 	ids, err := admitScript.Run(ctx, g.rdb, g.k.gateKeys(t.Name), args...).StringSlice()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 var t0 = time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
@@ -22,16 +23,16 @@ type rig struct {
 	env   *redistest.Env
 	gate  *fleet.Gate
 	clock *fakeclock.Clock
-	tmpl  *workitems.Template
+	tmpl  *config.Template
 	items map[string]*workitems.Item
 }
 
-func newRig(t *testing.T, f workitems.Fleet) *rig {
+func newRig(t *testing.T, f config.Fleet) *rig {
 	t.Helper()
 	env := redistest.New(t)
 	clock := fakeclock.New(t0)
-	tmpl := &workitems.Template{Name: "deps", Repos: []string{"https://forge.example/acme/a.git"}, Fleet: &f,
-		Deliver: workitems.Deliver{Mode: workitems.DeliverPullRequest, Forge: "gitea"}}
+	tmpl := &config.Template{Name: "deps", Repos: []string{"https://forge.example/acme/a.git"}, Fleet: &f,
+		Deliver: config.Deliver{Mode: workitems.DeliverPullRequest, Forge: "gitea"}}
 	return &rig{t: t, env: env, gate: fleet.NewGate(env.Client, env.Prefix, clock), clock: clock, tmpl: tmpl, items: map[string]*workitems.Item{}}
 }
 
@@ -90,7 +91,7 @@ func prOpened(n int) *workitems.Delivery {
 }
 
 func TestConcurrencyHoldsItemsInOrderAndAnEndedAttemptLetsTheNextGo(t *testing.T) {
-	r := newRig(t, workitems.Fleet{Concurrency: 2})
+	r := newRig(t, config.Fleet{Concurrency: 2})
 	for i, id := range []string{"a", "b", "c", "d"} {
 		r.item(id, i)
 	}
@@ -132,7 +133,7 @@ func TestConcurrencyHoldsItemsInOrderAndAnEndedAttemptLetsTheNextGo(t *testing.T
 }
 
 func TestAResumedAttemptAlwaysKeepsRunning(t *testing.T) {
-	r := newRig(t, workitems.Fleet{Concurrency: 1})
+	r := newRig(t, config.Fleet{Concurrency: 1})
 	r.item("a", 0)
 	r.item("b", 1)
 	if !r.acquire("a") {
@@ -145,7 +146,7 @@ func TestAResumedAttemptAlwaysKeepsRunning(t *testing.T) {
 }
 
 func TestMaxOpenPRsCountsOpenPullRequestsAndItemsThatMayOpenOne(t *testing.T) {
-	r := newRig(t, workitems.Fleet{MaxOpenPRs: 2})
+	r := newRig(t, config.Fleet{MaxOpenPRs: 2})
 	for i, id := range []string{"a", "b", "c", "d"} {
 		r.item(id, i)
 	}
@@ -194,7 +195,7 @@ func TestMaxOpenPRsCountsOpenPullRequestsAndItemsThatMayOpenOne(t *testing.T) {
 }
 
 func TestPRsPerHourWaitsForTheHourToRoll(t *testing.T) {
-	r := newRig(t, workitems.Fleet{PRsPerHour: 2})
+	r := newRig(t, config.Fleet{PRsPerHour: 2})
 	for i, id := range []string{"a", "b", "c"} {
 		r.item(id, i)
 	}
@@ -222,7 +223,7 @@ func TestPRsPerHourWaitsForTheHourToRoll(t *testing.T) {
 }
 
 func TestAnItemThatEndsWhileHeldLeavesTheLine(t *testing.T) {
-	r := newRig(t, workitems.Fleet{Concurrency: 1})
+	r := newRig(t, config.Fleet{Concurrency: 1})
 	r.item("a", 0)
 	r.item("b", 1)
 	r.item("c", 2)
@@ -240,7 +241,7 @@ func TestAnItemThatEndsWhileHeldLeavesTheLine(t *testing.T) {
 }
 
 func TestTheFailureStreakCountsEndsAcrossRepositoriesAndACloseResetsIt(t *testing.T) {
-	r := newRig(t, workitems.Fleet{PauseAfterFailures: 3})
+	r := newRig(t, config.Fleet{PauseAfterFailures: 3})
 	ctx := context.Background()
 	steps := []struct {
 		id     string
@@ -289,7 +290,7 @@ func TestTheFailureStreakCountsEndsAcrossRepositoriesAndACloseResetsIt(t *testin
 // A tripped breaker lets nothing start before the Admitter pauses the template: the failure
 // that trips it frees its slot in the same MULTI that counts it, and the grant reads both.
 func TestATrippedBreakerStartsNothingBeforeThePause(t *testing.T) {
-	for _, f := range []workitems.Fleet{
+	for _, f := range []config.Fleet{
 		{Concurrency: 1, PauseAfterFailures: 2}, // a limited fleet: the scripts read the streak
 		{PauseAfterFailures: 2},                 // no limits: Acquire reads it apart
 	} {
@@ -333,7 +334,7 @@ func TestATrippedBreakerStartsNothingBeforeThePause(t *testing.T) {
 // The gate's entries the store's transitions did not see (an attempt that asked on a stale
 // read, a deleted item) are released by the admitter's sweep, and the line moves on.
 func TestTheSweepReleasesEntriesWhoseItemMovedOn(t *testing.T) {
-	r := newRig(t, workitems.Fleet{Concurrency: 1})
+	r := newRig(t, config.Fleet{Concurrency: 1})
 	for i, id := range []string{"a", "b", "c"} {
 		r.item(id, i)
 	}
@@ -344,8 +345,8 @@ func TestTheSweepReleasesEntriesWhoseItemMovedOn(t *testing.T) {
 	// was taken. b escalated in line (its template was gone for a while).
 	r.items["a"].State = workitems.StateCancelled
 	r.items["b"].State = workitems.StateEscalated
-	adm := &fleet.Admitter{Gate: r.gate, Items: r, Config: func() *workitems.Config {
-		return &workitems.Config{Templates: []workitems.Template{*r.tmpl}}
+	adm := &fleet.Admitter{Gate: r.gate, Items: r, Config: func() *config.Config {
+		return &config.Config{Templates: []config.Template{*r.tmpl}}
 	}, Enqueuer: enqueued{}, Pauser: notPaused{}, Clock: r.clock}
 	n, err := adm.Round(context.Background())
 	if err != nil || n != 1 {
@@ -373,7 +374,7 @@ func (notPaused) Paused(context.Context, string) (bool, error)             { ret
 func (notPaused) PauseFleet(context.Context, string, string) (bool, error) { return true, nil }
 
 func TestATemplateWithoutLimitsWritesNothing(t *testing.T) {
-	r := newRig(t, workitems.Fleet{PauseAfterFailures: 2})
+	r := newRig(t, config.Fleet{PauseAfterFailures: 2})
 	r.item("a", 0)
 	if !r.acquire("a") {
 		t.Fatal("no limit: it runs")
@@ -403,7 +404,7 @@ func (c *countingPauser) PauseFleet(context.Context, string, string) (bool, erro
 // Every worker runs an admitter, and they take turns: one round per period and one forge read
 // of the open pull requests per PRCheckEvery across the deployment, not one per worker.
 func TestWorkersTakeTurnsAtRoundsAndForgeChecks(t *testing.T) {
-	r := newRig(t, workitems.Fleet{MaxOpenPRs: 1})
+	r := newRig(t, config.Fleet{MaxOpenPRs: 1})
 	ctx := context.Background()
 	for i, id := range []string{"a", "b"} {
 		r.item(id, i)
@@ -416,8 +417,8 @@ func TestWorkersTakeTurnsAtRoundsAndForgeChecks(t *testing.T) {
 	prs, pauser := &countingPRs{}, &countingPauser{}
 	var workers []*fleet.Admitter
 	for range 3 {
-		workers = append(workers, &fleet.Admitter{Gate: r.gate, Items: r, Config: func() *workitems.Config {
-			return &workitems.Config{Templates: []workitems.Template{*r.tmpl}}
+		workers = append(workers, &fleet.Admitter{Gate: r.gate, Items: r, Config: func() *config.Config {
+			return &config.Config{Templates: []config.Template{*r.tmpl}}
 		}, Enqueuer: enqueued{}, Pauser: pauser, PRs: prs, Clock: r.clock, Every: time.Minute, PRCheckEvery: time.Minute})
 	}
 	for _, w := range workers {

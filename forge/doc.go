@@ -2,7 +2,7 @@
 // (go-github) and Gitea/Forgejo/Codeberg (the Gitea SDK), used by delivery (default branch,
 // pull requests, labels, comments, merge) and by the verifier's CI evidence (check runs and
 // commit statuses normalised to workitems.CheckState, as pull requests' states are to
-// workitems.PRState), so a deployment has one client per entry of its forges: map. New builds one from a workitems.ForgeConfig.
+// workitems.PRState), so a deployment has one client per entry of its forges: map. New builds one from a config.ForgeConfig.
 //
 // Tokens are read from the environment variable the forge names (token_env) each time they are
 // used, so a rotated token is picked up without a restart; no token ever appears in a URL, an

@@ -18,6 +18,7 @@ import (
 	"outerloop/forge"
 	"outerloop/publish"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // A forge kind, end to end: "memory" keeps its pull requests in memory and pushes to a real git
@@ -34,7 +35,7 @@ func Example_aForgeKind() {
 	// 1. Register the kind: the built-ins plus "memory", given to NewSet in the base Config.
 	kinds := forge.BuiltinKinds()
 	kinds["memory"] = newMemForge
-	forges := map[string]workitems.ForgeConfig{ // the forges: section of the config
+	forges := map[string]config.ForgeConfig{ // the forges: section of the config
 		"mem": {Kind: "memory", BaseURL: remote.URL, TokenEnv: "MEM_TOKEN"},
 	}
 	set, err := forge.NewSet(forges, forge.Config{Kinds: kinds, Getenv: getenv})
@@ -42,8 +43,8 @@ func Example_aForgeKind() {
 
 	// 2. Deliver through it: the publisher looks the forge up by deliver.forge.
 	p := publish.New(publish.Options{Forges: set})
-	tmpl := &workitems.Template{Name: "docs-fix", Deliver: workitems.Deliver{Forge: "mem", Repo: "acme/docs",
-		Mode: workitems.DeliverPullRequest, Branch: workitems.DefaultBranchPattern, Title: "docs: fix typos", Labels: []string{"outerloop"}}}
+	tmpl := &config.Template{Name: "docs-fix", Deliver: config.Deliver{Forge: "mem", Repo: "acme/docs",
+		Mode: workitems.DeliverPullRequest, Branch: config.DefaultBranchPattern, Title: "docs: fix typos", Labels: []string{"outerloop"}}}
 	it := &workitems.Item{ID: "docs-fix@1", Template: tmpl.Name, Attempt: 1}
 	for attempt, text := range []string{"teh\n", "the\n"} {
 		del := remote.commit(text) // what an attempt committed in the item's workspace

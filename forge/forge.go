@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Forge is one configured forge (an entry of forges:). Repositories are named "owner/name".
@@ -150,7 +151,7 @@ type Check struct {
 // Config builds a Forge.
 type Config struct {
 	Name string // the key in forges:
-	workitems.ForgeConfig
+	config.ForgeConfig
 	// Getenv reads the token variable at each use (default os.Getenv).
 	Getenv func(string) string
 	// HTTPClient carries API requests (default: a plain client).
@@ -252,7 +253,7 @@ type Set map[string]Forge
 
 // NewSet builds a client for every entry of forges:; base is applied to each (its Name and
 // ForgeConfig are replaced; its Kinds say which kinds it can build).
-func NewSet(forges map[string]workitems.ForgeConfig, base Config) (Set, error) {
+func NewSet(forges map[string]config.ForgeConfig, base Config) (Set, error) {
 	s := Set{}
 	for name, fc := range forges {
 		c := base
@@ -274,6 +275,6 @@ func (s Set) Get(name string) (Forge, error) {
 	return nil, &Error{Forge: name, Op: "look up", Class: workitems.ClassInvalidInput, Err: ErrUnknownForge}
 }
 
-// ForgeKinds lists the kinds of k, sorted (workitems.ForgeRegistry: the kinds config
+// ForgeKinds lists the kinds of k, sorted (config.ForgeRegistry: the kinds config
 // validation accepts).
 func (k Kinds) ForgeKinds() []workitems.ForgeKind { return k.Names() }

@@ -19,6 +19,7 @@ import (
 	"outerloop/lib/giteatest"
 	"outerloop/lib/testlog"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // giteaEnv is one test's repository on the package's Gitea, a local clone with main pushed,
@@ -47,7 +48,7 @@ func newGiteaEnv(t *testing.T, prefix string) *giteaEnv {
 // a pushed branch took most of a second here under load).
 func (e *giteaEnv) forge(t *testing.T, baseURL string, getenv func(string) string, opts ...func(*Config)) Forge {
 	t.Helper()
-	cfg := Config{Name: "tea", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitea, BaseURL: baseURL,
+	cfg := Config{Name: "tea", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitea, BaseURL: baseURL,
 		TokenEnv: "GITEA_TOKEN"}, Getenv: getenv, Logger: newLogger(e.logs)}
 	for _, o := range opts {
 		o(&cfg)
@@ -447,7 +448,7 @@ func TestGiteaBadInputIsAClearClassifiedError(t *testing.T) {
 		wantErr(t, err, workitems.ClassTransient, nil)
 	})
 	t.Run("AnUnknownForgeKeyIsNamed", func(t *testing.T) {
-		set, err := NewSet(map[string]workitems.ForgeConfig{"tea": {Kind: workitems.ForgeGitea, BaseURL: e.srv.URL, TokenEnv: "T"}}, Config{})
+		set, err := NewSet(map[string]config.ForgeConfig{"tea": {Kind: workitems.ForgeGitea, BaseURL: e.srv.URL, TokenEnv: "T"}}, Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +460,7 @@ func TestGiteaBadInputIsAClearClassifiedError(t *testing.T) {
 		if !strings.Contains(fe.Error(), "gitlab") {
 			t.Fatal(fe)
 		}
-		_, err = New(Config{ForgeConfig: workitems.ForgeConfig{Kind: "gitlab"}})
+		_, err = New(Config{ForgeConfig: config.ForgeConfig{Kind: "gitlab"}})
 		wantErr(t, err, workitems.ClassInvalidInput, nil)
 	})
 }

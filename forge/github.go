@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-github/v89/github"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // gitHub is the Forge of kind github.
@@ -24,7 +25,7 @@ type gitHub struct {
 }
 
 func newGitHub(cfg Config) (*gitHub, error) {
-	base := cmp.Or(cfg.BaseURL, workitems.DefaultGitHubAPI)
+	base := cmp.Or(cfg.BaseURL, config.DefaultGitHubAPI)
 	// Used as given (GitHub Enterprise: https://HOST/api/v3), unlike WithEnterpriseURLs, which
 	// appends /api/v3/ itself.
 	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/")

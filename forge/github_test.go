@@ -13,6 +13,7 @@ import (
 
 	"outerloop/lib/testlog"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // recClock is the real time, except that waits return at once and are recorded.
@@ -60,7 +61,7 @@ func newGHEnv(t *testing.T, getenv func(string) string) *ghEnv {
 			return ""
 		}
 	}
-	f, err := New(Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
+	f, err := New(Config{Name: "github", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub,
 		BaseURL: e.fake.api.URL, TokenEnv: "GH_BOT_TOKEN"}, Getenv: getenv, Clock: e.clock, Logger: newLogger(e.logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +277,7 @@ func TestGitHubRateLimitsAreWaitedOutOrReturnedWithTheirReset(t *testing.T) {
 	t.Run("ALimitPastMaxRateWaitIsTransientWithItsReset", func(t *testing.T) {
 		t.Parallel()
 		e := newGHEnv(t, nil)
-		f, _ := New(Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
+		f, _ := New(Config{Name: "github", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub,
 			BaseURL: e.fake.api.URL, TokenEnv: "T"}, Getenv: func(string) string { return ghToken }, Clock: e.clock,
 			MaxRateWait: time.Nanosecond})
 		e.fake.faults = []string{"primary"}

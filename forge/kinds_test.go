@@ -12,6 +12,7 @@ import (
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Every forge is what each consumer asks of one: the consumers own their interfaces, forge
@@ -58,7 +59,7 @@ func TestNewBuildsARegisteredKindWithTheDefaultsAndRefusesAnUnregisteredOne(t *t
 			named
 		}{Unsupported: forge.Unsupported{ForgeName: cfg.Name}}, nil
 	}
-	set, err := forge.NewSet(map[string]workitems.ForgeConfig{
+	set, err := forge.NewSet(map[string]config.ForgeConfig{
 		"mem": {Kind: "memory", BaseURL: "http://mem.example", TokenEnv: "MEM_TOKEN"},
 		"gh":  {Kind: workitems.ForgeGitHub, BaseURL: "https://api.github.example", TokenEnv: "GH_TOKEN"},
 	}, forge.Config{Kinds: kinds})
@@ -73,14 +74,14 @@ func TestNewBuildsARegisteredKindWithTheDefaultsAndRefusesAnUnregisteredOne(t *t
 	}
 
 	// Without registration a kind is refused, naming the kinds there are.
-	_, err = forge.NewSet(map[string]workitems.ForgeConfig{"mem": {Kind: "memory", BaseURL: "http://mem.example"}}, forge.Config{})
+	_, err = forge.NewSet(map[string]config.ForgeConfig{"mem": {Kind: "memory", BaseURL: "http://mem.example"}}, forge.Config{})
 	var fe *forge.Error
 	if !errors.As(err, &fe) || workitems.ClassOf(err) != workitems.ClassInvalidInput || !strings.Contains(err.Error(), `kind "memory" is not one of [gitea github]`) {
 		t.Fatalf("an unregistered kind: %v", err)
 	}
 	// A registry without the built-ins builds only what it has.
 	only := forge.Kinds{"memory": kinds["memory"]}
-	if _, err := forge.New(forge.Config{Name: "gh", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub}, Kinds: only}); err == nil ||
+	if _, err := forge.New(forge.Config{Name: "gh", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub}, Kinds: only}); err == nil ||
 		!strings.Contains(err.Error(), "not one of [memory]") {
 		t.Fatalf("github from a registry without it: %v", err)
 	}

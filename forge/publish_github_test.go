@@ -19,6 +19,7 @@ import (
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The publisher on GitHub: go-github against an httptest server answering GitHub's documented
@@ -57,7 +58,7 @@ func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *test
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) }), nil))
-	f, err := forge.New(forge.Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
+	f, err := forge.New(forge.Config{Name: "github", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub,
 		BaseURL: fake.APIURL(), TokenEnv: "GH_PUB_TOKEN"}, Getenv: func(k string) string {
 		if k == "GH_PUB_TOKEN" {
 			return pubToken
@@ -85,10 +86,10 @@ func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *test
 	ws := t.TempDir()
 	git(t, ws, "clone", "-q", fake.Bare(), ".")
 
-	tmpl := &workitems.Template{Name: "deps-bump", Goal: "bump",
-		Deliver: workitems.Deliver{Forge: "github", Repo: "acme/payments", Mode: workitems.DeliverPullRequest,
-			Branch: workitems.DefaultBranchPattern, Title: "deps: bump", Labels: []string{"outerloop"}, Automerge: true, MergeMethod: workitems.MergeSquash},
-		DoneCheck: workitems.DoneCheck{CI: &workitems.CICheck{Forge: "github", Repo: "acme/payments", Required: []string{"build"}, Wait: workitems.Duration(time.Minute)}}}
+	tmpl := &config.Template{Name: "deps-bump", Goal: "bump",
+		Deliver: config.Deliver{Forge: "github", Repo: "acme/payments", Mode: workitems.DeliverPullRequest,
+			Branch: config.DefaultBranchPattern, Title: "deps: bump", Labels: []string{"outerloop"}, Automerge: true, MergeMethod: workitems.MergeSquash},
+		DoneCheck: config.DoneCheck{CI: &config.CICheck{Forge: "github", Repo: "acme/payments", Required: []string{"build"}, Wait: workitems.Duration(time.Minute)}}}
 	it := &workitems.Item{ID: "deps-bump@20261201T030000Z", Template: tmpl.Name, Attempt: 1, MaxAttempts: 3,
 		Attempts: []workitems.Attempt{{N: 1}}}
 	commit := func(content string) workitems.Delivery {

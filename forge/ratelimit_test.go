@@ -12,6 +12,7 @@ import (
 
 	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // scriptedServer answers each request with the next scripted header set and status (then 200
@@ -229,7 +230,7 @@ func TestOneForgesCallsShareItsRateGate(t *testing.T) {
 			t.Parallel()
 			clock := fakeclock.New(time.Now().Truncate(time.Second))
 			s := newScriptedServer(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "600"}})
-			f, err := New(Config{Name: "f", ForgeConfig: workitems.ForgeConfig{Kind: kind, BaseURL: s.srv.URL,
+			f, err := New(Config{Name: "f", ForgeConfig: config.ForgeConfig{Kind: kind, BaseURL: s.srv.URL,
 				TokenEnv: "T"}, Getenv: func(string) string { return "tok" }, Clock: clock, MaxRateWait: time.Minute,
 				HTTPClient: s.srv.Client()})
 			if err != nil {

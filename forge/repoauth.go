@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Reading a template's repo: the worker's mirror fetches it, and validate checks it, with the
@@ -22,10 +23,10 @@ import (
 // usable base_url: a gitea's base_url is its server; a github's is its API root, whose git
 // host is github.com for api.github.com and the same host for GitHub Enterprise
 // (https://HOST/api/v3).
-func GitOrigin(fc workitems.ForgeConfig) string {
+func GitOrigin(fc config.ForgeConfig) string {
 	base := fc.BaseURL
 	if base == "" && fc.Kind == workitems.ForgeGitHub {
-		base = workitems.DefaultGitHubAPI
+		base = config.DefaultGitHubAPI
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -51,7 +52,7 @@ func repoOrigin(repoURL string) string {
 // is the URL's, the first of prefer (a template's deliver.forge and CI forge), else the first
 // by key. ok is false when none matches (an ssh URL, a local path, another host): the repo is
 // then read without credentials.
-func ForRepo(forges map[string]workitems.ForgeConfig, repoURL string, prefer ...string) (name string, ok bool) {
+func ForRepo(forges map[string]config.ForgeConfig, repoURL string, prefer ...string) (name string, ok bool) {
 	origin := repoOrigin(repoURL)
 	if origin == "" {
 		return "", false
@@ -79,7 +80,7 @@ func ForRepo(forges map[string]workitems.ForgeConfig, repoURL string, prefer ...
 }
 
 // TemplateForges are the forges a template names, in the order ForRepo prefers them.
-func TemplateForges(t *workitems.Template) []string {
+func TemplateForges(t *config.Template) []string {
 	var out []string
 	if t.Deliver.Forge != "" {
 		out = append(out, t.Deliver.Forge)

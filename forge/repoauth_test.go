@@ -5,11 +5,12 @@ import (
 
 	"outerloop/forge"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestGitOriginAndForRepo(t *testing.T) {
-	forges := map[string]workitems.ForgeConfig{
-		"gh":    {Kind: workitems.ForgeGitHub, BaseURL: workitems.DefaultGitHubAPI},
+	forges := map[string]config.ForgeConfig{
+		"gh":    {Kind: workitems.ForgeGitHub, BaseURL: config.DefaultGitHubAPI},
 		"ghe":   {Kind: workitems.ForgeGitHub, BaseURL: "https://git.corp.example/api/v3"},
 		"tea":   {Kind: workitems.ForgeGitea, BaseURL: "http://127.0.0.1:3000/"},
 		"tea2":  {Kind: workitems.ForgeGitea, BaseURL: "http://127.0.0.1:3000"},
@@ -47,7 +48,7 @@ func TestGitOriginAndForRepo(t *testing.T) {
 }
 
 func TestTemplateForges(t *testing.T) {
-	tm := &workitems.Template{Deliver: workitems.Deliver{Forge: "a"}, DoneCheck: workitems.DoneCheck{CI: &workitems.CICheck{Forge: "b"}}}
+	tm := &config.Template{Deliver: config.Deliver{Forge: "a"}, DoneCheck: config.DoneCheck{CI: &config.CICheck{Forge: "b"}}}
 	if got := forge.TemplateForges(tm); len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Fatalf("%v", got)
 	}

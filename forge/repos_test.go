@@ -15,6 +15,7 @@ import (
 
 	"outerloop/lib/giteatest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // countingTransport counts the requests whose path contains sub.
@@ -206,7 +207,7 @@ func TestGitHubListsRepositoriesFollowingTheLinkHeader(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(all[from:to])
 	}))
 	t.Cleanup(api.Close)
-	f, err := New(Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
+	f, err := New(Config{Name: "github", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub,
 		BaseURL: api.URL, TokenEnv: "T"}, Getenv: func(string) string { return ghToken }, Clock: &recClock{},
 		HTTPClient: api.Client(), listPageSize: 3})
 	if err != nil {

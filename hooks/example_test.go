@@ -12,6 +12,7 @@ import (
 
 	"outerloop/hooks"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // retryRequests is a consumer's Sink: it keeps the pull requests on which someone asked for a
@@ -32,7 +33,7 @@ func (r retryRequests) Handle(ctx context.Context, e hooks.Event) error {
 
 func Example() {
 	sink := retryRequests{prs: make(chan int, 1)}
-	forges := hooks.FromConfig(map[string]workitems.ForgeConfig{
+	forges := hooks.FromConfig(map[string]config.ForgeConfig{
 		"tea": {Kind: workitems.ForgeGitea, BaseURL: "https://gitea.example.com", WebhookSecretEnv: "GITEA_WEBHOOK_SECRET"},
 	}, func(string) string { return "s3cret" }) // os.Getenv in a deployment
 	srv := httptest.NewServer(hooks.Handler(hooks.Options{Forges: forges, Sink: sink}))

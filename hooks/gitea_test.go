@@ -24,6 +24,7 @@ import (
 	"outerloop/lib/testlog"
 	"outerloop/lib/testwait"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // chanSink passes events on as they come and keeps them all.
@@ -145,7 +146,7 @@ func newGiteaHooks(t *testing.T) *giteaHooks {
 		obs: chanObserver{ch: make(chan hooks.Result, 64)}, secret: randomHex(t)}
 	logs := &testlog.Buffer{}
 	h := hooks.Handler(hooks.Options{
-		Forges: hooks.FromConfig(map[string]workitems.ForgeConfig{"tea": {Kind: workitems.ForgeGitea, BaseURL: srv.URL,
+		Forges: hooks.FromConfig(map[string]config.ForgeConfig{"tea": {Kind: workitems.ForgeGitea, BaseURL: srv.URL,
 			TokenEnv: "GITEA_TOKEN", WebhookSecretEnv: "GITEA_WEBHOOK_SECRET"}},
 			func(k string) string {
 				if k == "GITEA_WEBHOOK_SECRET" {
@@ -458,7 +459,7 @@ func TestGiteaCheckStatesAreForgesStates(t *testing.T) {
 	for range states {
 		events = append(events, g.next(t, "check", func(e hooks.Event) bool { return e.Kind == hooks.KindCheck }))
 	}
-	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitea,
+	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitea,
 		BaseURL: g.srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: g.srv.Getenv("GITEA_TOKEN")})
 	if err != nil {
 		t.Fatal(err)

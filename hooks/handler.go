@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Sink consumes normalised events; its owner decides what they mean. Handle runs while the
@@ -41,7 +42,7 @@ type Forge struct {
 
 // FromConfig builds the handler's forges from forges:, reading each webhook_secret_env through
 // getenv (os.Getenv when nil) at each delivery.
-func FromConfig(forges map[string]workitems.ForgeConfig, getenv func(string) string) map[string]Forge {
+func FromConfig(forges map[string]config.ForgeConfig, getenv func(string) string) map[string]Forge {
 	if getenv == nil {
 		getenv = os.Getenv
 	}

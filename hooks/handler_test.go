@@ -9,6 +9,7 @@ import (
 
 	"outerloop/hooks"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestRefusals(t *testing.T) {
@@ -280,7 +281,7 @@ func TestEventsNotUsedAreIgnoredNeverRefused(t *testing.T) {
 func TestFromConfigReadsTheSecretFromTheEnvironmentAtEachDelivery(t *testing.T) {
 	// Not parallel: it sets an environment variable.
 	t.Setenv("OUTERLOOP_TEST_HOOK_SECRET", "first")
-	forges := hooks.FromConfig(map[string]workitems.ForgeConfig{
+	forges := hooks.FromConfig(map[string]config.ForgeConfig{
 		"gh":   {Kind: workitems.ForgeGitHub, WebhookSecretEnv: "OUTERLOOP_TEST_HOOK_SECRET"},
 		"bare": {Kind: workitems.ForgeGitHub},
 	}, nil)

@@ -25,6 +25,7 @@ import (
 	"outerloop/lib/giteatest"
 	"outerloop/lib/testlog"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestMain(m *testing.M) { giteatest.Main(m, func() error { return goleak.Find() }) }
@@ -138,7 +139,7 @@ func newHarness(t *testing.T, edit ...func(*hooks.Options)) *harness {
 	t.Helper()
 	hs := &harness{sink: &recordingSink{}, seen: &memSeen{}, obs: &countingObserver{}, logs: &testlog.Buffer{},
 		env: map[string]string{"GH_HOOK": ghSecret, "TEA_HOOK": teaSecret}}
-	forges := hooks.FromConfig(map[string]workitems.ForgeConfig{
+	forges := hooks.FromConfig(map[string]config.ForgeConfig{
 		"gh":   {Kind: workitems.ForgeGitHub, WebhookSecretEnv: "GH_HOOK"},
 		"tea":  {Kind: workitems.ForgeGitea, WebhookSecretEnv: "TEA_HOOK"},
 		"bare": {Kind: workitems.ForgeGitea},

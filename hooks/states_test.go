@@ -10,6 +10,7 @@ import (
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The check states of webhooks must be the states forge.Checks reads for the same results: a
@@ -44,7 +45,7 @@ func TestGitHubCheckStatesAreForgesStates(t *testing.T) {
 		}
 	}))
 	defer api.Close()
-	f, err := forge.New(forge.Config{Name: "gh", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub, BaseURL: api.URL,
+	f, err := forge.New(forge.Config{Name: "gh", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub, BaseURL: api.URL,
 		TokenEnv: "GH_TOKEN"}, Getenv: func(string) string { return "token" }})
 	if err != nil {
 		t.Fatal(err)

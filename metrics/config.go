@@ -3,6 +3,7 @@ package metrics
 import (
 	"outerloop/egress"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // configView is what the recording methods need from the config: the label values it allows.
@@ -64,7 +65,7 @@ const defaultModel = "default"
 // is a detail view, the counts come from decisions_total), series of a loop a retry's strategy
 // switches to.
 // Series of templates a reload removed stay (their counts are still true).
-func (m *Metrics) SetConfig(cfg *workitems.Config) {
+func (m *Metrics) SetConfig(cfg *config.Config) {
 	if m == nil || cfg == nil {
 		return
 	}
@@ -120,12 +121,12 @@ func (m *Metrics) SetConfig(cfg *workitems.Config) {
 }
 
 // SetTemplates is SetConfig for a config of only these templates (no providers).
-func (m *Metrics) SetTemplates(ts []workitems.Template) {
-	m.SetConfig(&workitems.Config{Templates: ts})
+func (m *Metrics) SetTemplates(ts []config.Template) {
+	m.SetConfig(&config.Config{Templates: ts})
 }
 
 // createTemplateSeries creates a template's counter series at zero (see SetConfig).
-func (m *Metrics) createTemplateSeries(t *workitems.Template, view *configView) {
+func (m *Metrics) createTemplateSeries(t *config.Template, view *configView) {
 	name, loop := t.Name, string(t.Loop.Kind)
 	m.attemptsStarted.WithLabelValues(name, loop)
 	m.attemptDuration.WithLabelValues(name, loop)

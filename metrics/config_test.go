@@ -12,13 +12,14 @@ import (
 	"outerloop/egress"
 	"outerloop/metrics"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestSetConfigCreatesEveryCounterSeriesAtZero(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
 	cfg := testConfig()
-	cfg.Templates = append(cfg.Templates, workitems.Template{Name: "manual", Loop: workitems.Loop{Kind: "script"}})
+	cfg.Templates = append(cfg.Templates, config.Template{Name: "manual", Loop: config.Loop{Kind: "script"}})
 	m.SetConfig(cfg)
 	samples := scrape(t, m)
 
@@ -83,7 +84,7 @@ func TestSetConfigCreatesEveryCounterSeriesAtZero(t *testing.T) {
 		m := metrics.New()
 		m.SetConfig(testConfig())
 		m.AttemptStarted("nightly", "agent")
-		m.SetConfig(&workitems.Config{Templates: []workitems.Template{{Name: "fresh", Loop: workitems.Loop{Kind: "exec"}, DailyCostCapUSD: 2}}})
+		m.SetConfig(&config.Config{Templates: []config.Template{{Name: "fresh", Loop: config.Loop{Kind: "exec"}, DailyCostCapUSD: 2}}})
 		samples := scrape(t, m)
 		if v, ok := samples[`outerloop_attempts_total{template="fresh",loop="exec",reason="completed"}`]; !ok || v != 0 {
 			t.Errorf("the new template's series: %v %v", v, ok)
@@ -250,11 +251,11 @@ func BenchmarkScheduleGap(b *testing.B) {
 // BenchmarkSetConfig10kTemplates is opening the app with 10,000 scheduled templates (every
 // minute: the schedule the old tick walk paid most for).
 func BenchmarkSetConfig10kTemplates(b *testing.B) {
-	cfg := &workitems.Config{Providers: map[string]workitems.ProviderConfig{"p": {Model: "m"}}}
+	cfg := &config.Config{Providers: map[string]config.ProviderConfig{"p": {Model: "m"}}}
 	for i := range 10_000 {
-		cfg.Templates = append(cfg.Templates, workitems.Template{Name: fmt.Sprintf("t%05d", i), Schedule: "* * * * *",
+		cfg.Templates = append(cfg.Templates, config.Template{Name: fmt.Sprintf("t%05d", i), Schedule: "* * * * *",
 			DailyCostCapUSD: 5, Budget: workitems.Budget{WallTime: workitems.Duration(time.Hour), CostUSD: 1},
-			Loop: workitems.Loop{Kind: "agent", Provider: "p"}})
+			Loop: config.Loop{Kind: "agent", Provider: "p"}})
 	}
 	for b.Loop() {
 		metrics.New().SetConfig(cfg)

@@ -15,14 +15,15 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/metrics"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // testConfig is a deployment with one agent template on a configured provider.
-func testConfig() *workitems.Config {
-	return &workitems.Config{
-		Providers: map[string]workitems.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
-		Templates: []workitems.Template{{Name: "nightly", Schedule: "CRON_TZ=UTC 0 3 * * *",
-			Loop: workitems.Loop{Kind: "agent", Provider: "openai"}}},
+func testConfig() *config.Config {
+	return &config.Config{
+		Providers: map[string]config.ProviderConfig{"openai": {Kind: "openai-responses", Model: "gpt-5-codex"}},
+		Templates: []config.Template{{Name: "nightly", Schedule: "CRON_TZ=UTC 0 3 * * *",
+			Loop: config.Loop{Kind: "agent", Provider: "openai"}}},
 	}
 }
 
@@ -53,7 +54,7 @@ func TestNilMetricsDoNothing(t *testing.T) {
 	t.Parallel()
 	var m *metrics.Metrics
 	workload(m)
-	m.SetTemplates([]workitems.Template{{Name: "x"}})
+	m.SetTemplates([]config.Template{{Name: "x"}})
 	m.SetConfig(testConfig())
 	m.ClearRunningCost("x")
 	m.SetStatsSource(nil)
@@ -170,7 +171,7 @@ func TestMetricNamesPassPromlint(t *testing.T) {
 	m := metrics.New()
 	m.SetConfig(testConfig())
 	workload(m)
-	m.SetTemplates([]workitems.Template{testTemplate()})
+	m.SetTemplates([]config.Template{testTemplate()})
 	m.SetStatsSource(fakeSource(sampleStats(), nil))
 	problems, err := testutil.GatherAndLint(m.Registry())
 	if err != nil {
@@ -263,7 +264,7 @@ func TestAnItemIDTooLongForAnExemplarIsStillCounted(t *testing.T) {
 func TestSetTemplatesExportsCaps(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
-	m.SetTemplates([]workitems.Template{testTemplate(), {Name: "manual", Budget: workitems.Budget{WallTime: workitems.Duration(time.Hour)}}})
+	m.SetTemplates([]config.Template{testTemplate(), {Name: "manual", Budget: workitems.Budget{WallTime: workitems.Duration(time.Hour)}}})
 	samples := scrape(t, m)
 	want := map[string]float64{
 		`outerloop_budget_cap{template="nightly",scope="attempt",kind="wall_time"}`: 1800,
@@ -289,8 +290,8 @@ func TestSetTemplatesExportsCaps(t *testing.T) {
 	t.Run("and replaces them when the config changes", func(t *testing.T) {
 		t.Parallel()
 		m := metrics.New()
-		m.SetTemplates([]workitems.Template{testTemplate()})
-		m.SetTemplates([]workitems.Template{{Name: "other", DailyCostCapUSD: 1}})
+		m.SetTemplates([]config.Template{testTemplate()})
+		m.SetTemplates([]config.Template{{Name: "other", DailyCostCapUSD: 1}})
 		samples := scrape(t, m)
 		if _, ok := samples[`outerloop_template_daily_cost_cap_usd{template="nightly"}`]; ok {
 			t.Error("a removed template's cap is still exported")
@@ -301,8 +302,8 @@ func TestSetTemplatesExportsCaps(t *testing.T) {
 	})
 }
 
-func testTemplate() workitems.Template {
-	return workitems.Template{
+func testTemplate() config.Template {
+	return config.Template{
 		Name:            "nightly",
 		DailyCostCapUSD: 20,
 		Budget:          workitems.Budget{WallTime: workitems.Duration(30 * time.Minute), CostUSD: 3},
@@ -433,7 +434,7 @@ func TestScheduledTemplatesExportTheirLongestTickGap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := metrics.New(metrics.WithClock(clock))
-			m.SetTemplates([]workitems.Template{{Name: "x", Schedule: tt.schedule}})
+			m.SetTemplates([]config.Template{{Name: "x", Schedule: tt.schedule}})
 			got, ok := scrape(t, m)[`outerloop_template_schedule_max_interval_seconds{template="x"}`]
 			if tt.want == 0 {
 				if ok {
@@ -470,7 +471,7 @@ func TestRecordingWhileScrapingIsSafe(t *testing.T) {
 		wg.Go(func() {
 			for range 50 {
 				workload(m)
-				m.SetTemplates([]workitems.Template{testTemplate()})
+				m.SetTemplates([]config.Template{testTemplate()})
 				m.SetStatsSource(fakeSource(sampleStats(), nil))
 				if i == 0 {
 					resp, err := srv.Client().Get(srv.URL)

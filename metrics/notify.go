@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"outerloop/notify"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Notifications counts notification delivery attempts by sink and result:
@@ -15,7 +15,7 @@ import (
 type Notifications struct{ c *prometheus.CounterVec }
 
 // NewNotifications registers the counter on m (nil-safe: a nil m gives a nil counter).
-func NewNotifications(m *Metrics, cfg *workitems.Config) *Notifications {
+func NewNotifications(m *Metrics, cfg *config.Config) *Notifications {
 	if m == nil {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/metrics"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 var statsNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -51,7 +52,7 @@ func TestStatsAreReadOnScrape(t *testing.T) {
 	t.Parallel()
 	m := metrics.New(metrics.WithClock(fakeclock.New(statsNow)))
 	// "manual" is configured but has no items yet: it is exported with zeros.
-	m.SetTemplates([]workitems.Template{{Name: "nightly"}, {Name: "manual"}})
+	m.SetTemplates([]config.Template{{Name: "nightly"}, {Name: "manual"}})
 	m.SetStatsSource(fakeSource(sampleStats(), nil))
 
 	var want strings.Builder
@@ -111,7 +112,7 @@ func TestAFailingStatsSourceExportsNoBogusValues(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	m := metrics.New(metrics.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	m.SetTemplates([]workitems.Template{{Name: "nightly", DailyCostCapUSD: 20}})
+	m.SetTemplates([]config.Template{{Name: "nightly", DailyCostCapUSD: 20}})
 	m.SetStatsSource(fakeSource(sampleStats(), errors.New("redis: connection refused")))
 
 	for scrapeN := 1; scrapeN <= 2; scrapeN++ {
@@ -179,7 +180,7 @@ func TestAStoreOutageServesTheLastValuesWithTheirAge(t *testing.T) {
 	src := &switchable{stats: sampleStats()}
 	m := metrics.New(metrics.WithClock(clock), metrics.WithStatsTimeout(50*time.Millisecond),
 		metrics.WithStatsMaxAge(10*time.Minute), metrics.WithLogger(slog.New(slog.DiscardHandler)))
-	m.SetTemplates([]workitems.Template{{Name: "nightly", DailyCostCapUSD: 5}})
+	m.SetTemplates([]config.Template{{Name: "nightly", DailyCostCapUSD: 5}})
 	m.SetStatsSource(src.source)
 	const cost = `outerloop_template_daily_cost_usd{template="nightly"}`
 	if s := scrape(t, m); s[cost] != 4.5 || s["outerloop_stats_age_seconds"] != 0 {

@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/metrics"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -98,7 +99,7 @@ func TestTheStoresWaitingItemsReachTheScrape(t *testing.T) {
 func TestWakesAndPollsAreCountedWithinFixedLabelSets(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
-	m.SetConfig(&workitems.Config{Forges: map[string]workitems.ForgeConfig{"tea": {}}})
+	m.SetConfig(&config.Config{Forges: map[string]config.ForgeConfig{"tea": {}}})
 	m.Woken(workitems.WaitCI, workitems.WakeWebhook, 45*time.Second)
 	m.Woken(workitems.WaitReview, workitems.WakeDeadline, 30*time.Hour)
 	m.Woken("nap", "alarm", -time.Second) // folded into other, never negative

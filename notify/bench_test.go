@@ -10,6 +10,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkEscalation(b *testing.B) {
 			name = "with-outbox-2-sinks"
 		}
 		b.Run(name, func(b *testing.B) {
-			cfg, err := workitems.ParseConfig([]byte(`
+			cfg, err := config.ParseConfig([]byte(`
 notify:
   sinks:
     hook: {kind: webhook, url: "https://hooks.example.com", secret_env: X}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Result is what one delivery attempt came to (the result label of
@@ -205,7 +206,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	return len(batch), nil
 }
 
-func (d *Dispatcher) deliver(ctx context.Context, cfg workitems.Notify, dl Delivery) {
+func (d *Dispatcher) deliver(ctx context.Context, cfg config.Notify, dl Delivery) {
 	log := d.o.Logger.With("notification", dl.Notification.ID, "sink", dl.Sink, "attempt", dl.Attempts+1)
 	bg := context.WithoutCancel(ctx) // outcomes are recorded even while shutting down
 	err := d.send(ctx, cfg, dl)
@@ -238,12 +239,12 @@ func (d *Dispatcher) deliver(ctx context.Context, cfg workitems.Notify, dl Deliv
 	}
 }
 
-func (d *Dispatcher) target(name string, s workitems.NotifySink) Target {
+func (d *Dispatcher) target(name string, s config.NotifySink) Target {
 	return Target{Name: name, Config: s, Getenv: d.o.Getenv}
 }
 
 // send makes one attempt of dl through the sink of its configured kind.
-func (d *Dispatcher) send(ctx context.Context, cfg workitems.Notify, dl Delivery) error {
+func (d *Dispatcher) send(ctx context.Context, cfg config.Notify, dl Delivery) error {
 	sc, ok := cfg.Sinks[dl.Sink]
 	if !ok {
 		return fmt.Errorf("notify: sink %q is no longer configured", dl.Sink)

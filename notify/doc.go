@@ -6,7 +6,7 @@
 // A sink kind is a Sink (sink.go) registered by kind in the Registry a Dispatcher is given:
 // BuiltinSinks holds the webhook and slack kinds, and a process registers more next to them.
 // The dispatcher looks each delivery's sink up by its configured kind; the same Registry is a
-// workitems.SinkRegistry, so config validation (workitems.Kinds) accepts exactly the kinds the
+// config.SinkRegistry, so config validation (config.Kinds) accepts exactly the kinds the
 // process registered.
 //
 // It owns an outbox in Redis (keys.go, under the store's prefix) and the dispatcher that empties

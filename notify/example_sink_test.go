@@ -12,6 +12,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // ntfySink is a sink kind of this example's own, the way a process adds one: it POSTs a
@@ -24,11 +25,11 @@ type ntfySink struct{ http *http.Client }
 const ntfyKind workitems.NotifySinkKind = "ntfy"
 
 // ValidateSink checks a ntfy sink's settings when the config is read: an address, no secret.
-func (ntfySink) ValidateSink(s workitems.NotifySink) error {
+func (ntfySink) ValidateSink(s config.NotifySink) error {
 	if s.SecretEnv != "" {
-		return &workitems.ConfigError{Field: "secret_env", Err: errors.New("ntfy topics are not signed")}
+		return &config.ConfigError{Field: "secret_env", Err: errors.New("ntfy topics are not signed")}
 	}
-	return workitems.ValidateSinkAddress(s)
+	return config.ValidateSinkAddress(s)
 }
 
 // Check is called for every ntfy sink when a dispatcher is made: its URL must be set.
@@ -76,7 +77,7 @@ func TestExampleANewSinkKindIsDrivenEndToEnd(t *testing.T) {
 	recv := newReceiver(t, clock, 1, 0) // answers 500 once, then 204
 
 	// The process's sinks: the built-in kinds plus ntfy. The config is validated with them
-	// (workitems.Kinds), so `kind: ntfy` is accepted here and refused by plain ParseConfig.
+	// (config.Kinds), so `kind: ntfy` is accepted here and refused by plain ParseConfig.
 	sinks := notify.BuiltinSinks(nil).Register(ntfyKind, ntfySink{http: &http.Client{Timeout: 10 * time.Second}})
 	const notifyYAML = `
 notify:
@@ -85,7 +86,7 @@ notify:
   sinks:
     phone: {kind: ntfy, url_env: TEST_NTFY_URL}
 `
-	if _, err := workitems.ParseConfig([]byte(notifyYAML + "templates: []\n")); err == nil || !strings.Contains(err.Error(), `"ntfy" is not one of slack, webhook`) {
+	if _, err := config.ParseConfig([]byte(notifyYAML + "templates: []\n")); err == nil || !strings.Contains(err.Error(), `"ntfy" is not one of slack, webhook`) {
 		t.Fatalf("the built-in kinds accepted ntfy: %v", err)
 	}
 	r := setupWith(t, clock, recv.srv.URL, notifyYAML, sinks)
@@ -159,7 +160,7 @@ notify:
 	if err == nil || !strings.Contains(err.Error(), `sink "phone": url_env TEST_NTFY_URL is not set`) {
 		t.Errorf("error %v", err)
 	}
-	if errs := sinks.ValidateSink("phone", workitems.NotifySink{Kind: ntfyKind, URL: "https://ntfy.example/t", SecretEnv: "K"}); errs == nil ||
+	if errs := sinks.ValidateSink("phone", config.NotifySink{Kind: ntfyKind, URL: "https://ntfy.example/t", SecretEnv: "K"}); errs == nil ||
 		!strings.Contains(errs.Error(), "notify.sinks.phone.secret_env: ntfy topics are not signed") {
 		t.Errorf("the kind's own checks did not run: %v", errs)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Notification is what a sink is told: the JSON body of a webhook, and what a Slack message is
@@ -41,7 +42,7 @@ func itemURL(base, id string) string {
 
 // forTransition returns the notification of an item's transition into an escalated or failed
 // state, and false for any other transition.
-func forTransition(it *workitems.Item, from workitems.State, events []workitems.Event, base string, t *workitems.Template) (Notification, bool) {
+func forTransition(it *workitems.Item, from workitems.State, events []workitems.Event, base string, t *config.Template) (Notification, bool) {
 	n := Notification{Template: it.Template, Item: it.ID, State: it.State, Attempt: it.Attempt, At: it.UpdatedAt.UTC(),
 		URL: itemURL(base, it.ID)}
 	if t != nil {
@@ -76,7 +77,7 @@ func forTransition(it *workitems.Item, from workitems.State, events []workitems.
 }
 
 // forDailyCap returns the notification of template t reaching its daily cost cap on day at.
-func forDailyCap(template string, t *workitems.Template, at time.Time) Notification {
+func forDailyCap(template string, t *config.Template, at time.Time) Notification {
 	day := at.UTC().Format("2006-01-02")
 	n := Notification{ID: fmt.Sprintf("%s:%s:%s", workitems.NotifyDailyCap, template, day), Event: workitems.NotifyDailyCap,
 		At: at.UTC(), Template: template, Reason: "daily_cost_cap"}
@@ -90,7 +91,7 @@ func forDailyCap(template string, t *workitems.Template, at time.Time) Notificat
 }
 
 // forFleetPaused returns the notification of fleet template t's breaker pausing it at at.
-func forFleetPaused(template string, t *workitems.Template, reason string, at time.Time) Notification {
+func forFleetPaused(template string, t *config.Template, reason string, at time.Time) Notification {
 	n := Notification{ID: fmt.Sprintf("%s:%s:%d", workitems.NotifyFleetPaused, template, at.UnixMilli()), Event: workitems.NotifyFleetPaused,
 		At: at.UTC(), Template: template, Reason: "fleet_breaker"}
 	if t != nil {

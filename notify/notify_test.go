@@ -20,6 +20,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -149,7 +150,7 @@ type rig struct {
 	clock  *fakeclock.Clock
 	store  *itemstore.Store
 	outbox *notify.Outbox
-	cfg    *workitems.Config
+	cfg    *config.Config
 	obs    *counts
 	env    func(string) string
 	sinks  *notify.Registry // the dispatchers' sink kinds (nil: the built-in ones)
@@ -177,11 +178,11 @@ templates:
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
 `
-	kinds := workitems.Kinds{}
+	kinds := config.Kinds{}
 	if sinks != nil {
 		kinds.Sinks = sinks
 	}
-	cfg, err := workitems.ParseConfigWith([]byte(y), kinds)
+	cfg, err := config.ParseConfigWith([]byte(y), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}

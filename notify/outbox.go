@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -52,13 +53,13 @@ type Delivery struct {
 type Outbox struct {
 	rdb   redis.UniversalClient
 	k     keys
-	cfg   atomic.Pointer[workitems.Config]
+	cfg   atomic.Pointer[config.Config]
 	clock workitems.Clock
 	log   *slog.Logger
 }
 
 // NewOutbox returns the outbox under the store's prefix; cfg says which sinks each event goes to.
-func NewOutbox(rdb redis.UniversalClient, prefix string, cfg *workitems.Config, clock workitems.Clock, log *slog.Logger) *Outbox {
+func NewOutbox(rdb redis.UniversalClient, prefix string, cfg *config.Config, clock workitems.Clock, log *slog.Logger) *Outbox {
 	if clock == nil {
 		clock = workitems.SystemClock{}
 	}
@@ -71,10 +72,10 @@ func NewOutbox(rdb redis.UniversalClient, prefix string, cfg *workitems.Config, 
 }
 
 // SetConfig replaces the config (on a reload): later events go to the new sinks.
-func (o *Outbox) SetConfig(cfg *workitems.Config) { o.cfg.Store(cfg) }
+func (o *Outbox) SetConfig(cfg *config.Config) { o.cfg.Store(cfg) }
 
 // Config returns the config in use.
-func (o *Outbox) Config() *workitems.Config { return o.cfg.Load() }
+func (o *Outbox) Config() *config.Config { return o.cfg.Load() }
 
 // enqueueScript adds a delivery unless one with its id exists (a notification is queued once
 // however often its cause is seen).
@@ -92,7 +93,7 @@ return 1
 func deliveryID(event, sink string) string { return event + "/" + sink }
 
 // targets returns the sinks an event of the named template goes to.
-func (o *Outbox) targets(template string, ev workitems.NotifyEvent) (*workitems.Template, []string) {
+func (o *Outbox) targets(template string, ev workitems.NotifyEvent) (*config.Template, []string) {
 	cfg := o.cfg.Load()
 	if cfg == nil || len(cfg.Notify.Sinks) == 0 {
 		return nil, nil

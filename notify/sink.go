@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The headers of a delivery.
@@ -49,7 +50,7 @@ type Target struct {
 	// Name is the sink's key under notify.sinks (it names the sink in errors, logs and metrics).
 	Name string
 	// Config is its settings; Config.Kind chose the Sink.
-	Config workitems.NotifySink
+	Config config.NotifySink
 	// Getenv reads its secret variables.
 	Getenv func(string) string
 }
@@ -64,7 +65,7 @@ func (t Target) URL() (string, error) {
 	if u == "" {
 		return "", fmt.Errorf("notify: sink %q: url_env %s is not set", t.Name, t.Config.URLEnv)
 	}
-	if err := workitems.ValidateSinkURL(u); err != nil {
+	if err := config.ValidateSinkURL(u); err != nil {
 		return "", fmt.Errorf("notify: sink %q: the URL in %s: %w", t.Name, t.Config.URLEnv, err)
 	}
 	return u, nil
@@ -92,20 +93,20 @@ type Sink interface {
 }
 
 // SinkSettingsValidator is implemented by a Sink that checks its sinks' settings. Config
-// validation with the Registry (workitems.SinkRegistry) calls it, so a new kind brings its own
-// checks; a Sink without it is held to workitems.ValidateSinkAddress.
+// validation with the Registry (config.SinkRegistry) calls it, so a new kind brings its own
+// checks; a Sink without it is held to config.ValidateSinkAddress.
 type SinkSettingsValidator interface {
-	ValidateSink(s workitems.NotifySink) error
+	ValidateSink(s config.NotifySink) error
 }
 
 // Registry is the sinks of a process by kind: the dispatcher sends through it and config
-// validation asks it which kinds exist (it is a workitems.SinkRegistry).
+// validation asks it which kinds exist (it is a config.SinkRegistry).
 type Registry struct {
 	mu    sync.RWMutex
 	sinks map[workitems.NotifySinkKind]Sink
 }
 
-var _ workitems.SinkRegistry = (*Registry)(nil)
+var _ config.SinkRegistry = (*Registry)(nil)
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{sinks: map[workitems.NotifySinkKind]Sink{}} }
@@ -114,7 +115,7 @@ func NewRegistry() *Registry { return &Registry{sinks: map[workitems.NotifySinkK
 // requests sent by hc (nil: a client with the default notify.timeout).
 func BuiltinSinks(hc *http.Client) *Registry {
 	if hc == nil {
-		hc = &http.Client{Timeout: workitems.DefaultNotifyTimeout}
+		hc = &http.Client{Timeout: config.DefaultNotifyTimeout}
 	}
 	return NewRegistry().Register(workitems.SinkWebhook, Webhook{HTTP: hc}).Register(workitems.SinkSlack, Slack{HTTP: hc})
 }
@@ -135,11 +136,11 @@ func (r *Registry) Sink(kind workitems.NotifySinkKind) (Sink, bool) {
 	return s, ok
 }
 
-// SinkKinds lists the registered kinds, sorted (workitems.SinkRegistry).
+// SinkKinds lists the registered kinds, sorted (config.SinkRegistry).
 func (r *Registry) SinkKinds() []workitems.NotifySinkKind {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	set := workitems.NewSinkKindSet()
+	set := config.NewSinkKindSet()
 	for k := range r.sinks {
 		set.Add(k, nil)
 	}
@@ -147,17 +148,17 @@ func (r *Registry) SinkKinds() []workitems.NotifySinkKind {
 }
 
 // ValidateSink checks the settings of the sink called name with the sink of its kind
-// (workitems.SinkRegistry): a kind nobody registered is refused naming its field and the
+// (config.SinkRegistry): a kind nobody registered is refused naming its field and the
 // registered kinds.
-func (r *Registry) ValidateSink(name string, s workitems.NotifySink) error {
+func (r *Registry) ValidateSink(name string, s config.NotifySink) error {
 	sk, ok := r.Sink(s.Kind)
 	if !ok {
-		return workitems.UnknownSinkKind(name, s, r.SinkKinds())
+		return config.UnknownSinkKind(name, s, r.SinkKinds())
 	}
 	if v, ok := sk.(SinkSettingsValidator); ok {
-		return workitems.SinkError(name, v.ValidateSink(s))
+		return config.SinkError(name, v.ValidateSink(s))
 	}
-	return workitems.SinkError(name, workitems.ValidateSinkAddress(s))
+	return config.SinkError(name, config.ValidateSinkAddress(s))
 }
 
 // lookup returns the sink of to's kind; the error names the sink and its kind.
@@ -183,8 +184,8 @@ func (w Webhook) Check(to Target) error {
 	return err
 }
 
-// ValidateSink holds the settings to workitems.ValidateWebhookSink.
-func (Webhook) ValidateSink(s workitems.NotifySink) error { return workitems.ValidateWebhookSink(s) }
+// ValidateSink holds the settings to config.ValidateWebhookSink.
+func (Webhook) ValidateSink(s config.NotifySink) error { return config.ValidateWebhookSink(s) }
 
 // Send POSTs the signed JSON body.
 func (w Webhook) Send(ctx context.Context, to Target, d Delivery) error {
@@ -213,8 +214,8 @@ func (Slack) Check(to Target) error {
 	return err
 }
 
-// ValidateSink holds the settings to workitems.ValidateSlackSink.
-func (Slack) ValidateSink(s workitems.NotifySink) error { return workitems.ValidateSlackSink(s) }
+// ValidateSink holds the settings to config.ValidateSlackSink.
+func (Slack) ValidateSink(s config.NotifySink) error { return config.ValidateSlackSink(s) }
 
 // Send POSTs the message.
 func (s Slack) Send(ctx context.Context, to Target, d Delivery) error {
@@ -236,7 +237,7 @@ const errorBodyBytes = 200
 // delivery headers and, when sig is not empty, the signature.
 func post(ctx context.Context, hc *http.Client, name, u string, d Delivery, body []byte, sig string) error {
 	if hc == nil {
-		hc = &http.Client{Timeout: workitems.DefaultNotifyTimeout}
+		hc = &http.Client{Timeout: config.DefaultNotifyTimeout}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {

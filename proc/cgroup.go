@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Cgroups is where the worker makes a group per command for the memory and processes limits:
@@ -247,7 +248,7 @@ type cmdGroup struct {
 }
 
 // newGroup makes the command group for l (nil when l needs none).
-func (c *Cgroups) newGroup(l workitems.ResourceLimits) (*cmdGroup, error) {
+func (c *Cgroups) newGroup(l config.ResourceLimits) (*cmdGroup, error) {
 	if c == nil || (l.Memory == 0 || c.Memory == "") && (l.Processes == 0 || c.Pids == "") {
 		return nil, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Resource limits (Policy.Limits) are enforced per command, by the best mechanism the worker
@@ -76,8 +77,8 @@ func (r *Runner) DescribeLimits() string {
 
 // limitsArgv returns the argv prefix that starts argv under l, and the cgroup made for it (nil
 // when none). The caller removes the group after the command.
-func (r *Runner) limitsArgv(l workitems.ResourceLimits, argv []string) ([]string, *cmdGroup, error) {
-	if l == (workitems.ResourceLimits{Written: l.Written}) || !r.guarded() {
+func (r *Runner) limitsArgv(l config.ResourceLimits, argv []string) ([]string, *cmdGroup, error) {
+	if l == (config.ResourceLimits{Written: l.Written}) || !r.guarded() {
 		return argv, nil, nil
 	}
 	self := r.Guard[0]
@@ -164,7 +165,7 @@ func applyLimit(k, v string) error {
 // sends at the limit (SIGXCPU, SIGXFSZ), seen directly or as a shell's or bubblewrap's exit
 // code 128+signal. A program that ignores SIGXFSZ gets EFBIG instead and exits as it sees fit:
 // that is not told apart.
-func rlimitHit(l workitems.ResourceLimits, res Result) workitems.Limit {
+func rlimitHit(l config.ResourceLimits, res Result) workitems.Limit {
 	is := func(sig syscall.Signal) bool { return res.Signal == sig || res.ExitCode == 128+int(sig) }
 	switch {
 	case l.CPUTime > 0 && is(syscall.SIGXCPU):

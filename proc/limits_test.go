@@ -14,10 +14,11 @@ import (
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // limited returns the limits of written, resolved over the defaults.
-func limited(t *testing.T, written workitems.SandboxLimits) workitems.ResourceLimits {
+func limited(t *testing.T, written config.SandboxLimits) config.ResourceLimits {
 	t.Helper()
 	l, err := written.Resolve()
 	if err != nil {
@@ -38,7 +39,7 @@ func cgroupRunner(t *testing.T) *proc.Runner {
 }
 
 // runLimited runs command in a fresh workspace under l, bounded by a minute.
-func runLimited(t *testing.T, r *proc.Runner, l workitems.ResourceLimits, command string) proc.Result {
+func runLimited(t *testing.T, r *proc.Runner, l config.ResourceLimits, command string) proc.Result {
 	t.Helper()
 	ws := t.TempDir()
 	ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
@@ -66,7 +67,7 @@ func TestAForkBombIsStoppedAtTheProcessesLimit(t *testing.T) {
 	r := cgroupRunner(t)
 	marker := fmt.Sprintf("600.%d", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() { proctest.AssertNoProcess(t, marker) })
-	res := runLimited(t, r, limited(t, workitems.SandboxLimits{Processes: "256"}),
+	res := runLimited(t, r, limited(t, config.SandboxLimits{Processes: "256"}),
 		`i=0; while [ $i -lt 2000 ]; do sleep `+marker+` & i=$((i+1)); done; wait`)
 	if res.Limit != workitems.LimitProcesses {
 		t.Fatalf("limit %q, want processes", res.Limit)
@@ -81,7 +82,7 @@ func TestAForkBombIsStoppedAtTheProcessesLimit(t *testing.T) {
 func TestAMemoryHogIsStoppedAtTheMemoryLimit(t *testing.T) {
 	r := cgroupRunner(t)
 	// dd reads its whole block into memory: 1.5 GiB.
-	res := runLimited(t, r, limited(t, workitems.SandboxLimits{Memory: "256MiB"}), `dd if=/dev/zero of=/dev/null bs=1500M count=1`)
+	res := runLimited(t, r, limited(t, config.SandboxLimits{Memory: "256MiB"}), `dd if=/dev/zero of=/dev/null bs=1500M count=1`)
 	if res.Limit != workitems.LimitMemory {
 		t.Fatalf("limit %q, want memory", res.Limit)
 	}
@@ -93,7 +94,7 @@ func TestAMemoryHogIsStoppedAtTheMemoryLimit(t *testing.T) {
 
 func TestAWriteBeyondTheFileSizeLimitEndsTheCommand(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
-	res := runLimited(t, r, limited(t, workitems.SandboxLimits{FileSize: "1MiB"}), `head -c 20M /dev/zero > big`)
+	res := runLimited(t, r, limited(t, config.SandboxLimits{FileSize: "1MiB"}), `head -c 20M /dev/zero > big`)
 	if res.Limit != workitems.LimitFileSize {
 		t.Fatalf("limit %q, want file_size", res.Limit)
 	}
@@ -101,7 +102,7 @@ func TestAWriteBeyondTheFileSizeLimitEndsTheCommand(t *testing.T) {
 
 func TestARunawayLoopIsStoppedAtTheCPUTimeLimit(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeOff)
-	res := runLimited(t, r, limited(t, workitems.SandboxLimits{CPUTime: "1s"}), `while :; do :; done`)
+	res := runLimited(t, r, limited(t, config.SandboxLimits{CPUTime: "1s"}), `while :; do :; done`)
 	if res.Limit != workitems.LimitCPUTime {
 		t.Fatalf("limit %q, want cpu_time", res.Limit)
 	}
@@ -109,7 +110,7 @@ func TestARunawayLoopIsStoppedAtTheCPUTimeLimit(t *testing.T) {
 
 func TestACommandWithinItsLimitsNamesNone(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
-	res := runLimited(t, r, limited(t, workitems.SandboxLimits{Memory: "256MiB", Processes: "64", FileSize: "1MiB"}),
+	res := runLimited(t, r, limited(t, config.SandboxLimits{Memory: "256MiB", Processes: "64", FileSize: "1MiB"}),
 		`head -c 100K /dev/zero > small && sleep 0.1 & wait; echo fine`)
 	if res.Limit != "" || res.ExitCode != 0 || !strings.Contains(res.Tail, "fine") {
 		t.Fatalf("a command within its limits should end normally: %+v", res)
@@ -119,7 +120,7 @@ func TestACommandWithinItsLimitsNamesNone(t *testing.T) {
 func TestWithoutCgroupsMemoryIsBoundedByRlimit(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
 	r.Cgroups = nil
-	res := runLimited(t, r, limited(t, workitems.SandboxLimits{Memory: "256MiB"}), `dd if=/dev/zero of=/dev/null bs=1500M count=1`)
+	res := runLimited(t, r, limited(t, config.SandboxLimits{Memory: "256MiB"}), `dd if=/dev/zero of=/dev/null bs=1500M count=1`)
 	if res.ExitCode == 0 {
 		t.Fatalf("tail should have run out of memory under RLIMIT_DATA: %+v", res)
 	}

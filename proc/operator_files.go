@@ -2,7 +2,7 @@ package proc
 
 import "strings"
 
-// WithFiles returns p with the operator's files (workitems.Template.OperatorFiles) bound
+// WithFiles returns p with the operator's files (config.Template.OperatorFiles) bound
 // read-only. Policy.ReadOnly binds come after the hidden directories, so a script inside the
 // hidden config directory is shown alone and the rest of that directory stays hidden. Files
 // inside the workspace are the workspace's already.

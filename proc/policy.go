@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Default networks per kind of child: the agent's tools, script steps, stop hooks and done
@@ -18,8 +19,8 @@ const (
 // files, its repository) in workspace ws; def is the network when the sandbox names none.
 // Every directory it names besides the workspace is the worker's own, beside the workspace
 // (WorkspaceStateDir) or under the work dir, never a path read from the workspace.
-func PolicyFor(t *workitems.Template, ws string, def Network) Policy {
-	var s workitems.Sandbox
+func PolicyFor(t *config.Template, ws string, def Network) Policy {
+	var s config.Sandbox
 	var files []string
 	var repo string
 	if t != nil {
@@ -39,7 +40,7 @@ func PolicyFor(t *workitems.Template, ws string, def Network) Policy {
 	if l, err := s.Limits.Resolve(); err == nil {
 		p.Limits = l
 	} else {
-		p.Limits, _ = workitems.SandboxLimits{}.Resolve()
+		p.Limits, _ = config.SandboxLimits{}.Resolve()
 	}
 	p.BuildCache, p.Repo = s.BuildCache, repo
 	if p.BuildCache == "" {

@@ -13,6 +13,7 @@ import (
 
 	"outerloop/egress"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Mode says whether commands run in the sandbox; workitems owns the vocabulary (the config
@@ -61,7 +62,7 @@ type Policy struct {
 	// tmpfs.
 	Home string
 	// Limits bound the command and what it starts (limits.go); zero: none.
-	Limits workitems.ResourceLimits
+	Limits config.ResourceLimits
 }
 
 // SandboxHome is $HOME inside the sandbox when a Policy names a Home: outside any temporary

@@ -16,6 +16,7 @@ import (
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func redisAddr() string {
@@ -156,10 +157,10 @@ func TestTheBuildCacheIsTheRepositorysUnlessTheConfigSharesIt(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
 	r.GoCaches = filepath.Join(t.TempDir(), "caches")
 	r.GoCache = filepath.Join(t.TempDir(), "worker-gocache")
-	tmpl := func(repo string, scope workitems.BuildCacheScope) *workitems.Template {
-		return &workitems.Template{Repo: repo, Sandbox: workitems.Sandbox{BuildCache: scope}}
+	tmpl := func(repo string, scope workitems.BuildCacheScope) *config.Template {
+		return &config.Template{Repo: repo, Sandbox: config.Sandbox{BuildCache: scope}}
 	}
-	cacheOf := func(tm *workitems.Template) string {
+	cacheOf := func(tm *config.Template) string {
 		t.Helper()
 		ws := filepath.Join(t.TempDir(), "attempt-1")
 		if err := os.Mkdir(ws, 0o755); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"outerloop/proc"
 	"outerloop/proc/proctest"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // What a command writes in its workspace's .git is never a bind: host paths a command put in
@@ -61,7 +61,7 @@ func TestALinkInTheDownloadsDirectoryIsRefusedNotFollowed(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	policy := proc.PolicyFor(&workitems.Template{Repo: "https://git.example/a.git"}, ws, proc.NetworkRegistries)
+	policy := proc.PolicyFor(&config.Template{Repo: "https://git.example/a.git"}, ws, proc.NetworkRegistries)
 	run := func(cmd string) proc.Result {
 		return r.Run(context.Background(), proc.Spec{Command: cmd, Dir: ws, Env: proc.BaseEnv(), Timeout: time.Minute, Policy: policy, Key: "item/1"})
 	}

@@ -14,7 +14,7 @@ import (
 
 	"outerloop/proc"
 	"outerloop/proc/proctest"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // markEnv names the variable every process of the kill test's commands inherits: the test
@@ -35,7 +35,7 @@ func stepLoop(r *proc.Runner, dir, mark string) int {
 	env := append(proc.BaseEnv(), markEnv+"="+mark)
 	// As a worker's commands: under the default limits, in cgroups where this process can make them.
 	r.Cgroups, _ = proc.ProbeCgroups()
-	limits, err := workitems.SandboxLimits{}.Resolve()
+	limits, err := config.SandboxLimits{}.Resolve()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -14,6 +14,7 @@ import (
 	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Options configures a Publisher.
@@ -67,7 +68,7 @@ type target struct {
 // forge looks up the named forge as delivery sees it: only the methods of Forge.
 func (p *Publisher) forge(name string) (Forge, error) { return p.o.Forges.Get(name) }
 
-func (p *Publisher) target(ctx context.Context, t *workitems.Template, item string) (*target, error) {
+func (p *Publisher) target(ctx context.Context, t *config.Template, item string) (*target, error) {
 	d := t.Deliver
 	f, err := p.forge(d.Forge)
 	if err != nil {

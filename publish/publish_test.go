@@ -6,6 +6,7 @@ import (
 
 	"outerloop/delivery"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestTheMarkerRoundTripsAndRefusesLookalikes(t *testing.T) {
@@ -26,7 +27,7 @@ func TestTheMarkerRoundTripsAndRefusesLookalikes(t *testing.T) {
 }
 
 func TestThePullRequestBodyNamesTheConnectionsTheSandboxRefused(t *testing.T) {
-	pub := delivery.Publication{Item: &workitems.Item{ID: "bump@1"}, Template: &workitems.Template{Name: "bump"}, Attempt: 1,
+	pub := delivery.Publication{Item: &workitems.Item{ID: "bump@1"}, Template: &config.Template{Name: "bump"}, Attempt: 1,
 		Delivery: workitems.Delivery{FileCount: 2, Tree: strings.Repeat("ab", 20)}}
 	if body := prBody(pub, "abc"); strings.Contains(body, "refused") {
 		t.Fatalf("body without refusals mentions them:\n%s", body)

@@ -13,6 +13,7 @@ import (
 	"outerloop/forge"
 	"outerloop/lib/giteatest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 type recorded struct {
@@ -57,14 +58,14 @@ func TestOnGiteaRebaseConflictedPushesOnlyWhenThePullRequestConflicts(t *testing
 	t.Parallel()
 	srv := giteatest.Start(t)
 	repo := srv.NewRepo(t, "rebase")
-	set, err := forge.NewSet(map[string]workitems.ForgeConfig{"tea": {Kind: workitems.ForgeGitea, BaseURL: srv.URL, TokenEnv: "GITEA_TOKEN"}},
+	set, err := forge.NewSet(map[string]config.ForgeConfig{"tea": {Kind: workitems.ForgeGitea, BaseURL: srv.URL, TokenEnv: "GITEA_TOKEN"}},
 		forge.Config{Getenv: srv.Getenv("GITEA_TOKEN")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := delivery.New(delivery.Options{Publisher: New(Options{Forges: set})})
-	tmpl := &workitems.Template{Name: "bump", Goal: "Set line 10 to X.", Deliver: workitems.Deliver{Forge: "tea", Repo: repo.Slug,
-		Mode: workitems.DeliverPullRequest, Branch: workitems.DefaultBranchPattern, Rebase: workitems.RebaseConflicted}}
+	tmpl := &config.Template{Name: "bump", Goal: "Set line 10 to X.", Deliver: config.Deliver{Forge: "tea", Repo: repo.Slug,
+		Mode: workitems.DeliverPullRequest, Branch: config.DefaultBranchPattern, Rebase: workitems.RebaseConflicted}}
 	branch := tmpl.Deliver.BranchFor(tmpl.Name, "")
 
 	write := func(dir, name, body string) {

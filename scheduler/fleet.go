@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -22,7 +23,7 @@ import (
 // item names one of its repositories, any other template's names none.
 var ErrBadRepo = errors.New("bad repository for the template")
 
-func checkRepo(t *workitems.Template, repo string) error {
+func checkRepo(t *config.Template, repo string) error {
 	switch {
 	case !t.IsFleet() && repo != "":
 		return workitems.Classify(workitems.ClassInvalidInput,
@@ -53,7 +54,7 @@ func containsRepo(repos []string, repo string) bool {
 // empty, unreadable or excluded one is no work). false: the event is about a repository
 // outside the fleet, or the listing could not be read (logged; the forge's next event tries
 // again).
-func (q *Queue) fleetRepoOf(ctx context.Context, t *workitems.Template, forgeKey, slug string) (string, bool) {
+func (q *Queue) fleetRepoOf(ctx context.Context, t *config.Template, forgeKey, slug string) (string, bool) {
 	for _, r := range t.Repos {
 		if s, err := workitems.RepoSlugFromURL(r); err == nil && strings.EqualFold(s, slug) {
 			return r, true
@@ -86,7 +87,7 @@ func (q *Queue) fleetRepoOf(ctx context.Context, t *workitems.Template, forgeKey
 
 // holdInFleet puts a new fleet item in its template's line when the template has limits
 // (true: its task is the admitter's to enqueue), and records it as its repository's newest.
-func (q *Queue) holdInFleet(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error) {
+func (q *Queue) holdInFleet(ctx context.Context, t *config.Template, it *workitems.Item) (bool, error) {
 	if q.fleet == nil || it.Repo == "" {
 		return false, nil
 	}
@@ -144,7 +145,7 @@ func (q *Queue) PauseFleet(ctx context.Context, template, reason string) (bool, 
 // RepoSource lists the repositories of a repos_from template at a tick (package
 // fleet/discover, through the template's forge).
 type RepoSource interface {
-	FleetRepos(ctx context.Context, t *workitems.Template) (FleetRepos, error)
+	FleetRepos(ctx context.Context, t *config.Template) (FleetRepos, error)
 }
 
 // FleetRepos is a fleet's repositories at one tick: the ones to work on, in order, and how
@@ -156,7 +157,7 @@ type FleetRepos struct {
 
 // FleetAdmitter grants the items a limited fleet's tick just put in line (fleet.Admitter).
 type FleetAdmitter interface {
-	Admit(ctx context.Context, t *workitems.Template) (int, error)
+	Admit(ctx context.Context, t *config.Template) (int, error)
 }
 
 // FleetTick is what one tick of a fleet template did.
@@ -180,7 +181,7 @@ func (f *FleetTick) SkippedCount() int {
 }
 
 // fleetTick makes the items of a fleet template's tick and grants what its limits let go.
-func (s *Scheduler) fleetTick(ctx context.Context, t *workitems.Template, at time.Time) (*FleetTick, error) {
+func (s *Scheduler) fleetTick(ctx context.Context, t *config.Template, at time.Time) (*FleetTick, error) {
 	ft, err := s.q.SubmitFleet(ctx, t, workitems.Origin{Kind: workitems.OriginCron, Actor: "scheduler", Tick: at.UTC()}, "",
 		func(repo string) string { return workitems.FleetItemID(t.Name, at, repo) })
 	if ft != nil && ft.Created > 0 && s.fleet != nil {
@@ -196,7 +197,7 @@ func (s *Scheduler) fleetTick(ctx context.Context, t *workitems.Template, at tim
 // SubmitFleet makes one item per repository of a fleet template, with the id idFor gives it.
 // Its error is nil when any item was made, ErrExists when every one existed, a limit's when a
 // limit refused them, or the first failure; a repository that fails is skipped, never fatal.
-func (q *Queue) SubmitFleet(ctx context.Context, t *workitems.Template, origin workitems.Origin, input string,
+func (q *Queue) SubmitFleet(ctx context.Context, t *config.Template, origin workitems.Origin, input string,
 	idFor func(repo string) string) (*FleetTick, error) {
 	var fr FleetRepos
 	switch {
@@ -258,7 +259,7 @@ func (q *Queue) SubmitFleet(ctx context.Context, t *workitems.Template, origin w
 }
 
 // runFleetNow is RunNow of a fleet template: RunFleet, answering with its first item.
-func (q *Queue) runFleetNow(ctx context.Context, t *workitems.Template, actor, input string) (*workitems.Item, error) {
+func (q *Queue) runFleetNow(ctx context.Context, t *config.Template, actor, input string) (*workitems.Item, error) {
 	ft, err := q.RunFleet(ctx, t.Name, actor, input)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -60,7 +61,7 @@ type fleetFixture struct {
 
 func newFleetFixture(t *testing.T, repos []string, fleetLine string) *fleetFixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig(fmt.Appendf(nil, fleetYAML, strings.Join(repos, ", "), fleetLine))
+	cfg, err := config.ParseConfig(fmt.Appendf(nil, fleetYAML, strings.Join(repos, ", "), fleetLine))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ type staticSource struct {
 
 type FleetReposFunc func() (scheduler.FleetRepos, error)
 
-func (s staticSource) FleetRepos(context.Context, *workitems.Template) (scheduler.FleetRepos, error) {
+func (s staticSource) FleetRepos(context.Context, *config.Template) (scheduler.FleetRepos, error) {
 	return s.repos()
 }
 
@@ -255,7 +256,7 @@ func TestAFleetRequestMustNameOneOfItsRepositories(t *testing.T) {
 // URL its listing gave: GitHub's is not under the API's base_url.
 func TestATriggerOnAFleetWorksOnTheEventsRepository(t *testing.T) {
 	t.Parallel()
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := config.ParseConfig([]byte(`
 defaults: {budget: {wall_time: 10m}}
 forges:
   tea: {kind: gitea, base_url: "https://gitea.example.com/", token_env: TEA_TOKEN}
@@ -292,7 +293,7 @@ templates:
 		"found":  {"https://gitea.example.com/acme/b.git", "https://gitea.example.com/acme/c.git"},
 		"hubbed": {"https://github.com/acme/c.git"},
 	}
-	src := templateSource(func(t *workitems.Template) (scheduler.FleetRepos, error) {
+	src := templateSource(func(t *config.Template) (scheduler.FleetRepos, error) {
 		return scheduler.FleetRepos{Repos: listings[t.Name], Skipped: map[string]int{"excluded": 1, "archived": 1}}, nil
 	})
 	q := scheduler.NewQueue(store, c, nil, cfg, scheduler.QueueOptions{Queue: env.Queue, Repos: src})
@@ -336,7 +337,7 @@ func TestATriggerOnAListedFleetWithoutASourceMakesNothing(t *testing.T) {
 	q := f.queue(t)
 	tr := scheduler.NewTriggers(q, q.Config, nil)
 	tmpl, _ := f.cfg.Template("discovered")
-	tmpl.Triggers = []workitems.Trigger{{Forge: "tea", Event: "labeled", Label: "fix"}}
+	tmpl.Triggers = []config.Trigger{{Forge: "tea", Event: "labeled", Label: "fix"}}
 	e := hooks.Event{Kind: hooks.KindLabeled, Forge: "tea", Repo: "acme/a", Sender: "alice", Number: 1,
 		Labeled: &hooks.Labeled{Labels: []string{"fix"}, Current: true, User: "alice", Title: "t"}}
 	if err := tr.Trigger(context.Background(), e); err != nil {
@@ -346,7 +347,7 @@ func TestATriggerOnAListedFleetWithoutASourceMakesNothing(t *testing.T) {
 		t.Fatalf("items %d %v, want none", len(items), err)
 	}
 	// The same event, with the listing at hand, makes the item.
-	f.source = templateSource(func(*workitems.Template) (scheduler.FleetRepos, error) {
+	f.source = templateSource(func(*config.Template) (scheduler.FleetRepos, error) {
 		return scheduler.FleetRepos{Repos: []string{"https://gitea.example.com/acme/a.git"}}, nil
 	})
 	q = f.queue(t)
@@ -358,9 +359,9 @@ func TestATriggerOnAListedFleetWithoutASourceMakesNothing(t *testing.T) {
 	}
 }
 
-type templateSource func(t *workitems.Template) (scheduler.FleetRepos, error)
+type templateSource func(t *config.Template) (scheduler.FleetRepos, error)
 
-func (s templateSource) FleetRepos(_ context.Context, t *workitems.Template) (scheduler.FleetRepos, error) {
+func (s templateSource) FleetRepos(_ context.Context, t *config.Template) (scheduler.FleetRepos, error) {
 	return s(t)
 }
 
@@ -380,7 +381,7 @@ func TestReconcileEnqueuesAHeldItemWhoseTemplateIsNoLongerLimited(t *testing.T) 
 	if n, err := q.Reconcile(ctx, time.Minute); err != nil || n != 0 {
 		t.Fatalf("reconcile enqueued %d held items (%v)", n, err)
 	}
-	cfg, err := workitems.ParseConfig(fmt.Appendf(nil, fleetYAML, strings.Join(fleetRepos(3), ", "), ""))
+	cfg, err := config.ParseConfig(fmt.Appendf(nil, fleetYAML, strings.Join(fleetRepos(3), ", "), ""))
 	if err != nil {
 		t.Fatal(err)
 	}

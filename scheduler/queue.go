@@ -16,6 +16,7 @@ import (
 
 	"outerloop/fleet"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -33,7 +34,7 @@ type Queue struct {
 	store     *itemstore.Store
 	client    *asynq.Client
 	inspector *asynq.Inspector
-	cfg       atomic.Pointer[workitems.Config] // swapped whole by SetConfig on a reload
+	cfg       atomic.Pointer[config.Config] // swapped whole by SetConfig on a reload
 	queue     string
 	clock     workitems.Clock
 	log       *slog.Logger
@@ -68,18 +69,18 @@ type QueueOptions struct {
 	// Repos lists the repositories of repos_from templates (nil: their ticks fail, saying so).
 	Repos RepoSource
 	// Loops says what each loop kind does, for Steer (default: the built-in kinds,
-	// workitems.BuiltinLoopKinds). A process that registers loops passes its registry.
+	// config.BuiltinLoopKinds). A process that registers loops passes its registry.
 	Loops LoopKinds
 }
 
 // LoopKinds tells the queue what an inner loop kind does (worker.Registry and
-// workitems.LoopKindSet implement it): Steer asks whether a kind reads steer input.
+// config.LoopKindSet implement it): Steer asks whether a kind reads steer input.
 type LoopKinds interface {
-	LoopTraits(kind workitems.LoopKind) (workitems.LoopTraits, bool)
+	LoopTraits(kind workitems.LoopKind) (config.LoopTraits, bool)
 }
 
 // NewQueue returns a Queue. The inspector is used by Reconcile to find lost tasks.
-func NewQueue(store *itemstore.Store, client *asynq.Client, inspector *asynq.Inspector, cfg *workitems.Config, o QueueOptions) *Queue {
+func NewQueue(store *itemstore.Store, client *asynq.Client, inspector *asynq.Inspector, cfg *config.Config, o QueueOptions) *Queue {
 	if o.Queue == "" {
 		o.Queue = "outerloop"
 	}
@@ -96,7 +97,7 @@ func NewQueue(store *itemstore.Store, client *asynq.Client, inspector *asynq.Ins
 		o.Observer = nopDecisions{}
 	}
 	if o.Loops == nil {
-		o.Loops = workitems.BuiltinLoopKinds()
+		o.Loops = config.BuiltinLoopKinds()
 	}
 	q := &Queue{store: store, client: client, inspector: inspector, queue: o.Queue,
 		clock: o.Clock, log: o.Logger, obs: o.Observer, maxRetry: o.MaxRetry, fleet: o.Fleet, repos: o.Repos, loops: o.Loops}
@@ -111,11 +112,11 @@ func (q *Queue) Name() string { return q.queue }
 func (q *Queue) Store() *itemstore.Store { return q.store }
 
 // Config returns the deployment config in force (the latest a reload set).
-func (q *Queue) Config() *workitems.Config { return q.cfg.Load() }
+func (q *Queue) Config() *config.Config { return q.cfg.Load() }
 
 // SetConfig swaps the config new requests are made from (a reload): requests already past
 // their template lookup finish under the config they read.
-func (q *Queue) SetConfig(cfg *workitems.Config) { q.cfg.Store(cfg) }
+func (q *Queue) SetConfig(cfg *config.Config) { q.cfg.Store(cfg) }
 
 // Request asks for a new item of a template.
 type Request struct {
@@ -466,7 +467,7 @@ func (q *Queue) recoverOne(ctx context.Context, it *workitems.Item) (recovery, e
 
 // newItem is a new item of template t (of cfg) with its first attempt queued, pinned to the
 // config it is created under: every way of making an item (Submit, Rerun) builds it here.
-func newItem(cfg *workitems.Config, t *workitems.Template, id string, o workitems.Origin, input string) *workitems.Item {
+func newItem(cfg *config.Config, t *config.Template, id string, o workitems.Origin, input string) *workitems.Item {
 	return &workitems.Item{
 		ID: id, Template: t.Name, Goal: t.Goal, Origin: o,
 		Budget: t.Budget, ItemBudget: t.ItemBudget, MaxAttempts: t.MaxAttempts, Pin: cfg.PinFor(t),

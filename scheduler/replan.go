@@ -6,7 +6,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // plan builds the cron entries of cfg's scheduled templates. An entry of old with the same
@@ -14,7 +14,7 @@ import (
 // this replica handled), so a reload neither repeats nor skips a tick of an unchanged schedule;
 // a new or changed schedule starts from now (its ticks before now are not missed ticks: they
 // were never planned). now is zero at the first plan (Start handles the ticks due then).
-func plan(cfg *workitems.Config, old []*entry, now time.Time) ([]*entry, error) {
+func plan(cfg *config.Config, old []*entry, now time.Time) ([]*entry, error) {
 	prev := make(map[string]*entry, len(old))
 	for _, e := range old {
 		prev[e.tmpl.Name] = e
@@ -46,7 +46,7 @@ func plan(cfg *workitems.Config, old []*entry, now time.Time) ([]*entry, error) 
 // templates start ticking, removed ones stop, changed schedules are re-planned. It returns at
 // once; the scheduler's loop applies it before its next tick. A config whose schedules do not
 // parse is refused (a loaded config's always do).
-func (s *Scheduler) Replan(cfg *workitems.Config) error {
+func (s *Scheduler) Replan(cfg *config.Config) error {
 	if _, err := plan(cfg, nil, time.Time{}); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // A replan (config reload) starts an added template's schedule and stops a removed one's,
@@ -33,7 +33,7 @@ func TestReplanAddsAndRemovesSchedules(t *testing.T) {
 	}
 
 	// Reload: a second every-minute template is added.
-	next, err := workitems.ParseConfig([]byte(cfgYAML))
+	next, err := config.ParseConfig([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestReplanAddsAndRemovesSchedules(t *testing.T) {
 	}
 
 	// Reload: every-minute is removed.
-	only := &workitems.Config{Templates: []workitems.Template{added}}
+	only := &config.Config{Templates: []config.Template{added}}
 	q.SetConfig(only)
 	if err := s.Replan(only); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -115,15 +116,15 @@ type Scheduler struct {
 	// mu guards replacing entries (a replan) against NextRun; the run goroutine is the only
 	// writer, so it reads them without it.
 	mu      sync.Mutex
-	pending atomic.Pointer[workitems.Config] // the config a replan waits to apply
-	wake    chan struct{}                    // a replan is pending
+	pending atomic.Pointer[config.Config] // the config a replan waits to apply
+	wake    chan struct{}                 // a replan is pending
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 type entry struct {
-	tmpl    *workitems.Template
+	tmpl    *config.Template
 	sched   cron.Schedule
 	next    time.Time // the next tick to wake for
 	handled time.Time // this replica handled every tick up to here (zero before Start)

@@ -16,6 +16,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -66,13 +67,13 @@ templates:
 type fixture struct {
 	env   *redistest.Env
 	store *itemstore.Store
-	cfg   *workitems.Config
+	cfg   *config.Config
 	insp  *asynq.Inspector
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
+	cfg, err := config.ParseConfig([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +118,8 @@ func (l *tickLog) await(t *testing.T, n int) []scheduler.TickResult {
 	return out
 }
 
-func onlyTemplate(cfg *workitems.Config, names ...string) {
-	var keep []workitems.Template
+func onlyTemplate(cfg *config.Config, names ...string) {
+	var keep []config.Template
 	for _, t := range cfg.Templates {
 		for _, n := range names {
 			if t.Name == n {

@@ -13,12 +13,13 @@ import (
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 // Triggers makes items from the forge events templates subscribe to (a template's triggers:,
-// workitems/triggers.go; docs/triggers.md). It is the waits.Sink's Triggers: the sink hands it
-// every normalised webhook delivery.
+// workitems/config/triggers.go; docs/triggers.md). It is the waits.Sink's Triggers: the sink
+// hands it every normalised webhook delivery.
 //
 //   - check_failed: a check event (commit status, check run) in state failure — not
 //     infra_error (the CI system broke, not the code), not action_required (a person must act on
@@ -43,7 +44,7 @@ import (
 // not be read): the webhook handler then answers so that the forge delivers again.
 type Triggers struct {
 	q     *Queue
-	cfg   func() *workitems.Config
+	cfg   func() *config.Config
 	log   *slog.Logger
 	heads BranchHeads
 }
@@ -60,7 +61,7 @@ const MaxTriggerText = 8 << 10
 
 // NewTriggers returns the Triggers of q's templates; cfg returns the config in force (nil:
 // q.Config), so a reload's triggers apply from the next delivery.
-func NewTriggers(q *Queue, cfg func() *workitems.Config, log *slog.Logger) *Triggers {
+func NewTriggers(q *Queue, cfg func() *config.Config, log *slog.Logger) *Triggers {
 	if cfg == nil {
 		cfg = q.Config
 	}
@@ -149,7 +150,7 @@ type matcher struct {
 }
 
 // match reports whether tr of template tm matches the event, and the request it makes.
-func (m *matcher) match(ctx context.Context, tm *workitems.Template, tr workitems.Trigger) (Request, bool, error) {
+func (m *matcher) match(ctx context.Context, tm *config.Template, tr config.Trigger) (Request, bool, error) {
 	e := m.e
 	if tr.Forge != e.Forge || (tr.Repo != "" && !strings.EqualFold(tr.Repo, e.Repo)) {
 		return Request{}, false, nil

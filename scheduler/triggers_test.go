@@ -18,6 +18,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -57,12 +58,12 @@ const (
 type trigFixture struct {
 	env   *redistest.Env
 	store *itemstore.Store
-	cfg   *workitems.Config
+	cfg   *config.Config
 }
 
 func newTrigFixture(t *testing.T) *trigFixture {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(triggersYAML))
+	cfg, err := config.ParseConfig([]byte(triggersYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The facts after the push: the worker's pipeline (and the wake of a waiting item) fills them
@@ -295,7 +296,7 @@ func clipKeep(s string, n int) string {
 
 // Judgement is what the pipeline hands the policy after the push, or at a wake.
 type Judgement struct {
-	Template *workitems.Template
+	Template *config.Template
 	Item     *workitems.Item
 	Attempt  int
 	// Local is the local evidence's close that let the change be delivered (nil: there was
@@ -342,7 +343,7 @@ func (v *Verifier) Judge(ctx context.Context, j Judgement) workitems.Decision {
 	return d
 }
 
-func templateName(t *workitems.Template) string {
+func templateName(t *config.Template) string {
 	if t == nil {
 		return ""
 	}

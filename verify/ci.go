@@ -9,6 +9,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // CIState is a CI check's state, normalised across providers: workitems.CheckState,
@@ -95,7 +96,7 @@ type CIRerunner interface {
 
 // collectCI waits (until cfg.Wait has passed) for every required check to have a final state
 // for the workspace's HEAD commit.
-func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, w worktree) (*CIEvidence, error) {
+func (v *Verifier) collectCI(ctx context.Context, cfg *config.CICheck, w worktree) (*CIEvidence, error) {
 	ev := &CIEvidence{Required: cfg.Required}
 	sha, err := w.head()
 	if err != nil {
@@ -109,7 +110,7 @@ func (v *Verifier) collectCI(ctx context.Context, cfg *workitems.CICheck, w work
 
 // collectCISHA waits (until cfg.Wait has passed) for every required check to have a final state
 // for sha.
-func (v *Verifier) collectCISHA(ctx context.Context, cfg *workitems.CICheck, sha string) (*CIEvidence, error) {
+func (v *Verifier) collectCISHA(ctx context.Context, cfg *config.CICheck, sha string) (*CIEvidence, error) {
 	ev := &CIEvidence{Required: cfg.Required, SHA: sha}
 	src := v.ci[ciSource(cfg)]
 	if src == nil {
@@ -159,7 +160,7 @@ func pickRequired(checks []CICheck, required []string, sha string) (got []CIChec
 	return got, missing
 }
 
-func (v *Verifier) rerunCI(ctx context.Context, cfg *workitems.CICheck, f *Facts) error {
+func (v *Verifier) rerunCI(ctx context.Context, cfg *config.CICheck, f *Facts) error {
 	if cfg == nil || f.CI == nil {
 		return nil
 	}
@@ -184,7 +185,7 @@ func (v *Verifier) rerunCI(ctx context.Context, cfg *workitems.CICheck, f *Facts
 
 // ciSource names where a template's CI evidence comes from: its forge (ci.forge, which config
 // sets for provider: github too), else its provider (webhook).
-func ciSource(cfg *workitems.CICheck) string {
+func ciSource(cfg *config.CICheck) string {
 	if cfg.Forge != "" {
 		return cfg.Forge
 	}
@@ -194,7 +195,7 @@ func ciSource(cfg *workitems.CICheck) string {
 // ReadCI reads the required checks of cfg on sha once, without waiting: what the checks say now,
 // with those that have no final state yet listed as missing. An error is the CI source's (the
 // caller tries again later); a deployment without the source reads every check as missing.
-func (v *Verifier) ReadCI(ctx context.Context, cfg *workitems.CICheck, sha string) (*CIEvidence, error) {
+func (v *Verifier) ReadCI(ctx context.Context, cfg *config.CICheck, sha string) (*CIEvidence, error) {
 	ev := &CIEvidence{Required: cfg.Required, SHA: sha}
 	src := v.ci[ciSource(cfg)]
 	if src == nil {
@@ -211,7 +212,7 @@ func (v *Verifier) ReadCI(ctx context.Context, cfg *workitems.CICheck, sha strin
 
 // RerunInfraFailures asks the CI source to re-run the checks of ev that failed for
 // infrastructure reasons (infra_error, cancelled) and reports whether it asked for any.
-func (v *Verifier) RerunInfraFailures(ctx context.Context, cfg *workitems.CICheck, ev *CIEvidence) bool {
+func (v *Verifier) RerunInfraFailures(ctx context.Context, cfg *config.CICheck, ev *CIEvidence) bool {
 	f := &Facts{CI: ev}
 	if _, ok := v.ci[ciSource(cfg)].(CIRerunner); !ok || infraProblem(f) == "" {
 		return false

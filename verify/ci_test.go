@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestEvidenceHandler(t *testing.T) {
@@ -156,9 +157,9 @@ func ciVerifier(src CISource) (*Verifier, *[]time.Duration) {
 	return v, &slept
 }
 
-func ciTemplate() *workitems.Template {
+func ciTemplate() *config.Template {
 	tmpl := template()
-	tmpl.DoneCheck.CI = &workitems.CICheck{Provider: "webhook", Repo: "acme/pay", Required: []string{"build", "test"},
+	tmpl.DoneCheck.CI = &config.CICheck{Provider: "webhook", Repo: "acme/pay", Required: []string{"build", "test"},
 		Wait: workitems.Duration(5 * time.Minute)}
 	return tmpl
 }

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // CLIOptions is everything `outerloop verify` is told besides the report files: with them, a
@@ -18,7 +19,7 @@ import (
 type CLIOptions struct {
 	Format   workitems.ReportFormat // auto (default) or one of Formats
 	Formats  *Formats               // the formats read (nil: BuiltinFormats)
-	Template *workitems.Template    // decide as this template (nil: a plain done check)
+	Template *config.Template       // decide as this template (nil: a plain done check)
 	ExitCode *int                   // the test command's exit status (--exit-code); nil: not given
 	CIFile   string                 // a POST /api/evidence body (--ci)
 	DiffFile string                 // a unified diff against the base commit (--diff)
@@ -61,7 +62,7 @@ func RunCLI(ctx context.Context, w io.Writer, files []string, opt CLIOptions) (e
 	}
 	tmpl := opt.Template
 	if tmpl == nil {
-		tmpl = &workitems.Template{Name: "cli", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2}}
+		tmpl = &config.Template{Name: "cli", MaxAttempts: 3, Retry: config.Retry{SameFailureLimit: 2}}
 	}
 	clock := opt.Clock
 	if clock == nil {

@@ -14,6 +14,7 @@ import (
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestDoneCheckCommands(t *testing.T) {
@@ -255,7 +256,7 @@ func TestHostileDoneCheckFindsNothing(t *testing.T) {
 	r := proctest.Runner(t, proc.ModeBwrap)
 	hs.Prepare(r)
 	ws := t.TempDir()
-	f := &Facts{Template: &workitems.Template{Name: "t"}, Item: &workitems.Item{ID: "it"}, Attempt: 1}
+	f := &Facts{Template: &config.Template{Name: "t"}, Item: &workitems.Item{ID: "it"}, Attempt: 1}
 	res, err := runCommand(context.Background(), r, commandSpec(f, ws, hs.Script(), time.Minute), 16<<10)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // TestReporterFixtures runs the decision on every real-tool fixture of issue 13 and checks the
@@ -70,7 +71,7 @@ func TestReporterFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
-				Template: &workitems.Template{MaxAttempts: 3}, Reports: []*Report{r}}
+				Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}}
 			d := decide(f)
 			if d.Rule != c.rule {
 				t.Errorf("rule %s (%q), want %s; %s, conventions %v, warnings %q", d.Rule, d.Reasons, c.rule, r.Summary(), r.Conventions, r.Warnings)
@@ -190,8 +191,8 @@ func TestCLIReplay(t *testing.T) {
 	write(t, secret, "diff --git a/conf.go b/conf.go\n--- a/conf.go\n+++ b/conf.go\n@@ -1 +1,2 @@\n package conf\n+const key = \"AKIAABCDEFGHIJKLMNOP\"\n")
 	wide := filepath.Join(dir, "wide.patch")
 	write(t, wide, "diff --git a/docs/x.md b/docs/x.md\n--- a/docs/x.md\n+++ b/docs/x.md\n@@ -1 +1 @@\n-a\n+b\n")
-	scoped := &workitems.Template{Name: "scoped", MaxAttempts: 3, DoneCheck: workitems.DoneCheck{
-		Diff: &workitems.DiffCheck{AllowedPaths: []string{"pay/**"}}, CI: &workitems.CICheck{Required: []string{"test"}}}}
+	scoped := &config.Template{Name: "scoped", MaxAttempts: 3, DoneCheck: config.DoneCheck{
+		Diff: &config.DiffCheck{AllowedPaths: []string{"pay/**"}}, CI: &config.CICheck{Required: []string{"test"}}}}
 	one, zero := 1, 0
 	pass := "testdata/gojson/pass.json"
 	cases := []struct {
@@ -207,7 +208,7 @@ func TestCLIReplay(t *testing.T) {
 		{"green CI", []string{pass}, CLIOptions{CIFile: ciGreen}, 0, "all_green"},
 		{"failed CI", []string{pass}, CLIOptions{CIFile: ciRed}, 1, "ci_failed"},
 		{"a required check missing from the CI file", []string{pass}, CLIOptions{CIFile: ciGreen,
-			Template: &workitems.Template{Name: "t", DoneCheck: workitems.DoneCheck{CI: &workitems.CICheck{Required: []string{"lint"}}}}}, 1, "ci_missing"},
+			Template: &config.Template{Name: "t", DoneCheck: config.DoneCheck{CI: &config.CICheck{Required: []string{"lint"}}}}}, 1, "ci_missing"},
 		{"a secret in the diff", []string{pass}, CLIOptions{DiffFile: secret}, 1, "diff_secret"},
 		{"the template's allowed paths", []string{pass}, CLIOptions{DiffFile: wide, CIFile: ciGreen, Template: scoped}, 1, "diff_out_of_scope"},
 	}

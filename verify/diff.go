@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // DiffEvidence is what the attempt changed in the workspace against its base commit: tracked
@@ -39,11 +39,11 @@ type DiffFile struct {
 // CollectDiff measures the workspace against base and applies the template's limits (lim may be
 // nil: measure only). Untracked, not ignored files count as added. gitDir is the worker's own
 // git directory of the workspace (Request.GitDir); "" reads the workspace's .git.
-func CollectDiff(ctx context.Context, workspace, gitDir, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {
+func CollectDiff(ctx context.Context, workspace, gitDir, base string, lim *config.DiffCheck) (*DiffEvidence, error) {
 	return collectDiff(ctx, worktree{dir: workspace, gitDir: gitDir}, base, lim)
 }
 
-func collectDiff(ctx context.Context, w worktree, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {
+func collectDiff(ctx context.Context, w worktree, base string, lim *config.DiffCheck) (*DiffEvidence, error) {
 	if base == "" {
 		return nil, errors.New("verify: diff: no base commit (the workspace is not a git repository)")
 	}
@@ -94,7 +94,7 @@ func collectDiff(ctx context.Context, w worktree, base string, lim *workitems.Di
 }
 
 // applyLimits records every way the diff breaks the template's limits.
-func (d *DiffEvidence) applyLimits(lim *workitems.DiffCheck) {
+func (d *DiffEvidence) applyLimits(lim *config.DiffCheck) {
 	if lim == nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // gitRepo makes a repository with one commit and returns its directory and the commit.
@@ -61,7 +62,7 @@ func TestCollectDiff(t *testing.T) {
 			"internal/calc/new.go":  "package calc\n",
 			"build/out.bin":         "ignored by .gitignore\n",
 		})
-		d, err := CollectDiff(context.Background(), dir, "", sha, &workitems.DiffCheck{AllowedPaths: []string{"**/*.go"}})
+		d, err := CollectDiff(context.Background(), dir, "", sha, &config.DiffCheck{AllowedPaths: []string{"**/*.go"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestCollectDiff(t *testing.T) {
 		t.Parallel()
 		dir, sha := gitRepo(t, base)
 		writeFiles(t, dir, map[string]string{"README.md": "hello\nworld\nagain\n", "internal/calc/calc.go": "package calc\n"})
-		d, err := CollectDiff(context.Background(), dir, "", sha, &workitems.DiffCheck{AllowedPaths: []string{"internal/**"}, MaxFiles: 1, MaxLines: 2})
+		d, err := CollectDiff(context.Background(), dir, "", sha, &config.DiffCheck{AllowedPaths: []string{"internal/**"}, MaxFiles: 1, MaxLines: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func TestVerifyWithDiffLimits(t *testing.T) {
 		ws, sha := gitRepo(t, map[string]string{"a.go": "package a\n"})
 		writeFiles(t, ws, map[string]string{"a.go": "package a\n\nvar X = 1\n", "secrets.txt": "nothing\n"})
 		tmpl := template("cat '" + pass + "'")
-		tmpl.DoneCheck.Diff = &workitems.DiffCheck{AllowedPaths: []string{"**/*.go"}}
+		tmpl.DoneCheck.Diff = &config.DiffCheck{AllowedPaths: []string{"**/*.go"}}
 		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}),
 			Attempt: 1, Exit: completed(), Workspace: ws, BaseCommit: sha})
 		if err != nil {
@@ -174,7 +175,7 @@ func TestVerifyWithDiffLimits(t *testing.T) {
 	t.Run("diff limits without a base commit cannot be met", func(t *testing.T) {
 		t.Parallel()
 		tmpl := template("cat '" + pass + "'")
-		tmpl.DoneCheck.Diff = &workitems.DiffCheck{MaxFiles: 3}
+		tmpl.DoneCheck.Diff = &config.DiffCheck{MaxFiles: 3}
 		res, err := newTestVerifier().Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}),
 			Attempt: 1, Exit: completed(), Workspace: t.TempDir()})
 		if err != nil {

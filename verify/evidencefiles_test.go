@@ -17,6 +17,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // TestEvidenceFilesReplay: the verifier keeps the exact files a decision used, in Redis, served
@@ -80,10 +81,10 @@ func TestEvidenceFilesReplay(t *testing.T) {
 		if c.wantRule == "diff_secret" {
 			write(t, filepath.Join(ws, "pay.go"), "package pay\n\nconst key = \"AKIAABCDEFGHIJKLMNOP\"\n")
 		}
-		tmpl := &workitems.Template{Name: "fix", MaxAttempts: 3, DoneCheck: workitems.DoneCheck{
+		tmpl := &config.Template{Name: "fix", MaxAttempts: 3, DoneCheck: config.DoneCheck{
 			Commands: []string{c.cmd}, Reports: []string{"out/*.xml"}, Timeout: workitems.Duration(time.Minute)}}
 		if c.allowed != nil {
-			tmpl.DoneCheck.Diff = &workitems.DiffCheck{AllowedPaths: c.allowed}
+			tmpl.DoneCheck.Diff = &config.DiffCheck{AllowedPaths: c.allowed}
 		}
 		it := &workitems.Item{ID: "fix@" + string(rune('a'+i)), Template: "fix", Attempts: []workitems.Attempt{{N: 1}}, Attempt: 1}
 		v := New(WithClock(fakeclock.New(testNow)), WithEvidenceStore(store))

@@ -12,6 +12,7 @@ import (
 
 	"outerloop/verify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // checklistFormat registers parseChecklist (example_parser_test.go) as an evidence format: its
@@ -36,10 +37,10 @@ func checklistFormat() verify.Format {
 }
 
 // checklistCheck is a done check whose command writes a checklist report into the workspace.
-func checklistCheck(format workitems.ReportFormat, lines ...string) *workitems.Template {
-	return &workitems.Template{
-		Name: "smoke", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2},
-		DoneCheck: workitems.DoneCheck{
+func checklistCheck(format workitems.ReportFormat, lines ...string) *config.Template {
+	return &config.Template{
+		Name: "smoke", MaxAttempts: 3, Retry: config.Retry{SameFailureLimit: 2},
+		DoneCheck: config.DoneCheck{
 			Commands: []string{"printf '%s\\n' '" + strings.Join(lines, "' '") + "' > checklist.txt"},
 			Reports:  []string{"checklist.txt"},
 			Format:   format,
@@ -48,7 +49,7 @@ func checklistCheck(format workitems.ReportFormat, lines ...string) *workitems.T
 }
 
 // verifyAttempt runs the verifier on attempt 1 of an item, as the worker does after an attempt.
-func verifyAttempt(v *verify.Verifier, tmpl *workitems.Template, workspace string) (verify.Result, error) {
+func verifyAttempt(v *verify.Verifier, tmpl *config.Template, workspace string) (verify.Result, error) {
 	it := &workitems.Item{ID: "smoke@1", Template: tmpl.Name, Attempt: 1, Attempts: []workitems.Attempt{{N: 1}}}
 	return v.Verify(context.Background(), verify.Request{Template: tmpl, Item: it, Attempt: 1,
 		Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Workspace: workspace})
@@ -96,7 +97,7 @@ func TestARegisteredFormatIsDecidedLikeABuiltinOne(t *testing.T) {
 	cut := []string{"PASS login", "PASS logout"}
 	cases := []struct {
 		name    string
-		tmpl    *workitems.Template
+		tmpl    *config.Template
 		formats *verify.Formats
 		outcome workitems.Outcome
 		rule    workitems.RuleName

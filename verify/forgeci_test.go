@@ -11,6 +11,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/giteatest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // A Gitea's commit statuses on the workspace's HEAD are the CI evidence, through the same
@@ -21,13 +22,13 @@ func TestVerifyReadsCIFromARealGitea(t *testing.T) {
 	repo := srv.NewRepo(t, "verify")
 	ws, sha := gitRepo(t, map[string]string{"a.txt": "a\n"})
 	srv.PushDir(t, ws, repo, "main")
-	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitea,
+	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitea,
 		BaseURL: srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: srv.Getenv("GITEA_TOKEN")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := template()
-	tmpl.DoneCheck.CI = &workitems.CICheck{Forge: "tea", Repo: repo.Slug, Required: []string{"build", "test"},
+	tmpl.DoneCheck.CI = &config.CICheck{Forge: "tea", Repo: repo.Slug, Required: []string{"build", "test"},
 		Wait: workitems.Duration(time.Minute)}
 	v := New(WithClock(fakeclock.New(testNow)), WithCI("tea", NewForgeCI(f)))
 	verify := func() workitems.Decision {

@@ -19,6 +19,7 @@ import (
 	"outerloop/forge"
 	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 const shaA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -154,7 +155,7 @@ func newFakeGitHubSource(t *testing.T, f *fakeGitHub, slept *[]time.Duration, ma
 		return ""
 	}
 	var logs bytes.Buffer
-	g, err := forge.New(forge.Config{Name: "github", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub,
+	g, err := forge.New(forge.Config{Name: "github", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub,
 		BaseURL: srv.URL, TokenEnv: "OL_TEST_GH_TOKEN"}, Getenv: env, HTTPClient: srv.Client(),
 		Clock: &sleepRecorder{slept: slept}, MaxRateWait: maxRateWait,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -259,7 +260,7 @@ func TestVerifyWithGitHubChecks(t *testing.T) {
 	g, _ := newFakeGitHubSource(t, f, &slept, 0)
 	tmpl := template()
 	// What config makes of {provider: github, repo: acme/payments}: the forge of kind github.
-	tmpl.DoneCheck.CI = &workitems.CICheck{Forge: "gh", Provider: "github", Repo: "acme/payments", Required: []string{"build", "test"},
+	tmpl.DoneCheck.CI = &config.CICheck{Forge: "gh", Provider: "github", Repo: "acme/payments", Required: []string{"build", "test"},
 		Wait: workitems.Duration(time.Minute)}
 	v := New(WithClock(fakeclock.New(testNow)), WithCI("gh", g))
 	res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,

@@ -8,14 +8,14 @@ import (
 	"strings"
 
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // ParsePatch reads a unified diff (`git diff BASE` output) as diff evidence: the files it
 // touches, lines added and deleted, secret-looking additions, and the template's diff limits
 // (lim may be nil). It lets `outerloop verify --diff FILE` replay the scope and secret rules
 // offline; binary files ("Binary files … differ", GIT binary patch) count as binary.
-func ParsePatch(r io.Reader, base string, lim *workitems.DiffCheck) (*DiffEvidence, error) {
+func ParsePatch(r io.Reader, base string, lim *config.DiffCheck) (*DiffEvidence, error) {
 	d := &DiffEvidence{Base: base}
 	var cur *DiffFile
 	byPath := map[string]int{}
@@ -87,7 +87,7 @@ func ParsePatch(r io.Reader, base string, lim *workitems.DiffCheck) (*DiffEviden
 
 // ciFromPayload turns a POST /api/evidence body into the CI evidence the template requires
 // (every check in the payload when the template names none).
-func ciFromPayload(r io.Reader, cfg *workitems.CICheck) (*CIEvidence, error) {
+func ciFromPayload(r io.Reader, cfg *config.CICheck) (*CIEvidence, error) {
 	var p EvidencePayload
 	dec := newJSONDecoder(bufio.NewReader(io.LimitReader(r, EvidenceLimit)))
 	if err := dec.Decode(&p); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Facts is everything the policy decides on: the attempt's exit and the evidence gathered.
@@ -19,7 +20,7 @@ type Facts struct {
 	Attempt   int
 	Condition workitems.Condition // the condition the attempt ran under
 	Item      *workitems.Item
-	Template  *workitems.Template
+	Template  *config.Template
 	Now       time.Time
 
 	Commands       []CommandResult
@@ -407,7 +408,7 @@ func maxAttempts(f *Facts) int {
 	return n
 }
 
-func sameLimit(t *workitems.Template) int {
+func sameLimit(t *config.Template) int {
 	if t == nil || t.Retry.SameFailureLimit <= 0 {
 		return 2
 	}

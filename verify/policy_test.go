@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Report builders for policy cases.
@@ -67,7 +68,7 @@ func okCmd() CommandResult { return CommandResult{Command: "go test -json ./..."
 func baseFacts() *Facts {
 	return &Facts{
 		Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, Now: testNow,
-		Template: &workitems.Template{Name: "t", MaxAttempts: 3, Retry: workitems.Retry{SameFailureLimit: 2, InfraRetries: 2}},
+		Template: &config.Template{Name: "t", MaxAttempts: 3, Retry: config.Retry{SameFailureLimit: 2, InfraRetries: 2}},
 		Item:     &workitems.Item{ID: "t@1", Attempt: 1, Attempts: []workitems.Attempt{{N: 1}}},
 		Commands: []CommandResult{okCmd()},
 		Reports:  []*Report{greenReport()},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // TestRunnerFixtures runs the decision on every real-tool fixture of issue 27 (googletest,
@@ -115,7 +116,7 @@ func TestRunnerFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
-				Template: &workitems.Template{MaxAttempts: 3}, Reports: []*Report{r}}
+				Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}}
 			if c.exit != none {
 				f.Commands = []CommandResult{{Command: "the test command", ExitCode: c.exit}}
 			}
@@ -161,7 +162,7 @@ func TestCatch2ShouldFailPasses(t *testing.T) {
 	}
 	for _, cmds := range [][]CommandResult{nil, {{Command: "the test command", ExitCode: 1}}} {
 		d := decide(&Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
-			Template: &workitems.Template{MaxAttempts: 3}, Reports: []*Report{r}, Commands: cmds})
+			Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}, Commands: cmds})
 		if d.Outcome == workitems.OutcomeClose || !strings.Contains(d.Reasons[0], "failures declared 1, found 0") {
 			t.Errorf("commands %v: %s (%q), want no close, naming the failure count", cmds, d.Rule, d.Reasons)
 		}

@@ -14,6 +14,7 @@ import (
 	"outerloop/lib/hostilegit"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // memEvidence keeps evidence files in memory.
@@ -52,8 +53,8 @@ func TestTheVerifiersDiffRunsNothingTheItemWroteIntoItsGit(t *testing.T) {
 	writeFiles(t, ws, map[string]string{"README": "changed\n", "new.go": "package x\n"})
 	store := &memEvidence{}
 	v := New(WithClock(fakeclock.New(testNow)), WithEvidenceStore(store))
-	tmpl := &workitems.Template{Name: "fix", MaxAttempts: 3, DoneCheck: workitems.DoneCheck{Commands: []string{"true"},
-		Diff: &workitems.DiffCheck{MaxFiles: 10}, Timeout: workitems.Duration(time.Minute)}}
+	tmpl := &config.Template{Name: "fix", MaxAttempts: 3, DoneCheck: config.DoneCheck{Commands: []string{"true"},
+		Diff: &config.DiffCheck{MaxFiles: 10}, Timeout: workitems.Duration(time.Minute)}}
 	res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,
 		Exit: completed(), Workspace: ws, GitDir: gitDir, BaseCommit: base})
 	if err != nil {
@@ -104,8 +105,8 @@ func TestReportsAndUntrackedFilesAreReadOnlyInsideTheWorkspace(t *testing.T) {
 			symlink(t, secret, filepath.Join(ws, "leak.xml")) // untracked: counted, never read
 			store := &memEvidence{}
 			v := New(WithClock(fakeclock.New(testNow)), WithEvidenceStore(store))
-			tmpl := &workitems.Template{Name: "fix", MaxAttempts: 3, DoneCheck: workitems.DoneCheck{Commands: []string{"true"},
-				Reports: []string{"out/*.xml"}, Diff: &workitems.DiffCheck{MaxFiles: 10}, Timeout: workitems.Duration(time.Minute)}}
+			tmpl := &config.Template{Name: "fix", MaxAttempts: 3, DoneCheck: config.DoneCheck{Commands: []string{"true"},
+				Reports: []string{"out/*.xml"}, Diff: &config.DiffCheck{MaxFiles: 10}, Timeout: workitems.Duration(time.Minute)}}
 			res, err := v.Verify(context.Background(), Request{Template: tmpl, Item: item(workitems.Attempt{N: 1}), Attempt: 1,
 				Exit: completed(), Workspace: ws, GitDir: gitDir, BaseCommit: base})
 			if err != nil {
@@ -161,7 +162,7 @@ func TestAWorkspaceReachedThroughALinkIsReadInsideItOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFiles(t, ws, map[string]string{"out/good.xml": string(green)})
-	tmpl := &workitems.Template{Name: "fix", MaxAttempts: 3, DoneCheck: workitems.DoneCheck{Commands: []string{"true"},
+	tmpl := &config.Template{Name: "fix", MaxAttempts: 3, DoneCheck: config.DoneCheck{Commands: []string{"true"},
 		Reports: []string{"out/*.xml"}, Timeout: workitems.Duration(time.Minute)}}
 	verifyIn := func() Result {
 		t.Helper()

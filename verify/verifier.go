@@ -15,11 +15,12 @@ import (
 	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Request is one attempt to verify.
 type Request struct {
-	Template *workitems.Template
+	Template *config.Template
 	// Item is the current item, with previous attempts and their decisions (for max_attempts
 	// and same-failure runs).
 	Item    *workitems.Item
@@ -314,7 +315,7 @@ func infraProblem(f *Facts) string {
 }
 
 // runCheck runs the done-check commands and reads the reports.
-func (v *Verifier) runCheck(ctx context.Context, dc workitems.DoneCheck, w worktree, f *Facts) error {
+func (v *Verifier) runCheck(ctx context.Context, dc config.DoneCheck, w worktree, f *Facts) error {
 	workspace := w.dir
 	timeout := dc.Timeout.D()
 	if timeout <= 0 {
@@ -461,7 +462,7 @@ func reportPaths(w worktree, pattern string) ([]string, error) {
 // Check runs a template's done check in a workspace and says whether it passed, for an agent
 // loop that wants to know mid-attempt. It applies the same evidence rules as Verify to the
 // commands and reports; CI and the diff are left to the final verification.
-func (v *Verifier) Check(ctx context.Context, tmpl *workitems.Template, workspace string) (passed bool, summary string, err error) {
+func (v *Verifier) Check(ctx context.Context, tmpl *config.Template, workspace string) (passed bool, summary string, err error) {
 	if tmpl == nil {
 		return false, "", ErrNoTemplate
 	}

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/lib/fakeclock"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -29,12 +30,12 @@ func fixtureCmd(t *testing.T, fixture string, code int) string {
 	return "cat '" + abs + "'; exit " + string(rune('0'+code))
 }
 
-func template(cmds ...string) *workitems.Template {
-	return &workitems.Template{
+func template(cmds ...string) *config.Template {
+	return &config.Template{
 		Name:        "fix-tests",
 		MaxAttempts: 3,
-		DoneCheck:   workitems.DoneCheck{Commands: cmds, Format: "auto", Timeout: workitems.Duration(time.Minute)},
-		Retry:       workitems.Retry{SameFailureLimit: 2, InfraRetries: 1},
+		DoneCheck:   config.DoneCheck{Commands: cmds, Format: "auto", Timeout: workitems.Duration(time.Minute)},
+		Retry:       config.Retry{SameFailureLimit: 2, InfraRetries: 1},
 	}
 }
 

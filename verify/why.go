@@ -7,6 +7,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // WhyLines is how many of the failing command's last output lines a decision keeps: enough to
@@ -17,7 +18,7 @@ const WhyLines = 8
 type sandboxCause struct {
 	what    string         // what the sandbox did, in words
 	pattern *regexp.Regexp // in the output tail or the exit message
-	advise  func(s workitems.Sandbox) string
+	advise  func(s config.Sandbox) string
 }
 
 // sandboxCauses are matched in order; the first that appears names the cause. The patterns are
@@ -35,28 +36,28 @@ var sandboxCauses = []sandboxCause{
 	{
 		what:    "a resource limit of the sandbox stopped the command",
 		pattern: regexp.MustCompile(`(?i)\blimit (memory|processes|cpu_time|file_size)\b|exceeded the sandbox's [a-z_]+ limit`),
-		advise: func(workitems.Sandbox) string {
+		advise: func(config.Sandbox) string {
 			return "raise it in the template's sandbox: {limits: {memory: …, processes: …, cpu_time: …, file_size: …}} (docs/sandbox-limits.md)"
 		},
 	},
 	{
 		what:    "the sandbox's filesystem is read-only there",
 		pattern: regexp.MustCompile(`(?i)read-only file system|EROFS`),
-		advise: func(workitems.Sandbox) string {
+		advise: func(config.Sandbox) string {
 			return "only the workspace, /tmp and the item's caches are writable in the sandbox; write inside the workspace, or set sandbox: {mode: off} for this template"
 		},
 	},
 	{
 		what:    "the sandbox could not start",
 		pattern: regexp.MustCompile(`sandbox unavailable`),
-		advise: func(workitems.Sandbox) string {
+		advise: func(config.Sandbox) string {
 			return "install bubblewrap on the worker (docs/containers.md) or set sandbox: {mode: off}"
 		},
 	},
 }
 
 // networkAdvice names the setting that would let a command reach what it could not.
-func networkAdvice(s workitems.Sandbox) string {
+func networkAdvice(s config.Sandbox) string {
 	switch s.Network {
 	case "none":
 		return "the template's sandbox has network: none; network: registries reaches the package registries through the worker's proxy (allow: [host] adds hosts), network: host reaches everything"
@@ -88,7 +89,7 @@ func why(f *Facts) (cause, output string) {
 		return "", ""
 	}
 	output = lastLines(text, WhyLines)
-	var sb workitems.Sandbox
+	var sb config.Sandbox
 	if f.Template != nil {
 		sb = f.Template.Sandbox
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The bump of issue 21: its step could not reach the module proxy. The escalation must say the
@@ -23,40 +24,40 @@ func TestWhyExplainsAFailureForAPerson(t *testing.T) {
 	cases := []struct {
 		name       string
 		setup      func(f *Facts)
-		sandbox    workitems.Sandbox
+		sandbox    config.Sandbox
 		wantCause  []string // all in the cause; nil: no cause
 		wantOutput []string // all in the output
 		notOutput  []string
 	}{
-		{"network none: the module proxy", failed(bumpTail), workitems.Sandbox{Network: "none"},
+		{"network none: the module proxy", failed(bumpTail), config.Sandbox{Network: "none"},
 			[]string{"network refused", "dial tcp: lookup proxy.golang.org", "network: none", "network: registries", "allow: [host]"},
 			[]string{"go: downloading golang.org/x/text", "network is unreachable"}, nil},
 		{"registries: a host the proxy refused", func(f *Facts) {
 			failed("npm error 403 Forbidden - GET https://registry.example.com/left-pad\n")(f)
 			f.NetworkRefused = []string{"registry.example.com:443 (not_allowed)"}
-		}, workitems.Sandbox{Network: "registries"},
+		}, config.Sandbox{Network: "registries"},
 			[]string{"the sandbox refused connections to registry.example.com:443 (not_allowed)", "allow: [host]"}, []string{"403 Forbidden"}, nil},
-		{"host network: not the sandbox's advice", failed("curl: (6) Could not resolve host: example.invalid\n"), workitems.Sandbox{Network: "host"},
+		{"host network: not the sandbox's advice", failed("curl: (6) Could not resolve host: example.invalid\n"), config.Sandbox{Network: "host"},
 			[]string{"network: host, so the host itself"}, nil, nil},
-		{"mode off: never blames the sandbox", failed(bumpTail), workitems.Sandbox{Mode: "off", Network: "host"},
+		{"mode off: never blames the sandbox", failed(bumpTail), config.Sandbox{Mode: "off", Network: "host"},
 			nil, []string{"network is unreachable"}, nil},
-		{"a read-only path", failed("touch: cannot touch '/etc/outerloop/x': Read-only file system\n"), workitems.Sandbox{},
+		{"a read-only path", failed("touch: cannot touch '/etc/outerloop/x': Read-only file system\n"), config.Sandbox{},
 			[]string{"read-only", "only the workspace"}, []string{"cannot touch"}, nil},
 		{"a limit", func(f *Facts) {
 			failed("bash: fork: retry: Resource temporarily unavailable\n")(f)
 			f.Exit.Message = "command 1 (./spawn.sh) exceeded the sandbox's processes limit (256)"
-		}, workitems.Sandbox{}, []string{"resource limit", "limits: {memory"}, []string{"fork: retry"}, nil},
+		}, config.Sandbox{}, []string{"resource limit", "limits: {memory"}, []string{"fork: retry"}, nil},
 		{"a plain test failure: output, no cause", func(f *Facts) {
 			f.Commands = []CommandResult{{Command: "go test -json ./...", ExitCode: 1, Tail: "--- FAIL: TestAdd\nFAIL calc 0.01s\n"}}
 			f.Reports = nil
-		}, workitems.Sandbox{}, nil, []string{"--- FAIL: TestAdd", "FAIL calc"}, nil},
+		}, config.Sandbox{}, nil, []string{"--- FAIL: TestAdd", "FAIL calc"}, nil},
 		{"only the last lines, redacted", failed(func() string {
 			var b strings.Builder
 			for i := 1; i <= 30; i++ {
 				fmt.Fprintf(&b, "line %d\n", i)
 			}
 			return b.String() + "Authorization: Bearer ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
-		}()), workitems.Sandbox{}, nil, []string{"line 30", "line 24"}, []string{"line 23\n", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}},
+		}()), config.Sandbox{}, nil, []string{"line 30", "line 24"}, []string{"line 23\n", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // A pull request's body is anyone's to write: the tests here give every pull request the
@@ -132,7 +133,7 @@ func TestAForgeEventActsOnlyOnTheItemsOwnPullRequest(t *testing.T) {
 				f := &prForge{body: markerOf(id), perms: map[string]forge.Permission{"ana": forge.PermWrite}}
 				aud := &audits{}
 				sink := &waits.Sink{Store: r.store, Waker: r.wakes, Resolver: &resolver{s: r.store}, Forges: forge.Set{"tea": f, "gh": f},
-					Auditor: aud, Config: func() *workitems.Config { return r.cfg }}
+					Auditor: aud, Config: func() *config.Config { return r.cfg }}
 				e := k.event(c.event, "ana")
 				if err := sink.Handle(ctx, e); err != nil {
 					t.Fatal(err)
@@ -250,7 +251,7 @@ func TestAnActorWithoutWriteAccessToTheItemsRepositoryChangesNothing(t *testing.
 type judgeRig struct {
 	f     *prForge
 	judge *waits.Judge
-	tmpl  *workitems.Template
+	tmpl  *config.Template
 	it    *workitems.Item
 }
 
@@ -258,8 +259,8 @@ func newJudgeRig(t *testing.T) *judgeRig {
 	t.Helper()
 	clock := fakeclock.New(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
 	f := &prForge{perms: map[string]forge.Permission{"ana": forge.PermWrite, "bo": forge.PermAdmin, "rex": forge.PermRead}}
-	tmpl := &workitems.Template{Name: "rv", Deliver: workitems.Deliver{Forge: "tea", Repo: "acme/calc", Mode: workitems.DeliverPullRequest,
-		Review: &workitems.Review{RequiredApprovals: 1, OnChangesRequested: workitems.ChangesRetry, MaxRounds: 3, Wait: workitems.Duration(time.Hour)}}}
+	tmpl := &config.Template{Name: "rv", Deliver: config.Deliver{Forge: "tea", Repo: "acme/calc", Mode: workitems.DeliverPullRequest,
+		Review: &config.Review{RequiredApprovals: 1, OnChangesRequested: workitems.ChangesRetry, MaxRounds: 3, Wait: workitems.Duration(time.Hour)}}}
 	pr := &workitems.PullRequest{Number: 7, State: workitems.PROpen}
 	it := &workitems.Item{ID: "rv@1", Template: "rv", State: workitems.StateWaiting, Attempt: 1, MaxAttempts: 3,
 		Attempts: []workitems.Attempt{{N: 1, State: workitems.AttemptVerifying}},

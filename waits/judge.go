@@ -11,6 +11,7 @@ import (
 	"outerloop/forge"
 	"outerloop/verify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Judge builds the facts a waiting item is decided on and has the one policy (verify) decide.
@@ -21,7 +22,7 @@ type Judge struct {
 	Forges   forge.Set
 	Logger   *slog.Logger
 	// Config is the config in force (waits.first_poll); nil: the defaults.
-	Config func() *workitems.Config
+	Config func() *config.Config
 }
 
 // firstPoll is how long after a wait begins the poller first looks.
@@ -36,7 +37,7 @@ func (j *Judge) firstPoll() time.Duration {
 
 // AfterPush decides right after a delivery: nothing has been read yet, so CI the template asks
 // for is pending until its deadline, and a review it asks for is still to come.
-func (j *Judge) AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int,
+func (j *Judge) AfterPush(ctx context.Context, tmpl *config.Template, it *workitems.Item, n int,
 	local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision {
 	now := j.Verifier.Now()
 	jd := verify.Judgement{Template: tmpl, Item: it, Attempt: n, Local: &local, Delivery: del, MergeRefused: mergeRefused}
@@ -69,7 +70,7 @@ func pushedForReview(del *workitems.Delivery) bool {
 // ciDeadline is until when CI on a commit pushed at pushed is waited for: done_check.ci.wait,
 // and at least the first poll from now, so a wait of 0 still reads CI once (a push and a pull
 // request that took longer than the first poll must not escalate ci_missing unread).
-func ciDeadline(pushed, now time.Time, ci *workitems.CICheck, first time.Duration) time.Time {
+func ciDeadline(pushed, now time.Time, ci *config.CICheck, first time.Duration) time.Time {
 	if pushed.IsZero() {
 		pushed = now
 	}
@@ -82,7 +83,7 @@ func ciDeadline(pushed, now time.Time, ci *workitems.CICheck, first time.Duratio
 
 // withWhere adds to a wait decision where the evidence is (the forge and repository of the
 // delivery), the local close that got the change pushed, and when to poll first.
-func (j *Judge) withWhere(d workitems.Decision, tmpl *workitems.Template, local *workitems.Decision) workitems.Decision {
+func (j *Judge) withWhere(d workitems.Decision, tmpl *config.Template, local *workitems.Decision) workitems.Decision {
 	if d.Wait == nil {
 		return d
 	}
@@ -113,7 +114,7 @@ type Evidence struct {
 // Read reads a waiting item's evidence once. With rerun, CI checks that failed for
 // infrastructure reasons are asked to run again (up to retry.infra_retries): only the wake that
 // records does that, never the poller's look.
-func (j *Judge) Read(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, rerun bool) (Evidence, error) {
+func (j *Judge) Read(ctx context.Context, tmpl *config.Template, it *workitems.Item, rerun bool) (Evidence, error) {
 	w := it.Wait
 	var ev Evidence
 	if it.Delivery != nil {
@@ -217,7 +218,7 @@ func permission(ctx context.Context, f permissionReader, repo, user string) (for
 // readReview reads the pull request's reviews: each account's latest review submitted after the
 // commit was pushed, never outerloop's own account, and only from accounts with write access to
 // the item's repository (the others are NotCounted).
-func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *workitems.Template, it *workitems.Item, rv *workitems.Review) (*verify.ReviewEvidence, error) {
+func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *config.Template, it *workitems.Item, rv *config.Review) (*verify.ReviewEvidence, error) {
 	w := it.Wait
 	self, err := f.Self(ctx)
 	if err != nil {
@@ -282,19 +283,19 @@ func (j *Judge) readReview(ctx context.Context, f ReviewForge, tmpl *workitems.T
 // WakeFacts reads a waiting item's evidence once, for the wake that records the decision (CI
 // re-runs it asks for included): the facts the policy decides on (Decide). The error is
 // transient trouble reading it.
-func (j *Judge) WakeFacts(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (verify.Judgement, error) {
+func (j *Judge) WakeFacts(ctx context.Context, tmpl *config.Template, it *workitems.Item) (verify.Judgement, error) {
 	return j.facts(ctx, tmpl, it, true)
 }
 
 // Decide has the policy decide on facts WakeFacts read; a refused merge is one more fact
 // (Judgement.MergeRefused), decided on without reading the forge again.
-func (j *Judge) Decide(ctx context.Context, tmpl *workitems.Template, jd verify.Judgement) workitems.Decision {
+func (j *Judge) Decide(ctx context.Context, tmpl *config.Template, jd verify.Judgement) workitems.Decision {
 	return j.withWhere(j.Verifier.Judge(ctx, jd), tmpl, jd.Local)
 }
 
 // Peek is WakeFacts and Decide without side effects (no CI re-runs): the poller's look at
 // whether a wake has something to decide.
-func (j *Judge) Peek(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (workitems.Decision, error) {
+func (j *Judge) Peek(ctx context.Context, tmpl *config.Template, it *workitems.Item) (workitems.Decision, error) {
 	jd, err := j.facts(ctx, tmpl, it, false)
 	if err != nil {
 		return workitems.Decision{}, err
@@ -302,7 +303,7 @@ func (j *Judge) Peek(ctx context.Context, tmpl *workitems.Template, it *workitem
 	return j.Decide(ctx, tmpl, jd), nil
 }
 
-func (j *Judge) facts(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, rerun bool) (verify.Judgement, error) {
+func (j *Judge) facts(ctx context.Context, tmpl *config.Template, it *workitems.Item, rerun bool) (verify.Judgement, error) {
 	w := it.Wait
 	if w == nil {
 		return verify.Judgement{}, errors.New("waits: the item is not waiting")

@@ -11,6 +11,7 @@ import (
 
 	"outerloop/forge"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -42,7 +43,7 @@ type Poller struct {
 	Store    *itemstore.Store
 	Judge    *Judge
 	Waker    Waker
-	Config   func() *workitems.Config
+	Config   func() *config.Config
 	Clock    workitems.Clock
 	Logger   *slog.Logger
 	Observer Observer

@@ -14,6 +14,7 @@ import (
 	"outerloop/verify"
 	"outerloop/waits"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -60,7 +61,7 @@ type rig struct {
 	store *itemstore.Store
 	ci    *verify.RedisCIStore
 	clock *fakeclock.Clock
-	cfg   *workitems.Config
+	cfg   *config.Config
 	judge *waits.Judge
 	wakes *wakes
 }
@@ -69,7 +70,7 @@ func newRig(t testing.TB) *rig {
 	t.Helper()
 	env := redistest.New(t)
 	clock := fakeclock.New(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
-	cfg, err := workitems.ParseConfig([]byte(cfgYAML))
+	cfg, err := config.ParseConfig([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func newRig(t testing.TB) *rig {
 }
 
 func (r *rig) poller() *waits.Poller {
-	return &waits.Poller{Store: r.store, Judge: r.judge, Waker: r.wakes, Config: func() *workitems.Config { return r.cfg }, Clock: r.clock}
+	return &waits.Poller{Store: r.store, Judge: r.judge, Waker: r.wakes, Config: func() *config.Config { return r.cfg }, Clock: r.clock}
 }
 
 // park creates an item and takes it to waiting for CI on sha, as the worker's pipeline does.

@@ -15,6 +15,7 @@ import (
 	"outerloop/publish"
 	"outerloop/verify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -63,7 +64,7 @@ type Sink struct {
 	// Config is the config in force: an item's template's deliver: is where a delivery recorded
 	// before deliveries named their forge and repository went (nil: such a record names no
 	// pull request, and events on it are refused).
-	Config func() *workitems.Config
+	Config func() *config.Config
 	Logger *slog.Logger
 }
 
@@ -274,7 +275,7 @@ func (s *Sink) refuse(ctx context.Context, id string, why workitems.ForgeRefusal
 }
 
 // deliver is the item's template's deliver: (nil: no config, or the template is gone).
-func (s *Sink) deliver(it *workitems.Item) *workitems.Deliver {
+func (s *Sink) deliver(it *workitems.Item) *config.Deliver {
 	if s.Config == nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 
 	mathrand "math/rand/v2"
@@ -273,7 +274,7 @@ func (s *steerSource) taken(n int) {
 
 type doneChecker struct {
 	v      Verifier
-	tmpl   *workitems.Template
+	tmpl   *config.Template
 	ws     string
 	events EventSink     // where the check's running commands report progress (nil: nowhere)
 	every  time.Duration // how often (0: the runner's default)

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // config returns the config in force.
-func (h *Handler) config() *workitems.Config {
+func (h *Handler) config() *config.Config {
 	if h.o.CurrentConfig != nil {
 		if c := h.o.CurrentConfig(); c != nil {
 			return c
@@ -22,9 +23,9 @@ func (h *Handler) config() *workitems.Config {
 // templateFor finds the template an item's attempt runs with. A template this process does not
 // know, or knows in another version than the item was created under, first makes it reload its
 // config (the file may be newer than this process's copy). A template still gone, or changed in
-// a way the item cannot go on with (workitems.ConfigPin.Incompatible), escalates the item with
+// a way the item cannot go on with (config.Incompatible), escalates the item with
 // the reason in its headline: done is then true and the task is done.
-func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog.Logger) (tmpl *workitems.Template, done bool, err error) {
+func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog.Logger) (tmpl *config.Template, done bool, err error) {
 	cfg := h.config()
 	tmpl, ok := cfg.Template(it.Template)
 	stale := !ok || (it.Pin != nil && it.Pin.Template != cfg.TemplateVersion(it.Template))
@@ -43,7 +44,7 @@ func (h *Handler) templateFor(ctx context.Context, it *workitems.Item, log *slog
 			it.Template, cfg.Version(), pinConfig(it))
 	case it.State == workitems.StateQueued || it.State == workitems.StateRetryWait:
 		// A running (resumed) attempt keeps going: it already runs with this template.
-		if why := it.Pin.Incompatible(tmpl); len(why) > 0 {
+		if why := config.Incompatible(it.Pin, tmpl); len(why) > 0 {
 			reason = workitems.ConfigTemplateIncompatible
 			summary = fmt.Sprintf("template %q changed incompatibly since the item was created (%s; config %s → %s)",
 				it.Template, strings.Join(why, ", "), pinConfig(it), cfg.Version())

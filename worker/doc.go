@@ -29,7 +29,7 @@
 // still write is listed in the README (Reliability).
 //
 // Extension points: an InnerLoop registered in a Registry under its kind (the Registry is the
-// workitems.LoopRegistry that config validation, the scheduler's steer and the handler's
+// config.LoopRegistry that config validation, the scheduler's steer and the handler's
 // charge ask, so a new kind's settings are checked by the loop itself, LoopSettingsValidator,
 // and its traits come with it, LoopTraitsDeclarer; Example_loopKind), a model provider
 // (worker/model.Provider; agentloop's Example_providerFactory) and an evidence format

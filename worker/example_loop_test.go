@@ -20,6 +20,7 @@ import (
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -88,13 +89,13 @@ func Example_innerLoop() {
 // and `outerloop validate` know it from its registration alone.
 type planLoop struct{}
 
-func (planLoop) Traits() workitems.LoopTraits {
-	return workitems.LoopTraits{Steerable: true} // no model: nothing charged to a provider; no program to look for
+func (planLoop) Traits() config.LoopTraits {
+	return config.LoopTraits{Steerable: true} // no model: nothing charged to a provider; no program to look for
 }
 
-func (planLoop) ValidateLoop(_ *workitems.Config, t *workitems.Template) error {
+func (planLoop) ValidateLoop(_ *config.Config, t *config.Template) error {
 	if !strings.HasPrefix(t.Loop.Instructions, "# ") {
-		return &workitems.ConfigError{Field: "loop.instructions", Err: fmt.Errorf("%q: want the plan's heading, \"# …\"", t.Loop.Instructions)}
+		return &config.ConfigError{Field: "loop.instructions", Err: fmt.Errorf("%q: want the plan's heading, \"# …\"", t.Loop.Instructions)}
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func (planVerifier) Verify(_ context.Context, req verify.Request) (verify.Result
 		Reasons: strings.Split(strings.TrimSpace(string(b)), "\n"), Actor: "verifier"}}, nil
 }
 
-func (planVerifier) Check(context.Context, *workitems.Template, string) (bool, string, error) {
+func (planVerifier) Check(context.Context, *config.Template, string) (bool, string, error) {
 	return false, "", nil
 }
 
@@ -161,7 +162,7 @@ func Example_loopKind() {
 		panic(err)
 	}
 	defer cleanup()
-	config := func(heading string) string {
+	conf := func(heading string) string {
 		return fmt.Sprintf(`
 defaults: {budget: {wall_time: 5m}}
 templates:
@@ -169,16 +170,16 @@ templates:
   - {name: tally, repo: %s, goal: count, loop: {kind: tally}, done_check: {commands: ["true"]}}
 `, repo, heading, repo)
 	}
-	_, err = workitems.ParseConfigWith([]byte(config("Plan")), workitems.Kinds{Loops: reg})
-	var ce *workitems.ConfigError
+	_, err = config.ParseConfigWith([]byte(conf("Plan")), config.Kinds{Loops: reg})
+	var ce *config.ConfigError
 	if errors.As(err, &ce) {
 		fmt.Println("refused:", ce.Template, ce.Field)
 	}
-	_, err = workitems.ParseConfig([]byte(config("# Plan"))) // the built-in kinds only
+	_, err = config.ParseConfig([]byte(conf("# Plan"))) // the built-in kinds only
 	if errors.As(err, &ce) {
 		fmt.Println("refused without the registry:", ce.Template, ce.Field)
 	}
-	cfg, err := workitems.ParseConfigWith([]byte(config("# Plan")), workitems.Kinds{Loops: reg})
+	cfg, err := config.ParseConfigWith([]byte(conf("# Plan")), config.Kinds{Loops: reg})
 	if err != nil {
 		panic(err)
 	}

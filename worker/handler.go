@@ -19,13 +19,14 @@ import (
 	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 // FleetGate is the limits of a fleet template's items (fleet.Gate): Acquire says whether an
 // attempt may start now, or holds its item in line (false) until its turn comes.
 type FleetGate interface {
-	Acquire(ctx context.Context, t *workitems.Template, it *workitems.Item) (bool, error)
+	Acquire(ctx context.Context, t *config.Template, it *workitems.Item) (bool, error)
 }
 
 // Enqueuer puts an item's current attempt on the queue (scheduler.Queue).
@@ -66,7 +67,7 @@ var (
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
 	Store      *itemstore.Store
-	Config     *workitems.Config
+	Config     *config.Config
 	Loops      *Registry
 	Verifier   Verifier
 	Enqueuer   Enqueuer
@@ -89,8 +90,8 @@ type HandlerOptions struct {
 	// CurrentConfig, when set, returns the config in force (a reload swaps it); Config is then
 	// only the fallback. ReloadConfig loads the file again when a task names a template the
 	// config in force does not know or knows in another version (config_check.go).
-	CurrentConfig func() *workitems.Config
-	ReloadConfig  func(ctx context.Context) *workitems.Config
+	CurrentConfig func() *config.Config
+	ReloadConfig  func(ctx context.Context) *config.Config
 	// ProgressEvery is how often a running done-check command reports its elapsed time and
 	// output tail as a progress event (default proc.DefaultProgressEvery).
 	ProgressEvery time.Duration
@@ -388,7 +389,7 @@ type loopResult struct {
 }
 
 // runLoop prepares the workspace and runs the inner loop under the attempt's budget.
-func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
+func (h *Handler) runLoop(ctx context.Context, it *workitems.Item, tmpl *config.Template, fence *itemstore.Fence,
 	resumed bool, log *slog.Logger) loopResult {
 	a := it.Current()
 	kind := loopKind(tmpl, a.Condition)
@@ -500,7 +501,7 @@ func (h *Handler) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 	return hb.Stop
 }
 
-func loopKind(t *workitems.Template, c workitems.Condition) workitems.LoopKind {
+func loopKind(t *config.Template, c workitems.Condition) workitems.LoopKind {
 	if c.Strategy.Loop != "" {
 		return c.Strategy.Loop
 	}

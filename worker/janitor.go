@@ -8,13 +8,14 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 // JanitorOptions configures a Janitor.
 type JanitorOptions struct {
 	Store     *itemstore.Store
-	Retention workitems.Retention
+	Retention config.Retention
 	// Workspaces, when set, are this host's: an item's workspaces here go with it (other hosts'
 	// sweepers remove theirs as those of an item no longer in the store).
 	Workspaces *Workspaces

@@ -13,6 +13,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -118,7 +119,7 @@ func TestTheJanitorDeletesItemsPastTheirRetentionWithKeysIndexesAndWorkspaces(t 
 	for _, fate := range []string{"closed", "cancelled", "failed", "escalated", "open"} {
 		f.make(ctx, fate+"@1", fate)
 	}
-	r := workitems.Retention{Closed: workitems.Duration(time.Hour), Failed: workitems.Duration(2 * time.Hour)}
+	r := config.Retention{Closed: workitems.Duration(time.Hour), Failed: workitems.Duration(2 * time.Hour)}
 	j := NewJanitor(JanitorOptions{Store: f.st, Retention: r, Workspaces: f.w, Clock: f.clock, Logger: slog.New(slog.DiscardHandler)})
 
 	f.clock.Advance(59 * time.Minute)
@@ -190,7 +191,7 @@ func TestTheJanitorKeepsAnEscalationResolvedAndEscalatedAgain(t *testing.T) {
 	ctx := t.Context()
 	f := newJanitorFixture(t)
 	f.make(ctx, "e@1", "escalated")
-	r := workitems.Retention{Escalated: workitems.Duration(time.Hour)}
+	r := config.Retention{Escalated: workitems.Duration(time.Hour)}
 	f.clock.Advance(2 * time.Hour)
 	due, err := f.st.DueForDeletion(ctx, r, f.clock.Now(), 0)
 	if err != nil || len(due) != 1 {
@@ -220,7 +221,7 @@ func TestRetentionKeepsRedisMemoryAndWorkspaceDiskBounded(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	f := newJanitorFixture(t)
-	j := NewJanitor(JanitorOptions{Store: f.st, Retention: workitems.Retention{Closed: workitems.Duration(3 * time.Hour),
+	j := NewJanitor(JanitorOptions{Store: f.st, Retention: config.Retention{Closed: workitems.Duration(3 * time.Hour),
 		Failed: workitems.Duration(3 * time.Hour)}, Workspaces: f.w, Clock: f.clock, Logger: slog.New(slog.DiscardHandler)})
 	type sample struct {
 		keys  int

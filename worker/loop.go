@@ -10,6 +10,7 @@ import (
 
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // InnerLoop runs one attempt of an item and returns its explicit exit. It must return when ctx
@@ -32,9 +33,9 @@ type Attempt struct {
 	Item      *workitems.Item     // snapshot at attempt start
 	N         int                 // attempt number, from 1
 	Condition workitems.Condition // what this attempt runs under
-	Template  *workitems.Template
-	Config    *workitems.Config // deployment config (providers for the agent loop)
-	Workspace string            // absolute path; tools must stay inside it
+	Template  *config.Template
+	Config    *config.Config // deployment config (providers for the agent loop)
+	Workspace string         // absolute path; tools must stay inside it
 	// Resumed is true when an earlier execution of this attempt wrote checkpoints; the loop
 	// continues from Checkpoints.Load instead of starting over.
 	Resumed     bool
@@ -100,7 +101,7 @@ type DoneCheckResult struct {
 }
 
 // Registry maps inner loop kinds (agent, exec, script and any a process adds) to
-// implementations. It is the process's workitems.LoopRegistry (registry_kinds.go): the kinds,
+// implementations. It is the process's config.LoopRegistry (registry_kinds.go): the kinds,
 // their traits and their settings' checks.
 type Registry struct {
 	mu    sync.RWMutex

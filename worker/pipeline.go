@@ -15,6 +15,7 @@ import (
 	"outerloop/proc"
 	"outerloop/verify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -43,7 +44,7 @@ type Verifier interface {
 	Verify(ctx context.Context, req verify.Request) (verify.Result, error)
 	// Check runs the done check for a loop that wants to see where it stands (a claim, not a
 	// decision).
-	Check(ctx context.Context, tmpl *workitems.Template, workspace string) (passed bool, summary string, err error)
+	Check(ctx context.Context, tmpl *config.Template, workspace string) (passed bool, summary string, err error)
 	// Judge decides with the same table on facts gathered elsewhere: a precondition here.
 	Judge(ctx context.Context, j verify.Judgement) workitems.Decision
 }
@@ -71,15 +72,15 @@ type Deliverer interface {
 // mergeRefused, or Judgement.MergeRefused, is why the forge refused to merge a close: the
 // facts are decided on again with it, never read again.
 type Evidence interface {
-	AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, attempt int,
+	AfterPush(ctx context.Context, tmpl *config.Template, it *workitems.Item, attempt int,
 		local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision
-	WakeFacts(ctx context.Context, tmpl *workitems.Template, it *workitems.Item) (verify.Judgement, error)
-	Decide(ctx context.Context, tmpl *workitems.Template, jd verify.Judgement) workitems.Decision
+	WakeFacts(ctx context.Context, tmpl *config.Template, it *workitems.Item) (verify.Judgement, error)
+	Decide(ctx context.Context, tmpl *config.Template, jd verify.Judgement) workitems.Decision
 }
 
 // decide takes a finished attempt down the pipeline: local check, delivery, the policy on the
 // delivery's facts, act, record; a retry's next attempt is enqueued.
-func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
+func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *config.Template, fence *itemstore.Fence,
 	ws, base string, log *slog.Logger) error {
 	a := it.Current()
 	events := &storeSink{store: h.o.Store, fence: fence, item: it.ID, attempt: a.N, log: log}
@@ -149,7 +150,7 @@ func (h *Handler) decide(ctx context.Context, it *workitems.Item, tmpl *workitem
 
 // verifyLocal runs the local check within the attempt's verify reserve; its commands report
 // progress as the loop's do (fenced, as every event).
-func (h *Handler) verifyLocal(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, events EventSink,
+func (h *Handler) verifyLocal(ctx context.Context, it *workitems.Item, tmpl *config.Template, events EventSink,
 	ws, base string, log *slog.Logger) (verify.Result, error) {
 	a := it.Current()
 	exit := workitems.Exit{Reason: workitems.ExitFailed, Message: "no exit recorded"}
@@ -184,7 +185,7 @@ func (h *Handler) verifyLocal(ctx context.Context, it *workitems.Item, tmpl *wor
 // declined, unchanged), or a forge took it and the template asks for CI on the pushed commit
 // or a review. Otherwise (a patch, a local commit, a pull request nothing is asked of) the
 // local close stands as the table decided it.
-func judgedAfterPush(tmpl *workitems.Template, del *workitems.Delivery) bool {
+func judgedAfterPush(tmpl *config.Template, del *workitems.Delivery) bool {
 	if del == nil {
 		return false
 	}
@@ -197,14 +198,14 @@ func judgedAfterPush(tmpl *workitems.Template, del *workitems.Delivery) bool {
 
 // merges says whether a decision asks for a merge: a close of an open pull request holding the
 // pushed commit, with deliver.automerge.
-func (h *Handler) merges(tmpl *workitems.Template, d workitems.Decision, del *workitems.Delivery) bool {
+func (h *Handler) merges(tmpl *config.Template, d workitems.Decision, del *workitems.Delivery) bool {
 	return h.o.Deliverer != nil && d.Outcome == workitems.OutcomeClose && tmpl.Deliver.Automerge &&
 		del != nil && del.PR != nil && del.PR.State == workitems.PROpen && del.PushedSHA != ""
 }
 
 // merge merges a close's pull request. refused is why the forge refused it (a fact for the
 // policy); an error is transient trouble (the task is tried again).
-func (h *Handler) merge(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, del workitems.Delivery,
+func (h *Handler) merge(ctx context.Context, tmpl *config.Template, it *workitems.Item, n int, del workitems.Delivery,
 	events EventSink) (merged workitems.Delivery, refused string, err error) {
 	merged, err = h.o.Deliverer.Merge(ctx, delivery.Merge{Template: tmpl, Item: it, Attempt: n, Delivery: del, Events: events})
 	var r *delivery.MergeRefusedError
@@ -216,7 +217,7 @@ func (h *Handler) merge(ctx context.Context, tmpl *workitems.Template, it *worki
 
 // followup tells the pull request of an escalated item so (labelled and commented); a retry's
 // next attempt updates the pull request itself.
-func (h *Handler) followup(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int, d workitems.Decision,
+func (h *Handler) followup(ctx context.Context, tmpl *config.Template, it *workitems.Item, n int, d workitems.Decision,
 	del *workitems.Delivery, events EventSink) {
 	if h.o.Deliverer == nil || d.Outcome != workitems.OutcomeEscalate {
 		return
@@ -238,11 +239,11 @@ func (h *Handler) precondition(ctx context.Context, it *workitems.Item, attempt 
 }
 
 // templateOrName is the item's template in the config in force, or a stand-in with its name.
-func (h *Handler) templateOrName(it *workitems.Item) *workitems.Template {
+func (h *Handler) templateOrName(it *workitems.Item) *config.Template {
 	if t, ok := h.config().ItemTemplate(it); ok {
 		return t
 	}
-	return &workitems.Template{Name: it.Template}
+	return &config.Template{Name: it.Template}
 }
 
 // evidence is the after-push stage: the wired one, or, for a handler without forges, the policy
@@ -258,16 +259,16 @@ func (h *Handler) evidence() Evidence {
 // the table decides on the delivery's facts, with no CI or review evidence.
 type deliveryFactsOnly struct{ v Verifier }
 
-func (e deliveryFactsOnly) AfterPush(ctx context.Context, tmpl *workitems.Template, it *workitems.Item, n int,
+func (e deliveryFactsOnly) AfterPush(ctx context.Context, tmpl *config.Template, it *workitems.Item, n int,
 	local workitems.Decision, del *workitems.Delivery, mergeRefused string) workitems.Decision {
 	return e.v.Judge(ctx, verify.Judgement{Template: tmpl, Item: it, Attempt: n, Local: &local, Delivery: del, MergeRefused: mergeRefused})
 }
 
-func (deliveryFactsOnly) WakeFacts(_ context.Context, _ *workitems.Template, it *workitems.Item) (verify.Judgement, error) {
+func (deliveryFactsOnly) WakeFacts(_ context.Context, _ *config.Template, it *workitems.Item) (verify.Judgement, error) {
 	return verify.Judgement{}, fmt.Errorf("worker: wake of %s: no evidence reader wired", it.ID)
 }
 
-func (e deliveryFactsOnly) Decide(ctx context.Context, _ *workitems.Template, jd verify.Judgement) workitems.Decision {
+func (e deliveryFactsOnly) Decide(ctx context.Context, _ *config.Template, jd verify.Judgement) workitems.Decision {
 	return e.v.Judge(ctx, jd)
 }
 
@@ -319,7 +320,7 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 	var del *workitems.Delivery
 	var facts verify.Judgement
 	if !ok {
-		tmpl = &workitems.Template{Name: it.Template}
+		tmpl = &config.Template{Name: it.Template}
 		d = h.precondition(ctx, it, n, workitems.ConfigTemplateRemoved.Rule(),
 			fmt.Sprintf("template %q is no longer configured (config %s); the item was waiting for %s", it.Template, h.config().Version(), it.Wait))
 	} else {

@@ -16,6 +16,7 @@ import (
 
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -84,12 +85,12 @@ func TestAWorkspaceWhoseRecordFailsOnARedisOutageIsHandedBackNotFailed(t *testin
 	cp := &fencedCheckpointer{store: store, fence: fence, meter: NewMeter(workitems.Budget{}, workitems.Spend{}, nil), obs: nopObserver{}}
 	log := slog.New(slog.DiscardHandler)
 
-	_, _, err := h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: filepath.Join(t.TempDir(), "missing")}, fence, cp, false, nil, log)
+	_, _, err := h.workspace(ctx, it, &config.Template{Name: "t", Repo: filepath.Join(t.TempDir(), "missing")}, fence, cp, false, nil, log)
 	if err == nil || storeUnavailable(err) {
 		t.Fatalf("a missing repository: %v, want the attempt's error, not Redis unavailable", err)
 	}
 	srv.Stop()
-	_, _, err = h.workspace(ctx, it, &workitems.Template{Name: "t", Repo: sourceRepo(t, 2, 1)}, fence, cp, false, nil, log)
+	_, _, err = h.workspace(ctx, it, &config.Template{Name: "t", Repo: sourceRepo(t, 2, 1)}, fence, cp, false, nil, log)
 	if !storeUnavailable(err) {
 		t.Fatalf("the base's record during an outage: %v, want it marked as Redis unavailable", err)
 	}
@@ -138,7 +139,7 @@ func TestAnAttemptStoppedWhileItsWorkspaceIsPreparedIsAbortedNotFailed(t *testin
 	h := NewHandler(HandlerOptions{Store: store, Loops: loops, Workspaces: &Workspaces{Root: t.TempDir(), Deployment: "t"}})
 	runCtx, cancel := context.WithCancelCause(ctx)
 	cancel(ErrYield) // the shutdown came first
-	tmpl := &workitems.Template{Name: "t", Repo: sourceRepo(t, 2, 1), Loop: workitems.Loop{Kind: "script"}}
+	tmpl := &config.Template{Name: "t", Repo: sourceRepo(t, 2, 1), Loop: config.Loop{Kind: "script"}}
 	r := h.runLoop(runCtx, it, tmpl, fence, false, slog.New(slog.DiscardHandler))
 	if r.exit.Reason != workitems.ExitAborted || ran {
 		t.Fatalf("exit %+v (loop ran: %v), want aborted before the loop", r.exit, ran)

@@ -6,12 +6,13 @@ import (
 
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 type steerableLoop struct{}
 
 func (steerableLoop) Run(context.Context, *worker.Attempt) workitems.Exit { return workitems.Exit{} }
-func (steerableLoop) Traits() workitems.LoopTraits                        { return workitems.LoopTraits{Steerable: true} }
+func (steerableLoop) Traits() config.LoopTraits                           { return config.LoopTraits{Steerable: true} }
 
 // TestTheRegistryAnswersEachKindsTraits: a loop that declares traits has them; one registered
 // under a built-in kind without declaring any keeps the built-in traits (a test's stand-in for
@@ -25,7 +26,7 @@ func TestTheRegistryAnswersEachKindsTraits(t *testing.T) {
 	reg.Register(workitems.LoopScript, plain)
 	reg.Register(workitems.LoopAgent, plain)
 	reg.Register("tally", plain)
-	builtin := workitems.BuiltinLoopKinds()
+	builtin := config.BuiltinLoopKinds()
 	for _, tc := range []struct {
 		kind             workitems.LoopKind
 		known            bool

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -47,7 +48,7 @@ func (e *RestoreError) Unwrap() error { return e.Err }
 // the checkpoint's tree id. Where that cannot be, the attempt starts over from its first step on
 // a new workspace: its checkpoint is discarded, its spend kept. It returns whether the loop
 // resumes.
-func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
+func (h *Handler) workspace(ctx context.Context, it *workitems.Item, tmpl *config.Template, fence *itemstore.Fence,
 	cp *fencedCheckpointer, resumed bool, prior *envelope, log *slog.Logger) (*Workspace, bool, error) {
 	a := it.Current()
 	w := h.o.Workspaces
@@ -157,7 +158,7 @@ func (h *Handler) restored(ctx context.Context, fence *itemstore.Fence, it *work
 
 // startOver gives a resumed attempt that cannot continue a new workspace and discards its loop
 // checkpoint (the spend stays): the loop runs from its first step.
-func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, fence *itemstore.Fence,
+func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *config.Template, fence *itemstore.Fence,
 	cp *fencedCheckpointer, re *RestoreError, log *slog.Logger) (*Workspace, bool, error) {
 	a := it.Current()
 	log.Warn("resumed attempt starts over from its first step", "reason", re.Problem, "err", re.Err)
@@ -180,7 +181,7 @@ func (h *Handler) startOver(ctx context.Context, it *workitems.Item, tmpl *worki
 
 // verifyingWorkspace returns the workspace a resume in verifying verifies: exactly the tree the
 // loop exited with, local or restored. A *RestoreError means it cannot be had.
-func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tmpl *workitems.Template, log *slog.Logger) (dir, base string, err error) {
+func (h *Handler) verifyingWorkspace(ctx context.Context, it *workitems.Item, tmpl *config.Template, log *slog.Logger) (dir, base string, err error) {
 	a := it.Current()
 	if a.Base == nil { // no workspace was made (the loop failed before), or one from before bases were recorded
 		if a.Workspace == "" {

@@ -12,6 +12,7 @@ import (
 
 	"outerloop/lib/periodic"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -24,7 +25,7 @@ type DiskObserver interface {
 type SweeperOptions struct {
 	Workspaces *Workspaces
 	Store      *itemstore.Store
-	Retention  workitems.Retention
+	Retention  config.Retention
 	Every      time.Duration // default 10m
 	Clock      workitems.Clock
 	Logger     *slog.Logger
@@ -152,7 +153,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepReport, error) {
 // WorkspaceDue says whether an item's workspaces are to be removed now, and why: at once when it
 // closed, was cancelled or no longer exists; after the retention when it escalated or failed;
 // never while it is open (a resume or a person may still need them).
-func WorkspaceDue(it *workitems.Item, exists bool, now time.Time, r workitems.Retention) (bool, string) {
+func WorkspaceDue(it *workitems.Item, exists bool, now time.Time, r config.Retention) (bool, string) {
 	if !exists || it == nil {
 		return true, "item no longer in the store"
 	}

@@ -13,13 +13,14 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 func TestWorkspaceDueByItemState(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	r := workitems.Retention{Workspaces: workitems.Duration(72 * time.Hour)}
+	r := config.Retention{Workspaces: workitems.Duration(72 * time.Hour)}
 	at := func(state workitems.State, ago time.Duration) *workitems.Item {
 		it := &workitems.Item{ID: "x@1", State: state, UpdatedAt: now.Add(-ago)}
 		if state == workitems.StateEscalated {

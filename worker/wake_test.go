@@ -12,6 +12,7 @@ import (
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -20,7 +21,7 @@ type wakeVerifier struct{}
 func (wakeVerifier) Verify(context.Context, verify.Request) (verify.Result, error) {
 	return verify.Result{}, errors.New("not in this test")
 }
-func (wakeVerifier) Check(context.Context, *workitems.Template, string) (bool, string, error) {
+func (wakeVerifier) Check(context.Context, *config.Template, string) (bool, string, error) {
 	return false, "", nil
 }
 func (wakeVerifier) Judge(_ context.Context, j verify.Judgement) workitems.Decision {
@@ -41,16 +42,16 @@ type judged struct {
 	calls []judgeCall
 }
 
-func (j *judged) AfterPush(context.Context, *workitems.Template, *workitems.Item, int, workitems.Decision, *workitems.Delivery, string) workitems.Decision {
+func (j *judged) AfterPush(context.Context, *config.Template, *workitems.Item, int, workitems.Decision, *workitems.Delivery, string) workitems.Decision {
 	panic("not in this test")
 }
 
-func (j *judged) WakeFacts(_ context.Context, tmpl *workitems.Template, it *workitems.Item) (verify.Judgement, error) {
+func (j *judged) WakeFacts(_ context.Context, tmpl *config.Template, it *workitems.Item) (verify.Judgement, error) {
 	j.reads++
 	return verify.Judgement{Template: tmpl, Item: it, Delivery: it.Delivery}, nil
 }
 
-func (j *judged) Decide(_ context.Context, _ *workitems.Template, jd verify.Judgement) workitems.Decision {
+func (j *judged) Decide(_ context.Context, _ *config.Template, jd verify.Judgement) workitems.Decision {
 	j.calls = append(j.calls, judgeCall{item: jd.Item.ID, mergeRefused: jd.MergeRefused})
 	if jd.MergeRefused != "" {
 		return workitems.Decision{Outcome: workitems.OutcomeEscalate, Rule: "automerge_refused",
@@ -128,7 +129,7 @@ func TestAWakeActsOnTheDecisionAndRecordsItOnce(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
 	s := itemstore.NewStore(env.Client, env.Prefix)
-	cfg, err := workitems.ParseConfig([]byte(`
+	cfg, err := config.ParseConfig([]byte(`
 templates:
   - name: t
     goal: g

@@ -162,22 +162,6 @@ func (b *Budget) Set(k BudgetKind, v float64) error {
 	return nil
 }
 
-// validate names the first negative field.
-func (b Budget) validate() error {
-	for _, k := range AllBudgetKinds() {
-		if b.Cap(k) < 0 {
-			return fmt.Errorf("%s: must not be negative", k)
-		}
-	}
-	if b.VerifyReserve < 0 {
-		return fmt.Errorf("verify_reserve: must not be negative")
-	}
-	if b.WallTime != 0 && b.VerifyReserve >= b.WallTime {
-		return fmt.Errorf("verify_reserve: %s leaves nothing of wall_time %s", b.VerifyReserve, b.WallTime)
-	}
-	return nil
-}
-
 // Spend is what an attempt or an item has used.
 type Spend struct {
 	WallTime          Duration `json:"wall_time,omitempty"`

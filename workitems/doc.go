@@ -1,8 +1,9 @@
-// Package workitems owns the work item: the template it comes from (outerloop.yaml), its state
-// machine, its attempts and their conditions, budgets and spend, exit reasons, verifier
-// decisions, waits and deliveries, and the vocabularies that name them. The Redis store that
-// holds all of it together with the per-item event log, attempt leases (fencing epochs) and
-// checkpoints is the sub-package itemstore, which imports this one.
+// Package workitems owns the work item: its state machine, its attempts and their conditions,
+// budgets and spend, exit reasons, verifier decisions, waits and deliveries, the pin of the
+// config it was made under, and the vocabularies that name them (the config file's among
+// them). Two sub-packages import this one: itemstore, the Redis store that holds all of it
+// together with the per-item event log, attempt leases (fencing epochs) and checkpoints; and
+// config, the configuration file (outerloop.yaml) the items' templates come from.
 //
 // Every other package depends inward on this one; it depends on none of them, its
 // sub-packages included.

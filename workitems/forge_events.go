@@ -33,14 +33,20 @@ func (p ForgePR) Same(o ForgePR) bool {
 	return p.Forge == o.Forge && RepoKey(p.Repo) == RepoKey(o.Repo) && p.Number == o.Number
 }
 
+// DeliverTarget is where a template's deliver: section sends its changes: the key of the forge
+// and the repository (owner/name). config.Deliver implements it, a nil one naming neither.
+type DeliverTarget interface {
+	ForgeRepo() (forge, repo string)
+}
+
 // DeliveredPRs returns the pull requests outerloop delivered the item's change to, the wait's
 // first and then each attempt's, newest first, without repeats: a delivery that pushed to,
 // opened, updated or merged a pull request for this item. A pull request a delivery only found
 // to hold the same change (SameAs: another item's, or one the publisher matched by its marker)
 // is not the item's. A delivery recorded before deliveries named their forge and repository
-// takes them from deliver (the item's template's deliver:, Config.ItemTemplate); with deliver
+// takes them from deliver (the item's template's deliver:, config.Config.ItemTemplate); with deliver
 // nil such a record names no pull request.
-func (it *Item) DeliveredPRs(deliver *Deliver) []ForgePR {
+func (it *Item) DeliveredPRs(deliver DeliverTarget) []ForgePR {
 	var out []ForgePR
 	add := func(p ForgePR) {
 		if p.Forge == "" || p.Repo == "" || p.Number <= 0 {
@@ -66,7 +72,7 @@ func (it *Item) DeliveredPRs(deliver *Deliver) []ForgePR {
 		}
 		p := ForgePR{Forge: d.Forge, Repo: d.Repo, Number: d.PR.Number}
 		if p.Forge == "" && p.Repo == "" && deliver != nil {
-			p.Forge, p.Repo = deliver.Forge, deliver.Repo
+			p.Forge, p.Repo = deliver.ForgeRepo()
 		}
 		add(p)
 	}
@@ -74,7 +80,7 @@ func (it *Item) DeliveredPRs(deliver *Deliver) []ForgePR {
 }
 
 // DeliveredTo reports whether pr is one of the item's own pull requests (DeliveredPRs).
-func (it *Item) DeliveredTo(pr ForgePR, deliver *Deliver) bool {
+func (it *Item) DeliveredTo(pr ForgePR, deliver DeliverTarget) bool {
 	for _, p := range it.DeliveredPRs(deliver) {
 		if p.Same(pr) {
 			return true

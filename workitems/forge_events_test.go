@@ -25,14 +25,14 @@ func TestAForgeEventIsAboutAnItemOnlyOnTheItemsOwnDelivery(t *testing.T) {
 		}
 		return it
 	}
-	deliver := &workitems.Deliver{Forge: "tea", Repo: "acme/calc"}
+	deliver := &deliverTo{Forge: "tea", Repo: "acme/calc"}
 	ev := func(forge, repo string, n int) workitems.ForgePR {
 		return workitems.ForgePR{Forge: forge, Repo: repo, Number: n}
 	}
 	for _, c := range []struct {
 		name    string
 		it      *workitems.Item
-		deliver *workitems.Deliver
+		deliver *deliverTo
 		event   workitems.ForgePR
 		want    bool
 	}{
@@ -55,12 +55,12 @@ func TestAForgeEventIsAboutAnItemOnlyOnTheItemsOwnDelivery(t *testing.T) {
 			deliver, ev("tea", "mallory/calc", 7), false},
 		{"an old record without a template names nothing", withAttempts(&workitems.Delivery{Outcome: workitems.DeliveryPROpened, PR: pr(7)}),
 			nil, ev("tea", "acme/calc", 7), false},
-		{"a recorded forge and repository win over a changed template", withAttempts(opened(7)), &workitems.Deliver{Forge: "tea", Repo: "acme/moved"},
+		{"a recorded forge and repository win over a changed template", withAttempts(opened(7)), &deliverTo{Forge: "tea", Repo: "acme/moved"},
 			ev("tea", "acme/calc", 7), true},
 		{"the wait's pull request is the item's", &workitems.Item{ID: "i@1", Wait: &workitems.Wait{Forge: "tea", Repo: "acme/calc", PR: 9}},
 			nil, ev("tea", "acme/calc", 9), true},
 		{"an event without a forge is nobody's", withAttempts(&workitems.Delivery{Outcome: workitems.DeliveryPROpened, PR: pr(7)}),
-			&workitems.Deliver{}, ev("", "", 7), false},
+			&deliverTo{}, ev("", "", 7), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := c.it.DeliveredTo(c.event, c.deliver); got != c.want {
@@ -89,4 +89,14 @@ func TestAnItemsPullRequestsAreListedNewestFirstOnce(t *testing.T) {
 	if msg := workitems.NotDeliveredReason(workitems.ForgePR{Forge: "tea", Repo: "acme/calc", Number: 5}, "j@1", nil); !strings.Contains(msg, "delivered none") {
 		t.Fatalf("reason %q", msg)
 	}
+}
+
+// deliverTo stands for a template's deliver: section (config.Deliver) in these tests.
+type deliverTo struct{ Forge, Repo string }
+
+func (d *deliverTo) ForgeRepo() (forge, repo string) {
+	if d == nil {
+		return "", ""
+	}
+	return d.Forge, d.Repo
 }

@@ -38,12 +38,6 @@ type Strategy struct {
 	Scope         string   `json:"scope,omitempty"`          // narrowed scope (paths, packages)
 }
 
-// FirstStrategy is the strategy an item's first attempt starts from: the template's
-// loop.model and loop.prompt_variant.
-func (t *Template) FirstStrategy() Strategy {
-	return Strategy{Model: t.Loop.Model, PromptVariant: t.Loop.PromptVariant}
-}
-
 // Condition is what an attempt runs under. A retry must differ from the previous attempt's
 // condition in at least one field; Changes names which.
 type Condition struct {
@@ -375,7 +369,7 @@ type Item struct {
 	// from (empty: the tip of its default branch). Evals set it to run a task where it was.
 	Ref string `json:"ref,omitempty"`
 	// Repo is the repository of a fleet template's item (empty: the template's repo); see
-	// Config.ItemTemplate.
+	// config.Config.ItemTemplate.
 	Repo string `json:"repo,omitempty"`
 }
 

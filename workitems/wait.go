@@ -105,53 +105,6 @@ type WaitPlan struct {
 // DefaultFirstPoll is how long after parking the poller first looks, unless the plan says.
 const DefaultFirstPoll = 15 * time.Second
 
-// Waits is the config's waits: section: the deployment's poller of waiting items.
-type Waits struct {
-	// PollEvery is how often the poller looks for waiting items whose next poll is due
-	// (default 2s); each item is polled at most every 15 s at first, less often as it ages.
-	PollEvery Duration `yaml:"poll_every" json:"poll_every"`
-	// FirstPoll is how long after an item starts waiting the poller first looks (default 15s);
-	// later polls back off with the wait's age, up to 10 minutes.
-	FirstPoll Duration `yaml:"first_poll" json:"first_poll"`
-	// PollRate bounds the poller's calls to each forge per second (default 2), across replicas
-	// sharing the work; a forge's rate limit and Retry-After postpone its items further.
-	PollRate float64 `yaml:"poll_rate" json:"poll_rate"`
-	// InboxAfter: a pull request waiting for a person's review longer than this is listed in the
-	// inbox (default 24h).
-	InboxAfter Duration `yaml:"inbox_after" json:"inbox_after"`
-}
-
-// WithDefaults fills in what w leaves empty.
-func (w Waits) WithDefaults() Waits {
-	if w.PollEvery == 0 {
-		w.PollEvery = Duration(2 * time.Second)
-	}
-	if w.FirstPoll == 0 {
-		w.FirstPoll = Duration(DefaultFirstPoll)
-	}
-	if w.PollRate == 0 {
-		w.PollRate = 2
-	}
-	if w.InboxAfter == 0 {
-		w.InboxAfter = Duration(24 * time.Hour)
-	}
-	return w
-}
-
-func (w Waits) validate() error {
-	switch {
-	case w.PollEvery < Duration(100*time.Millisecond) || w.PollEvery > Duration(time.Hour):
-		return fmt.Errorf("config: waits.poll_every: %s is not between 100ms and 1h", w.PollEvery)
-	case w.FirstPoll < Duration(100*time.Millisecond) || w.FirstPoll > Duration(time.Hour):
-		return fmt.Errorf("config: waits.first_poll: %s is not between 100ms and 1h", w.FirstPoll)
-	case w.PollRate <= 0 || w.PollRate > 1000:
-		return fmt.Errorf("config: waits.poll_rate: %g is not between 0 and 1000 calls per second", w.PollRate)
-	case w.InboxAfter < 0:
-		return fmt.Errorf("config: waits.inbox_after: must not be negative")
-	}
-	return nil
-}
-
 // TaskTypeWake is the asynq task type that wakes a waiting item: a worker judges its evidence
 // as it is now and records the decision (worker.Handler.ProcessWake).
 const TaskTypeWake = "outerloop:wake"

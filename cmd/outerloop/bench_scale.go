@@ -16,6 +16,7 @@ import (
 	"outerloop/internal/benchmark"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -34,10 +35,10 @@ func benchScale(ctx context.Context, g *globals, e benchmark.Env, url string, n,
 	after := e.Redis.Info(ctx, "memory").Val()
 	fmt.Fprintf(g.out, "  filled in %s (%.0f items/s); Redis used_memory %s → %s\n", f.Took.Round(time.Second),
 		float64(n)/f.Took.Seconds(), infoField(before, "used_memory_human"), infoField(after, "used_memory_human"))
-	cfg := &workitems.Config{}
+	cfg := &config.Config{}
 	for i := range templates {
-		cfg.Templates = append(cfg.Templates, workitems.Template{Name: fmt.Sprintf("t%03d", i), Goal: "bench",
-			Loop: workitems.Loop{Kind: workitems.LoopScript}})
+		cfg.Templates = append(cfg.Templates, config.Template{Name: fmt.Sprintf("t%03d", i), Goal: "bench",
+			Loop: config.Loop{Kind: workitems.LoopScript}})
 	}
 	client := asynq.NewClient(e.Asynq)
 	defer client.Close()

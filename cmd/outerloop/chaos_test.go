@@ -27,6 +27,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -593,7 +594,7 @@ func chaosRun(t *testing.T, mode string) {
 // down (the chaos) only delays it. The holders monitor learns each id as it is made.
 func (c *chaos) feed(ctx context.Context, n, open int, h *holders) chan []string {
 	c.t.Helper()
-	cfg, err := workitems.LoadConfig(c.cfg)
+	cfg, err := config.LoadConfig(c.cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/worker/agentloop/demo"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func demoCmd(g *globals) *cobra.Command {
@@ -78,7 +79,7 @@ func demoSandbox(ctx context.Context) (yaml, notice string) {
 	return "sandbox: {build_cache: shared}\n", ""
 }
 
-func demoConfig(dir, sandbox string) (*workitems.Config, error) {
+func demoConfig(dir, sandbox string) (*config.Config, error) {
 	calc, payment := filepath.Join(dir, "calc"), filepath.Join(dir, "payment")
 	for _, d := range []string{calc, payment} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -127,7 +128,7 @@ templates:
     budget: {model_calls: 20, tool_calls: 40, cost_usd: 1}
     done_check: {commands: ["go test -json ./..."]}
 `, calc, payment, rec, demo.ProviderName, demo.Goal)
-	return workitems.ParseConfig([]byte(y))
+	return config.ParseConfig([]byte(y))
 }
 
 func runDemo(ctx context.Context, g *globals, keep bool) error {

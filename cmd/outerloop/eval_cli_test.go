@@ -19,6 +19,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/testwait"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -330,11 +331,11 @@ func createExperiment(t *testing.T, c *cli, plan evals.Plan, created time.Time) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := workitems.ParseConfig(body)
+	conf, err := config.ParseConfig(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &evals.Runner{Config: func() *workitems.Config { return conf }, Clock: workitems.SystemClock{}}
+	r := &evals.Runner{Config: func() *config.Config { return conf }, Clock: workitems.SystemClock{}}
 	e, err := r.Prepare(plan)
 	if err != nil {
 		t.Fatal(err)

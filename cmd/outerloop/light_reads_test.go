@@ -12,6 +12,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -50,7 +51,7 @@ func calls(t *testing.T, log string) string {
 func TestReadsMakeNoProcessRunner(t *testing.T) {
 	log := fakeToolchain(t)
 	ctx := context.Background()
-	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
+	cfg, err := config.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}

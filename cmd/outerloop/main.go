@@ -22,7 +22,7 @@ import (
 	"outerloop/internal/redisconn"
 	"outerloop/metrics"
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func main() {
@@ -133,19 +133,19 @@ func (g *globals) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text, json or auto", g.logFormat)
 }
 
-func (g *globals) loadConfig() (*workitems.Config, error) {
+func (g *globals) loadConfig() (*config.Config, error) {
 	if g.noTemplates {
-		return workitems.LoadDeploymentConfig(g.config)
+		return config.LoadDeploymentConfig(g.config)
 	}
 	if g.template != "" {
-		return workitems.LoadTemplateConfig(g.config, g.template)
+		return config.LoadTemplateConfig(g.config, g.template)
 	}
-	return workitems.LoadConfig(g.config)
+	return config.LoadConfig(g.config)
 }
 
 // redisURL resolves where Redis is; "" means embedded, allowed only where the whole system
 // runs in this process.
-func (g *globals) redisURL(cfg *workitems.Config, allowEmbedded bool) (string, error) {
+func (g *globals) redisURL(cfg *config.Config, allowEmbedded bool) (string, error) {
 	switch {
 	case g.redis != "":
 		return g.redis, nil
@@ -207,7 +207,7 @@ func longRunning(cmd string) bool {
 
 // withStoreApp is withApp for a command that reads or changes items and reads no template
 // (items, escalations, audit, notify, gc): the config's templates are neither parsed nor
-// validated (workitems.LoadDeploymentConfig), what at 10k templates is nearly all of opening.
+// validated (config.LoadDeploymentConfig), what at 10k templates is nearly all of opening.
 func (g *globals) withStoreApp(run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		g.noTemplates = true
@@ -218,7 +218,7 @@ func (g *globals) withStoreApp(run func(ctx context.Context, a *app.App, args []
 // withTemplateApp is withApp for a command that reads or controls the one template its first
 // argument names and records no config version (templates status, history, controls, pause,
 // resume): the config's other templates are neither parsed nor validated
-// (workitems.LoadTemplateConfig). Commands that make items (enqueue, templates run) pin the
+// (config.LoadTemplateConfig). Commands that make items (enqueue, templates run) pin the
 // whole config's version and load it whole.
 func (g *globals) withTemplateApp(run func(ctx context.Context, a *app.App, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {

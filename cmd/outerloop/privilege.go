@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // What a worker running as root (effective uid 0) means, said the same way in its start log
@@ -23,7 +23,7 @@ const (
 
 // unsandboxed returns the templates whose commands run without a sandbox under r, in config
 // order: with the worker as root, those commands are plain root processes.
-func unsandboxed(cfg *workitems.Config, r *proc.Runner) []string {
+func unsandboxed(cfg *config.Config, r *proc.Runner) []string {
 	if cfg == nil || r == nil {
 		return nil
 	}
@@ -38,7 +38,7 @@ func unsandboxed(cfg *workitems.Config, r *proc.Runner) []string {
 
 // logPrivilege warns at a worker's start when it runs as root (euid is the process's effective
 // uid, os.Geteuid outside tests); it says nothing otherwise.
-func logPrivilege(log *slog.Logger, euid int, cfg *workitems.Config, r *proc.Runner) {
+func logPrivilege(log *slog.Logger, euid int, cfg *config.Config, r *proc.Runner) {
 	if euid != 0 {
 		return
 	}

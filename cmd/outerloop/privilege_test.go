@@ -17,7 +17,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/lib/testwait"
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // runRootAs runs the CLI in this process as if its effective uid were euid.
@@ -112,7 +112,7 @@ func checkRootRecord(t *testing.T, r map[string]any, unsandboxed string) {
 // templates whose commands run unsandboxed, nothing at all otherwise.
 func TestLogPrivilegeWarnsOnlyForRoot(t *testing.T) {
 	t.Parallel()
-	cfg, err := workitems.ParseConfig([]byte(twoTemplates))
+	cfg, err := config.ParseConfig([]byte(twoTemplates))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/scheduler/fleetview"
 	"outerloop/scheduler/fleetview/viewtest"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // newFleetCLI is a CLI over viewtest's fleet, its items made in the CLI's Redis slice.
@@ -25,7 +25,7 @@ func newFleetCLI(t *testing.T) (*cli, map[string]string) {
 		t.Fatal(err)
 	}
 	c := newCLI(t, path)
-	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
+	cfg, err := config.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}

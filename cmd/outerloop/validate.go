@@ -12,14 +12,14 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/proc"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // validation is what validate learned: lines reported as they are, warnings (reported, the exit
 // status unchanged) and problems that make it exit non-zero.
 type validation struct {
-	cfg      *workitems.Config
-	loops    workitems.LoopRegistry // the loop kinds the config was loaded with (nil: built-in)
+	cfg      *config.Config
+	loops    config.LoopRegistry // the loop kinds the config was loaded with (nil: built-in)
 	workdir  string
 	euid     int          // the process's effective uid (os.Geteuid outside tests)
 	runner   *proc.Runner // the sandbox in force, once checkSandbox made it (nil before or when it failed)

@@ -17,6 +17,7 @@ import (
 	"outerloop/lib/shorten"
 	"outerloop/proc"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The checks of what can go wrong before a run, beside the sandbox's. Each adds every problem
@@ -32,7 +33,7 @@ func isRemote(repo string) bool {
 }
 
 // resolveRepo is a local repo path as the worker resolves it (relative to the config's dir).
-func resolveRepo(cfg *workitems.Config, repo string) string {
+func resolveRepo(cfg *config.Config, repo string) string {
 	if repo == "" || isRemote(repo) || filepath.IsAbs(repo) {
 		return repo
 	}
@@ -137,7 +138,7 @@ func checkBinaries(_ context.Context, v *validation) {
 	}
 	loops := v.loops
 	if loops == nil {
-		loops = workitems.BuiltinLoopKinds() // the kinds this binary's config load knows
+		loops = config.BuiltinLoopKinds() // the kinds this binary's config load knows
 	}
 	seen := map[string]bool{}
 	for _, t := range v.cfg.Templates {
@@ -171,7 +172,7 @@ func checkBinaries(_ context.Context, v *validation) {
 
 // binaryProblem says why bin would not start ("" when it would, or cannot be known before a
 // run: a relative path in a remote repo).
-func binaryProblem(cfg *workitems.Config, repo, bin string) string {
+func binaryProblem(cfg *config.Config, repo, bin string) string {
 	if !strings.Contains(bin, "/") {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "not found on PATH"

@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // checkOperatorFiles: the files outside the workspace that templates' commands name (a stop
 // hook's script next to the config, a done check in /opt) are shown read-only inside the
-// sandbox, or refused here naming the path (workitems.OperatorFileProblems); files under the
+// sandbox, or refused here naming the path (config.OperatorFileProblems); files under the
 // work dir, which the sandbox hides with every workspace and mirror in it, are refused too.
 func checkOperatorFiles(_ context.Context, v *validation) {
 	if v.cfg == nil {
@@ -24,7 +24,7 @@ func checkOperatorFiles(_ context.Context, v *validation) {
 		if t.Repo != "" && !isRemote(t.Repo) {
 			local = resolveRepo(v.cfg, t.Repo)
 		}
-		for _, p := range workitems.OperatorFileProblems(t, v.cfg.Dir, local) {
+		for _, p := range config.OperatorFileProblems(t, v.cfg.Dir, local) {
 			v.problems = append(v.problems, fmt.Sprintf("template %q: %s", t.Name, p))
 		}
 		var shown []string

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // runRoot runs the CLI in this process (the commands here open no app).
@@ -136,7 +137,7 @@ func TestVersionPrintsBuildAndConfigVersion(t *testing.T) {
 	if err := os.WriteFile(path, []byte("defaults:\n  budget: {wall_time: 1m}\ntemplates:\n  - name: a\n    goal: g\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := workitems.LoadConfig(path)
+	cfg, err := config.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}

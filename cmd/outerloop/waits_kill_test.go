@@ -20,6 +20,7 @@ import (
 	"outerloop/lib/testwait"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // A real worker process pushes a change and the item waits for CI; the worker is SIGKILLed;
@@ -61,7 +62,7 @@ templates:
 	if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := workitems.ParseConfig([]byte(body))
+	cfg, err := config.ParseConfig([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

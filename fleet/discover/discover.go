@@ -36,6 +36,7 @@ import (
 
 	"outerloop/forge"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Lister is what discovery needs of a forge (forge.RepoLister).
@@ -127,7 +128,7 @@ func (d *Discoverer) Key(forgeName, owner, topic string) string {
 // Discover returns rf's repositories as l lists them, from the cache while it is fresh. When
 // listing fails and a stale listing is cached, it returns that (Result.Stale) and the error;
 // without one, only the error.
-func (d *Discoverer) Discover(ctx context.Context, rf workitems.ReposFrom, l Lister) (*Result, error) {
+func (d *Discoverer) Discover(ctx context.Context, rf config.ReposFrom, l Lister) (*Result, error) {
 	if rf.Forge == "" || rf.Owner == "" {
 		return nil, fmt.Errorf("discover repositories: repos_from needs a forge and an owner (got %q, %q)", rf.Forge, rf.Owner)
 	}
@@ -190,7 +191,7 @@ func (d *Discoverer) store(ctx context.Context, key string, e *entry) {
 }
 
 // filter applies rf's filters to a listing.
-func filter(rf workitems.ReposFrom, e *entry) *Result {
+func filter(rf config.ReposFrom, e *entry) *Result {
 	res := &Result{ListedAt: e.ListedAt, Skipped: map[SkipReason]int{}, SkippedRepos: map[SkipReason][]string{}}
 	excluded := map[string]bool{}
 	for _, x := range rf.Exclude {

@@ -15,6 +15,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // fakeLister answers ListRepos with repos (or err) and counts the calls.
@@ -96,7 +97,7 @@ func TestDiscoverFiltersCountsAndSorts(t *testing.T) {
 	t.Parallel()
 	d, _, _ := newDiscoverer(t, nil)
 	l := &fakeLister{repos: fleetListing()}
-	rf := workitems.ReposFrom{Forge: "gh", Owner: "acme", Topic: "fleet", Exclude: []string{"ACME/legacy"}}
+	rf := config.ReposFrom{Forge: "gh", Owner: "acme", Topic: "fleet", Exclude: []string{"ACME/legacy"}}
 	res, err := d.Discover(context.Background(), rf, l)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestDiscoverSharesOneListingAcrossCallsAndReplicasUntilTheTTL(t *testing.T)
 	d, clock, env := newDiscoverer(t, func(c *discover.Config) { c.TTL = 5 * time.Minute })
 	replica := discover.New(discover.Config{Redis: env.Client, Prefix: env.Prefix, Clock: clock, TTL: 5 * time.Minute})
 	l := &fakeLister{repos: fleetListing()}
-	rf := workitems.ReposFrom{Forge: "gh", Owner: "acme"}
+	rf := config.ReposFrom{Forge: "gh", Owner: "acme"}
 	ctx := context.Background()
 	first, err := d.Discover(ctx, rf, l)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestDiscoverSharesOneListingAcrossCallsAndReplicasUntilTheTTL(t *testing.T)
 	}
 	clock.Advance(5*time.Minute - time.Second)
 	for _, x := range []*discover.Discoverer{d, replica} {
-		res, err := x.Discover(ctx, workitems.ReposFrom{Forge: "gh", Owner: "ACME"}, l) // owner case folds
+		res, err := x.Discover(ctx, config.ReposFrom{Forge: "gh", Owner: "ACME"}, l) // owner case folds
 		if err != nil || !res.Cached || !slices.Equal(names(res.Repos), names(first.Repos)) || !res.ListedAt.Equal(t0) {
 			t.Fatalf("%+v, %v", res, err)
 		}
@@ -157,10 +158,10 @@ func TestDiscoverSharesOneListingAcrossCallsAndReplicasUntilTheTTL(t *testing.T)
 		t.Fatalf("%d listings within the TTL, want 1", l.Calls())
 	}
 	// Another topic or forge is another listing.
-	if _, err := d.Discover(ctx, workitems.ReposFrom{Forge: "gh", Owner: "acme", Topic: "go"}, l); err != nil || l.Calls() != 2 {
+	if _, err := d.Discover(ctx, config.ReposFrom{Forge: "gh", Owner: "acme", Topic: "go"}, l); err != nil || l.Calls() != 2 {
 		t.Fatalf("%d calls, %v", l.Calls(), err)
 	}
-	if _, err := d.Discover(ctx, workitems.ReposFrom{Forge: "tea", Owner: "acme"}, l); err != nil || l.Calls() != 3 {
+	if _, err := d.Discover(ctx, config.ReposFrom{Forge: "tea", Owner: "acme"}, l); err != nil || l.Calls() != 3 {
 		t.Fatalf("%d calls, %v", l.Calls(), err)
 	}
 	// Past the TTL the forge is asked again.
@@ -183,7 +184,7 @@ func TestDiscoverServesTheStaleListingWhenListingFails(t *testing.T) {
 	t.Parallel()
 	d, clock, _ := newDiscoverer(t, nil)
 	l := &fakeLister{repos: fleetListing()}
-	rf := workitems.ReposFrom{Forge: "gh", Owner: "acme"}
+	rf := config.ReposFrom{Forge: "gh", Owner: "acme"}
 	ctx := context.Background()
 	if _, err := d.Discover(ctx, rf, l); err != nil {
 		t.Fatal(err)
@@ -217,11 +218,11 @@ func TestDiscoverWithNothingCachedReturnsTheError(t *testing.T) {
 	d, _, _ := newDiscoverer(t, nil)
 	boom := errors.New("forge down")
 	l := &fakeLister{err: boom}
-	res, err := d.Discover(context.Background(), workitems.ReposFrom{Forge: "gh", Owner: "acme"}, l)
+	res, err := d.Discover(context.Background(), config.ReposFrom{Forge: "gh", Owner: "acme"}, l)
 	if res != nil || !errors.Is(err, boom) {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	if _, err := d.Discover(context.Background(), workitems.ReposFrom{Forge: "gh"}, l); err == nil {
+	if _, err := d.Discover(context.Background(), config.ReposFrom{Forge: "gh"}, l); err == nil {
 		t.Fatal("no owner accepted")
 	}
 }
@@ -241,7 +242,7 @@ func TestDiscoverWithoutRedisListsEveryTime(t *testing.T) {
 			d := discover.New(discover.Config{Redis: rdb, Prefix: "unused:", Clock: fakeclock.New(t0)})
 			l := &fakeLister{repos: fleetListing()}
 			for i := range 2 {
-				res, err := d.Discover(context.Background(), workitems.ReposFrom{Forge: "gh", Owner: "acme"}, l)
+				res, err := d.Discover(context.Background(), config.ReposFrom{Forge: "gh", Owner: "acme"}, l)
 				if err != nil || res.Cached || len(res.Repos) != 4 {
 					t.Fatalf("call %d: %+v, %v", i, res, err)
 				}

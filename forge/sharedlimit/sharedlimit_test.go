@@ -15,6 +15,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestAHoldIsRaisedNeverLoweredAndReadBack(t *testing.T) {
@@ -63,7 +64,7 @@ func TestARateLimitOneProcessMetHoldsAnothersCalls(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	process := func(shared forge.SharedLimits) forge.Forge {
-		f, err := forge.New(forge.Config{Name: "hub", ForgeConfig: workitems.ForgeConfig{Kind: workitems.ForgeGitHub, BaseURL: srv.URL + "/", TokenEnv: "GH"},
+		f, err := forge.New(forge.Config{Name: "hub", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitHub, BaseURL: srv.URL + "/", TokenEnv: "GH"},
 			Getenv: func(string) string { return "t0ken" }, Clock: clock, SharedLimits: shared,
 			HTTPClient: &http.Client{Transport: srv.Client().Transport}})
 		if err != nil {

@@ -47,7 +47,7 @@ func interruptedTemplate(logDir, repo string) string {
 func TestInterruptedExecutionsWallTimeIsCharged(t *testing.T) {
 	t.Parallel()
 	repo, logDir := sampleRepo(t), t.TempDir()
-	s := open(t, config(t, repo, interruptedTemplate(logDir, repo)), workitems.SystemClock{})
+	s := open(t, testConfig(t, repo, interruptedTemplate(logDir, repo)), workitems.SystemClock{})
 	ctx := context.Background()
 	clock := fakeclock.New(time.Now())
 	withClock := func(o *worker.HandlerOptions) { o.Clock = clock }
@@ -106,7 +106,7 @@ func TestConfigurationErrorsEscalateAtOnceThroughTheWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := open(t, config(t, repo, fmt.Sprintf(`
+	s := open(t, testConfig(t, repo, fmt.Sprintf(`
   - name: bad-check
     repo: %[1]s
     goal: g
@@ -161,7 +161,7 @@ func TestNoForgeWarningWithoutCI(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testlog.Buffer
-	s := openWith(t, config(t, repo, ""), func(o *app.Options) {
+	s := openWith(t, testConfig(t, repo, ""), func(o *app.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.Getenv = func(string) string { return "" }
 	})
@@ -188,7 +188,7 @@ func TestNoForgeWarningWithoutCI(t *testing.T) {
 func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 	t.Parallel()
 	repo, marks := sampleRepo(t), t.TempDir()
-	cfg := config(t, repo, fmt.Sprintf(`
+	cfg := testConfig(t, repo, fmt.Sprintf(`
   - name: long
     repo: %s
     goal: g
@@ -238,7 +238,7 @@ func TestALongStepsOutputReachesTheItemsEventsWhileItRuns(t *testing.T) {
 func TestARunningDoneCheckReportsItsOutputWhileItRuns(t *testing.T) {
 	t.Parallel()
 	repo, marks := sampleRepo(t), t.TempDir()
-	cfg := config(t, repo, fmt.Sprintf(`
+	cfg := testConfig(t, repo, fmt.Sprintf(`
   - name: slowcheck
     repo: %s
     goal: g

@@ -19,6 +19,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // TestAgentTemplateRunsThroughTheWorkerAndNoSecretLeaks runs a `loop: agent` template through
@@ -59,7 +60,7 @@ templates:
 	}
 	logs := &testlog.Buffer{}
 	env := redistest.New(t)
-	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+	loop := agentloop.New(agentloop.WithProviderFactory(func(pc config.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(pc, name, srv.Getenv, nil)
 	}))
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,

@@ -40,12 +40,13 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/scriptloop"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 // Options says how to open the system.
 type Options struct {
-	Config   *workitems.Config
+	Config   *config.Config
 	RedisURL string // "" → embedded miniredis (demo and single-process mode)
 	Prefix   string // store key prefix (default "ol:")
 	Queue    string // asynq queue (default "outerloop")
@@ -107,7 +108,7 @@ type Options struct {
 
 // App is the wired system.
 type App struct {
-	Config   *workitems.Config
+	Config   *config.Config
 	Redis    redis.UniversalClient
 	AsynqOpt asynq.RedisConnOpt
 	Store    *itemstore.Store
@@ -141,7 +142,7 @@ type App struct {
 	Workspaces *worker.Workspaces
 
 	opts      Options
-	live      atomic.Pointer[workitems.Config] // the config in force (reload.go)
+	live      atomic.Pointer[config.Config] // the config in force (reload.go)
 	reload    *reloader
 	mu        sync.Mutex
 	sched     *scheduler.Scheduler // re-planned on a reload
@@ -274,7 +275,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	// The agent loop waits out model retries on the app's one clock, and its providers read
 	// Retry-After dates against it.
 	a.Loops.Register(workitems.LoopAgent, agentloop.New(agentloop.WithClock(o.Clock), agentloop.WithProviderFactory(
-		func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+		func(pc config.ProviderConfig, name string) (model.Provider, error) {
 			p, err := model.New(pc, name, os.Getenv, nil, model.WithClock(o.Clock))
 			if err != nil {
 				return nil, err
@@ -301,8 +302,8 @@ func Open(ctx context.Context, o Options) (*App, error) {
 
 // Kinds are the registries of this process's loop, sink and forge kinds, which its config is
 // validated against at Open and at every reload.
-func (a *App) Kinds() workitems.Kinds {
-	return workitems.Kinds{Loops: a.Loops, Sinks: a.sinks(nil), Forges: a.forgeKinds()}
+func (a *App) Kinds() config.Kinds {
+	return config.Kinds{Loops: a.Loops, Sinks: a.sinks(nil), Forges: a.forgeKinds()}
 }
 
 // forgeKinds are the built-in forge kinds and Options.ForgeKinds.
@@ -324,7 +325,7 @@ func (a *App) sinks(hc *http.Client) *notify.Registry {
 // NewRunner builds the runner of this process's child processes from the deployment's
 // sandbox: commands see neither the work dir (other workspaces, mirrors, process records) nor
 // the config directory.
-func NewRunner(ctx context.Context, cfg *workitems.Config, workdir string) (*proc.Runner, error) {
+func NewRunner(ctx context.Context, cfg *config.Config, workdir string) (*proc.Runner, error) {
 	var hide []string
 	if cfg.Dir != "" {
 		hide = append(hide, cfg.Dir)
@@ -335,7 +336,7 @@ func NewRunner(ctx context.Context, cfg *workitems.Config, workdir string) (*pro
 
 // SandboxProblems lists, per template, why its commands would be refused with r (the sandbox
 // it asks for cannot start here); none when every template can run.
-func SandboxProblems(cfg *workitems.Config, r *proc.Runner) []string {
+func SandboxProblems(cfg *config.Config, r *proc.Runner) []string {
 	var out []string
 	for _, t := range cfg.Templates {
 		if r.ModeFor(proc.Policy{Mode: t.Sandbox.Mode}) == proc.ModeBwrap && r.Unavailable != nil {

@@ -22,6 +22,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -39,7 +40,7 @@ func (s *sys) host(t *testing.T, id string, mod func(*worker.HandlerOptions)) (*
 	return worker.NewHandler(o), ws
 }
 
-func openWith(t *testing.T, cfg *workitems.Config, mod func(*app.Options)) *sys {
+func openWith(t *testing.T, cfg *config.Config, mod func(*app.Options)) *sys {
 	t.Helper()
 	env := redistest.New(t)
 	o := app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue, Workdir: t.TempDir(), Logger: testLogger(t)}
@@ -155,7 +156,7 @@ func TestAnotherHostResumesOnTheExactCheckpointedTree(t *testing.T) {
 			if kind == "git" {
 				gitInit(t, repo)
 			}
-			s := open(t, config(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
+			s := open(t, testConfig(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
 			a, _ := s.host(t, "A", nil)
 			mid := interrupt(t, s, a, logDir)
 
@@ -200,7 +201,7 @@ func TestAnotherHostResumesOnTheExactCheckpointedTree(t *testing.T) {
 func TestALocalWorkspaceWithChangesPastItsCheckpointIsRebuilt(t *testing.T) {
 	t.Parallel()
 	repo, logDir := sampleRepo(t), t.TempDir()
-	s := open(t, config(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
+	s := open(t, testConfig(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
 	a, wsA := s.host(t, "A", nil)
 	mid := interrupt(t, s, a, logDir)
 	if _, err := os.Stat(filepath.Join(wsA.Path(mid.ID, 1), "partial.txt")); err != nil {
@@ -266,7 +267,7 @@ func TestAResumeThatCannotRestoreStartsOverAndKeepsTheSpend(t *testing.T) {
 			t.Parallel()
 			repo, logDir := sampleRepo(t), t.TempDir()
 			gitInit(t, repo)
-			s := open(t, config(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
+			s := open(t, testConfig(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
 			a, _ := s.host(t, "A", func(o *worker.HandlerOptions) { o.Workspaces.SnapshotLimit = c.limit })
 			mid := interrupt(t, s, a, logDir)
 			if c.spoil != nil {
@@ -321,7 +322,7 @@ func TestAResumeInVerifyingOnAnotherHostVerifiesTheExitTree(t *testing.T) {
 			repo, logDir := sampleRepo(t), t.TempDir()
 			gitInit(t, repo)
 			_ = os.WriteFile(filepath.Join(logDir, "MARK"), nil, 0o644) // step 2 does not block
-			s := open(t, config(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
+			s := open(t, testConfig(t, repo, stepsTemplate(logDir, repo)), workitems.SystemClock{})
 			a, _ := s.host(t, "A", func(o *worker.HandlerOptions) {
 				o.Verifier = failingVerifier{o.Verifier}
 				if tooLarge {
@@ -404,7 +405,7 @@ templates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+	loop := agentloop.New(agentloop.WithProviderFactory(func(pc config.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(pc, name, srv.Getenv, nil)
 	}))
 	s := openWith(t, cfg, func(o *app.Options) { o.Loops = map[workitems.LoopKind]worker.InnerLoop{"agent": loop} })

@@ -126,7 +126,7 @@ func deliverySteps(t *testing.T, st *itemstore.Store, id string, attempt int) []
 func TestAGreenChangeIsOneCommitOnTheBaseAndItsPatchIsServedAfterARestart(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, config(t, repo, ""), workitems.SystemClock{})
+	s := open(t, testConfig(t, repo, ""), workitems.SystemClock{})
 	h, watch := s.watchedHandler(t, "deliver-1")
 	srv := s.startHandler(t, h)
 	ctx := context.Background()
@@ -201,7 +201,7 @@ func TestAPassingAttemptThatChangedNothingClosesUnchanged(t *testing.T) {
 	if err := sample.Fix(repo); err != nil { // already right: nothing to do
 		t.Fatal(err)
 	}
-	s := open(t, config(t, repo, `  - name: look
+	s := open(t, testConfig(t, repo, `  - name: look
     repo: `+repo+`
     goal: check that Add adds
     loop: {kind: script, commands: ["go vet ./..."]}
@@ -235,7 +235,7 @@ func TestAPassingAttemptThatChangedNothingClosesUnchanged(t *testing.T) {
 func TestAResumedVerifyingAttemptReusesItsCommit(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, config(t, repo, `  - name: fix-now
+	s := open(t, testConfig(t, repo, `  - name: fix-now
     repo: `+repo+`
     goal: make TestAdd pass
     loop: {kind: script, commands: [`+fmt.Sprintf("%q", sample.FixCommand)+`]}
@@ -301,7 +301,7 @@ func (p *publisherOnce) Merge(_ context.Context, m delivery.Merge) (workitems.De
 func TestForgeDelivery(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	cfg := config(t, repo, `  - name: pr
+	cfg := testConfig(t, repo, `  - name: pr
     repo: `+repo+`
     goal: make TestAdd pass
     loop: {kind: script, commands: [`+fmt.Sprintf("%q", sample.FixCommand)+`]}
@@ -372,7 +372,7 @@ func TestForgeDelivery(t *testing.T) {
 func TestTwoTicksWithTheSameResultDeliverOnce(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, config(t, repo, `  - name: bump
+	s := open(t, testConfig(t, repo, `  - name: bump
     repo: `+repo+`
     goal: make TestAdd pass
     loop: {kind: script, commands: [`+fmt.Sprintf("%q", sample.FixCommand)+`]}
@@ -405,7 +405,7 @@ func TestTwoTicksWithTheSameResultDeliverOnce(t *testing.T) {
 func TestAnOversizedPatchIsKeptTruncatedAndMarked(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	cfg := config(t, repo, `  - name: generate
+	cfg := testConfig(t, repo, `  - name: generate
     repo: `+repo+`
     goal: generate a big table
     loop: {kind: script, commands: ["seq 1 20000 > table.txt"]}

@@ -16,7 +16,7 @@ func TestRedisCrashWithAOFLosesNoAcceptedItem(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	repo := sampleRepo(t)
-	cfg := config(t, repo, "")
+	cfg := testConfig(t, repo, "")
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: srv.URL(), Workdir: t.TempDir(), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

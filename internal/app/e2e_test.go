@@ -18,6 +18,7 @@ import (
 	"outerloop/scheduler"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -35,7 +36,7 @@ func sampleRepo(t *testing.T) string {
 // none and makes no real change, the retry sees "TestAdd" and fixes the code.
 const fixScript = `if echo "$OUTERLOOP_INPUT" | grep -q TestAdd; then ` + sample.FixCommand + `; echo fixed; else echo "no failure known yet"; fi`
 
-func config(t *testing.T, repo string, extra string) *workitems.Config {
+func testConfig(t *testing.T, repo string, extra string) *config.Config {
 	t.Helper()
 	y := fmt.Sprintf(`
 defaults:
@@ -75,7 +76,7 @@ type sys struct {
 	env *redistest.Env
 }
 
-func open(t *testing.T, cfg *workitems.Config, clock workitems.Clock) *sys {
+func open(t *testing.T, cfg *config.Config, clock workitems.Clock) *sys {
 	t.Helper()
 	env := redistest.New(t)
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix,
@@ -116,7 +117,7 @@ func TestCronTickToClosedAfterARetryWithAChangedCondition(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
 	clock := fakeclock.New(time.Date(2026, 11, 29, 3, 5, 0, 0, time.UTC))
-	s := open(t, config(t, repo, ""), workitems.SystemClock{})
+	s := open(t, testConfig(t, repo, ""), workitems.SystemClock{})
 	ticks := make(chan scheduler.TickResult, 10)
 	sched, err := scheduler.New(s.Queue, scheduler.Options{Clock: clock, OnTick: func(r scheduler.TickResult) { ticks <- r }})
 	if err != nil {
@@ -156,7 +157,7 @@ func TestCronTickToClosedAfterARetryWithAChangedCondition(t *testing.T) {
 func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, config(t, repo, ""), workitems.SystemClock{})
+	s := open(t, testConfig(t, repo, ""), workitems.SystemClock{})
 	s.startWorker(t, "w1")
 	ctx := context.Background()
 	it, err := s.Queue.Submit(ctx, scheduler.Request{Template: "never-fixed", Origin: workitems.Origin{Kind: "manual", Actor: "test"}})
@@ -191,7 +192,7 @@ func TestRepeatedFailureEscalatesThenAPersonRetriesAndItCloses(t *testing.T) {
 
 func TestBudgetExhaustionEscalatesWithTheBudgetNamed(t *testing.T) {
 	t.Parallel()
-	s := open(t, config(t, sampleRepo(t), ""), workitems.SystemClock{})
+	s := open(t, testConfig(t, sampleRepo(t), ""), workitems.SystemClock{})
 	s.startWorker(t, "w1")
 	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "slow"})
 	if err != nil {

@@ -30,12 +30,13 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 // evalConfig is a production config with one template, fix-calc, on the sample repo: its
 // script fixes nothing, so a variant decides what a run does.
-func evalConfig(t *testing.T, repo, extra string) *workitems.Config {
+func evalConfig(t *testing.T, repo, extra string) *config.Config {
 	t.Helper()
 	cfg, err := parseConfig([]byte(evalYAML(repo, extra)))
 	if err != nil {
@@ -503,7 +504,7 @@ templates:
 		t.Fatal(err)
 	}
 	env := redistest.New(t)
-	loop := agentloop.New(agentloop.WithProviderFactory(func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+	loop := agentloop.New(agentloop.WithProviderFactory(func(pc config.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(pc, name, srv.Getenv, nil)
 	}))
 	a, err := app.Open(context.Background(), app.Options{Config: cfg, RedisURL: redistest.URL(), Prefix: env.Prefix, Queue: env.Queue,

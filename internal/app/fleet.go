@@ -11,6 +11,7 @@ import (
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Admitter returns the fleet admitter over this app's gate, queue, forges and outbox (a
@@ -64,7 +65,7 @@ type fleetRepos struct {
 	a *App // its forges: made after the queue
 }
 
-func (f fleetRepos) FleetRepos(ctx context.Context, t *workitems.Template) (scheduler.FleetRepos, error) {
+func (f fleetRepos) FleetRepos(ctx context.Context, t *config.Template) (scheduler.FleetRepos, error) {
 	rf := t.ReposFrom
 	fg, err := f.a.Forges.Get(rf.Forge)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 // ci.provider: github gets the default github forge.
 func TestOpenBuildsAForgeClientPerEntry(t *testing.T) {
 	t.Parallel()
-	cfg := config(t, sampleRepo(t), `  - name: legacy-ci
+	cfg := testConfig(t, sampleRepo(t), `  - name: legacy-ci
     goal: read CI as before forges existed
     loop: {kind: script, commands: ["true"]}
     done_check:

@@ -59,7 +59,7 @@ const (
 // Host paths are written behind an empty variable (${nothing}/tmp/…), which the shell that
 // runs the step (or, for a setting in single quotes, the host's shell git would start)
 // expands to nothing: a command word that is a plain absolute path of an existing file is an
-// operator file, which the sandbox shows read-only by design (workitems.OperatorFiles), and
+// operator file, which the sandbox shows read-only by design (config.OperatorFiles), and
 // would hand the step what the attack is meant to reach.
 type hostileCase struct {
 	name  string // the subtest, as a sentence

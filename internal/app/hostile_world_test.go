@@ -31,6 +31,7 @@ import (
 	"outerloop/lib/testlog"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The world a hostile repository meets (hostile_test.go): a worker whose own environment holds
@@ -447,7 +448,7 @@ templates:
 	for k, c := range hostileForgeKinds() {
 		kinds[k] = c
 	}
-	cfg, err := workitems.LoadConfigWith(path, workitems.Kinds{Forges: kinds})
+	cfg, err := config.LoadConfigWith(path, config.Kinds{Forges: kinds})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y.String())
 	}

@@ -14,6 +14,7 @@ import (
 	"outerloop/metrics"
 	"outerloop/notify"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // memForge is a forge kind only this test registers; it answers nothing (forge.Unsupported).
@@ -55,13 +56,13 @@ func TestSinkAndForgeKindsAddedToTheAppAreAcceptedAtOpenAndOnReload(t *testing.T
 	// The same kinds, as the team's main loads its config with them.
 	fk := forge.BuiltinKinds()
 	fk["memory"] = forges["memory"]
-	kinds := workitems.Kinds{Sinks: notify.BuiltinSinks(nil).Register("ntfy", logSink{}), Forges: fk}
+	kinds := config.Kinds{Sinks: notify.BuiltinSinks(nil).Register("ntfy", logSink{}), Forges: fk}
 	if _, err := parseConfig([]byte(kindsConfig("ntfy"))); err == nil || !strings.Contains(err.Error(), "forges.mem.kind") {
 		t.Fatalf("the built-in kinds accepted a memory forge: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "outerloop.yaml")
 	writeFile(t, path, kindsConfig("ntfy"))
-	cfg, err := workitems.LoadConfigWith(path, kinds)
+	cfg, err := config.LoadConfigWith(path, kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestSinkAndForgeKindsAddedToTheAppAreAcceptedAtOpenAndOnReload(t *testing.T
 	// registered is refused naming the field, and the old config stays.
 	writeFile(t, path, kindsConfig("teams"))
 	r := a.Reload(context.Background(), true)
-	var ce *workitems.ConfigError
+	var ce *config.ConfigError
 	if r.Result != metrics.ReloadInvalid || !errors.As(r.Err, &ce) || ce.Field != "notify.sinks.ops.kind" {
 		t.Fatalf("reload naming sink kind teams: %+v", r)
 	}

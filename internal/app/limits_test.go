@@ -20,7 +20,7 @@ import (
 func TestAStepOverALimitFailsNamingItWhileAnItemBesideItCloses(t *testing.T) {
 	marker := fmt.Sprintf("600.%d", time.Now().UnixNano()%1e9)
 	repo := sampleRepo(t)
-	cfg := config(t, repo, fmt.Sprintf(`
+	cfg := testConfig(t, repo, fmt.Sprintf(`
   - name: quick
     repo: %[1]s
     goal: fixed at once

@@ -12,6 +12,7 @@ import (
 	"outerloop/lib/redistest"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // patcher is a loop kind registered only by this test: it applies the sample's fix, and its
@@ -26,9 +27,9 @@ func (patcher) Run(_ context.Context, a *worker.Attempt) workitems.Exit {
 	return workitems.Exit{Reason: workitems.ExitCompleted, Message: "patched"}
 }
 
-func (patcher) ValidateLoop(_ *workitems.Config, t *workitems.Template) error {
+func (patcher) ValidateLoop(_ *config.Config, t *config.Template) error {
 	if t.Loop.Command != "sample-fix" {
-		return &workitems.ConfigError{Field: "loop.command", Err: fmt.Errorf("%q is not a fix this loop knows (want sample-fix)", t.Loop.Command)}
+		return &config.ConfigError{Field: "loop.command", Err: fmt.Errorf("%q is not a fix this loop knows (want sample-fix)", t.Loop.Command)}
 	}
 	return nil
 }
@@ -56,19 +57,19 @@ func TestARegisteredLoopKindValidatesAndRuns(t *testing.T) {
 	reg.Register("patcher", patcher{})
 
 	_, err := parseConfig([]byte(patcherConfig(repo, "patcher", "sample-fix")))
-	var ce *workitems.ConfigError
+	var ce *config.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "loop.kind" || !strings.Contains(err.Error(), `"patcher"`) {
 		t.Fatalf("built-in kinds only: %v, want loop.kind naming patcher", err)
 	}
-	_, err = workitems.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "rm -rf")), workitems.Kinds{Loops: reg})
+	_, err = config.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "rm -rf")), config.Kinds{Loops: reg})
 	if !errors.As(err, &ce) || ce.Template != "patch" || ce.Field != "loop.command" {
 		t.Fatalf("bad settings: %v, want template patch field loop.command", err)
 	}
-	_, err = workitems.ParseConfigWith([]byte(patcherConfig(repo, "script", "x")), workitems.Kinds{Loops: reg})
+	_, err = config.ParseConfigWith([]byte(patcherConfig(repo, "script", "x")), config.Kinds{Loops: reg})
 	if !errors.As(err, &ce) || ce.Field != "loop.kind" || !strings.Contains(err.Error(), "one of patcher") {
 		t.Fatalf("a kind the registry lacks: %v, want loop.kind listing the registered kinds", err)
 	}
-	cfg, err := workitems.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "sample-fix")), workitems.Kinds{Loops: reg})
+	cfg, err := config.ParseConfigWith([]byte(patcherConfig(repo, "patcher", "sample-fix")), config.Kinds{Loops: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestAnItemEscalatedByTheVerifierReachesTheWebhook(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer recv.Close()
-	cfg := config(t, sampleRepo(t), fmt.Sprintf(`
+	cfg := testConfig(t, sampleRepo(t), fmt.Sprintf(`
 notify:
   base_url: http://console.test
   sinks:
@@ -123,7 +123,7 @@ notify:
 
 func TestTheAppsDispatcherRefusesToStartWithoutTheSinksSecret(t *testing.T) {
 	t.Parallel()
-	cfg := config(t, sampleRepo(t), `
+	cfg := testConfig(t, sampleRepo(t), `
 notify:
   sinks:
     hook: {kind: webhook, url: "https://hooks.example.com/x", secret_env: OL_TEST_UNSET_SECRET}

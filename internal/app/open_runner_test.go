@@ -7,7 +7,7 @@ import (
 
 	"outerloop/internal/app"
 	"outerloop/lib/redistest"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -15,7 +15,7 @@ import (
 // store and queue and no process runner, and a worker cannot be built from it (its commands
 // would run unconfined): neither can the handler a worker is built on.
 func TestNoRunnerOpensTheStoreWithoutARunnerAndRefusesAWorker(t *testing.T) {
-	cfg, err := workitems.ParseConfig([]byte("defaults:\n  budget: {wall_time: 1m}\ntemplates:\n  - name: t\n    goal: g\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n"))
+	cfg, err := config.ParseConfig([]byte("defaults:\n  budget: {wall_time: 1m}\ntemplates:\n  - name: t\n    goal: g\n    loop: {kind: script, commands: [\"true\"]}\n    done_check: {commands: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"outerloop/lib/testlog"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // The delivery flow end to end on a real Gitea: a script loop's fix is pushed, a pull request
@@ -64,14 +65,14 @@ func forgeRepo(t *testing.T, gs *giteatest.Server, prefix string, fixed bool) gi
 const fastWaits = "waits: {first_poll: 1s, poll_every: 200ms}"
 
 // forgeConfig is a config with the Gitea as forge "tea", fastWaits and the given templates.
-func forgeConfig(t *testing.T, gs *giteatest.Server, templates string) *workitems.Config {
+func forgeConfig(t *testing.T, gs *giteatest.Server, templates string) *config.Config {
 	t.Helper()
 	return forgeConfigWith(t, gs, fastWaits, templates)
 }
 
 // forgeConfigWith is forgeConfig with top (top-level YAML: waits:, the forge's
 // webhook_secret_env through forgeExtra…) instead of fastWaits.
-func forgeConfigWith(t *testing.T, gs *giteatest.Server, top, templates string) *workitems.Config {
+func forgeConfigWith(t *testing.T, gs *giteatest.Server, top, templates string) *config.Config {
 	t.Helper()
 	y := fmt.Sprintf(`
 defaults:
@@ -91,7 +92,7 @@ templates:
 
 // openForge opens the system with the Gitea's token (and the webhook secret, hookSecret) in
 // its environment and runs its poller of waiting items until the test ends.
-func openForge(t *testing.T, gs *giteatest.Server, cfg *workitems.Config, logs *testlog.Buffer) *sys {
+func openForge(t *testing.T, gs *giteatest.Server, cfg *config.Config, logs *testlog.Buffer) *sys {
 	t.Helper()
 	token := gs.Getenv(tokenVar)
 	s := openWith(t, cfg, func(o *app.Options) {

@@ -19,7 +19,7 @@ import (
 func TestARecoveredAttemptIsTakenBeforeNewWork(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
-	s := open(t, config(t, repo, `  - name: quick
+	s := open(t, testConfig(t, repo, `  - name: quick
     repo: `+repo+`
     goal: nothing to do
     loop: {kind: script, commands: ["true"]}
@@ -72,7 +72,7 @@ func TestALostAttemptIsRecoveredAtOnceWhenEverySlotIsBusy(t *testing.T) {
 	t.Parallel()
 	repo := sampleRepo(t)
 	gate := filepath.Join(t.TempDir(), "gate")
-	s := openWith(t, config(t, repo, `  - name: quick
+	s := openWith(t, testConfig(t, repo, `  - name: quick
     repo: `+repo+`
     goal: nothing to do
     loop: {kind: script, commands: ["true"]}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"outerloop/metrics"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // DefaultReloadEvery is how often a long-running process looks at its config file.
@@ -44,7 +44,7 @@ type ReloadResult struct {
 }
 
 // CurrentConfig returns the config in force (Config is the one Open started with).
-func (a *App) CurrentConfig() *workitems.Config {
+func (a *App) CurrentConfig() *config.Config {
 	if c := a.live.Load(); c != nil {
 		return c
 	}
@@ -107,9 +107,9 @@ func (a *App) doReload(ctx context.Context, force bool) ReloadResult {
 		}
 		return ReloadResult{Result: metrics.ReloadUnchanged, Version: cur.Version()}
 	}
-	var cfg *workitems.Config
+	var cfg *config.Config
 	if err == nil {
-		cfg, err = workitems.LoadConfigWith(r.path, a.Kinds())
+		cfg, err = config.LoadConfigWith(r.path, a.Kinds())
 	}
 	if err != nil {
 		r.metrics.Reloaded(metrics.ReloadInvalid)
@@ -134,7 +134,7 @@ func (a *App) doReload(ctx context.Context, force bool) ReloadResult {
 // apply swaps cfg in: new requests, new attempts, the scheduler's entries and the metrics'
 // labels follow it. What was built from the config at start (Redis, sandbox, forge clients,
 // retention of the janitor and sweeper) stays until a restart; a change there is logged.
-func (a *App) apply(_ context.Context, old, cfg *workitems.Config) {
+func (a *App) apply(_ context.Context, old, cfg *config.Config) {
 	a.live.Store(cfg)
 	a.Queue.SetConfig(cfg)
 	a.Metrics.SetConfig(cfg)
@@ -157,7 +157,7 @@ func (a *App) apply(_ context.Context, old, cfg *workitems.Config) {
 }
 
 // templateDiff names (up to a few) the templates a reload added, removed and changed.
-func templateDiff(old, cfg *workitems.Config) (added, removed, changed []string) {
+func templateDiff(old, cfg *config.Config) (added, removed, changed []string) {
 	const most = 20
 	for i := range cfg.Templates {
 		t := &cfg.Templates[i]
@@ -187,7 +187,7 @@ func appendMost(s []string, v string, most int) []string {
 
 // restartFields lists the deployment settings that differ from those the process started with
 // and are read only at start.
-func restartFields(start, cfg *workitems.Config) []string {
+func restartFields(start, cfg *config.Config) []string {
 	var out []string
 	if start.Redis != cfg.Redis {
 		out = append(out, "redis")
@@ -211,7 +211,7 @@ func restartFields(start, cfg *workitems.Config) []string {
 
 // reloadForWorker is the worker's reload before it decides on an item of a template it does
 // not know: it reads the file only when it changed since the last read.
-func (a *App) reloadForWorker(ctx context.Context) *workitems.Config {
+func (a *App) reloadForWorker(ctx context.Context) *config.Config {
 	a.Reload(ctx, false)
 	return a.CurrentConfig()
 }

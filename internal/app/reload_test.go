@@ -16,6 +16,7 @@ import (
 	"outerloop/metrics"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -47,7 +48,7 @@ func openReloading(t *testing.T, env *redistest.Env, yaml string) *reloadSys {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outerloop.yaml")
 	writeFile(t, path, yaml)
-	cfg, err := workitems.LoadConfig(path)
+	cfg, err := config.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}

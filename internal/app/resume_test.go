@@ -58,7 +58,7 @@ func runsLog(t *testing.T, dir string) string {
 func TestGracefulShutdownCheckpointsAndAnotherWorkerResumes(t *testing.T) {
 	t.Parallel()
 	repo, logDir := sampleRepo(t), t.TempDir()
-	cfg := config(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
+	cfg := testConfig(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
 	s := open(t, cfg, workitems.SystemClock{})
 	w1 := s.Worker(1, "w1")
 	if err := w1.Start(); err != nil {
@@ -96,7 +96,7 @@ func TestGracefulShutdownCheckpointsAndAnotherWorkerResumes(t *testing.T) {
 func TestAWorkerWhoseLeaseWasTakenOverWritesNothing(t *testing.T) {
 	t.Parallel()
 	repo, logDir := sampleRepo(t), t.TempDir()
-	cfg := config(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
+	cfg := testConfig(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
 	s := open(t, cfg, workitems.SystemClock{})
 	ctx := context.Background()
 	// No worker server runs here: the handlers are called directly, as asynq would twice.
@@ -160,7 +160,7 @@ func TestAWorkerWhoseLeaseWasTakenOverWritesNothing(t *testing.T) {
 func TestCancellingARunningItemStopsItsProcessAndWritesNothingMore(t *testing.T) {
 	t.Parallel()
 	repo, logDir := sampleRepo(t), t.TempDir()
-	cfg := config(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
+	cfg := testConfig(t, repo, strings.Replace(resumableScript(logDir), "REPO", repo, 1))
 	s := open(t, cfg, workitems.SystemClock{})
 	s.startWorker(t, "w1")
 	ctx := context.Background()

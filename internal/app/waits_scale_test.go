@@ -18,6 +18,7 @@ import (
 	"outerloop/waits"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -149,7 +150,7 @@ templates:
 	store := itemstore.NewStore(counted, s.Prefix(), itemstore.WithClock(clock))
 	v := verify.New(verify.WithClock(clock), verify.WithCI("webhook", verify.NewRedisCIStore(counted, s.Prefix(), time.Hour, clock)))
 	wakes := &wakeCounter{}
-	p := &waits.Poller{Store: store, Judge: &waits.Judge{Verifier: v}, Waker: wakes, Config: func() *workitems.Config { return cfg },
+	p := &waits.Poller{Store: store, Judge: &waits.Judge{Verifier: v}, Waker: wakes, Config: func() *config.Config { return cfg },
 		Clock: clock, Batch: 200}
 	if n, err := p.Round(ctx); err != nil || n != 0 { // loads the claim script, if no one has yet
 		t.Fatalf("warm-up round: %d %v", n, err)
@@ -192,7 +193,7 @@ templates:
 
 // parkForCI takes a new item to waiting for CI on sha through the store, as the worker's
 // pipeline does: create, lease, start, exit, the delivery recorded with the policy's wait.
-func parkForCI(t *testing.T, s *sys, tmpl *workitems.Template, id, sha string, clock *fakeclock.Clock) {
+func parkForCI(t *testing.T, s *sys, tmpl *config.Template, id, sha string, clock *fakeclock.Clock) {
 	t.Helper()
 	ctx := context.Background()
 	it := &workitems.Item{ID: id, Template: tmpl.Name, Goal: "g", Origin: workitems.Origin{Kind: workitems.OriginManual, Actor: "test"},

@@ -23,7 +23,7 @@ func TestAnEscalationSaysTheSandboxDidIt(t *testing.T) {
     loop: {kind: script, commands: ["go get golang.org/x/text@v0.21.0 && go mod tidy"]}
     done_check: {commands: ["go test -json ./..."]}
 `
-	s := open(t, config(t, sampleRepo(t), extra), workitems.SystemClock{})
+	s := open(t, testConfig(t, sampleRepo(t), extra), workitems.SystemClock{})
 	s.startWorker(t, "w1")
 	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "bump"})
 	if err != nil {
@@ -61,7 +61,7 @@ func TestAnEscalationNamesTheRefusedConnection(t *testing.T) {
     loop: {kind: script, commands: ["curl -fsS -m 20 -o /dev/null https://example.com/"]}
     done_check: {commands: ["go test -json ./..."]}
 `
-	s := open(t, config(t, sampleRepo(t), extra), workitems.SystemClock{})
+	s := open(t, testConfig(t, sampleRepo(t), extra), workitems.SystemClock{})
 	s.startWorker(t, "w1")
 	it, err := s.Queue.Submit(context.Background(), scheduler.Request{Template: "fetch"})
 	if err != nil {

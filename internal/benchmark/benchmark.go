@@ -20,6 +20,7 @@ import (
 	"outerloop/verify"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -110,7 +111,7 @@ type closeVerifier struct{}
 func (closeVerifier) Verify(context.Context, verify.Request) (verify.Result, error) {
 	return verify.Result{Decision: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: workitems.RuleChecksPassed, Actor: workitems.ActorVerifierName}}, nil
 }
-func (closeVerifier) Check(context.Context, *workitems.Template, string) (bool, string, error) {
+func (closeVerifier) Check(context.Context, *config.Template, string) (bool, string, error) {
 	return true, "", nil
 }
 
@@ -133,7 +134,7 @@ var noopLoop = worker.InnerLoopFunc(func(ctx context.Context, a *worker.Attempt)
 // Item times one outerloop item end to end with a no-op loop (concurrency 4): create with
 // limits, enqueue, lease, start, checkpoint, exit, decision (close), release.
 func Item(b *testing.B, e Env) {
-	cfg, err := workitems.ParseConfig([]byte(benchConfig))
+	cfg, err := config.ParseConfig([]byte(benchConfig))
 	if err != nil {
 		b.Fatal(err)
 	}

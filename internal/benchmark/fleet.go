@@ -15,6 +15,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -66,7 +67,7 @@ func FleetTick(ctx context.Context, e Env, sizes []int, rounds int, progress io.
 		for i := range repos {
 			repos[i] = fmt.Sprintf("https://gitea.example.com/acme/r%04d.git", i)
 		}
-		cfg, err := workitems.ParseConfig(fmt.Appendf(nil, fleetConfig, strings.Join(repos, ", ")))
+		cfg, err := config.ParseConfig(fmt.Appendf(nil, fleetConfig, strings.Join(repos, ", ")))
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"outerloop/waits"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -60,7 +61,7 @@ templates:
 // and measures goroutines, heap and the Redis commands of poll rounds.
 func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, error) {
 	f := WaitFigures{Items: n}
-	cfg, err := workitems.ParseConfig([]byte(waitsConfig))
+	cfg, err := config.ParseConfig([]byte(waitsConfig))
 	if err != nil {
 		return f, err
 	}
@@ -127,7 +128,7 @@ func Waits(ctx context.Context, e Env, n int, progress io.Writer) (WaitFigures, 
 	rdb.AddHook(cnt)
 	pstore := itemstore.NewStore(rdb, prefix, itemstore.WithClock(clock))
 	pjudge := &waits.Judge{Verifier: verify.New(verify.WithClock(clock), verify.WithCI(string(workitems.CIProviderWebhook), verify.NewRedisCIStore(rdb, prefix, time.Hour, clock)))}
-	p := &waits.Poller{Store: pstore, Judge: pjudge, Waker: noWake{}, Config: func() *workitems.Config { return cfg }, Clock: clock, Batch: n}
+	p := &waits.Poller{Store: pstore, Judge: pjudge, Waker: noWake{}, Config: func() *config.Config { return cfg }, Clock: clock, Batch: n}
 	// A first round dials and loads the claim script: what a poller pays once, not per round.
 	if _, err := p.Round(ctx); err != nil {
 		return f, err

@@ -23,6 +23,7 @@ import (
 	"outerloop/fleet"
 	"outerloop/scheduler"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // ErrNotFleet refuses the fleet view of a template with one repository.
@@ -81,7 +82,7 @@ type Fleet struct {
 	Template string           `json:"template"`
 	Paused   *scheduler.Pause `json:"paused,omitempty"`
 	NextRun  time.Time        `json:"next_run,omitzero"`
-	Limits   *workitems.Fleet `json:"limits,omitempty"`
+	Limits   *config.Fleet    `json:"limits,omitempty"`
 	Usage    fleet.Usage      `json:"usage"`
 	Total    int              `json:"total"` // repositories
 	Offset   int              `json:"offset"`

@@ -14,12 +14,13 @@ import (
 	"outerloop/scheduler/fleetview"
 	"outerloop/scheduler/fleetview/viewtest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
 func newReader(t *testing.T) (*fleetview.Reader, map[string]string) {
 	t.Helper()
-	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
+	cfg, err := config.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestFleetViewRefusesUnknownAndSingleRepositoryTemplates(t *testing.T) {
 func TestFleetViewShowsConfiguredRepositoriesBeforeTheirFirstItem(t *testing.T) {
 	t.Parallel()
 	r, _ := newReader(t)
-	cfg, err := workitems.ParseConfig([]byte(viewtest.YAML))
+	cfg, err := config.ParseConfig([]byte(viewtest.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}

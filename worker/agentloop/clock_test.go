@@ -9,6 +9,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // TestTheInjectedClockDrivesRetryAfterAndTheRetryWait runs the default provider against a real
@@ -24,7 +25,7 @@ func TestTheInjectedClockDrivesRetryAfterAndTheRetryWait(t *testing.T) {
 	srv := modeltest.NewResponsesServer(t)
 	srv.Enqueue(modeltest.RateLimited(clock.Now().Add(30*time.Second).Format(http.TimeFormat)), modeltest.Text("done"))
 	a := h.attempt()
-	a.Config = &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": srv.Config()}}
+	a.Config = &config.Config{Providers: map[string]config.ProviderConfig{"scripted": srv.Config()}}
 	a.Meter = worker.NewMeter(h.budget, workitems.Spend{}, clock)
 	l := New(WithClock(clock), WithJitter(func() float64 { return 1 }))
 

@@ -11,6 +11,7 @@ import (
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // houseModel is a team's own model provider (a gateway of theirs, say). It is written like
@@ -40,11 +41,11 @@ func (p houseModel) Stream(_ context.Context, req model.Request, _ func(model.De
 func Example_providerFactory() {
 	dir, _ := os.MkdirTemp("", "agentloop-provider-example")
 	defer os.RemoveAll(dir)
-	cfg := &workitems.Config{Providers: map[string]workitems.ProviderConfig{
+	cfg := &config.Config{Providers: map[string]config.ProviderConfig{
 		"house": {Kind: workitems.ProviderOpenAIChat, BaseURL: "https://models.example.internal/v1", Model: "house-1",
-			Prices: workitems.Prices{InputPerMTok: 1, OutputPerMTok: 2}},
+			Prices: config.Prices{InputPerMTok: 1, OutputPerMTok: 2}},
 	}}
-	factory := func(pc workitems.ProviderConfig, name string) (model.Provider, error) {
+	factory := func(pc config.ProviderConfig, name string) (model.Provider, error) {
 		if name == "house" {
 			return houseModel{name: name}, nil
 		}
@@ -52,7 +53,7 @@ func Example_providerFactory() {
 	}
 	loop := agentloop.New(agentloop.WithProviderFactory(factory))
 
-	tmpl := &workitems.Template{Name: "plan", Goal: "write the plan", Loop: workitems.Loop{Kind: workitems.LoopAgent, Provider: "house"}}
+	tmpl := &config.Template{Name: "plan", Goal: "write the plan", Loop: config.Loop{Kind: workitems.LoopAgent, Provider: "house"}}
 	a := &worker.Attempt{
 		Item: &workitems.Item{ID: "plan@1", Goal: tmpl.Goal}, N: 1, Template: tmpl, Config: cfg, Workspace: dir,
 		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute), ModelCalls: 10}, workitems.Spend{}, nil),

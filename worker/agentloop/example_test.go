@@ -11,6 +11,7 @@ import (
 	"outerloop/worker/agentloop"
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // checkpoints keeps an attempt's checkpoint in memory.
@@ -40,7 +41,7 @@ func Example() {
 	p := model.NewScripted("scripted",
 		model.Reply(model.CallResponse(model.Call("c1", "write_file", `{"path":"NOTES.md","content":"hello\n"}`))),
 		model.Reply(model.TextResponse("Wrote NOTES.md.")))
-	tmpl := &workitems.Template{Name: "notes", Goal: "write a note", Loop: workitems.Loop{Kind: "agent", Provider: "scripted"}}
+	tmpl := &config.Template{Name: "notes", Goal: "write a note", Loop: config.Loop{Kind: "agent", Provider: "scripted"}}
 	a := &worker.Attempt{
 		Item: &workitems.Item{ID: "notes@1", Goal: tmpl.Goal}, N: 1, Template: tmpl, Workspace: dir,
 		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute), ModelCalls: 10}, workitems.Spend{}, nil),

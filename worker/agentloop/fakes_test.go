@@ -17,6 +17,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // memCheckpointer is an in-memory, fenced Checkpointer. After lose() every Save fails with
@@ -167,10 +168,10 @@ type harness struct {
 	ev     *memEvents
 	steer  *memSteer
 	clock  *fakeclock.Clock
-	tmpl   *workitems.Template
+	tmpl   *config.Template
 	budget workitems.Budget
 	done   worker.DoneChecker
-	prices workitems.Prices
+	prices config.Prices
 	resume bool
 	runner *proc.Runner // made at the first attempt
 
@@ -182,8 +183,8 @@ func newHarness(t testing.TB) *harness {
 	t.Helper()
 	return &harness{
 		t: t, dir: t.TempDir(), cp: &memCheckpointer{}, ev: &memEvents{}, steer: &memSteer{}, clock: fakeclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)),
-		tmpl: &workitems.Template{Name: "fix", Goal: "make the tests pass",
-			Loop: workitems.Loop{Kind: "agent", Provider: "scripted", NoProgressLimit: 3}},
+		tmpl: &config.Template{Name: "fix", Goal: "make the tests pass",
+			Loop: config.Loop{Kind: "agent", Provider: "scripted", NoProgressLimit: 3}},
 		budget: workitems.Budget{WallTime: workitems.Duration(time.Hour), ModelCalls: 1000, ToolCalls: 1000},
 	}
 }
@@ -195,7 +196,7 @@ func (h *harness) attempt() *worker.Attempt {
 	return &worker.Attempt{
 		Item: &workitems.Item{ID: "fix@1", Template: "fix", Goal: h.tmpl.Goal}, N: 1,
 		Template:  h.tmpl,
-		Config:    &workitems.Config{Providers: map[string]workitems.ProviderConfig{"scripted": {Kind: "replay", Prices: h.prices}}},
+		Config:    &config.Config{Providers: map[string]config.ProviderConfig{"scripted": {Kind: "replay", Prices: h.prices}}},
 		Workspace: h.dir, Resumed: h.resume,
 		Meter:       worker.NewMeter(h.budget, workitems.Spend{}, h.clock),
 		Checkpoints: h.cp, Events: h.ev, Steer: h.steer, DoneCheck: h.done,

@@ -12,6 +12,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Defaults of a Loop, overridable with options.
@@ -29,7 +30,7 @@ const (
 )
 
 // ProviderFactory builds the model provider named by a template's loop.provider.
-type ProviderFactory func(cfg workitems.ProviderConfig, name string) (model.Provider, error)
+type ProviderFactory func(cfg config.ProviderConfig, name string) (model.Provider, error)
 
 // Loop is the native agent inner loop. It is safe for concurrent use: every Run has its own
 // runtime.
@@ -56,7 +57,7 @@ func WithProviderFactory(f ProviderFactory) Option { return func(l *Loop) { l.pr
 
 // WithProvider makes every run use p, whatever the template names.
 func WithProvider(p model.Provider) Option {
-	return WithProviderFactory(func(workitems.ProviderConfig, string) (model.Provider, error) { return p, nil })
+	return WithProviderFactory(func(config.ProviderConfig, string) (model.Provider, error) { return p, nil })
 }
 
 // WithClock sets the one clock the loop waits on between model retries and that the default
@@ -87,7 +88,7 @@ func New(opts ...Option) *Loop {
 		shellEnv:   defaultShellEnv(),
 		lookupEnv:  os.LookupEnv,
 	}
-	l.providers = func(cfg workitems.ProviderConfig, name string) (model.Provider, error) {
+	l.providers = func(cfg config.ProviderConfig, name string) (model.Provider, error) {
 		return model.New(cfg, name, os.Getenv, http.DefaultClient, model.WithClock(l.clock))
 	}
 	for _, o := range opts {

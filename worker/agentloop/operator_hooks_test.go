@@ -8,6 +8,7 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // An operator's stop hook kept next to the config (outside the workspace, in a directory the
@@ -46,7 +47,7 @@ func TestOperatorStopHookOutsideTheWorkspace(t *testing.T) {
 			h := newHarness(t)
 			h.tmpl.Loop.StopHooks = []string{tc.command}
 			if tc.bind {
-				h.tmpl.OperatorFiles = workitems.OperatorFiles(h.tmpl, cfgDir)
+				h.tmpl.OperatorFiles = config.OperatorFiles(h.tmpl, cfgDir)
 			}
 			h.attempt() // makes the sandboxed runner
 			h.runner.Hide = append(h.runner.Hide, cfgDir)

@@ -13,6 +13,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // stateVersion is bumped when state changes incompatibly.
@@ -82,7 +83,7 @@ func (l *Loop) newRuntime(ctx context.Context, a *worker.Attempt) (*runtime, err
 		rt.log = slog.New(slog.DiscardHandler)
 	}
 	name := a.Template.Loop.Provider
-	var pcfg workitems.ProviderConfig
+	var pcfg config.ProviderConfig
 	if a.Config != nil {
 		pcfg = a.Config.Providers[name]
 	}

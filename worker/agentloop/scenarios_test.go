@@ -13,6 +13,7 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func transient(msg string) error {
@@ -554,14 +555,14 @@ func TestScenario18BudgetCaps(t *testing.T) {
 		kind   workitems.BudgetKind
 		budget workitems.Budget
 		usage  model.Usage
-		prices workitems.Prices
+		prices config.Prices
 		tick   time.Duration
 	}{
 		{kind: workitems.BudgetModelCalls, budget: workitems.Budget{ModelCalls: 5}},
 		{kind: workitems.BudgetToolCalls, budget: workitems.Budget{ToolCalls: 5}},
 		{kind: workitems.BudgetInputTokens, budget: workitems.Budget{InputTokens: 1000}, usage: usage(200, 1)},
 		{kind: workitems.BudgetOutputTokens, budget: workitems.Budget{OutputTokens: 1000}, usage: usage(1, 200)},
-		{kind: workitems.BudgetCostUSD, budget: workitems.Budget{CostUSD: 1}, usage: usage(200, 0), prices: workitems.Prices{InputPerMTok: 1000}},
+		{kind: workitems.BudgetCostUSD, budget: workitems.Budget{CostUSD: 1}, usage: usage(200, 0), prices: config.Prices{InputPerMTok: 1000}},
 		{kind: workitems.BudgetWallTime, budget: workitems.Budget{}, tick: 10 * time.Second},
 		{kind: workitems.BudgetSteps, budget: workitems.Budget{Steps: 30}},
 	} {

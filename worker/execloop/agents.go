@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // invocation is everything an agent's command line is built from.
@@ -15,7 +16,7 @@ type invocation struct {
 	Prompt    string
 	Model     string // empty: the agent's default
 	Resume    string // session/thread id to resume; empty: a fresh run
-	Provider  *workitems.ProviderConfig
+	Provider  *config.ProviderConfig
 	APIKey    string // the provider key's value; only ever put into the child's environment
 	MaxTurns  int    // 0: no cap passed
 	MaxUSD    float64
@@ -32,16 +33,16 @@ type driver struct {
 	stdin     bool // the prompt goes on stdin (else it is an argument)
 	args      func(inv invocation) []string
 	env       func(inv invocation) map[string]string
-	parser    func(prices workitems.Prices) parser
+	parser    func(prices config.Prices) parser
 }
 
 // drivers returns the agent drivers by name.
 func drivers() map[string]driver {
 	return map[string]driver{
-		"codex":   {name: "codex", bin: "codex", resumable: true, stdin: true, args: codexArgs, env: codexEnv, parser: func(p workitems.Prices) parser { return &codexParser{prices: p} }},
-		"claude":  {name: "claude", bin: "claude", resumable: true, stdin: true, args: claudeArgs, env: claudeEnv, parser: func(p workitems.Prices) parser { return &claudeParser{prices: p} }},
-		"aider":   {name: "aider", bin: "aider", args: aiderArgs, env: aiderEnv, parser: func(workitems.Prices) parser { return &aiderParser{} }},
-		"command": {name: "command", stdin: true, args: func(inv invocation) []string { return inv.UserArgs }, env: commandEnv, parser: func(workitems.Prices) parser { return &commandParser{} }},
+		"codex":   {name: "codex", bin: "codex", resumable: true, stdin: true, args: codexArgs, env: codexEnv, parser: func(p config.Prices) parser { return &codexParser{prices: p} }},
+		"claude":  {name: "claude", bin: "claude", resumable: true, stdin: true, args: claudeArgs, env: claudeEnv, parser: func(p config.Prices) parser { return &claudeParser{prices: p} }},
+		"aider":   {name: "aider", bin: "aider", args: aiderArgs, env: aiderEnv, parser: func(config.Prices) parser { return &aiderParser{} }},
+		"command": {name: "command", stdin: true, args: func(inv invocation) []string { return inv.UserArgs }, env: commandEnv, parser: func(config.Prices) parser { return &commandParser{} }},
 	}
 }
 

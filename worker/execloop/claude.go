@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // claudeUsage is the usage block of a Claude Code message or result.
@@ -64,7 +65,7 @@ type claudeBlock struct {
 // message's usage once (and, when the provider has prices, their cost); the final result's
 // totals and total_cost_usd then replace those estimates.
 type claudeParser struct {
-	prices      workitems.Prices
+	prices      config.Prices
 	seen        map[string]claudeUsage // usage charged per message id
 	charged     workitems.Spend        // tokens and cost charged so far
 	lastMessage string

@@ -9,6 +9,7 @@ import (
 	"outerloop/worker/execloop"
 	"outerloop/worker/execloop/agenttest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // claudeSetup points the real Claude Code CLI at a scripted Messages server through the
@@ -19,9 +20,9 @@ func claudeSetup(t *testing.T, script agenttest.Script, budget workitems.Budget)
 	srv := agenttest.NewMessages(t, script)
 	a := newAttempt(t, "claude", budget)
 	sampleRepo(t, a.Workspace)
-	a.Config.Providers["local"] = workitems.ProviderConfig{Kind: "anthropic", BaseURL: srv.URL,
+	a.Config.Providers["local"] = config.ProviderConfig{Kind: "anthropic", BaseURL: srv.URL,
 		APIKeyEnv: "TEST_ANTHROPIC_KEY", Model: "test-model",
-		Prices: workitems.Prices{InputPerMTok: 10, OutputPerMTok: 50}}
+		Prices: config.Prices{InputPerMTok: 10, OutputPerMTok: 50}}
 	a.Template.Loop.Provider = "local"
 	a.Template.Loop.Env = []string{"IS_SANDBOX"}
 	a.Template.Loop.Args = []string{"--dangerously-skip-permissions"}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // codexEvent is one line of `codex exec --json`.
@@ -44,7 +45,7 @@ type codexItem struct {
 // codexParser reads `codex exec --json`. Codex reports tokens only at turn.completed and no
 // cost: cost is usage × prices (the provider's price table), and a turn counts as one model call.
 type codexParser struct {
-	prices      workitems.Prices
+	prices      config.Prices
 	lastMessage string
 	lastError   string
 	final       *workitems.Exit

@@ -9,6 +9,7 @@ import (
 	"outerloop/worker/execloop"
 	"outerloop/worker/execloop/agenttest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // codexSetup points the real Codex CLI at a scripted Responses server through the template's
@@ -19,9 +20,9 @@ func codexSetup(t *testing.T, script agenttest.Script, budget workitems.Budget) 
 	srv := agenttest.NewResponses(t, script)
 	a := newAttempt(t, "codex", budget)
 	sampleRepo(t, a.Workspace)
-	a.Config.Providers["local"] = workitems.ProviderConfig{Kind: "openai-responses", BaseURL: srv.URL + "/v1",
+	a.Config.Providers["local"] = config.ProviderConfig{Kind: "openai-responses", BaseURL: srv.URL + "/v1",
 		APIKeyEnv: "TEST_OPENAI_KEY", Model: "test-model",
-		Prices: workitems.Prices{InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}
+		Prices: config.Prices{InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}
 	a.Template.Loop.Provider = "local"
 	a.env["TEST_OPENAI_KEY"] = "sk-test-not-a-real-key"
 	return a, srv, execloop.New(execloop.WithLookupEnv(a.lookup), execloop.WithBinary("codex", bin))

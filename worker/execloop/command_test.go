@@ -8,6 +8,7 @@ import (
 
 	"outerloop/worker/execloop"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // shell makes a `command` attempt that runs script with sh.
@@ -27,7 +28,7 @@ func TestCommand(t *testing.T) {
 		a, loop := shell(t, "env | sort | tr '\\n' ' '", workitems.Budget{})
 		a.env["ALLOWED"], a.env["SECRET_TOKEN"], a.env["PROVIDER_KEY"] = "yes", "leak", "sk-provider-key" // the key is set, and redacted in output
 		a.Template.Loop.Env = []string{"ALLOWED", "UNSET_NAME"}
-		a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
+		a.Config.Providers["p"] = config.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
 		a.Template.Loop.Provider = "p"
 		exit := loop.Run(context.Background(), a.Attempt)
 		got := exit.LastMessage
@@ -46,7 +47,7 @@ func TestCommand(t *testing.T) {
 		a, loop := shell(t, `echo "{\"message\":\"key $PROVIDER_KEY\"}" >&3; echo "token $MY_TOKEN"; echo "oops $PROVIDER_KEY" >&2; exit 1`, workitems.Budget{})
 		a.env["PROVIDER_KEY"], a.env["MY_TOKEN"] = "sk-provider-secret", "tok-very-secret"
 		a.Template.Loop.Env = []string{"MY_TOKEN"}
-		a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
+		a.Config.Providers["p"] = config.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
 		a.Template.Loop.Provider = "p"
 		exit := loop.Run(context.Background(), a.Attempt)
 		seen := exit.Message + exit.LastMessage + string(a.cp.State())
@@ -206,7 +207,7 @@ func TestCommand(t *testing.T) {
 	t.Run("a provider key that is not set fails with permission before starting", func(t *testing.T) {
 		t.Parallel()
 		a, loop := shell(t, "true", workitems.Budget{})
-		a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "anthropic", APIKeyEnv: "MISSING_KEY"}
+		a.Config.Providers["p"] = config.ProviderConfig{Kind: "anthropic", APIKeyEnv: "MISSING_KEY"}
 		a.Template.Loop.Provider = "p"
 		exit := loop.Run(context.Background(), a.Attempt)
 		if exit.Reason != workitems.ExitFailed || exit.Class != workitems.ClassPermission || !strings.Contains(exit.Message, "MISSING_KEY") {

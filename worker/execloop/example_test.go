@@ -9,6 +9,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/execloop"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // A `command` agent: any program. It reads the prompt on stdin, may report usage as JSON
@@ -18,7 +19,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	a := &worker.Attempt{
 		Item: &workitems.Item{ID: "it-1", Goal: "Say hello."},
-		Template: &workitems.Template{Name: "hello", Loop: workitems.Loop{Kind: "exec", Agent: "command",
+		Template: &config.Template{Name: "hello", Loop: config.Loop{Kind: "exec", Agent: "command",
 			Command: "sh", Args: []string{"-c", `echo '{"model_calls":1,"cost_usd":0.01}' >&3; echo "hello from $(cat)"`}}},
 		Workspace: dir,
 		Meter:     worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{}, nil),

@@ -19,6 +19,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/workertest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // events records events and lets a test wait for one.
@@ -80,13 +81,13 @@ func newAttempt(t *testing.T, agent string, budget workitems.Budget) *attempt {
 		budget.WallTime = workitems.Duration(5 * time.Minute)
 	}
 	cp, ev := &workertest.Checkpoints{}, &events{}
-	tpl := &workitems.Template{Name: "fix-" + agent, Goal: "Make the tests pass.",
-		Loop: workitems.Loop{Kind: "exec", Agent: agent}}
+	tpl := &config.Template{Name: "fix-" + agent, Goal: "Make the tests pass.",
+		Loop: config.Loop{Kind: "exec", Agent: agent}}
 	a := &worker.Attempt{
 		Item:        &workitems.Item{ID: "it-1", Goal: "Make the tests in this module pass."},
 		N:           1,
 		Template:    tpl,
-		Config:      &workitems.Config{Providers: map[string]workitems.ProviderConfig{}},
+		Config:      &config.Config{Providers: map[string]config.ProviderConfig{}},
 		Workspace:   t.TempDir(),
 		Meter:       worker.NewMeter(budget, workitems.Spend{}, nil),
 		Checkpoints: cp,

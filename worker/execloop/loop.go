@@ -19,6 +19,7 @@ import (
 	"outerloop/proc"
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Loop runs external agents as inner loops. It implements worker.InnerLoop.
@@ -500,11 +501,11 @@ func (r *run) handle(ctx context.Context, ln line) (workitems.Exit, bool) {
 }
 
 // prices returns the price table for the agent's cost, from the template's provider.
-func (r *run) prices(inv invocation) workitems.Prices {
+func (r *run) prices(inv invocation) config.Prices {
 	if inv.Provider != nil {
 		return inv.Provider.Prices
 	}
-	return workitems.Prices{}
+	return config.Prices{}
 }
 
 // read sends each line of rd until EOF or done. A line longer than the limit is cut.

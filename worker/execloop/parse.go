@@ -6,6 +6,7 @@ import (
 
 	"outerloop/lib/shorten"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // step is what one line of an agent's output amounts to: an event for the item's log, spend
@@ -88,7 +89,7 @@ func noFinal(agent string, code int, stderrTail string) workitems.Exit {
 
 // cost returns the USD cost of s's tokens under p (USD per million tokens; cached input at
 // its own price). Agents that report no cost (Codex) are charged this.
-func cost(p workitems.Prices, s workitems.Spend) float64 {
+func cost(p config.Prices, s workitems.Spend) float64 {
 	uncached := max(0, s.InputTokens-s.CachedInputTokens)
 	return (float64(uncached)*p.InputPerMTok + float64(s.CachedInputTokens)*p.CachedInputPerMTok +
 		float64(s.OutputTokens)*p.OutputPerMTok) / 1e6

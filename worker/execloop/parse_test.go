@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // feed runs every line of text through p and returns the steps.
@@ -53,7 +54,7 @@ func TestCodexParser(t *testing.T) {
 
 	t.Run("a recorded run parses into steps, usage priced by the table, and a completed exit", func(t *testing.T) {
 		t.Parallel()
-		p := &codexParser{prices: workitems.Prices{InputPerMTok: 1, CachedInputPerMTok: 0.1, OutputPerMTok: 4}}
+		p := &codexParser{prices: config.Prices{InputPerMTok: 1, CachedInputPerMTok: 0.1, OutputPerMTok: 4}}
 		steps := feed(t, p, recorded(t, "codex-exec.jsonl"))
 		if got, want := kinds(steps), "thread_started item_error turn_started command command agent_message turn_completed"; got != want {
 			t.Fatalf("kinds = %q, want %q", got, want)
@@ -121,7 +122,7 @@ func TestClaudeParser(t *testing.T) {
 
 	t.Run("a recorded run parses into steps and the result's totals replace the estimates", func(t *testing.T) {
 		t.Parallel()
-		p := &claudeParser{prices: workitems.Prices{InputPerMTok: 3, OutputPerMTok: 15}}
+		p := &claudeParser{prices: config.Prices{InputPerMTok: 3, OutputPerMTok: 15}}
 		steps := feed(t, p, recorded(t, "claude-stream.jsonl"))
 		if got, want := kinds(steps), "init tool_use tool_result agent_message result"; got != want {
 			t.Fatalf("kinds = %q, want %q", got, want)

@@ -10,6 +10,7 @@ import (
 
 	"outerloop/worker/execloop"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // await returns a channel that receives the first event emitted from now on that matches.
@@ -29,7 +30,7 @@ func TestARunningAgentReportsItsElapsedTimeAndOutputTail(t *testing.T) {
 	a.Template.Loop.Command = "sh"
 	a.Template.Loop.Args = []string{"-c", `echo "working on it" >&2; echo "key $PROVIDER_KEY" >&2; while [ ! -f GO ]; do sleep 0.05; done`}
 	a.env["PROVIDER_KEY"] = "sk-provider-secret-value"
-	a.Config.Providers["p"] = workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
+	a.Config.Providers["p"] = config.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "PROVIDER_KEY"}
 	a.Template.Loop.Provider = "p"
 	loop := execloop.New(execloop.WithLookupEnv(a.lookup), execloop.WithProgressEvery(50*time.Millisecond))
 	got := a.ev.await(func(e workitems.Event) bool {

@@ -11,11 +11,12 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func newAnthropic(t *testing.T, fs *fixtureServer) model.Provider {
 	t.Helper()
-	p, err := model.New(workitems.ProviderConfig{Kind: model.KindAnthropic, BaseURL: fs.URL, APIKeyEnv: "ANTHROPIC_API_KEY",
+	p, err := model.New(config.ProviderConfig{Kind: model.KindAnthropic, BaseURL: fs.URL, APIKeyEnv: "ANTHROPIC_API_KEY",
 		Model: "claude-sonnet-4-5"}, "claude", key, fs.Client())
 	if err != nil {
 		t.Fatal(err)

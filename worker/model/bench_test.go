@@ -11,6 +11,7 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // BenchmarkStream is one Stream call per provider kind against a local server replaying a
@@ -37,7 +38,7 @@ func BenchmarkStream(b *testing.B) {
 				w.Write(body)
 			}))
 			b.Cleanup(srv.Close)
-			p, err := model.New(workitems.ProviderConfig{Kind: bc.kind, BaseURL: srv.URL, APIKeyEnv: "K", Model: "m"}, "bench",
+			p, err := model.New(config.ProviderConfig{Kind: bc.kind, BaseURL: srv.URL, APIKeyEnv: "K", Model: "m"}, "bench",
 				key, srv.Client())
 			if err != nil {
 				b.Fatal(err)

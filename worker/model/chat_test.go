@@ -11,11 +11,12 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func newChat(t *testing.T, fs *fixtureServer) model.Provider {
 	t.Helper()
-	p, err := model.New(workitems.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: fs.URL + "/v1/", APIKeyEnv: "VLLM_KEY",
+	p, err := model.New(config.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: fs.URL + "/v1/", APIKeyEnv: "VLLM_KEY",
 		Model: "qwen2.5-coder"}, "local", key, fs.Client())
 	if err != nil {
 		t.Fatal(err)

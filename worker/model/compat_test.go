@@ -10,6 +10,7 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Compatible servers (vLLM, Ollama, LiteLLM) reached through base_url: the SDKs must not
@@ -24,7 +25,7 @@ func TestChatCompatibleServerWithoutExtras(t *testing.T) {
 		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.go\"}"}}]}}]}`,
 		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 		"[DONE]")})
-	p, err := model.New(workitems.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: fs.URL + "/v1", Model: "qwen2.5-coder"}, "local", nil, fs.Client())
+	p, err := model.New(config.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: fs.URL + "/v1", Model: "qwen2.5-coder"}, "local", nil, fs.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestProvidersIgnoreTheSDKsEnvironment(t *testing.T) {
 	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
 		t.Run(string(kind)+" sends no key from the environment", func(t *testing.T) {
 			fs := newFixtureServer(t, canned{body: bodies[kind]})
-			p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL, Model: "m"}, "p", nil, fs.Client())
+			p, err := model.New(config.ProviderConfig{Kind: kind, BaseURL: fs.URL, Model: "m"}, "p", nil, fs.Client())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +101,7 @@ func TestCancelDuringStreamIsNotAModelError(t *testing.T) {
 				<-r.Context().Done() // a model still thinking, until the client goes
 			}))
 			t.Cleanup(srv.Close)
-			p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: srv.URL, Model: "m"}, "p", nil, srv.Client())
+			p, err := model.New(config.ProviderConfig{Kind: kind, BaseURL: srv.URL, Model: "m"}, "p", nil, srv.Client())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestHTTPErrorClassification(t *testing.T) {
@@ -76,7 +77,7 @@ func TestHTTPErrorClassification(t *testing.T) {
 			t.Run(string(kind)+": "+tt.name, func(t *testing.T) {
 				t.Parallel()
 				fs := newFixtureServer(t, canned{status: tt.status, header: tt.header, body: tt.body})
-				p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL, APIKeyEnv: "K", Model: "m"}, "p", key,
+				p, err := model.New(config.ProviderConfig{Kind: kind, BaseURL: fs.URL, APIKeyEnv: "K", Model: "m"}, "p", key,
 					fs.Client(), model.WithClock(fakeclock.New(now)))
 				if err != nil {
 					t.Fatal(err)
@@ -136,7 +137,7 @@ func TestTransportFailuresAreTransient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := model.New(workitems.ProviderConfig{Kind: model.KindOpenAIResponses, BaseURL: tt.url, Model: "m"}, "p", nil, nil)
+			p, err := model.New(config.ProviderConfig{Kind: model.KindOpenAIResponses, BaseURL: tt.url, Model: "m"}, "p", nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,9 +221,9 @@ func TestASilentStreamFailsAsIdle(t *testing.T) {
 
 	tests := []struct {
 		name string
-		cfg  workitems.ProviderConfig
+		cfg  config.ProviderConfig
 	}{
-		{"a server sending no headers is idle", workitems.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: silent.URL, Model: "m"}},
+		{"a server sending no headers is idle", config.ProviderConfig{Kind: model.KindOpenAIChat, BaseURL: silent.URL, Model: "m"}},
 		{"a stream stalling after its first event is idle", srv.Config()},
 	}
 	for _, tt := range tests {

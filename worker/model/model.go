@@ -49,7 +49,7 @@
 //
 // # Building a provider
 //
-// New builds the provider of a workitems.ProviderConfig: kind openai-responses (POST
+// New builds the provider of a config.ProviderConfig: kind openai-responses (POST
 // {base}/responses), openai-chat (POST {base}/chat/completions), anthropic (POST
 // {base}/v1/messages) or replay. The base URL defaults to the vendor's; set it to use any
 // compatible server. The key is read from the environment variable the config names; an
@@ -124,6 +124,7 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Provider streams one model response per call.
@@ -243,7 +244,7 @@ type Delta struct {
 }
 
 // Prices is re-exported from workitems for convenience.
-type Prices = workitems.Prices
+type Prices = config.Prices
 
 // Cost returns the USD cost of u under p.
 func Cost(p Prices, u Usage) float64 {

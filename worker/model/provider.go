@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
-// The provider kinds of workitems.ProviderConfig.Kind.
+// The provider kinds of config.ProviderConfig.Kind.
 const (
 	KindOpenAIResponses = workitems.ProviderOpenAIResponses
 	KindOpenAIChat      = workitems.ProviderOpenAIChat
@@ -53,7 +54,7 @@ func WithClock(c workitems.Clock) Option { return func(o *options) { o.clock = c
 // each call). cfg.BaseURL points the client at any compatible server. Nothing else is read
 // from the environment: the SDKs' own variables (OPENAI_API_KEY, ANTHROPIC_BASE_URL, …) are
 // ignored.
-func New(cfg workitems.ProviderConfig, name string, getenv func(string) string, hc *http.Client, opts ...Option) (Provider, error) {
+func New(cfg config.ProviderConfig, name string, getenv func(string) string, hc *http.Client, opts ...Option) (Provider, error) {
 	o := options{clock: workitems.SystemClock{}, idle: DefaultIdleTimeout}
 	for _, opt := range opts {
 		opt(&o)

@@ -7,6 +7,7 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestNew(t *testing.T) {
@@ -19,20 +20,20 @@ func TestNew(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		cfg     workitems.ProviderConfig
+		cfg     config.ProviderConfig
 		wantErr string
 		missing bool
 	}{
-		{name: "builds an openai-responses provider", cfg: workitems.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "SET_KEY", Model: "m"}},
+		{name: "builds an openai-responses provider", cfg: config.ProviderConfig{Kind: "openai-responses", APIKeyEnv: "SET_KEY", Model: "m"}},
 		{name: "builds an openai-chat provider for a keyless local server",
-			cfg: workitems.ProviderConfig{Kind: "openai-chat", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama"}},
-		{name: "builds an anthropic provider", cfg: workitems.ProviderConfig{Kind: "anthropic", APIKeyEnv: "SET_KEY", Model: "claude"}},
-		{name: "builds a replay provider", cfg: workitems.ProviderConfig{Kind: "replay", File: "testdata/example_recording.jsonl"}},
-		{name: "names the unset key variable", cfg: workitems.ProviderConfig{Kind: "anthropic", APIKeyEnv: "UNSET_KEY"},
+			cfg: config.ProviderConfig{Kind: "openai-chat", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama"}},
+		{name: "builds an anthropic provider", cfg: config.ProviderConfig{Kind: "anthropic", APIKeyEnv: "SET_KEY", Model: "claude"}},
+		{name: "builds a replay provider", cfg: config.ProviderConfig{Kind: "replay", File: "testdata/example_recording.jsonl"}},
+		{name: "names the unset key variable", cfg: config.ProviderConfig{Kind: "anthropic", APIKeyEnv: "UNSET_KEY"},
 			wantErr: "UNSET_KEY", missing: true},
-		{name: "rejects an unknown kind", cfg: workitems.ProviderConfig{Kind: "gemini"}, wantErr: `unknown kind "gemini"`},
-		{name: "rejects a replay without a file", cfg: workitems.ProviderConfig{Kind: "replay"}, wantErr: "recording file"},
-		{name: "reports a missing recording", cfg: workitems.ProviderConfig{Kind: "replay", File: "testdata/nope.jsonl"}, wantErr: "nope.jsonl"},
+		{name: "rejects an unknown kind", cfg: config.ProviderConfig{Kind: "gemini"}, wantErr: `unknown kind "gemini"`},
+		{name: "rejects a replay without a file", cfg: config.ProviderConfig{Kind: "replay"}, wantErr: "recording file"},
+		{name: "reports a missing recording", cfg: config.ProviderConfig{Kind: "replay", File: "testdata/nope.jsonl"}, wantErr: "nope.jsonl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +61,7 @@ func TestMissingModelIsInvalidInput(t *testing.T) {
 		t.Run(string(kind)+" refuses to send without a model", func(t *testing.T) {
 			t.Parallel()
 			fs := newFixtureServer(t)
-			p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: fs.URL}, "p", nil, fs.Client())
+			p, err := model.New(config.ProviderConfig{Kind: kind, BaseURL: fs.URL}, "p", nil, fs.Client())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +79,7 @@ func TestMissingModelIsInvalidInput(t *testing.T) {
 func TestNewBuildsAProviderOfEveryKindTheConfigAccepts(t *testing.T) {
 	t.Parallel()
 	for _, k := range workitems.ProviderKinds() {
-		cfg := workitems.ProviderConfig{Kind: k, Model: "m", File: "testdata/example_recording.jsonl"}
+		cfg := config.ProviderConfig{Kind: k, Model: "m", File: "testdata/example_recording.jsonl"}
 		if _, err := model.New(cfg, "p", func(string) string { return "" }, nil); err != nil {
 			t.Errorf("kind %s: %v", k, err)
 		}

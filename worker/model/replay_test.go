@@ -9,11 +9,12 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestReplayPlaysTheExampleRecording(t *testing.T) {
 	t.Parallel()
-	p, err := model.New(workitems.ProviderConfig{Kind: model.KindReplay, File: "testdata/example_recording.jsonl"}, "recorded", nil, nil)
+	p, err := model.New(config.ProviderConfig{Kind: model.KindReplay, File: "testdata/example_recording.jsonl"}, "recorded", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"outerloop/worker/model"
 	"outerloop/worker/model/modeltest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 var readFileTool = model.Tool{Name: "read_file", Description: "Read a file.",
@@ -287,7 +288,7 @@ func TestErrorsNeverLeakTheKey(t *testing.T) {
 	for _, kind := range []workitems.ProviderKind{model.KindOpenAIResponses, model.KindOpenAIChat, model.KindAnthropic} {
 		t.Run(string(kind)+" redacts the key from an echoed header", func(t *testing.T) {
 			t.Parallel()
-			cfg := workitems.ProviderConfig{Kind: kind, BaseURL: echo.URL, APIKeyEnv: "K", Model: "m"}
+			cfg := config.ProviderConfig{Kind: kind, BaseURL: echo.URL, APIKeyEnv: "K", Model: "m"}
 			p, err := model.New(cfg, "echo", func(string) string { return key }, echo.Client())
 			if err != nil {
 				t.Fatal(err)

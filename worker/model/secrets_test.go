@@ -17,6 +17,7 @@ import (
 
 	"outerloop/worker/model"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // An SDK error holds the request (its headers carry the key) and the raw body (a server
@@ -54,7 +55,7 @@ func TestErrorsCarryNoKeyOrHeaders(t *testing.T) {
 				t.Parallel()
 				srv := httptest.NewServer(http.HandlerFunc(rp.serve))
 				t.Cleanup(srv.Close)
-				p, err := model.New(workitems.ProviderConfig{Kind: kind, BaseURL: srv.URL, APIKeyEnv: "K", Model: "m"}, "p",
+				p, err := model.New(config.ProviderConfig{Kind: kind, BaseURL: srv.URL, APIKeyEnv: "K", Model: "m"}, "p",
 					func(string) string { return key }, srv.Client())
 				if err != nil {
 					t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"outerloop/worker"
 	"outerloop/worker/workertest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func attempt(t *testing.T, cmds []string, cp *workertest.Checkpoints) *worker.Attempt {
@@ -22,7 +23,7 @@ func attempt(t *testing.T, cmds []string, cp *workertest.Checkpoints) *worker.At
 	return &worker.Attempt{
 		Item: &workitems.Item{ID: "it@1"}, N: 2, Workspace: t.TempDir(),
 		Condition:   workitems.Condition{Input: "TestX failed", Env: map[string]string{"EXTRA": "yes"}},
-		Template:    &workitems.Template{Loop: workitems.Loop{Kind: "script", Commands: cmds}},
+		Template:    &config.Template{Loop: config.Loop{Kind: "script", Commands: cmds}},
 		Meter:       worker.NewMeter(workitems.Budget{WallTime: workitems.Duration(time.Minute)}, workitems.Spend{}, nil),
 		Checkpoints: cp, Events: &workertest.Events{},
 		Runner: proctest.Runner(t, proc.ModeBwrap), // the script runs sandboxed, as in production

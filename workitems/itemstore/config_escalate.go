@@ -8,7 +8,7 @@ import (
 )
 
 // EscalateConfigChange escalates an open item its template no longer fits (removed, or changed
-// incompatibly: see ConfigPin.Incompatible) with the reason in its headline, so it reaches the
+// incompatibly: see config.Incompatible) with the reason in its headline, so it reaches the
 // escalation inbox instead of failing unseen. The attempt that was about to run ends without
 // having run (or, for an attempt resumed after its worker died, without going on); a person may
 // cancel, close or retry it (a retry runs under the config then in force). The caller holds the

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Delete removes an item that has ended (closed, failed or cancelled) with everything that
@@ -95,7 +96,7 @@ type Due struct {
 // DueForDeletion returns up to limit items per retained state whose retention (r) has passed at
 // now, oldest first: one ZRANGEBYSCORE per state on the ended indexes (and the escalation queue
 // when r.Escalated is set), so finding them costs O(what is due), never O(the store).
-func (s *Store) DueForDeletion(ctx context.Context, r workitems.Retention, now time.Time, limit int) ([]Due, error) {
+func (s *Store) DueForDeletion(ctx context.Context, r config.Retention, now time.Time, limit int) ([]Due, error) {
 	if limit <= 0 {
 		limit = 500
 	}
@@ -125,7 +126,7 @@ func (s *Store) DueForDeletion(ctx context.Context, r workitems.Retention, now t
 // (d) past its retention: DeleteIfDue repeats this inside its transaction. An ended item never
 // changes state, so its ended index time stands; an escalated one must still be in the same
 // escalation (a resolve and a new escalation start its retention again).
-func RetentionDue(it *workitems.Item, d Due, r workitems.Retention, now time.Time) bool {
+func RetentionDue(it *workitems.Item, d Due, r config.Retention, now time.Time) bool {
 	keep, ok := r.ItemKeep(it.State)
 	if !ok || it.State != d.State {
 		return false

@@ -10,6 +10,7 @@ import (
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/redistest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
 )
 
@@ -136,7 +137,7 @@ func TestMigrateIndexesBuildsTheOrderedIndexesOfAnOlderStore(t *testing.T) {
 		t.Fatalf("after migrating: current %v, %v", cur, err)
 	}
 	// Retention finds migrated ended items too.
-	due, err := s.DueForDeletion(ctx, workitems.Retention{}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+	due, err := s.DueForDeletion(ctx, config.Retention{}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), 0)
 	if err != nil || len(due) != 3 {
 		t.Fatalf("due after migrating: %v, %v", due, err)
 	}

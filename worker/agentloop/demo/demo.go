@@ -20,6 +20,7 @@ import (
 
 	"outerloop/worker"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 //go:embed testdata/payment/*.go testdata/payment.jsonl
@@ -78,18 +79,18 @@ func WriteRecording(path string) error {
 }
 
 // ProviderConfig is the replay provider playing the recording at path.
-func ProviderConfig(path string) workitems.ProviderConfig {
-	return workitems.ProviderConfig{Kind: "replay", File: path}
+func ProviderConfig(path string) config.ProviderConfig {
+	return config.ProviderConfig{Kind: "replay", File: path}
 }
 
 // Template is the demo's agent template: loop agent on the recorded provider, done check
 // `go test -json ./...`.
-func Template() workitems.Template {
-	return workitems.Template{
+func Template() config.Template {
+	return config.Template{
 		Name: TemplateName,
 		Goal: Goal,
-		Loop: workitems.Loop{Kind: workitems.LoopAgent, Provider: ProviderName, NoProgressLimit: 3, ContextLimitTokens: 100000},
-		DoneCheck: workitems.DoneCheck{Commands: []string{"go test -json ./..."}, Format: "gojson",
+		Loop: config.Loop{Kind: workitems.LoopAgent, Provider: ProviderName, NoProgressLimit: 3, ContextLimitTokens: 100000},
+		DoneCheck: config.DoneCheck{Commands: []string{"go test -json ./..."}, Format: "gojson",
 			Timeout: workitems.Duration(2 * time.Minute)},
 		Budget: workitems.Budget{WallTime: workitems.Duration(10 * time.Minute), ModelCalls: 20, ToolCalls: 40, CostUSD: 1},
 	}

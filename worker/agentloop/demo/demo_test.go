@@ -11,6 +11,7 @@ import (
 	"outerloop/worker/agentloop/demo"
 	"outerloop/worker/workertest"
 	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 func TestRecordedModelFixesThePaymentModule(t *testing.T) {
@@ -30,7 +31,7 @@ func TestRecordedModelFixesThePaymentModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmpl := demo.Template()
-	cfg := &workitems.Config{Providers: map[string]workitems.ProviderConfig{demo.ProviderName: demo.ProviderConfig(rec)}}
+	cfg := &config.Config{Providers: map[string]config.ProviderConfig{demo.ProviderName: demo.ProviderConfig(rec)}}
 	ev := &workertest.Events{}
 	a := &worker.Attempt{
 		Item: &workitems.Item{ID: tmpl.Name + "@demo", Template: tmpl.Name, Goal: tmpl.Goal}, N: 1,

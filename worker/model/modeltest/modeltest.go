@@ -21,7 +21,7 @@ import (
 	"testing"
 
 	"outerloop/worker/model"
-	"outerloop/workitems"
+	"outerloop/workitems/config"
 )
 
 // Test credentials the server expects; the key is fake and only ever sent to this server.
@@ -194,8 +194,8 @@ func (s *Server) Pending() int {
 }
 
 // Config is an openai-responses provider config pointing at s.
-func (s *Server) Config() workitems.ProviderConfig {
-	return workitems.ProviderConfig{Kind: model.KindOpenAIResponses, BaseURL: s.URL, APIKeyEnv: KeyEnv, Model: Model}
+func (s *Server) Config() config.ProviderConfig {
+	return config.ProviderConfig{Kind: model.KindOpenAIResponses, BaseURL: s.URL, APIKeyEnv: KeyEnv, Model: Model}
 }
 
 // Getenv returns Key for KeyEnv, as the environment would.

@@ -1,0 +1,208 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"outerloop/workitems"
+	"strings"
+	"testing"
+)
+
+// triggersConfig is a valid config whose template t1 has the triggers given (YAML flow list
+// entries, one a line).
+func triggersConfig(triggers ...string) string {
+	s := `
+defaults:
+  budget: {wall_time: 10m}
+forges:
+  gitea: {kind: gitea, base_url: "https://gitea.example.com"}
+  github: {kind: github}
+templates:
+  - name: t1
+    goal: do it
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+`
+	if len(triggers) > 0 {
+		s += "    triggers:\n"
+		for _, tr := range triggers {
+			s += "      - " + tr + "\n"
+		}
+	}
+	return s
+}
+
+// validTrigger is an accepted trigger of each event.
+var validTrigger = map[workitems.TriggerEvent]string{
+	workitems.TriggerCheckFailed: `{forge: gitea, event: check_failed, repo: acme/payments, branch: main, checks: [ci/test]}`,
+	workitems.TriggerLabeled:     `{forge: gitea, event: labeled, label: outerloop-fix}`,
+}
+
+func TestEveryTriggerEventIsAcceptedByTheConfig(t *testing.T) {
+	t.Parallel()
+	for _, ev := range workitems.AllTriggerEvents() {
+		t.Run(string(ev), func(t *testing.T) {
+			t.Parallel()
+			y, ok := validTrigger[ev]
+			if !ok {
+				t.Fatalf("event %q has no valid trigger in this test: add one", ev)
+			}
+			cfg, err := ParseConfig([]byte(triggersConfig(y)))
+			if err != nil {
+				t.Fatalf("a trigger of a supported event is refused: %v", err)
+			}
+			tm, _ := cfg.Template("t1")
+			if len(tm.Triggers) != 1 || tm.Triggers[0].Event != ev || tm.Triggers[0].Forge != "gitea" {
+				t.Errorf("triggers %+v", tm.Triggers)
+			}
+		})
+	}
+}
+
+func TestTheSpecsTriggersParseAsWritten(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte(triggersConfig(validTrigger[workitems.TriggerCheckFailed], validTrigger[workitems.TriggerLabeled])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := cfg.Template("t1")
+	want := []Trigger{
+		{Forge: "gitea", Event: workitems.TriggerCheckFailed, Repo: "acme/payments", Branch: "main", Checks: []string{"ci/test"}},
+		{Forge: "gitea", Event: workitems.TriggerLabeled, Label: "outerloop-fix"},
+	}
+	got, _ := json.Marshal(tm.Triggers)
+	exp, _ := json.Marshal(want)
+	if string(got) != string(exp) {
+		t.Errorf("triggers\n got %s\nwant %s", got, exp)
+	}
+}
+
+func TestTriggerValidationRefusesNamingTheTriggerAndField(t *testing.T) {
+	t.Parallel()
+	ok := validTrigger[workitems.TriggerCheckFailed]
+	cases := []struct {
+		name     string
+		triggers []string
+		field    string
+		want     string
+	}{
+		{"no forge", []string{`{event: labeled, label: x}`}, "triggers[0].forge", "missing"},
+		{"an unknown forge", []string{`{forge: gitlab, event: labeled, label: x}`}, "triggers[0].forge",
+			`"gitlab" is not a key of forges (forges has gitea, github)`},
+		{"an unknown event", []string{`{forge: gitea, event: pushed, repo: a/b}`}, "triggers[0].event",
+			`"pushed" is not one of check_failed, labeled`},
+		{"no event", []string{`{forge: gitea, repo: a/b}`}, "triggers[0].event", `"" is not one of`},
+		{"a repo that is not owner/name", []string{`{forge: gitea, event: labeled, label: x, repo: payments}`},
+			"triggers[0].repo", `"payments" is not owner/name`},
+		{"check_failed without a repo", []string{`{forge: gitea, event: check_failed, branch: main}`},
+			"triggers[0].repo", "missing"},
+		{"check_failed without a branch", []string{`{forge: gitea, event: check_failed, repo: a/b}`},
+			"triggers[0].branch", "missing"},
+		{"check_failed on a bad branch name", []string{`{forge: gitea, event: check_failed, repo: a/b, branch: "a..b"}`},
+			"triggers[0].branch", ""},
+		{"an empty check name", []string{`{forge: gitea, event: check_failed, repo: a/b, branch: main, checks: [ci/test, " "]}`},
+			"triggers[0].checks[1]", "empty check name"},
+		{"a check listed twice", []string{`{forge: gitea, event: check_failed, repo: a/b, branch: main, checks: [ci/test, ci/test]}`},
+			"triggers[0].checks[1]", `"ci/test" is listed twice`},
+		{"a label on check_failed", []string{`{forge: gitea, event: check_failed, repo: a/b, branch: main, label: x}`},
+			"triggers[0].label", "only for event labeled"},
+		{"labeled without a label", []string{`{forge: gitea, event: labeled, repo: a/b}`},
+			"triggers[0].label", "missing"},
+		{"checks on labeled", []string{`{forge: gitea, event: labeled, label: x, checks: [ci/test]}`},
+			"triggers[0].checks", "only for event check_failed"},
+		{"a branch on labeled", []string{`{forge: gitea, event: labeled, label: x, branch: main}`},
+			"triggers[0].branch", "only for event check_failed"},
+		{"a duplicate", []string{ok, `{forge: gitea, event: labeled, label: x}`,
+			`{forge: gitea, event: check_failed, repo: ACME/Payments, branch: main, checks: [ci/test]}`},
+			"triggers[2]", "the same trigger as triggers[0]"},
+		{"a duplicate with its checks in another order", []string{
+			`{forge: gitea, event: check_failed, repo: a/b, branch: main, checks: [lint, test]}`,
+			`{forge: gitea, event: check_failed, repo: a/b, branch: main, checks: [test, lint]}`},
+			"triggers[1]", "the same trigger as triggers[0]"},
+		{"an unknown key", []string{`{forge: gitea, event: labeled, label: x, labels: [y]}`},
+			"triggers[0].labels", "unknown key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(triggersConfig(tc.triggers...)))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v, want a *ConfigError", err)
+			}
+			if ce.Template != "t1" || ce.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q (template %q, field %q), want template t1, field %q, containing %q",
+					err, ce.Template, ce.Field, tc.field, tc.want)
+			}
+		})
+	}
+}
+
+func TestTriggersThatDifferAreNotDuplicates(t *testing.T) {
+	t.Parallel()
+	_, err := ParseConfig([]byte(triggersConfig(
+		`{forge: gitea, event: check_failed, repo: a/b, branch: main, checks: [test]}`,
+		`{forge: gitea, event: check_failed, repo: a/b, branch: main, checks: [lint]}`,
+		`{forge: gitea, event: check_failed, repo: a/b, branch: release, checks: [test]}`,
+		`{forge: github, event: check_failed, repo: a/b, branch: main, checks: [test]}`,
+		`{forge: gitea, event: labeled, label: fix}`,
+		`{forge: gitea, event: labeled, label: fix, repo: a/b}`,
+	)))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestATemplateWithoutTriggersKeepsItsVersion(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte(triggersConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := cfg.Template("t1")
+	b, _ := json.Marshal(tm)
+	if strings.Contains(string(b), "Triggers") {
+		t.Errorf("a template without triggers marshals them (its version would change): %s", b)
+	}
+}
+
+func TestTriggerItemIDsAreDeterministicAndApart(t *testing.T) {
+	t.Parallel()
+	sha := "9f1c2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b"
+	id := workitems.CheckTriggerItemID("fix-ci", "gitea", "acme/payments", sha)
+	if want := "fix-ci@check-9f1c2a3b4c5d-"; !strings.HasPrefix(id, want) || len(id) != len(want)+8 {
+		t.Errorf("check id %q, want %s and 8 hex digits", id, want)
+	}
+	if again := workitems.CheckTriggerItemID("fix-ci", "gitea", "ACME/Payments", strings.ToUpper(sha)); again != id {
+		t.Errorf("the same commit of the same repository in other case: %q, want %q", again, id)
+	}
+	apart := map[string]string{
+		"another template":   workitems.CheckTriggerItemID("other", "gitea", "acme/payments", sha),
+		"another forge":      workitems.CheckTriggerItemID("fix-ci", "github", "acme/payments", sha),
+		"another repository": workitems.CheckTriggerItemID("fix-ci", "gitea", "acme/billing", sha),
+		"another commit":     workitems.CheckTriggerItemID("fix-ci", "gitea", "acme/payments", "0"+sha[1:]),
+	}
+	for what, other := range apart {
+		if other == id {
+			t.Errorf("%s makes the same id %q", what, id)
+		}
+	}
+	lid := workitems.LabelTriggerItemID("triage", "gitea", "acme/payments", 42, "outerloop-fix")
+	if !strings.HasPrefix(lid, "triage@label-42-") || lid != workitems.LabelTriggerItemID("triage", "gitea", "Acme/Payments", 42, "outerloop-fix") {
+		t.Errorf("label id %q", lid)
+	}
+	for what, other := range map[string]string{
+		"another issue": workitems.LabelTriggerItemID("triage", "gitea", "acme/payments", 43, "outerloop-fix"),
+		"another label": workitems.LabelTriggerItemID("triage", "gitea", "acme/payments", 42, "outerloop-fix-now"),
+		"another repo":  workitems.LabelTriggerItemID("triage", "gitea", "acme/billing", 42, "outerloop-fix"),
+	} {
+		if other == lid {
+			t.Errorf("%s makes the same id %q", what, lid)
+		}
+	}
+	for _, s := range []string{id, lid} {
+		if strings.ContainsAny(s, "/ :") {
+			t.Errorf("id %q holds a character a URL path or a key would trip on", s)
+		}
+	}
+}
