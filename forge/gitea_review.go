@@ -8,11 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"outerloop/workitems"
 	"strconv"
 	"time"
 
 	gsdk "code.gitea.io/sdk/gitea"
+
+	"outerloop/workitems"
 )
 
 // giteaMaxReviewPages bounds the review pages read (50 entries each, review requests

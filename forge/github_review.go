@@ -3,9 +3,10 @@ package forge
 import (
 	"context"
 	"errors"
-	"outerloop/workitems"
 
 	"github.com/google/go-github/v89/github"
+
+	"outerloop/workitems"
 )
 
 // GitHub's page size and how far its listings are read.

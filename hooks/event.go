@@ -1,8 +1,9 @@
 package hooks
 
 import (
-	"outerloop/workitems"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // Kind is what an Event reports.

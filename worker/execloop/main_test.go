@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
 	"outerloop/proc"
 	"outerloop/proc/proctest"
 )

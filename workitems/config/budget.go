@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+
 	"outerloop/workitems"
 )
 

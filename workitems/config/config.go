@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"outerloop/workitems"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
+
+	"outerloop/workitems"
 )
 
 // Config is one deployment's outerloop.yaml.

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"outerloop/workitems"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // Notify is the top-level `notify:` section: where people are told about events that need

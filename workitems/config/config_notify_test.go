@@ -2,10 +2,11 @@ package config
 
 import (
 	"errors"
-	"outerloop/workitems"
 	"slices"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 const notifySinks = `notify:

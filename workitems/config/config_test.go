@@ -3,11 +3,12 @@ package config
 import (
 	"errors"
 	"os"
-	"outerloop/workitems"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"outerloop/workitems"
 )
 
 func TestParseConfigFullExample(t *testing.T) {

@@ -5,8 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"outerloop/workitems"
 	"sync"
+
+	"outerloop/workitems"
 )
 
 // A config version is a stable hash of the normalised config: the config as the code reads it

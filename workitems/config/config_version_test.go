@@ -1,9 +1,10 @@
 package config
 
 import (
-	"outerloop/workitems"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 const versionYAML = `

@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"outerloop/workitems"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // DefaultGitHubAPI is the REST API root of github.com.

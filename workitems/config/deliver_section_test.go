@@ -2,9 +2,10 @@ package config
 
 import (
 	"errors"
-	"outerloop/workitems"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 func withDeliver(section string) string {

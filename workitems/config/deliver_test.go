@@ -3,9 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"outerloop/workitems"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 // deliverConfig is a valid config with one forge of each kind and a template delivering to

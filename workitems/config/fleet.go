@@ -2,9 +2,10 @@ package config
 
 import (
 	"fmt"
-	"outerloop/workitems"
 	"slices"
 	"strings"
+
+	"outerloop/workitems"
 )
 
 // A fleet template names many repositories (repos:, or repos_from: discovered through a forge

@@ -3,8 +3,9 @@ package config
 import (
 	"fmt"
 	"maps"
-	"outerloop/workitems"
 	"slices"
+
+	"outerloop/workitems"
 )
 
 // Kinds are the registries a process validates its config with: the loop kinds, notification

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"outerloop/workitems"
 	"slices"
 	"strings"
+
+	"outerloop/workitems"
 )
 
 // LoopTraits is what code outside a loop's package needs to know about its kind: the worker's

@@ -2,8 +2,9 @@ package config
 
 import (
 	"errors"
-	"outerloop/workitems"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // Retention says how long what an item leaves behind is kept once the item ended (the

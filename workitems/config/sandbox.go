@@ -3,8 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
-	"outerloop/workitems"
 	"slices"
+
+	"outerloop/workitems"
 )
 
 // Sandbox says how the commands of a template (or, at the top level, of the whole deployment)

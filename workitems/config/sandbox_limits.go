@@ -2,10 +2,11 @@ package config
 
 import (
 	"fmt"
-	"outerloop/workitems"
 	"strconv"
 	"strings"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // SandboxLimits bound what one command may use: `sandbox: {limits: {memory: 4GiB, processes:

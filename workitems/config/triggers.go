@@ -2,9 +2,10 @@ package config
 
 import (
 	"fmt"
-	"outerloop/workitems"
 	"slices"
 	"strings"
+
+	"outerloop/workitems"
 )
 
 // Triggers. A template's triggers: are forge events that make items of it, besides its

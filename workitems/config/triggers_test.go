@@ -3,9 +3,10 @@ package config
 import (
 	"encoding/json"
 	"errors"
-	"outerloop/workitems"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 // triggersConfig is a valid config whose template t1 has the triggers given (YAML flow list

@@ -2,10 +2,11 @@ package config
 
 import (
 	"fmt"
-	"outerloop/workitems"
 	"slices"
 	"strings"
 	"testing"
+
+	"outerloop/workitems"
 )
 
 // TestEveryReportFormatTheVerifierReadsIsOneATemplateMayName walks AllReportFormats through

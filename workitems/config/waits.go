@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
-	"outerloop/workitems"
 	"time"
+
+	"outerloop/workitems"
 )
 
 // Waits is the config's waits: section: the deployment's poller of waiting items.
