@@ -11,7 +11,8 @@ import (
 type configView struct {
 	providers map[string]string // provider key → the model label of its configured model
 	templates []templateLabels
-	forges    []string // the keys of forges: (the forge label of the wait polls)
+	known     map[string]bool // the templates' names
+	forges    []string        // the keys of forges: (the forge label of the wait polls)
 }
 
 type templateLabels struct {
@@ -58,6 +59,7 @@ const defaultModel = "default"
 //     (an empty histogram's quantile is NaN: the dashboards draw quantiles only where the count
 //     grew);
 //   - the running-attempt cost gauges, and the store's item counts by state;
+//   - the firings of the template's triggers by result, for each source its triggers listen to;
 //   - the polls of waiting items by result for every configured forge (the wait durations by
 //     kind and wake reason, and the polls of forge "other", exist from New).
 //
@@ -71,7 +73,7 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 	}
 	m.cfgMu.Lock()
 	defer m.cfgMu.Unlock()
-	view := &configView{providers: map[string]string{}}
+	view := &configView{providers: map[string]string{}, known: map[string]bool{}}
 	for name, p := range cfg.Providers {
 		model := p.Model
 		if model == "" {
@@ -87,6 +89,7 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 	for i := range cfg.Templates {
 		t := &cfg.Templates[i]
 		names = append(names, t.Name)
+		view.known[t.Name] = true
 		view.templates = append(view.templates, templateLabels{name: t.Name, loop: string(t.Loop.Kind)})
 		for _, k := range workitems.AllBudgetKinds() {
 			if c := t.Budget.Cap(k); c > 0 {
@@ -157,6 +160,11 @@ func (m *Metrics) createTemplateSeries(t *config.Template, view *configView) {
 	for _, o := range workitems.AllDeliveryOutcomes() {
 		m.deliveries.WithLabelValues(name, string(o))
 	}
+	for _, tr := range t.Triggers {
+		for _, r := range workitems.AllTriggerResults() {
+			m.triggers.WithLabelValues(name, string(tr.Source()), string(r))
+		}
+	}
 	for _, r := range egress.Reasons() {
 		m.sandboxRefused.WithLabelValues(name, string(r))
 	}
@@ -167,4 +175,9 @@ func (m *Metrics) createTemplateSeries(t *config.Template, view *configView) {
 		m.schedulerSkips.WithLabelValues(name, SkipDailyCap)
 		m.schedulerSkips.WithLabelValues(name, SkipPaused)
 	}
+}
+
+// configured reports whether the config in force names the template.
+func (m *Metrics) configured(template string) bool {
+	return m.cfg.Load().known[template]
 }

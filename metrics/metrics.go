@@ -136,6 +136,7 @@ type Metrics struct {
 
 	waits    waitMetrics
 	webhooks *prometheus.CounterVec // NewWebhooks counts on it
+	triggers *prometheus.CounterVec // TriggerFiring
 }
 
 // New returns metrics on their own registry, with the Go and process collectors.
@@ -208,6 +209,7 @@ func New(opts ...Option) *Metrics {
 		"template", "reason")
 	m.waits = newWaitMetrics()
 	m.webhooks = newWebhookCounter()
+	m.triggers = newTriggerCounter()
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -220,7 +222,7 @@ func New(opts ...Option) *Metrics {
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
 		m.stats, m.running, m.fleet, m.fleetSkipped,
-		m.waits.duration, m.waits.polls, m.webhooks,
+		m.waits.duration, m.waits.polls, m.webhooks, m.triggers,
 	)
 	return m
 }

@@ -47,6 +47,12 @@ type Triggers struct {
 	cfg   func() *config.Config
 	log   *slog.Logger
 	heads BranchHeads
+	obs   TriggerObserver
+}
+
+// TriggerObserver counts the firings of triggers by what became of them (metrics.Metrics).
+type TriggerObserver interface {
+	TriggerFiring(template string, source workitems.TriggerSource, result workitems.TriggerResult)
 }
 
 // BranchHeads reads the commit a branch points at.
@@ -76,6 +82,19 @@ func NewTriggers(q *Queue, cfg func() *config.Config, log *slog.Logger) *Trigger
 func (t *Triggers) WithHeads(h BranchHeads) *Triggers {
 	t.heads = h
 	return t
+}
+
+// WithObserver counts every firing on o; it returns t.
+func (t *Triggers) WithObserver(o TriggerObserver) *Triggers {
+	t.obs = o
+	return t
+}
+
+// fired counts one firing (no observer: nothing).
+func (t *Triggers) fired(template string, r workitems.TriggerResult) {
+	if t.obs != nil {
+		t.obs.TriggerFiring(template, workitems.TriggerSourceForge, r)
+	}
 }
 
 // Trigger implements waits.Triggers: it makes the items of the templates whose triggers the
@@ -112,6 +131,9 @@ func (t *Triggers) Trigger(ctx context.Context, e hooks.Event) error {
 		if p != nil {
 			t.log.Info("trigger: template paused; no item", "template", tm.Name, "event", e.Kind, "repo", e.Repo,
 				"delivery", e.DeliveryID, "paused_by", p.Actor)
+			for range reqs {
+				t.fired(tm.Name, workitems.TriggerPaused)
+			}
 			continue
 		}
 		for _, r := range reqs {
@@ -130,12 +152,16 @@ func (t *Triggers) submit(ctx context.Context, r Request, e hooks.Event) error {
 	switch {
 	case err == nil:
 		t.log.Info("trigger: item created", append(attrs, "actor", it.Origin.Actor)...)
+		t.fired(r.Template, workitems.TriggerMade)
 	case errors.Is(err, workitems.ErrExists):
 		t.log.Debug("trigger: item exists", attrs...)
+		t.fired(r.Template, workitems.TriggerDeduplicated)
 	case errors.Is(err, itemstore.ErrMaxOpen), errors.Is(err, itemstore.ErrDailyCap):
 		t.log.Warn("trigger: no item, a limit refused it", append(attrs, "err", err)...)
+		t.fired(r.Template, workitems.TriggerCapped)
 	case errors.Is(err, ErrUnknownTemplate), workitems.ClassOf(err) == workitems.ClassInvalidInput:
 		t.log.Warn("trigger: no item", append(attrs, "err", err)...)
+		t.fired(r.Template, workitems.TriggerRefused)
 	default:
 		return fmt.Errorf("scheduler: trigger of %s: %w", r.Template, err)
 	}

@@ -101,6 +101,18 @@ func labeled(number int, labels ...string) hooks.Event {
 			Body: "Refunds of 0.015 come out as 0.01."}}
 }
 
+// firings records the firings counted, as template/source/result.
+type firings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (f *firings) TriggerFiring(template string, source workitems.TriggerSource, result workitems.TriggerResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, template+"/"+string(source)+"/"+string(result))
+}
+
 func mustTrigger(t *testing.T, tr *scheduler.Triggers, e hooks.Event) {
 	t.Helper()
 	if err := tr.Trigger(context.Background(), e); err != nil {
@@ -140,11 +152,16 @@ func TestTriggers(t *testing.T) {
 		t.Parallel()
 		f := newTrigFixture(t)
 		tr, _ := f.triggers(t)
+		fired := &firings{}
+		tr.WithObserver(fired)
 		mustTrigger(t, tr, failing(sha1, "main", "ci/test"))
 		mustTrigger(t, tr, failing(sha1, "main", "ci/test")) // replayed
 		mustTrigger(t, tr, failing(sha1, "main", "ci/lint")) // another check, same commit
 		if its := f.items(t, "fix-ci"); len(its) != 1 {
 			t.Fatalf("%d items, want 1", len(its))
+		}
+		if got := fmt.Sprint(fired.got); got != "[fix-ci/forge/made fix-ci/forge/deduplicated fix-ci/forge/deduplicated]" {
+			t.Errorf("firings counted %s", got)
 		}
 		mustTrigger(t, tr, failing(sha2, "main", "ci/test")) // a new commit is a new failure
 		if its := f.items(t, "fix-ci"); len(its) != 2 {

@@ -120,7 +120,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	// The forges' webhooks: signed (webhook_secret_env), deduplicated, they wake waiting items
 	// and carry /outerloop commands.
 	// Triggers: forge events a template subscribes to make items (docs/triggers.md).
-	triggers := scheduler.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "triggers")).WithHeads(scheduler.ForgeHeads(a.Forges))
+	triggers := scheduler.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "triggers")).WithHeads(scheduler.ForgeHeads(a.Forges)).
+		WithObserver(a.Metrics)
 	mux.Handle("POST /hooks/{forge}", a.Hooks(forgeAuditor{audit}, triggers))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {

@@ -35,6 +35,9 @@ type Trigger struct {
 	Label string `yaml:"label" json:"label,omitempty"`
 }
 
+// Source is what the trigger listens to (the source label of its firings' metric).
+func (tr Trigger) Source() workitems.TriggerSource { return workitems.TriggerSourceForge }
+
 // key identifies a trigger for the duplicate check: repositories compare case-insensitively
 // (as forges do), check names as a set.
 func (tr Trigger) key() string {
