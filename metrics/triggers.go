@@ -14,7 +14,7 @@ import (
 // template is known).
 func newTriggerCounter() *prometheus.CounterVec {
 	c := counterVec("trigger_firings_total",
-		"Firings of templates' triggers by template, source (forge, alertmanager, endpoint) and result (made, deduplicated, capped, paused, refused).",
+		"Firings of templates' triggers by template, source (forge, alertmanager, api) and result (made, deduplicated, capped, paused, refused).",
 		"template", "source", "result")
 	// A request refused before it names a configured template, from New on.
 	for _, s := range workitems.AllTriggerSources() {

@@ -21,7 +21,7 @@ func TestTriggerFiringsAreCountedOnFixedLabels(t *testing.T) {
 		t.Fatalf("%d series after SetConfig, want every result of fix-ci's forge source and other's refusals", n)
 	}
 	m.TriggerFiring("fix-ci", workitems.TriggerSourceForge, workitems.TriggerMade)
-	m.TriggerFiring("nosuch", workitems.TriggerSourceEndpoint, workitems.TriggerRefused)
+	m.TriggerFiring("nosuch", workitems.TriggerSourceAPI, workitems.TriggerRefused)
 	m.TriggerFiring("fix-ci", "carrier-pigeon", "lost")
 	for _, c2 := range []struct {
 		labels []string
@@ -29,7 +29,7 @@ func TestTriggerFiringsAreCountedOnFixedLabels(t *testing.T) {
 	}{
 		{[]string{"fix-ci", "forge", "made"}, 1},
 		{[]string{"fix-ci", "forge", "deduplicated"}, 0},
-		{[]string{"other", "endpoint", "refused"}, 1},
+		{[]string{"other", "api", "refused"}, 1},
 		{[]string{"fix-ci", "other", "other"}, 1},
 	} {
 		if got := testutil.ToFloat64(c.WithLabelValues(c2.labels...)); got != c2.want {

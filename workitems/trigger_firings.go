@@ -10,13 +10,13 @@ const (
 	TriggerSourceForge TriggerSource = "forge"
 	// TriggerSourceAlertmanager: an Alertmanager notification, POST /hooks/alertmanager/{name}.
 	TriggerSourceAlertmanager TriggerSource = "alertmanager"
-	// TriggerSourceEndpoint: any caller with the template's secret, POST /api/templates/{name}/trigger.
-	TriggerSourceEndpoint TriggerSource = "endpoint"
+	// TriggerSourceAPI: any caller with the template's secret, POST /api/templates/{name}/trigger.
+	TriggerSourceAPI TriggerSource = "api"
 )
 
 // AllTriggerSources lists every TriggerSource.
 func AllTriggerSources() []TriggerSource {
-	return []TriggerSource{TriggerSourceForge, TriggerSourceAlertmanager, TriggerSourceEndpoint}
+	return []TriggerSource{TriggerSourceForge, TriggerSourceAlertmanager, TriggerSourceAPI}
 }
 
 // TriggerResult is what became of one firing of a trigger: the result label of
