@@ -261,17 +261,19 @@ func (s *Sink) authorise(ctx context.Context, f CommandForge, it *workitems.Item
 	return true, nil
 }
 
-// refuse records a refused event: the audit entry, a forge_refused event on the item, a log line.
+// refuse records a refused event: a forge_refused event on the item, the audit entry, a log
+// line. The item's event comes first, so that whoever sees the audit entry (the last record of
+// the handling) finds the event on the item too.
 func (s *Sink) refuse(ctx context.Context, id string, why workitems.ForgeRefusal, pr workitems.ForgePR, entry *AuditEntry, detail string) {
 	entry.OK, entry.Detail = false, fmt.Sprintf("refused (%s): %s", why, detail)
-	s.audit(ctx, *entry)
-	s.log().Warn("waits: a forge event refused", "item", id, "actor", entry.Actor, "action", entry.Action, "refused", why,
-		"pr", pr.String(), "detail", detail)
 	if err := s.Store.Emit(ctx, workitems.Event{Item: id, Type: workitems.EventForgeRefused, Actor: entry.Actor,
 		Message: entry.Action + " " + entry.Detail,
 		Data:    map[string]string{"refused": string(why), "action": entry.Action, "pr": pr.String()}}); err != nil {
 		s.log().Warn("waits: recording a refused forge event on the item", "item", id, "err", err)
 	}
+	s.audit(ctx, *entry)
+	s.log().Warn("waits: a forge event refused", "item", id, "actor", entry.Actor, "action", entry.Action, "refused", why,
+		"pr", pr.String(), "detail", detail)
 }
 
 // deliver is the item's template's deliver: (nil: no config, or the template is gone).
