@@ -52,6 +52,14 @@ type Options struct {
 	// Experiments serves GET /api/experiments[/{id}] (experiments.go), optional: without it
 	// those routes are not registered (404).
 	Experiments Experiments
+	// Triggers counts the trigger endpoint's requests (trigger.go), optional.
+	Triggers TriggerObserver
+	// Clock is the clock signed trigger requests' timestamps are checked against (default the
+	// system clock).
+	Clock workitems.Clock
+	// Getenv reads the environment variables holding templates' trigger secrets (default
+	// os.Getenv), read at each request.
+	Getenv func(string) string
 }
 
 // Server serves the API.
@@ -79,8 +87,13 @@ func New(o Options) *Server {
 	if o.Auth == nil {
 		o.Auth = NewAuth("")
 	}
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
+	}
 	return &Server{o: o, store: o.Queue.Store(), closed: make(chan struct{})}
 }
+
+func (s *Server) clock() workitems.Clock { return s.o.Clock }
 
 // Register adds the API routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {
