@@ -270,7 +270,6 @@ func (c *triggerCall) checkSignature(secret string, body []byte) (string, error)
 	if !hmac.Equal(got, m.Sum(nil)) {
 		return "", fmt.Errorf("%s does not match: HMAC-SHA256 with the template's secret over %s + \".\" + the body", SignatureHeader, TimestampHeader)
 	}
-	// The signature is checked, so the timestamp parsed; it is the key's end of life.
 	return strings.ToLower(hexSig), nil
 }
 
@@ -278,8 +277,9 @@ func (c *triggerCall) checkSignature(secret string, body []byte) (string, error)
 func (c *triggerCall) markSignature(sig string) (bool, error) {
 	sec, _ := strconv.ParseInt(c.r.Header.Get(TimestampHeader), 10, 64)
 	k := triggerSeenKey(c.s.store.Prefix(), c.template, sig)
-	err := c.s.store.Redis().SetArgs(c.r.Context(), k, "1",
-		redis.SetArgs{Mode: "NX", ExpireAt: time.Unix(sec, 0).Add(TriggerWindow + time.Second)}).Err()
+	// Relative to the server's clock (which the timestamp was checked against), not Redis's.
+	ttl := time.Unix(sec, 0).Add(TriggerWindow + time.Second).Sub(c.s.clock().Now())
+	err := c.s.store.Redis().SetArgs(c.r.Context(), k, "1", redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
