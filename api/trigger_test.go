@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -439,5 +441,27 @@ func TestAPausedOrCappedTemplateMakesNoItem(t *testing.T) {
 	}
 	if n := f.firings(t, "one-at-a-time", workitems.TriggerCapped); n != 1 {
 		t.Errorf("capped = %v, want 1", n)
+	}
+}
+
+// TestTheDocsCIJobSignatureIsAccepted: the openssl line docs/triggers.md gives a CI job computes
+// the signature the endpoint checks.
+func TestTheDocsCIJobSignatureIsAccepted(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl")
+	}
+	f := newTriggerFixture(t)
+	body := `{"title":"nightly e2e failed","job":"e2e","idempotency_key":"ci-e2e-4711"}`
+	ts := strconv.FormatInt(f.clock.Now().Unix(), 10)
+	cmd := exec.Command("sh", "-c", `printf '%s.%s' "$ts" "$body" | openssl dgst -sha256 -hmac "$SECRET" -r | cut -d' ' -f1`)
+	cmd.Env = append(os.Environ(), "ts="+ts, "body="+body, "SECRET="+triggerSecret)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string]string{api.TimestampHeader: ts, api.SignatureHeader: "sha256=" + strings.TrimSpace(string(out))}
+	if code, m := f.post(t, "payments-errors", body, h); code != http.StatusCreated {
+		t.Fatalf("the docs' signature: %d %v", code, m)
 	}
 }
