@@ -1,7 +1,8 @@
 // Package api is outerloop's HTTP JSON API: health, metrics, items with their attempts,
 // decisions, deliveries and events, an attempt's patch (text/x-diff), escalations, templates,
 // experiments with their reports (package evals), and the actions a person or a system takes (enqueue, resolve, steer, CI evidence). Reads are
-// open; actions need the API token (see Auth).
+// open; actions need the API token (see Auth), except a template's trigger endpoint, which its
+// own secret authenticates (trigger.go).
 // The CLI and the web console call the same operations (scheduler.Queue), so an action has one
 // code path whichever door it comes through.
 package api
