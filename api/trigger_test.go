@@ -465,3 +465,23 @@ func TestTheDocsCIJobSignatureIsAccepted(t *testing.T) {
 		t.Fatalf("the docs' signature: %d %v", code, m)
 	}
 }
+
+// TestAnOversizedChunkedBodyIsRefused: a body without a Content-Length is cut at MaxBody too.
+func TestAnOversizedChunkedBodyIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newTriggerFixture(t)
+	body := io.MultiReader(strings.NewReader(`{"title": "`+strings.Repeat("x", api.MaxBody)), strings.NewReader(`"}`))
+	req, _ := http.NewRequest(http.MethodPost, f.urls[0]+"/api/templates/payments-errors/trigger", body)
+	req.Header.Set("Authorization", "Bearer "+triggerSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req.ContentLength != 0 || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("chunked oversized body: %d (request length %d), want 413", resp.StatusCode, req.ContentLength)
+	}
+	if its := f.items(t, "payments-errors"); len(its) != 0 {
+		t.Errorf("%d items stored", len(its))
+	}
+}
