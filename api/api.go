@@ -1,7 +1,8 @@
 // Package api is outerloop's HTTP JSON API: health, metrics, items with their attempts,
 // decisions, deliveries and events, an attempt's patch (text/x-diff), escalations, templates,
 // experiments with their reports (package evals), and the actions a person or a system takes (enqueue, resolve, steer, CI evidence). Reads are
-// open; actions need the API token (see Auth).
+// open; actions need the API token (see Auth), except a template's trigger endpoint, which its
+// own secret authenticates (trigger.go).
 // The CLI and the web console call the same operations (scheduler.Queue), so an action has one
 // code path whichever door it comes through.
 package api
@@ -52,6 +53,14 @@ type Options struct {
 	// Experiments serves GET /api/experiments[/{id}] (experiments.go), optional: without it
 	// those routes are not registered (404).
 	Experiments Experiments
+	// Triggers counts the trigger endpoint's requests (trigger.go), optional.
+	Triggers TriggerObserver
+	// Clock is the clock signed trigger requests' timestamps are checked against (default the
+	// system clock).
+	Clock workitems.Clock
+	// Getenv reads the environment variables holding templates' trigger secrets (default
+	// os.Getenv), read at each request.
+	Getenv func(string) string
 }
 
 // Server serves the API.
@@ -79,8 +88,13 @@ func New(o Options) *Server {
 	if o.Auth == nil {
 		o.Auth = NewAuth("")
 	}
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
+	}
 	return &Server{o: o, store: o.Queue.Store(), closed: make(chan struct{})}
 }
+
+func (s *Server) clock() workitems.Clock { return s.o.Clock }
 
 // Register adds the API routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {

@@ -33,7 +33,8 @@ const QueuesPath = "/queues"
 //     cannot send our CSRF token; the browser's Origin / Sec-Fetch-Site header stands in for it,
 //     on top of the SameSite=Strict cookie). With no credential asynqmon is read-only.
 //   - Other mutating requests are decided by their handlers (Auth.Authorize), so their
-//     refusals keep their own words.
+//     refusals keep their own words. A template's trigger endpoint is authenticated by the
+//     template's own secret (trigger.go): its bearer token is not looked up among the API's.
 //
 // Every request other than GET and HEAD that proved a credential, presented a wrong one, or
 // is a login is recorded after it is answered: actor, credential, role, door, action, target,
@@ -46,7 +47,12 @@ func Protect(next http.Handler, o ProtectOptions) http.Handler {
 	}
 	a := o.Auth
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, id := a.withIdentity(r)
+		var id identity
+		if !isTriggerPath(r) {
+			// A trigger's bearer token is its template's secret: read as one of the API's, it
+			// would count as a failed login (and rate-limit the caller).
+			r, id = a.withIdentity(r)
+		}
 		path := r.URL.Path
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
 		queues := path == QueuesPath || strings.HasPrefix(path, QueuesPath+"/")

@@ -12,7 +12,7 @@ import (
 )
 
 // Template controls: pause, resume, run now, re-run of an ended item, and a template's history
-// and control log. Each action goes through scheduler.Queue (the CLI's and the console's path
+// and control log (and the trigger endpoint, trigger.go). Each action goes through scheduler.Queue (the CLI's and the console's path
 // too) and records the authenticated actor.
 
 // registerTemplates adds the template-control routes to mux.
@@ -24,6 +24,8 @@ func (s *Server) registerTemplates(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/templates/{name}/resume", s.mutating(s.resumeTemplate))
 	mux.HandleFunc("POST /api/templates/{name}/run", s.mutating(s.runTemplate))
 	mux.HandleFunc("POST /api/items/{id}/rerun", s.mutating(s.rerunItem))
+	// Authenticated by the template's own trigger secret, not the API's tokens (trigger.go).
+	mux.HandleFunc("POST /api/templates/{name}/trigger", s.trigger)
 }
 
 // PauseRequest is the body of POST /api/templates/{name}/pause (optional).

@@ -16,7 +16,32 @@ type Origin struct {
 	Tick  time.Time  `json:"tick,omitzero"`   // cron tick the item belongs to
 	// Forced is set when a person created the item past the template's max_open (--force).
 	Forced bool `json:"forced,omitempty"`
+	// Caller is how the caller of a template's trigger endpoint proved itself (origin api).
+	Caller *CallerOrigin `json:"caller,omitempty"`
 }
+
+// CallerOrigin records the request to POST /api/templates/{name}/trigger that made an item:
+// enough to say what started it, nothing personal (not the caller's address) and never the
+// secret or the signature.
+type CallerOrigin struct {
+	Auth CallerAuth `json:"auth"`
+	// IdempotencyKey is the caller's key, when it sent one (the item's id derives from it).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Fields are the names of the body's fields (their values are in the first attempt's input).
+	Fields []string `json:"fields,omitempty"`
+}
+
+// CallerAuth is how a trigger's caller proved the template's secret.
+type CallerAuth string
+
+// The caller authentications.
+const (
+	CallerBearer CallerAuth = "bearer" // Authorization: Bearer <secret>
+	CallerHMAC   CallerAuth = "hmac"   // X-Outerloop-Signature over the timestamp and the body
+)
+
+// AllCallerAuths lists every CallerAuth.
+func AllCallerAuths() []CallerAuth { return []CallerAuth{CallerBearer, CallerHMAC} }
 
 // OriginKind is what made an item.
 type OriginKind string
@@ -28,7 +53,13 @@ const (
 	OriginWebhook OriginKind = "webhook" // a forge event (a trigger)
 	OriginEval    OriginKind = "eval"    // a run of an experiment (package evals); Actor is the experiment
 	OriginRerun   OriginKind = "rerun"   // a person re-ran another item (Item.RerunOf)
+	OriginAPI     OriginKind = "api"     // a caller of a template's trigger endpoint (Origin.Caller)
 )
+
+// AllOriginKinds lists every OriginKind.
+func AllOriginKinds() []OriginKind {
+	return []OriginKind{OriginCron, OriginManual, OriginWebhook, OriginEval, OriginRerun, OriginAPI}
+}
 
 // Strategy is how an attempt goes about the goal.
 type Strategy struct {

@@ -77,3 +77,11 @@ func shortSHA(sha string) string {
 	}
 	return b.String()
 }
+
+// APITriggerItemID is the deterministic id of the item a call of a template's trigger endpoint
+// with an idempotency key makes: one per (template, key). The key is the caller's text, so it
+// is hashed: <template>@api-<16 hex digits>.
+func APITriggerItemID(template, key string) string {
+	h := sha256.Sum256([]byte(template + "\x00" + key))
+	return template + "@api-" + hex.EncodeToString(h[:8])
+}

@@ -168,3 +168,41 @@ func TestFinalCheckStates(t *testing.T) {
 		t.Fatal(AllPRStates())
 	}
 }
+
+// TestEveryOriginKindIsListed: AllOriginKinds lists exactly item.go's OriginKind constants.
+func TestEveryOriginKindIsListed(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "item.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, decl := range f.Decls {
+		g, ok := decl.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "OriginKind" {
+				continue
+			}
+			for i, name := range vs.Names {
+				v, err := strconv.Unquote(vs.Values[i].(*ast.BasicLit).Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if !slices.Contains(AllOriginKinds(), OriginKind(v)) {
+					t.Errorf("%s (%s) is not in AllOriginKinds", name, v)
+				}
+			}
+		}
+	}
+	if n == 0 || len(AllOriginKinds()) != n {
+		t.Errorf("AllOriginKinds has %d kinds, item.go declares %d constants", len(AllOriginKinds()), n)
+	}
+	if !slices.Contains(AllOriginKinds(), OriginAPI) {
+		t.Error("origin api is not listed")
+	}
+}

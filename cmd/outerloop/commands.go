@@ -254,12 +254,38 @@ func age(t time.Time) string {
 	return clock.Now().Sub(t).Round(time.Second).String()
 }
 
+// startedBy says what made an item: its origin, who, and for a trigger call how the caller
+// proved itself, its idempotency key and the names of the fields it sent.
+func startedBy(o workitems.Origin) string {
+	s := string(o.Kind)
+	if o.Actor != "" {
+		s += " (" + o.Actor + ")"
+	}
+	if !o.Tick.IsZero() {
+		s += " tick " + o.Tick.UTC().Format(time.RFC3339)
+	}
+	if o.Forced {
+		s += ", forced past max_open"
+	}
+	if c := o.Caller; c != nil {
+		s += ", authenticated by " + string(c.Auth)
+		if c.IdempotencyKey != "" {
+			s += fmt.Sprintf(", idempotency key %q", c.IdempotencyKey)
+		}
+		if len(c.Fields) > 0 {
+			s += ", fields " + strings.Join(c.Fields, ", ")
+		}
+	}
+	return s
+}
+
 // printItem writes an item for a terminal: summary, its wait, attempts, decisions, review
 // rounds, events.
 func printItem(w io.Writer, v api.ItemView) {
 	it, evs := v.Item, v.Events
 	fmt.Fprintf(w, "%s  [%s]  template %s  attempt %d/%d\n", it.ID, it.State, it.Template, it.Attempt, it.MaxAttempts)
 	fmt.Fprintf(w, "goal: %s\n", it.Goal)
+	fmt.Fprintf(w, "started by: %s\n", startedBy(it.Origin))
 	if it.RerunOf != "" {
 		fmt.Fprintf(w, "re-run of %s\n", it.RerunOf)
 	}

@@ -113,7 +113,8 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	}
 	apiSrv := api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
-		NextRun: sched.NextRun, Fleet: a.Fleet, Audit: audit, Experiments: a.EvalRunner()})
+		NextRun: sched.NextRun, Fleet: a.Fleet, Audit: audit, Experiments: a.EvalRunner(),
+		Triggers: a.Metrics}) // POST /api/templates/{name}/trigger: the template's own secret (docs/triggers.md)
 	apiSrv.Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun, audit)
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))

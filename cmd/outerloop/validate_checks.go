@@ -196,7 +196,8 @@ func binaryProblem(cfg *config.Config, repo, bin string) string {
 	return ""
 }
 
-// checkTokens: the environment variables holding provider keys and forge tokens are set.
+// checkTokens: the environment variables holding provider keys, forge tokens and templates'
+// trigger secrets are set.
 // Only their names are ever printed.
 func checkTokens(_ context.Context, v *validation) {
 	if v.cfg == nil {
@@ -221,6 +222,18 @@ func checkTokens(_ context.Context, v *validation) {
 			v.problems = append(v.problems, fmt.Sprintf("providers.%s.api_key_env: %s is not set (%s)", name, p.APIKeyEnv, used))
 		} else {
 			v.info = append(v.info, fmt.Sprintf("providers.%s: %s is set", name, p.APIKeyEnv))
+		}
+	}
+	for _, t := range v.cfg.Templates {
+		at, ok := t.APITrigger()
+		if !ok {
+			continue
+		}
+		// The error names the variable or file, never the secret.
+		if _, err := at.Secret(os.Getenv); err != nil {
+			v.problems = append(v.problems, fmt.Sprintf("template %q: triggers api: %v: POST /api/templates/%s/trigger answers 503", t.Name, err, t.Name))
+		} else {
+			v.info = append(v.info, fmt.Sprintf("template %q: its trigger secret is set: POST /api/templates/%s/trigger", t.Name, t.Name))
 		}
 	}
 	for _, name := range sortedKeys(v.cfg.Forges) {

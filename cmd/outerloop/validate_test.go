@@ -61,6 +61,8 @@ templates:
     repo: "file://` + dir + `/no-such-remote.git"
     loop: {kind: agent, provider: good}
     done_check: {commands: ["sh -c true"]}
+    triggers:
+      - api: {secret_env: OLVT_UNSET_TRIGGER_SECRET}
 `
 	path := filepath.Join(dir, "outerloop.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -80,10 +82,11 @@ templates:
 		`problem: providers.bad.api_key_env: OLVT_UNSET_KEY is not set (used by template "gone")`,
 		`problem: forges.gh.token_env: OLVT_FORGE_TOKEN is not set`,
 		`problem: forges.gh.webhook_secret_env: OLVT_UNSET_HOOK_SECRET is not set: every webhook delivery to /hooks/gh is refused`,
+		`problem: template "remote": triggers api: the environment variable OLVT_UNSET_TRIGGER_SECRET is empty or unset: POST /api/templates/remote/trigger answers 503`,
 		`providers.good: OLVT_SET_KEY is set`,
 		`repo "repo": ` + filepath.Join(dir, "repo") + ` exists`,
 		`template "local": schedule "30 2 * * 1": next `,
-		"8 problem(s)",
+		"9 problem(s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks %q", want)

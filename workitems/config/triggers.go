@@ -2,8 +2,11 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"text/template"
 
 	"outerloop/workitems"
 )
@@ -19,6 +22,15 @@ import (
 // branch every failing pull request, outerloop's own among them, would make an item); checks
 // narrows it to those check names (empty: any). labeled needs label; repo narrows it to one
 // repository (empty: any repository of the forge).
+//
+// An api trigger lets any caller holding the template's secret make an item over HTTP
+// (POST /api/templates/{name}/trigger, api/trigger.go):
+//
+//	triggers:
+//	  - api: {secret_env: PAYMENTS_TRIGGER_SECRET}
+//
+// An entry is a forge trigger (forge, event, …) or an api trigger, never both; a template has
+// at most one api trigger (one secret).
 
 // Trigger is one entry of a template's triggers:.
 type Trigger struct {
@@ -33,10 +45,65 @@ type Trigger struct {
 	Checks []string `yaml:"checks" json:"checks,omitempty"`
 	// Label is the label that makes an item (labeled only, required).
 	Label string `yaml:"label" json:"label,omitempty"`
+	// API makes the entry an api trigger (and none of the fields above may be set).
+	API *APITrigger `yaml:"api" json:"api,omitempty"`
+}
+
+// APITrigger is the secret a caller of POST /api/templates/{name}/trigger proves, as a bearer
+// token or as the key of an HMAC signature. Exactly one of SecretEnv and SecretFile is set;
+// both are read at each request, so a rotated secret applies without a restart.
+type APITrigger struct {
+	// SecretEnv names the environment variable holding the secret.
+	SecretEnv string `yaml:"secret_env" json:"secret_env,omitempty"`
+	// SecretFile is a file holding the secret (surrounding white space is not part of it).
+	SecretFile string `yaml:"secret_file" json:"secret_file,omitempty"`
+}
+
+// MinAPISecret is the shortest secret an api trigger accepts: a shorter one is treated as unset.
+const MinAPISecret = 16
+
+// Secret reads the trigger's secret through getenv (os.Getenv when nil) or its file. An empty
+// or too short secret is an error naming where it was looked for, never containing it.
+func (a APITrigger) Secret(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var s, where string
+	if a.SecretEnv != "" {
+		s, where = getenv(a.SecretEnv), "the environment variable "+a.SecretEnv
+	} else {
+		b, err := os.ReadFile(a.SecretFile)
+		if err != nil {
+			return "", fmt.Errorf("secret_file %s: %w", a.SecretFile, err)
+		}
+		s, where = strings.TrimSpace(string(b)), "the file "+a.SecretFile
+	}
+	switch {
+	case s == "":
+		return "", fmt.Errorf("%s is empty or unset", where)
+	case len(s) < MinAPISecret:
+		return "", fmt.Errorf("%s holds fewer than %d characters", where, MinAPISecret)
+	}
+	return s, nil
 }
 
 // Source is what the trigger listens to (the source label of its firings' metric).
-func (tr Trigger) Source() workitems.TriggerSource { return workitems.TriggerSourceForge }
+func (tr Trigger) Source() workitems.TriggerSource {
+	if tr.API != nil {
+		return workitems.TriggerSourceAPI
+	}
+	return workitems.TriggerSourceForge
+}
+
+// APITrigger returns the template's api trigger, if it has one.
+func (t *Template) APITrigger() (*APITrigger, bool) {
+	for _, tr := range t.Triggers {
+		if tr.API != nil {
+			return tr.API, true
+		}
+	}
+	return nil, false
+}
 
 // key identifies a trigger for the duplicate check: repositories compare case-insensitively
 // (as forges do), check names as a set.
@@ -50,12 +117,23 @@ func (tr Trigger) key() string {
 // validateTriggers checks a template's triggers; the error names triggers[j] and its field.
 func (c *Config) validateTriggers(t *Template) error {
 	seen := map[string]int{}
+	apiAt := -1
 	for j, tr := range t.Triggers {
 		bad := func(field, format string, args ...any) error {
 			return &ConfigError{Template: t.Name, Field: fmt.Sprintf("triggers[%d]%s", j, field), Err: fmt.Errorf(format, args...)}
 		}
+		if tr.API != nil {
+			if err := validateAPITrigger(tr, bad); err != nil {
+				return err
+			}
+			if apiAt >= 0 {
+				return bad(".api", "a template has one api trigger (one secret); triggers[%d] is one", apiAt)
+			}
+			apiAt = j
+			continue
+		}
 		if tr.Forge == "" {
-			return bad(".forge", "missing: name a key of forges (%s)", c.forgeNames())
+			return bad(".forge", "missing: name a key of forges (%s), or make it an api trigger (api: {secret_env: …})", c.forgeNames())
 		}
 		if _, ok := c.Forges[tr.Forge]; !ok {
 			return bad(".forge", "%q is not a key of forges (%s)", tr.Forge, c.forgeNames())
@@ -105,6 +183,39 @@ func (c *Config) validateTriggers(t *Template) error {
 			return bad("", "the same trigger as triggers[%d]", k)
 		}
 		seen[tr.key()] = j
+	}
+	if apiAt >= 0 && strings.Contains(t.Goal, "{{") {
+		// A caller's fields fill the goal (api/trigger.go renders it); a goal that cannot be
+		// parsed would refuse every request.
+		if _, err := template.New("goal").Option("missingkey=zero").Parse(t.Goal); err != nil {
+			return &ConfigError{Template: t.Name, Field: "goal", Err: fmt.Errorf("not a valid text/template: %w", err)}
+		}
+	}
+	return nil
+}
+
+// validateAPITrigger checks an api trigger: no forge fields, exactly one place for the secret.
+func validateAPITrigger(tr Trigger, bad func(field, format string, args ...any) error) error {
+	forgeFields := []struct {
+		name string
+		set  bool
+	}{{"forge", tr.Forge != ""}, {"event", tr.Event != ""}, {"repo", tr.Repo != ""}, {"branch", tr.Branch != ""},
+		{"checks", len(tr.Checks) > 0}, {"label", tr.Label != ""}}
+	for _, f := range forgeFields {
+		if f.set {
+			return bad("."+f.name, "not with api: an entry is a forge trigger or an api trigger, never both")
+		}
+	}
+	a := tr.API
+	switch {
+	case a.SecretEnv == "" && a.SecretFile == "":
+		return bad(".api.secret_env", "missing: name the environment variable holding the caller's secret (or set secret_file)")
+	case a.SecretEnv != "" && a.SecretFile != "":
+		return bad(".api.secret_file", "not with secret_env: the secret is in one place")
+	case a.SecretEnv != "" && !envNameRE.MatchString(a.SecretEnv):
+		return bad(".api.secret_env", "%q is not an environment variable name", a.SecretEnv)
+	case a.SecretFile != "" && !filepath.IsAbs(a.SecretFile):
+		return bad(".api.secret_file", "%q is not an absolute path", a.SecretFile)
 	}
 	return nil
 }

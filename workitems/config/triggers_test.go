@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -205,5 +206,84 @@ func TestTriggerItemIDsAreDeterministicAndApart(t *testing.T) {
 		if strings.ContainsAny(s, "/ :") {
 			t.Errorf("id %q holds a character a URL path or a key would trip on", s)
 		}
+	}
+}
+
+func TestAnAPITriggerParsesAndIsOfSourceAPI(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]byte(triggersConfig(validTrigger[workitems.TriggerLabeled], `api: {secret_env: PAYMENTS_TRIGGER_SECRET}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := cfg.Template("t1")
+	if len(tm.Triggers) != 2 || tm.Triggers[1].API == nil || tm.Triggers[1].API.SecretEnv != "PAYMENTS_TRIGGER_SECRET" {
+		t.Fatalf("triggers %+v", tm.Triggers)
+	}
+	if tm.Triggers[0].Source() != workitems.TriggerSourceForge || tm.Triggers[1].Source() != workitems.TriggerSourceAPI {
+		t.Errorf("sources %s, %s", tm.Triggers[0].Source(), tm.Triggers[1].Source())
+	}
+	if a, ok := tm.APITrigger(); !ok || a != tm.Triggers[1].API {
+		t.Errorf("APITrigger() = %v, %v", a, ok)
+	}
+	if _, err := ParseConfig([]byte(triggersConfig(`api: {secret_file: /etc/outerloop/trigger.secret}`))); err != nil {
+		t.Errorf("secret_file refused: %v", err)
+	}
+}
+
+func TestAPITriggerValidationNamesTheField(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, trigger, field, want string
+		goal                       string
+		more                       []string
+	}{
+		{name: "no secret", trigger: `api: {}`, field: "triggers[0].api.secret_env", want: "missing"},
+		{name: "both places", trigger: `api: {secret_env: S, secret_file: /s}`, field: "triggers[0].api.secret_file", want: "not with secret_env"},
+		{name: "bad env name", trigger: `api: {secret_env: "A-B"}`, field: "triggers[0].api.secret_env", want: "not an environment variable name"},
+		{name: "relative file", trigger: `api: {secret_file: secret.txt}`, field: "triggers[0].api.secret_file", want: "not an absolute path"},
+		{name: "forge and api", trigger: `{forge: gitea, api: {secret_env: S}}`, field: "triggers[0].forge", want: "never both"},
+		{name: "label and api", trigger: `{label: x, api: {secret_env: S}}`, field: "triggers[0].label", want: "never both"},
+		{name: "two api triggers", trigger: `api: {secret_env: S}`, more: []string{`api: {secret_env: T}`},
+			field: "triggers[1].api", want: "one api trigger"},
+		{name: "bad goal", trigger: `api: {secret_env: S}`, goal: `"Fix {{ .title"`, field: "goal", want: "text/template"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			y := triggersConfig(append([]string{tc.trigger}, tc.more...)...)
+			if tc.goal != "" {
+				y = strings.Replace(y, "goal: do it", "goal: "+tc.goal, 1)
+			}
+			_, err := ParseConfig([]byte(y))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v, want a *ConfigError", err)
+			}
+			if ce.Template != "t1" || ce.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q (field %q), want field %q containing %q", err, ce.Field, tc.field, tc.want)
+			}
+		})
+	}
+}
+
+func TestAPITriggerSecretIsReadAtEachCallAndNeverShown(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SHORT": "abc", "GOOD": "0123456789abcdef-xyz"}
+	getenv := func(k string) string { return env[k] }
+	if s, err := (APITrigger{SecretEnv: "GOOD"}).Secret(getenv); err != nil || s != env["GOOD"] {
+		t.Errorf("GOOD: %q, %v", s, err)
+	}
+	for _, name := range []string{"UNSET", "SHORT"} {
+		_, err := (APITrigger{SecretEnv: name}).Secret(getenv)
+		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "abc") {
+			t.Errorf("%s: error %v, want one naming the variable and not its value", name, err)
+		}
+	}
+	f := t.TempDir() + "/secret"
+	if err := os.WriteFile(f, []byte(env["GOOD"]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := (APITrigger{SecretFile: f}).Secret(getenv); err != nil || s != env["GOOD"] {
+		t.Errorf("file: %q, %v", s, err)
 	}
 }
