@@ -16,6 +16,8 @@ type Origin struct {
 	Tick  time.Time  `json:"tick,omitzero"`   // cron tick the item belongs to
 	// Forced is set when a person created the item past the template's max_open (--force).
 	Forced bool `json:"forced,omitempty"`
+	// Alert is the alert group that made an item of kind alert (alert_origin.go).
+	Alert *AlertOrigin `json:"alert,omitempty"`
 }
 
 // OriginKind is what made an item.
@@ -28,7 +30,13 @@ const (
 	OriginWebhook OriginKind = "webhook" // a forge event (a trigger)
 	OriginEval    OriginKind = "eval"    // a run of an experiment (package evals); Actor is the experiment
 	OriginRerun   OriginKind = "rerun"   // a person re-ran another item (Item.RerunOf)
+	OriginAlert   OriginKind = "alert"   // an Alertmanager notification (Origin.Alert)
 )
+
+// AllOriginKinds lists every OriginKind.
+func AllOriginKinds() []OriginKind {
+	return []OriginKind{OriginCron, OriginManual, OriginWebhook, OriginEval, OriginRerun, OriginAlert}
+}
 
 // Strategy is how an attempt goes about the goal.
 type Strategy struct {
@@ -371,6 +379,9 @@ type Item struct {
 	// Repo is the repository of a fleet template's item (empty: the template's repo); see
 	// config.Config.ItemTemplate.
 	Repo string `json:"repo,omitempty"`
+	// NextInput is text for the item's next attempt (an alert resolved while it was open):
+	// added to that attempt's input when it is made, then cleared (itemstore.AddNextInput).
+	NextInput []string `json:"next_input,omitempty"`
 }
 
 // Resolution records a person's action on an item.

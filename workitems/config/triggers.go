@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"text/template"
 
 	"outerloop/workitems"
 )
@@ -20,11 +22,12 @@ import (
 // narrows it to those check names (empty: any). labeled needs label; repo narrows it to one
 // repository (empty: any repository of the forge).
 
-// Trigger is one entry of a template's triggers:.
+// Trigger is one entry of a template's triggers:: a forge trigger (forge and event) or an
+// alertmanager trigger (Alertmanager; alertmanager.go), never both.
 type Trigger struct {
 	// Forge is the key of forges: whose webhooks (POST /hooks/{forge}) are matched.
-	Forge string                 `yaml:"forge" json:"forge"`
-	Event workitems.TriggerEvent `yaml:"event" json:"event"`
+	Forge string                 `yaml:"forge" json:"forge,omitempty"`
+	Event workitems.TriggerEvent `yaml:"event" json:"event,omitempty"`
 	// Repo is owner/name (check_failed: required; labeled: empty matches any repository).
 	Repo string `yaml:"repo" json:"repo,omitempty"`
 	// Branch is the branch whose checks are watched (check_failed only, required).
@@ -33,14 +36,24 @@ type Trigger struct {
 	Checks []string `yaml:"checks" json:"checks,omitempty"`
 	// Label is the label that makes an item (labeled only, required).
 	Label string `yaml:"label" json:"label,omitempty"`
+	// Alertmanager subscribes to a receiver's alerts instead of a forge's events.
+	Alertmanager *AlertmanagerTrigger `yaml:"alertmanager" json:"alertmanager,omitempty"`
 }
 
 // Source is what the trigger listens to (the source label of its firings' metric).
-func (tr Trigger) Source() workitems.TriggerSource { return workitems.TriggerSourceForge }
+func (tr Trigger) Source() workitems.TriggerSource {
+	if tr.Alertmanager != nil {
+		return workitems.TriggerSourceAlertmanager
+	}
+	return workitems.TriggerSourceForge
+}
 
 // key identifies a trigger for the duplicate check: repositories compare case-insensitively
 // (as forges do), check names as a set.
 func (tr Trigger) key() string {
+	if tr.Alertmanager != nil {
+		return tr.Alertmanager.key()
+	}
 	checks := slices.Clone(tr.Checks)
 	slices.Sort(checks)
 	return strings.Join([]string{tr.Forge, string(tr.Event), strings.ToLower(tr.Repo), tr.Branch,
@@ -53,6 +66,19 @@ func (c *Config) validateTriggers(t *Template) error {
 	for j, tr := range t.Triggers {
 		bad := func(field, format string, args ...any) error {
 			return &ConfigError{Template: t.Name, Field: fmt.Sprintf("triggers[%d]%s", j, field), Err: fmt.Errorf(format, args...)}
+		}
+		if tr.Alertmanager != nil {
+			if tr.Forge != "" || tr.Event != "" || tr.Repo != "" || tr.Branch != "" || len(tr.Checks) > 0 || tr.Label != "" {
+				return bad(".alertmanager", "an entry is a forge trigger (forge, event, ...) or an alertmanager trigger, not both")
+			}
+			if f, err := c.validateAlertTrigger(tr.Alertmanager); err != nil {
+				return bad(".alertmanager"+f, "%v", err)
+			}
+			if k, dup := seen[tr.key()]; dup {
+				return bad("", "the same trigger as triggers[%d]", k)
+			}
+			seen[tr.key()] = j
+			continue
 		}
 		if tr.Forge == "" {
 			return bad(".forge", "missing: name a key of forges (%s)", c.forgeNames())
@@ -105,6 +131,15 @@ func (c *Config) validateTriggers(t *Template) error {
 			return bad("", "the same trigger as triggers[%d]", k)
 		}
 		seen[tr.key()] = j
+	}
+	if t.MaxPerHour > 0 && len(t.Triggers) == 0 {
+		return &ConfigError{Template: t.Name, Field: "max_per_hour", Err: errors.New("caps the items of triggers: and the template has none")}
+	}
+	if slices.ContainsFunc(t.Triggers, func(tr Trigger) bool { return tr.Alertmanager != nil }) && strings.Contains(t.Goal, "{{") {
+		// An alert's goal is a text/template of the alert (alerts.RenderGoal).
+		if _, err := template.New("goal").Option("missingkey=zero").Parse(t.Goal); err != nil {
+			return &ConfigError{Template: t.Name, Field: "goal", Err: fmt.Errorf("not a template of the alert: %v", err)}
+		}
 	}
 	return nil
 }
