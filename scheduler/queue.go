@@ -133,6 +133,9 @@ type Request struct {
 	// Repo is the repository of a fleet template's item (one of its repos); required for a
 	// fleet template, refused for any other.
 	Repo string
+	// Goal replaces the template's goal for this item (an alert's rendered goal); empty: the
+	// template's.
+	Goal string
 }
 
 // Submit creates an item from a template and enqueues its first attempt. For a cron tick the
@@ -166,6 +169,9 @@ func (q *Queue) Submit(ctx context.Context, r Request) (*workitems.Item, error) 
 	}
 	it := newItem(cfg, t, id, r.Origin, r.Input)
 	it.Ref, it.Repo = r.Ref, r.Repo
+	if r.Goal != "" {
+		it.Goal = r.Goal
+	}
 	lim := itemstore.CreateLimits{DailyCostCap: t.DailyCostCapUSD, MaxOpen: t.MaxOpen}
 	forced := q.applyForce(&r, t, it, &lim)
 	if err := q.store.Create(ctx, it, lim); err != nil {
