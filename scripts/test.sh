@@ -59,6 +59,8 @@ command -v git >/dev/null || apt_install git
 command -v bwrap >/dev/null || apt_install bubblewrap
 # promtool for the rule tests, prometheus for the live Prometheus test (both in Debian's package).
 { command -v promtool && command -v prometheus; } >/dev/null || apt_install prometheus
+# prometheus-alertmanager for the live Alertmanager test (alerts).
+command -v prometheus-alertmanager >/dev/null || apt_install prometheus-alertmanager
 eval "$(scripts/setup-chromium.sh)"
 eval "$(scripts/setup-agents.sh)"
 eval "$(scripts/setup-gitea.sh)"
