@@ -5,7 +5,8 @@
 #     on a free port (Debian's redis-server is installed when missing). Tests isolate themselves
 #     by key prefix and queue name and never flush or stop a shared server.
 #   - bubblewrap (Debian's bubblewrap) for the sandbox every child process runs in,
-#   - promtool (Debian's prometheus package) for the alert-rule tests,
+#   - promtool (Debian's prometheus package) for the alert-rule tests, prometheus and
+#     prometheus-alertmanager for the live Prometheus and Alertmanager tests,
 #   - Chromium (Debian's chromium) for the console's browser test,
 #   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
 #   - a Gitea server binary (built once from the Go module proxy into .cache/gitea) for the
