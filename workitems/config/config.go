@@ -34,7 +34,7 @@ type Config struct {
 	Waits Waits `yaml:"waits"`
 	// Alertmanager names the receivers Alertmanager posts to (POST /hooks/alertmanager/{name})
 	// and how each authenticates (alertmanager.go).
-	Alertmanager Alertmanager `yaml:"alertmanager"`
+	Alertmanager Alertmanager `yaml:"alertmanager" json:",omitzero"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 
