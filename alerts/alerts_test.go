@@ -106,9 +106,9 @@ var started = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 
 func alert(name, severity, fp string) map[string]any {
 	return map[string]any{"status": "firing",
-		"labels":       map[string]string{"alertname": name, "severity": severity, "service": "payments"},
-		"annotations":  map[string]string{"summary": "payments 5xx above 2%", "description": "the error rate is 3.1%", "runbook_url": "https://runbooks.example.com/payments"},
-		"startsAt":     started, "endsAt": time.Time{}, "generatorURL": "http://prometheus.example.com/graph?g0.expr=x", "fingerprint": fp}
+		"labels":      map[string]string{"alertname": name, "severity": severity, "service": "payments"},
+		"annotations": map[string]string{"summary": "payments 5xx above 2%", "description": "the error rate is 3.1%", "runbook_url": "https://runbooks.example.com/payments"},
+		"startsAt":    started, "endsAt": time.Time{}, "generatorURL": "http://prometheus.example.com/graph?g0.expr=x", "fingerprint": fp}
 }
 
 func notification(status, group string, alerts ...map[string]any) []byte {
