@@ -355,3 +355,19 @@ func TestMaxPerHourCapsAndCounts(t *testing.T) {
 		t.Errorf("firings %v, want %v", got, want)
 	}
 }
+
+// serve mounts the receiver beside the forges' POST /hooks/{forge}: the two must not clash.
+func TestTheReceiverMountsBesideTheForgesWebhooks(t *testing.T) {
+	f := newFixture(t)
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/{forge}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	mux.Handle("POST /hooks/alertmanager/{name}", f.replica(t))
+	if code, body := post(t, mux, req{body: notification("firing", "g", alert("PaymentsErrorRate", "page", "fp")), bearer: "s3cret-token"}); code != 200 {
+		t.Errorf("the receiver answered %d %s", code, body)
+	}
+	if code, _ := post(t, mux, req{path: "/hooks/gitea"}); code != http.StatusTeapot {
+		t.Errorf("a forge's webhook answered %d", code)
+	}
+}
