@@ -21,6 +21,12 @@ import (
 // branch every failing pull request, outerloop's own among them, would make an item); checks
 // narrows it to those check names (empty: any). labeled needs label; repo narrows it to one
 // repository (empty: any repository of the forge).
+//
+// An entry may instead subscribe to Alertmanager's alerts (alertmanager.go; package alerts):
+//
+//	  - alertmanager: {receiver: outerloop, match: {alertname: PaymentsErrorRate}, match_re: {severity: "page|critical"}}
+//
+// and a template's max_per_hour caps the items all its triggers make per hour.
 
 // Trigger is one entry of a template's triggers:: a forge trigger (forge and event) or an
 // alertmanager trigger (Alertmanager; alertmanager.go), never both.
