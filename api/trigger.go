@@ -202,7 +202,7 @@ func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 		req.ID = workitems.APITriggerItemID(t.Name, key)
 	}
 	AuditAction(r.Context(), "trigger", t.Name)
-	it, err := s.o.Queue.Submit(r.Context(), req)
+	it, err := s.o.Queue.SubmitTriggered(r.Context(), req, workitems.TriggerSourceAPI)
 	switch {
 	case err == nil:
 		c.count(workitems.TriggerMade)
@@ -212,7 +212,7 @@ func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 		c.count(workitems.TriggerDeduplicated)
 		log.Debug("trigger: item exists", "item", req.ID)
 		writeJSON(w, http.StatusOK, TriggerAnswer{Item: req.ID, Deduplicated: true})
-	case errors.Is(err, itemstore.ErrMaxOpen), errors.Is(err, itemstore.ErrDailyCap):
+	case errors.Is(err, itemstore.ErrMaxOpen), errors.Is(err, itemstore.ErrDailyCap), errors.Is(err, scheduler.ErrTriggerCapped):
 		c.refuse(http.StatusTooManyRequests, workitems.TriggerCapped, "a limit of template %q refused the item: %v", t.Name, err)
 	case errors.Is(err, scheduler.ErrUnknownTemplate):
 		c.refuse(http.StatusNotFound, workitems.TriggerRefused, "%v", err)

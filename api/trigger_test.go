@@ -49,6 +49,13 @@ templates:
     done_check: {commands: ["true"]}
     triggers:
       - api: {secret_env: PAYMENTS_TRIGGER_SECRET}
+  - name: two-an-hour
+    goal: as is
+    max_per_hour: 2
+    loop: {kind: script, commands: ["true"]}
+    done_check: {commands: ["true"]}
+    triggers:
+      - api: {secret_env: PAYMENTS_TRIGGER_SECRET}
   - name: odd-goal
     goal: "Look at {{ .where.file }}"
     loop: {kind: script, commands: ["true"]}
@@ -440,6 +447,23 @@ func TestAPausedOrCappedTemplateMakesNoItem(t *testing.T) {
 		t.Errorf("past max_open: %d %v", code, m)
 	}
 	if n := f.firings(t, "one-at-a-time", workitems.TriggerCapped); n != 1 {
+		t.Errorf("capped = %v, want 1", n)
+	}
+	// max_per_hour holds for the endpoint as for every trigger: two items, the third capped; a
+	// repeated idempotency key is a repeat, not a firing that uses the hour up.
+	for i, body := range []string{`{"idempotency_key": "a"}`, `{"idempotency_key": "a"}`, `{"idempotency_key": "b"}`} {
+		if code, m := f.post(t, "two-an-hour", body, bearer(triggerSecret)); code != http.StatusCreated && code != http.StatusOK {
+			t.Fatalf("request %d within max_per_hour: %d %v", i, code, m)
+		}
+	}
+	code, m = f.post(t, "two-an-hour", `{"idempotency_key": "c"}`, bearer(triggerSecret))
+	if msg, _ := m["error"].(string); code != http.StatusTooManyRequests || !strings.Contains(msg, "this hour") {
+		t.Errorf("past max_per_hour: %d %v", code, m)
+	}
+	if its := f.items(t, "two-an-hour"); len(its) != 2 {
+		t.Errorf("%d items of a template of max_per_hour 2, want 2", len(its))
+	}
+	if n := f.firings(t, "two-an-hour", workitems.TriggerCapped); n != 1 {
 		t.Errorf("capped = %v, want 1", n)
 	}
 }

@@ -37,3 +37,24 @@ func TestTriggerFiringsAreCountedOnFixedLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestAnAlertTriggersFiringsStartAtZero: a template subscribed to alerts has its alertmanager
+// series from SetConfig, and a refused notification counts under other.
+func TestAnAlertTriggersFiringsStartAtZero(t *testing.T) {
+	m := metrics.New()
+	m.SetConfig(&config.Config{Templates: []config.Template{{Name: "payments-errors", Loop: config.Loop{Kind: workitems.LoopScript},
+		Triggers: []config.Trigger{{Alertmanager: &config.AlertmanagerTrigger{Receiver: "outerloop"}}}}}})
+	c := m.Triggers()
+	if n := testutil.CollectAndCount(c); n != len(workitems.AllTriggerResults())+len(workitems.AllTriggerSources()) {
+		t.Errorf("%d series, want the alertmanager source's results and other's refusals", n)
+	}
+	for _, r := range workitems.AllTriggerResults() {
+		if got := testutil.ToFloat64(c.WithLabelValues("payments-errors", "alertmanager", string(r))); got != 0 {
+			t.Errorf("%s = %v, want 0", r, got)
+		}
+	}
+	m.TriggerFiring("", workitems.TriggerSourceAlertmanager, workitems.TriggerRefused)
+	if got := testutil.ToFloat64(c.WithLabelValues("other", "alertmanager", "refused")); got != 1 {
+		t.Errorf("refused = %v, want 1", got)
+	}
+}

@@ -23,6 +23,12 @@ func (k keys) paused(template string) string { return k.p + "sched:paused:" + te
 // (ControlRecord JSON): pause, resume, run now, re-run.
 func (k keys) controls(template string) string { return k.p + "sched:controls:" + template }
 
+// triggered counts the items a template's triggers made in the clock hour starting at hour
+// (string, TTL triggeredTTL): max_per_hour (trigger_cap.go).
+func (k keys) triggered(template string, hour time.Time) string {
+	return k.p + "sched:triggered:" + template + ":" + hour.UTC().Format("2006010215")
+}
+
 // claimHandled moves a template's "handled up to" mark forward to ARGV[2] when it is behind.
 //
 //	KEYS[1] the handled hash

@@ -133,8 +133,8 @@ type Request struct {
 	// Repo is the repository of a fleet template's item (one of its repos); required for a
 	// fleet template, refused for any other.
 	Repo string
-	// Goal replaces the template's goal on the item (an api trigger's goal rendered with the
-	// caller's fields); empty: the template's.
+	// Goal replaces the template's goal on the item (an api trigger's or an alert's goal,
+	// rendered with the caller's fields or the alert); empty: the template's.
 	Goal string
 }
 

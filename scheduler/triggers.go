@@ -35,8 +35,8 @@ import (
 //     at each change (hooks.Labeled.Current); the deterministic id makes that harmless. One item
 //     per (template, forge, repository, number, label): workitems.LabelTriggerItemID.
 //
-// Items are made through Queue.Submit, with origin webhook and actor "<forge>:<sender>", so the
-// template's max_open and daily cost cap apply as for any request; a refusal is logged, not
+// Items are made through Queue.SubmitTriggered, with origin webhook and actor "<forge>:<sender>",
+// so the template's max_per_hour, max_open and daily cost cap apply; a refusal is logged, not
 // returned. The id is created with the store's Create, which exactly one of any number of
 // callers wins: a second failing check on the same commit, a replayed delivery and another
 // replica handling the same delivery make no second item. A paused template makes no items.
@@ -147,7 +147,7 @@ func (t *Triggers) Trigger(ctx context.Context, e hooks.Event) error {
 
 // submit makes one item; only trouble worth a redelivery is returned.
 func (t *Triggers) submit(ctx context.Context, r Request, e hooks.Event) error {
-	it, err := t.q.Submit(ctx, r)
+	it, err := t.q.SubmitTriggered(ctx, r, workitems.TriggerSourceForge)
 	attrs := []any{"template", r.Template, "item", r.ID, "event", e.Kind, "repo", e.Repo, "delivery", e.DeliveryID}
 	switch {
 	case err == nil:
@@ -156,7 +156,7 @@ func (t *Triggers) submit(ctx context.Context, r Request, e hooks.Event) error {
 	case errors.Is(err, workitems.ErrExists):
 		t.log.Debug("trigger: item exists", attrs...)
 		t.fired(r.Template, workitems.TriggerDeduplicated)
-	case errors.Is(err, itemstore.ErrMaxOpen), errors.Is(err, itemstore.ErrDailyCap):
+	case errors.Is(err, itemstore.ErrMaxOpen), errors.Is(err, itemstore.ErrDailyCap), errors.Is(err, ErrTriggerCapped):
 		t.log.Warn("trigger: no item, a limit refused it", append(attrs, "err", err)...)
 		t.fired(r.Template, workitems.TriggerCapped)
 	case errors.Is(err, ErrUnknownTemplate), workitems.ClassOf(err) == workitems.ClassInvalidInput:

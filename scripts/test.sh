@@ -5,7 +5,8 @@
 #     on a free port (Debian's redis-server is installed when missing). Tests isolate themselves
 #     by key prefix and queue name and never flush or stop a shared server.
 #   - bubblewrap (Debian's bubblewrap) for the sandbox every child process runs in,
-#   - promtool (Debian's prometheus package) for the alert-rule tests,
+#   - promtool (Debian's prometheus package) for the alert-rule tests, prometheus and
+#     prometheus-alertmanager for the live Prometheus and Alertmanager tests,
 #   - Chromium (Debian's chromium) for the console's browser test,
 #   - the Codex and Claude Code CLIs (npm, pinned) for the external-agent tests,
 #   - a Gitea server binary (built once from the Go module proxy into .cache/gitea) for the
@@ -59,6 +60,8 @@ command -v git >/dev/null || apt_install git
 command -v bwrap >/dev/null || apt_install bubblewrap
 # promtool for the rule tests, prometheus for the live Prometheus test (both in Debian's package).
 { command -v promtool && command -v prometheus; } >/dev/null || apt_install prometheus
+# prometheus-alertmanager for the live Alertmanager test (alerts).
+command -v prometheus-alertmanager >/dev/null || apt_install prometheus-alertmanager
 eval "$(scripts/setup-chromium.sh)"
 eval "$(scripts/setup-agents.sh)"
 eval "$(scripts/setup-gitea.sh)"

@@ -44,6 +44,9 @@ const (
 	EventRerun EventType = "rerun"
 	// EventDeleted is written to the deployment-wide event log when an item is deleted.
 	EventDeleted EventType = "deleted"
+	// EventAlertResolved: Alertmanager said the item's alert group resolved (Data: resolved_at,
+	// group_key, effect: cancelled or noted).
+	EventAlertResolved EventType = "alert_resolved"
 )
 
 // AllEventTypes lists every event type.
@@ -52,7 +55,7 @@ func AllEventTypes() []EventType {
 		EventAttemptExited, EventVerified, EventDecision, EventEscalated, EventResolved, EventSteer,
 		EventLeaseLost, EventWarning, EventEnqueueRepaired, EventWorkspacePrepared, EventWorkspaceRestored,
 		EventAttemptRestarted, EventWorkspaceRemoved, EventWaiting, EventWoken, EventDelivery,
-		EventForgeRefused, EventRerun, EventDeleted}
+		EventForgeRefused, EventRerun, EventDeleted, EventAlertResolved}
 }
 
 // Event is one entry of an item's event log. Data holds small, secret-free facts.

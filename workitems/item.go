@@ -18,6 +18,8 @@ type Origin struct {
 	Forced bool `json:"forced,omitempty"`
 	// Caller is how the caller of a template's trigger endpoint proved itself (origin api).
 	Caller *CallerOrigin `json:"caller,omitempty"`
+	// Alert is the alert group that made an item of kind alert (alert_origin.go).
+	Alert *AlertOrigin `json:"alert,omitempty"`
 }
 
 // CallerOrigin records the request to POST /api/templates/{name}/trigger that made an item:
@@ -54,11 +56,12 @@ const (
 	OriginEval    OriginKind = "eval"    // a run of an experiment (package evals); Actor is the experiment
 	OriginRerun   OriginKind = "rerun"   // a person re-ran another item (Item.RerunOf)
 	OriginAPI     OriginKind = "api"     // a caller of a template's trigger endpoint (Origin.Caller)
+	OriginAlert   OriginKind = "alert"   // an Alertmanager notification (Origin.Alert)
 )
 
 // AllOriginKinds lists every OriginKind.
 func AllOriginKinds() []OriginKind {
-	return []OriginKind{OriginCron, OriginManual, OriginWebhook, OriginEval, OriginRerun, OriginAPI}
+	return []OriginKind{OriginCron, OriginManual, OriginWebhook, OriginEval, OriginRerun, OriginAPI, OriginAlert}
 }
 
 // Strategy is how an attempt goes about the goal.
@@ -402,6 +405,9 @@ type Item struct {
 	// Repo is the repository of a fleet template's item (empty: the template's repo); see
 	// config.Config.ItemTemplate.
 	Repo string `json:"repo,omitempty"`
+	// NextInput is text for the item's next attempt (an alert resolved while it was open):
+	// added to that attempt's input when it is made, then cleared (itemstore.AddNextInput).
+	NextInput []string `json:"next_input,omitempty"`
 }
 
 // Resolution records a person's action on an item.

@@ -3,6 +3,7 @@ package workitems
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,4 +85,20 @@ func shortSHA(sha string) string {
 func APITriggerItemID(template, key string) string {
 	h := sha256.Sum256([]byte(template + "\x00" + key))
 	return template + "@api-" + hex.EncodeToString(h[:8])
+}
+
+// AlertTriggerItemID is the deterministic id of the item an alertmanager trigger makes: one
+// per (template, receiver, group key, set of firing alerts). firing are the group's firing
+// alerts as fingerprint and start time (any order); a repeat notification of the same alerts
+// names the same item, an alert joining or firing anew names another. It reads
+// <template>@alert-<12 hex digits of a hash of receiver, group key and firing>.
+func AlertTriggerItemID(template, receiver, groupKey string, firing []string) string {
+	f := slices.Clone(firing)
+	slices.Sort(f)
+	h := sha256.New()
+	for _, s := range append([]string{receiver, groupKey}, f...) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return template + "@alert-" + hex.EncodeToString(h.Sum(nil))[:12]
 }

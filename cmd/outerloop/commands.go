@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,6 +281,38 @@ func startedBy(o workitems.Origin) string {
 	return s
 }
 
+// printAlertOrigin says what started an alert's item: each alert's name, labels and link, and
+// when the group resolved.
+func printAlertOrigin(w io.Writer, al *workitems.AlertOrigin) {
+	fmt.Fprintf(w, "started by: Alertmanager receiver %s, %d alert(s)", al.Receiver, len(al.Alerts))
+	if al.Truncated > 0 {
+		fmt.Fprintf(w, " (+%d not recorded)", al.Truncated)
+	}
+	fmt.Fprintln(w)
+	for _, a := range al.Alerts {
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
+			if k != "alertname" {
+				labels = append(labels, k+"="+a.Labels[k])
+			}
+		}
+		fmt.Fprintf(w, "  alert %s {%s}", a.Name(), shorten.OneLine(strings.Join(labels, ", "), 300))
+		if !a.StartsAt.IsZero() {
+			fmt.Fprintf(w, " since %s", a.StartsAt.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
+		if s := a.Annotations["summary"]; s != "" {
+			fmt.Fprintf(w, "    summary: %s\n", shorten.OneLine(s, 300))
+		}
+		if a.GeneratorURL != "" {
+			fmt.Fprintf(w, "    source: %s\n", a.GeneratorURL)
+		}
+	}
+	if !al.ResolvedAt.IsZero() {
+		fmt.Fprintf(w, "  resolved at %s\n", al.ResolvedAt.UTC().Format(time.RFC3339))
+	}
+}
+
 // printItem writes an item for a terminal: summary, its wait, attempts, decisions, review
 // rounds, events.
 func printItem(w io.Writer, v api.ItemView) {
@@ -286,6 +320,9 @@ func printItem(w io.Writer, v api.ItemView) {
 	fmt.Fprintf(w, "%s  [%s]  template %s  attempt %d/%d\n", it.ID, it.State, it.Template, it.Attempt, it.MaxAttempts)
 	fmt.Fprintf(w, "goal: %s\n", it.Goal)
 	fmt.Fprintf(w, "started by: %s\n", startedBy(it.Origin))
+	if al := it.Origin.Alert; al != nil {
+		printAlertOrigin(w, al)
+	}
 	if it.RerunOf != "" {
 		fmt.Fprintf(w, "re-run of %s\n", it.RerunOf)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynqmon"
 	"github.com/spf13/cobra"
 
+	"outerloop/alerts"
 	"outerloop/api"
 	"outerloop/internal/app"
 	"outerloop/notify"
@@ -124,6 +125,11 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	triggers := scheduler.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "triggers")).WithHeads(scheduler.ForgeHeads(a.Forges)).
 		WithObserver(a.Metrics)
 	mux.Handle("POST /hooks/{forge}", a.Hooks(forgeAuditor{audit}, triggers))
+	// Alertmanager's notifications: a receiver of alertmanager: authenticates them; the templates
+	// that subscribe to its alerts make items (docs/triggers.md, "Alertmanager").
+	alertTriggers := alerts.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "alerts")).WithObserver(a.Metrics)
+	mux.Handle("POST /hooks/alertmanager/{name}", alerts.Handler(alerts.Options{Config: a.CurrentConfig, Notifier: alertTriggers,
+		Observer: a.Metrics, Logger: a.Logger.With("component", "alerts")}))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err

@@ -32,6 +32,9 @@ type Config struct {
 	Notify Notify `yaml:"notify"`
 	// Waits tunes how waiting items are polled and when they reach the inbox (wait.go).
 	Waits Waits `yaml:"waits"`
+	// Alertmanager names the receivers Alertmanager posts to (POST /hooks/alertmanager/{name})
+	// and how each authenticates (alertmanager.go).
+	Alertmanager Alertmanager `yaml:"alertmanager" json:",omitzero"`
 	// Dir is the directory relative repo paths are resolved against (the config file's).
 	Dir string `yaml:"-"`
 
@@ -162,6 +165,9 @@ type Template struct {
 	// Triggers are forge events that make items of the template (triggers.go). Left out of
 	// the JSON when empty, so a template without triggers keeps its version.
 	Triggers []Trigger `yaml:"triggers" json:",omitempty"`
+	// MaxPerHour caps the items the template's triggers make per clock hour (0: no cap);
+	// past it a firing is logged and skipped (scheduler.Queue.SubmitTriggered).
+	MaxPerHour int `yaml:"max_per_hour" json:",omitempty"`
 }
 
 // ConfigError names the template and field that are wrong.
@@ -433,6 +439,9 @@ func (c *Config) ValidateWith(kinds Kinds) error {
 	if err := c.Waits.validate(); err != nil {
 		return err
 	}
+	if err := c.Alertmanager.validate(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i := range c.Templates {
 		t := &c.Templates[i]
@@ -467,6 +476,9 @@ func (c *Config) validateTemplate(t *Template, loops LoopRegistry) error {
 	}
 	if t.MaxOpen < 0 {
 		return bad("max_open", "must not be negative")
+	}
+	if t.MaxPerHour < 0 {
+		return bad("max_per_hour", "must not be negative")
 	}
 	if t.DailyCostCapUSD < 0 {
 		return bad("daily_cost_cap_usd", "must not be negative")

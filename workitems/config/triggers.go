@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,14 +30,20 @@ import (
 //	triggers:
 //	  - api: {secret_env: PAYMENTS_TRIGGER_SECRET}
 //
-// An entry is a forge trigger (forge, event, …) or an api trigger, never both; a template has
-// at most one api trigger (one secret).
+// An alertmanager trigger subscribes to a receiver's alerts (alertmanager.go; package alerts):
+//
+//	  - alertmanager: {receiver: outerloop, match: {alertname: PaymentsErrorRate}, match_re: {severity: "page|critical"}}
+//
+// An entry is one kind: a forge trigger (forge, event, …), an api trigger or an alertmanager
+// trigger; a template has at most one api trigger (one secret). A template's max_per_hour caps
+// the items all its triggers make per hour (scheduler.Queue.SubmitTriggered).
 
-// Trigger is one entry of a template's triggers:.
+// Trigger is one entry of a template's triggers:: a forge trigger (forge and event), an api
+// trigger (API) or an alertmanager trigger (Alertmanager; alertmanager.go), one kind each.
 type Trigger struct {
 	// Forge is the key of forges: whose webhooks (POST /hooks/{forge}) are matched.
-	Forge string                 `yaml:"forge" json:"forge"`
-	Event workitems.TriggerEvent `yaml:"event" json:"event"`
+	Forge string                 `yaml:"forge" json:"forge,omitempty"`
+	Event workitems.TriggerEvent `yaml:"event" json:"event,omitempty"`
 	// Repo is owner/name (check_failed: required; labeled: empty matches any repository).
 	Repo string `yaml:"repo" json:"repo,omitempty"`
 	// Branch is the branch whose checks are watched (check_failed only, required).
@@ -45,6 +52,8 @@ type Trigger struct {
 	Checks []string `yaml:"checks" json:"checks,omitempty"`
 	// Label is the label that makes an item (labeled only, required).
 	Label string `yaml:"label" json:"label,omitempty"`
+	// Alertmanager subscribes to a receiver's alerts instead of a forge's events.
+	Alertmanager *AlertmanagerTrigger `yaml:"alertmanager" json:"alertmanager,omitempty"`
 	// API makes the entry an api trigger (and none of the fields above may be set).
 	API *APITrigger `yaml:"api" json:"api,omitempty"`
 }
@@ -89,8 +98,11 @@ func (a APITrigger) Secret(getenv func(string) string) (string, error) {
 
 // Source is what the trigger listens to (the source label of its firings' metric).
 func (tr Trigger) Source() workitems.TriggerSource {
-	if tr.API != nil {
+	switch {
+	case tr.API != nil:
 		return workitems.TriggerSourceAPI
+	case tr.Alertmanager != nil:
+		return workitems.TriggerSourceAlertmanager
 	}
 	return workitems.TriggerSourceForge
 }
@@ -108,6 +120,9 @@ func (t *Template) APITrigger() (*APITrigger, bool) {
 // key identifies a trigger for the duplicate check: repositories compare case-insensitively
 // (as forges do), check names as a set.
 func (tr Trigger) key() string {
+	if tr.Alertmanager != nil {
+		return tr.Alertmanager.key()
+	}
 	checks := slices.Clone(tr.Checks)
 	slices.Sort(checks)
 	return strings.Join([]string{tr.Forge, string(tr.Event), strings.ToLower(tr.Repo), tr.Branch,
@@ -122,6 +137,9 @@ func (c *Config) validateTriggers(t *Template) error {
 		bad := func(field, format string, args ...any) error {
 			return &ConfigError{Template: t.Name, Field: fmt.Sprintf("triggers[%d]%s", j, field), Err: fmt.Errorf(format, args...)}
 		}
+		if tr.API != nil && tr.Alertmanager != nil {
+			return bad(".api", "not with alertmanager: an entry is one kind of trigger")
+		}
 		if tr.API != nil {
 			if err := validateAPITrigger(tr, bad); err != nil {
 				return err
@@ -132,8 +150,21 @@ func (c *Config) validateTriggers(t *Template) error {
 			apiAt = j
 			continue
 		}
+		if tr.Alertmanager != nil {
+			if tr.Forge != "" || tr.Event != "" || tr.Repo != "" || tr.Branch != "" || len(tr.Checks) > 0 || tr.Label != "" {
+				return bad(".alertmanager", "an entry is a forge trigger (forge, event, ...) or an alertmanager trigger, not both")
+			}
+			if f, err := c.validateAlertTrigger(tr.Alertmanager); err != nil {
+				return bad(".alertmanager"+f, "%v", err)
+			}
+			if k, dup := seen[tr.key()]; dup {
+				return bad("", "the same trigger as triggers[%d]", k)
+			}
+			seen[tr.key()] = j
+			continue
+		}
 		if tr.Forge == "" {
-			return bad(".forge", "missing: name a key of forges (%s), or make it an api trigger (api: {secret_env: …})", c.forgeNames())
+			return bad(".forge", "missing: name a key of forges (%s), or make it an api or alertmanager trigger", c.forgeNames())
 		}
 		if _, ok := c.Forges[tr.Forge]; !ok {
 			return bad(".forge", "%q is not a key of forges (%s)", tr.Forge, c.forgeNames())
@@ -184,9 +215,13 @@ func (c *Config) validateTriggers(t *Template) error {
 		}
 		seen[tr.key()] = j
 	}
-	if apiAt >= 0 && strings.Contains(t.Goal, "{{") {
-		// A caller's fields fill the goal (api/trigger.go renders it); a goal that cannot be
-		// parsed would refuse every request.
+	if t.MaxPerHour > 0 && len(t.Triggers) == 0 {
+		return &ConfigError{Template: t.Name, Field: "max_per_hour", Err: errors.New("caps the items of triggers: and the template has none")}
+	}
+	rendered := apiAt >= 0 || slices.ContainsFunc(t.Triggers, func(tr Trigger) bool { return tr.Alertmanager != nil })
+	if rendered && strings.Contains(t.Goal, "{{") {
+		// A caller's fields (api/trigger.go) or an alert (alerts.RenderGoal) fill the goal; a
+		// goal that cannot be parsed would refuse every firing.
 		if _, err := template.New("goal").Option("missingkey=zero").Parse(t.Goal); err != nil {
 			return &ConfigError{Template: t.Name, Field: "goal", Err: fmt.Errorf("not a valid text/template: %w", err)}
 		}

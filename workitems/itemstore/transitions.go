@@ -169,7 +169,7 @@ func (s *Store) applyDecision(op workitems.Op, it *workitems.Item, a *workitems.
 	case workitems.OutcomeClose:
 		return evs, take(op, it, workitems.StateClosed)
 	case workitems.OutcomeRetry:
-		next := workitems.Attempt{N: a.N + 1, Condition: *d.Next, Changed: d.Next.Changes(a.Condition), State: workitems.AttemptQueued}
+		next := workitems.Attempt{N: a.N + 1, Condition: withNextInput(it, *d.Next), Changed: d.Next.Changes(a.Condition), State: workitems.AttemptQueued}
 		it.Attempts = append(it.Attempts, next)
 		it.Attempt = next.N
 		evs = append(evs, workitems.Event{Type: workitems.EventStep, Attempt: next.N, Message: "retry with a changed condition",
@@ -262,6 +262,7 @@ func (s *Store) Resolve(ctx context.Context, id string, r workitems.Resolution) 
 			if prev != nil {
 				next.Changed = cond.Changes(prev.Condition)
 			}
+			next.Condition = withNextInput(it, next.Condition)
 			if r.Input == "" && r.Budget.IsZero() && r.ItemBudget.IsZero() {
 				return nil, fmt.Errorf("workitems: resolve %s: %w: give input or a budget", id, ErrNoChange)
 			}
