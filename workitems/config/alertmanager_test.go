@@ -75,7 +75,7 @@ func TestAlertmanagerValidationNamesTheField(t *testing.T) {
 		{"a duplicate", twoReceivers, "", []string{`alertmanager: {receiver: outerloop, match: {a: b}}`, `alertmanager: {receiver: outerloop, match: {a: b}}`},
 			"t1", "triggers[1]", "the same trigger as triggers[0]"},
 		{"a negative max_per_hour", twoReceivers, "    max_per_hour: -1\n", []string{`alertmanager: {receiver: outerloop}`}, "t1", "max_per_hour", "negative"},
-		{"a goal that is not a template", twoReceivers, "", []string{`alertmanager: {receiver: outerloop}`}, "t1", "goal", "not a template"},
+		{"a goal that is not a template", twoReceivers, "", []string{`alertmanager: {receiver: outerloop}`}, "t1", "goal", "not a valid text/template"},
 		{"a receiver with two secrets", "    outerloop: {token_env: A, token_file: /b}\n", "", nil, "", "alertmanager.receivers.outerloop", "exactly one"},
 		{"basic auth without a username", "    outerloop: {basic_auth: {password_env: P}}\n", "", nil, "", "alertmanager.receivers.outerloop.basic_auth.username", "missing"},
 		{"basic auth without a password", "    outerloop: {basic_auth: {username: am}}\n", "", nil, "", "alertmanager.receivers.outerloop.basic_auth", "exactly one"},
