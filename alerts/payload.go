@@ -3,6 +3,7 @@ package alerts
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -59,7 +60,7 @@ func Parse(body []byte) (*Notification, error) {
 	if n.GroupKey == "" {
 		return nil, fmt.Errorf("alerts: groupKey missing")
 	}
-	if n.Status != StatusFiring && n.Status != StatusResolved {
+	if !slices.Contains(AllStatuses(), n.Status) {
 		return nil, fmt.Errorf("alerts: status %q is not firing or resolved", n.Status)
 	}
 	return &n, nil

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,7 +204,7 @@ func TestTriggerWithTheBearerSecretMakesAnItemWithTheFields(t *testing.T) {
 		}
 	}
 	o := it.Origin
-	if o.Kind != workitems.OriginAPI || o.Caller == nil || o.Caller.Auth != workitems.CallerBearer ||
+	if o.Kind != workitems.OriginAPI || o.Caller == nil || o.Caller.Auth != workitems.CallerBearer || !slices.Contains(workitems.AllCallerAuths(), o.Caller.Auth) ||
 		strings.Join(o.Caller.Fields, ",") != "count,labels,log,title,urgent" || o.Caller.IdempotencyKey != "" {
 		t.Errorf("origin %+v caller %+v", o, o.Caller)
 	}

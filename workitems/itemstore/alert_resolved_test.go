@@ -3,6 +3,7 @@ package itemstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestAResolvedAlertCancelsItsQueuedItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	it, eff, err := s.AlertResolved(ctx, "q", resolvedAt, "alertmanager:outerloop")
-	if err != nil || eff != itemstore.AlertCancelled || it.State != workitems.StateCancelled {
+	if err != nil || eff != itemstore.AlertCancelled || it.State != workitems.StateCancelled || !slices.Contains(itemstore.AllAlertEffects(), eff) {
 		t.Fatalf("effect %s, state %s, err %v", eff, it.State, err)
 	}
 	if it.Resolution[0].Input != "resolved before it started at 2026-12-07T10:10:00Z" {
