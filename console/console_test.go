@@ -445,3 +445,46 @@ func TestEscalationSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestTheItemPageSaysWhichAlertOrCallerStartedIt: an alert's item shows its alerts, labels,
+// summary and source link, and when the group resolved; an item of the trigger endpoint shows
+// how its caller authenticated. A source link that is not http(s) is not made a live link.
+func TestTheItemPageSaysWhichAlertOrCallerStartedIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	resolved := time.Date(2026, 12, 7, 10, 30, 0, 0, time.UTC)
+	f.item(t, "fix@alert", "fix", "fix the error rate", func(it *workitems.Item) error {
+		it.Origin = workitems.Origin{Kind: workitems.OriginAlert, Actor: "alertmanager:outerloop", Alert: &workitems.AlertOrigin{
+			Receiver: "outerloop", GroupKey: "{}:{alertname=\"PaymentsErrorRate\"}", Status: "firing", ResolvedAt: resolved,
+			Alerts: []workitems.AlertFacts{
+				{Labels: map[string]string{"alertname": "PaymentsErrorRate", "severity": "page"},
+					Annotations:  map[string]string{"summary": "5% of payments <b>fail</b>", "runbook_url": "https://runbooks.example.com/pay"},
+					StartsAt:     resolved.Add(-time.Hour),
+					GeneratorURL: "http://prometheus:9090/graph?g0.expr=rate"},
+				{Labels: map[string]string{"alertname": "Evil"}, GeneratorURL: "javascript:alert(1)"},
+			}}}
+		return nil
+	})
+	f.item(t, "fix@api", "fix", "fix it", func(it *workitems.Item) error {
+		it.Origin = workitems.Origin{Kind: workitems.OriginAPI, Actor: "api",
+			Caller: &workitems.CallerOrigin{Auth: workitems.CallerHMAC, IdempotencyKey: "sentry-42", Fields: []string{"count", "title"}}}
+		return nil
+	})
+	_, body := f.get(t, "/items/fix@alert")
+	for _, want := range []string{"Alertmanager receiver <code>outerloop</code>, 2 alerts", "<strong>PaymentsErrorRate</strong>",
+		"<code>severity=page</code>", "5% of payments &lt;b&gt;fail&lt;/b&gt;", `href="http://prometheus:9090/graph?g0.expr=rate"`,
+		`href="https://runbooks.example.com/pay"`, "resolved at 2026-12-07 10:30"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the alert's item page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `href="javascript:`) {
+		t.Error("a javascript: source link was rendered live")
+	}
+	_, body = f.get(t, "/items/fix@api")
+	for _, want := range []string{"authenticated by hmac", "idempotency key <code>sentry-42</code>", "<code>count</code>, <code>title</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the api item's page lacks %q", want)
+		}
+	}
+}
