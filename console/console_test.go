@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 
 	"outerloop/api"
 	"outerloop/console"
+	"outerloop/scheduler"
 	"outerloop/workitems"
 )
 
@@ -486,5 +488,32 @@ func TestTheItemPageSaysWhichAlertOrCallerStartedIt(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the api item's page lacks %q", want)
 		}
+	}
+}
+
+// TestTheTemplatesPageListsTriggersAndTheirLastFiring: a template's triggers are listed with
+// the last firing of each one's source, as the firing log (the observer serve wires) keeps it;
+// a firing of a template that is not configured keeps nothing.
+func TestTheTemplatesPageListsTriggersAndTheirLastFiring(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	_, body := f.get(t, "/templates")
+	if !strings.Contains(body, "<code>api</code> <span class=\"muted\">not fired yet</span>") {
+		t.Fatalf("docs' api trigger is not listed as not fired yet:\n%s", body)
+	}
+	log := scheduler.NewFiringLog(f.app.Queue, nil)
+	log.TriggerFiring("docs", workitems.TriggerSourceAPI, workitems.TriggerDeduplicated)
+	log.TriggerFiring("docs", workitems.TriggerSourceAPI, workitems.TriggerMade)
+	log.TriggerFiring("nosuch", workitems.TriggerSourceAPI, workitems.TriggerRefused)
+	_, body = f.get(t, "/templates")
+	if !strings.Contains(body, "last fired just now: made") && !strings.Contains(body, "ago: made") {
+		t.Errorf("docs' last firing is not shown:\n%s", body)
+	}
+	last, err := f.app.Queue.LastFirings(context.Background(), []string{"docs", "nosuch", "fix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last) != 1 || last["docs"][workitems.TriggerSourceAPI].Result != workitems.TriggerMade {
+		t.Errorf("last firings %+v, want docs' api made only", last)
 	}
 }

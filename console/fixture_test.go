@@ -68,6 +68,7 @@ func handlerConfig(t *testing.T) *config.Config {
     goal: refresh the docs
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
+    triggers: [{api: {secret_env: DOCS_TRIGGER_SECRET}}]
 `, repo, repo))
 }
 

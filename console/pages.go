@@ -285,6 +285,15 @@ type templateRow struct {
 	LastClosed string
 	Recent     []itemstore.Recent
 	Paused     *scheduler.Pause
+	// Fired are the template's triggers with the last firing of each one's source.
+	Fired []firedTrigger
+}
+
+// firedTrigger is one of a template's triggers on the templates page: what it listens to, and
+// the last firing of its source (nil: none yet).
+type firedTrigger struct {
+	What string
+	Last *scheduler.Firing
 }
 
 // recentPerTemplate is how many last outcomes the templates page shows per template.
@@ -301,7 +310,8 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		return c.badPage(v, r, "/templates")
 	}
 	// Only the page's templates are read: their stats in one pipeline, their last outcomes in
-	// one more (from the state indexes alone, no item read), their pauses in a third.
+	// one more (from the state indexes alone, no item read), their pauses in a third, their
+	// triggers' last firings in a fourth.
 	all := c.o.Queue.Config().Templates
 	lo := min((pageNo-1)*templatesPerPage, len(all))
 	page := all[lo:min(lo+templatesPerPage, len(all))]
@@ -318,6 +328,10 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		return c.internal(v, err)
 	}
 	pauses, err := c.o.Queue.Pauses(r.Context(), names) // one more pipeline
+	if err != nil {
+		return c.internal(v, err)
+	}
+	firings, err := c.o.Queue.LastFirings(r.Context(), names) // and one for the triggers
 	if err != nil {
 		return c.internal(v, err)
 	}
@@ -347,6 +361,13 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, v *view) (st
 		row.Recent = recent[t.Name]
 		if p, ok := pauses[t.Name]; ok {
 			row.Paused = &p
+		}
+		for _, tr := range t.Triggers {
+			ft := firedTrigger{What: tr.String()}
+			if f, ok := firings[t.Name][tr.Source()]; ok {
+				ft.Last = &f
+			}
+			row.Fired = append(row.Fired, ft)
 		}
 		p.Rows = append(p.Rows, row)
 	}

@@ -29,6 +29,10 @@ func (k keys) triggered(template string, hour time.Time) string {
 	return k.p + "sched:triggered:" + template + ":" + hour.UTC().Format("2006010215")
 }
 
+// firings is a hash per template: trigger source → the last firing (Firing JSON), for the
+// console's templates page (firings.go).
+func (k keys) firings(template string) string { return k.p + "sched:firings:" + template }
+
 // claimHandled moves a template's "handled up to" mark forward to ARGV[2] when it is behind.
 //
 //	KEYS[1] the handled hash

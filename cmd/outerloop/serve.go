@@ -112,10 +112,13 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// Every trigger's firings are counted (metrics) and each template's last one kept for the
+	// templates page.
+	firings := scheduler.NewFiringLog(a.Queue, a.Metrics)
 	apiSrv := api.New(api.Options{Queue: a.Queue, Auth: auth, Metrics: a.Metrics.Handler(), Logger: a.Logger,
 		Evidence: verify.EvidenceHandler(a.CIStore, token), EvidenceFiles: verify.EvidenceFilesHandler(a.EvidenceFiles),
 		NextRun: sched.NextRun, Fleet: a.Fleet, Audit: audit, Experiments: a.EvalRunner(),
-		Triggers: a.Metrics}) // POST /api/templates/{name}/trigger: the template's own secret (docs/triggers.md)
+		Triggers: firings}) // POST /api/templates/{name}/trigger: the template's own secret (docs/triggers.md)
 	apiSrv.Register(mux)
 	con := registerConsole(mux, a, auth, sched.NextRun, audit)
 	mux.Handle("GET /api/notifications", notify.ListHandler(a.Outbox))
@@ -123,13 +126,13 @@ func runServe(ctx context.Context, a *app.App, o serveOptions) error {
 	// and carry /outerloop commands.
 	// Triggers: forge events a template subscribes to make items (docs/triggers.md).
 	triggers := scheduler.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "triggers")).WithHeads(scheduler.ForgeHeads(a.Forges)).
-		WithObserver(a.Metrics)
+		WithObserver(firings)
 	mux.Handle("POST /hooks/{forge}", a.Hooks(forgeAuditor{audit}, triggers))
 	// Alertmanager's notifications: a receiver of alertmanager: authenticates them; the templates
 	// that subscribe to its alerts make items (docs/triggers.md, "Alertmanager").
-	alertTriggers := alerts.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "alerts")).WithObserver(a.Metrics)
+	alertTriggers := alerts.NewTriggers(a.Queue, a.CurrentConfig, a.Logger.With("component", "alerts")).WithObserver(firings)
 	mux.Handle("POST /hooks/alertmanager/{name}", alerts.Handler(alerts.Options{Config: a.CurrentConfig, Notifier: alertTriggers,
-		Observer: a.Metrics, Logger: a.Logger.With("component", "alerts")}))
+		Observer: firings, Logger: a.Logger.With("component", "alerts")}))
 	// asynq's own queue gauges on the same /metrics; we do not duplicate them.
 	if err := a.Metrics.RegisterQueues(a.Inspector()); err != nil {
 		return err

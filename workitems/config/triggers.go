@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,6 +106,39 @@ func (tr Trigger) Source() workitems.TriggerSource {
 		return workitems.TriggerSourceAlertmanager
 	}
 	return workitems.TriggerSourceForge
+}
+
+// String says what the trigger listens to, in a line (the console's templates page):
+// "gitea check_failed acme/payments@main [ci/test]", "alertmanager outerloop {alertname=X,
+// severity=~page|critical}", "api".
+func (tr Trigger) String() string {
+	switch {
+	case tr.API != nil:
+		return "api"
+	case tr.Alertmanager != nil:
+		var m []string
+		for _, k := range slices.Sorted(maps.Keys(tr.Alertmanager.Match)) {
+			m = append(m, k+"="+tr.Alertmanager.Match[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(tr.Alertmanager.MatchRE)) {
+			m = append(m, k+"=~"+tr.Alertmanager.MatchRE[k])
+		}
+		return "alertmanager " + tr.Alertmanager.Receiver + " {" + strings.Join(m, ", ") + "}"
+	}
+	s := tr.Forge + " " + string(tr.Event)
+	switch {
+	case tr.Repo != "" && tr.Branch != "":
+		s += " " + tr.Repo + "@" + tr.Branch
+	case tr.Repo != "":
+		s += " " + tr.Repo
+	}
+	if tr.Label != "" {
+		s += " " + tr.Label
+	}
+	if len(tr.Checks) > 0 {
+		s += " [" + strings.Join(tr.Checks, ", ") + "]"
+	}
+	return s
 }
 
 // APITrigger returns the template's api trigger, if it has one.

@@ -287,3 +287,21 @@ func TestAPITriggerSecretIsReadAtEachCallAndNeverShown(t *testing.T) {
 		t.Errorf("file: %q, %v", s, err)
 	}
 }
+
+func TestATriggerSaysWhatItListensTo(t *testing.T) {
+	for _, c := range []struct {
+		tr   Trigger
+		want string
+	}{
+		{Trigger{Forge: "gitea", Event: workitems.TriggerCheckFailed, Repo: "acme/pay", Branch: "main", Checks: []string{"ci/test", "ci/lint"}},
+			"gitea check_failed acme/pay@main [ci/test, ci/lint]"},
+		{Trigger{Forge: "gitea", Event: workitems.TriggerLabeled, Label: "outerloop-fix"}, "gitea labeled outerloop-fix"},
+		{Trigger{API: &APITrigger{SecretEnv: "X"}}, "api"},
+		{Trigger{Alertmanager: &AlertmanagerTrigger{Receiver: "ol", Match: map[string]string{"severity": "page", "alertname": "A"},
+			MatchRE: map[string]string{"team": "pay|core"}}}, "alertmanager ol {alertname=A, severity=page, team=~pay|core}"},
+	} {
+		if got := c.tr.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.tr, got, c.want)
+		}
+	}
+}
