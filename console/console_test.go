@@ -499,21 +499,21 @@ func TestTheTemplatesPageListsTriggersAndTheirLastFiring(t *testing.T) {
 	f := newFixture(t, testToken)
 	_, body := f.get(t, "/templates")
 	if !strings.Contains(body, "<code>api</code> <span class=\"muted\">not fired yet</span>") {
-		t.Fatalf("docs' api trigger is not listed as not fired yet:\n%s", body)
+		t.Fatalf("fix' api trigger is not listed as not fired yet:\n%s", body)
 	}
 	log := scheduler.NewFiringLog(f.app.Queue, nil)
-	log.TriggerFiring("docs", workitems.TriggerSourceAPI, workitems.TriggerDeduplicated)
-	log.TriggerFiring("docs", workitems.TriggerSourceAPI, workitems.TriggerMade)
+	log.TriggerFiring("fix", workitems.TriggerSourceAPI, workitems.TriggerDeduplicated)
+	log.TriggerFiring("fix", workitems.TriggerSourceAPI, workitems.TriggerMade)
 	log.TriggerFiring("nosuch", workitems.TriggerSourceAPI, workitems.TriggerRefused)
 	_, body = f.get(t, "/templates")
 	if !strings.Contains(body, "last fired just now: made") && !strings.Contains(body, "ago: made") {
-		t.Errorf("docs' last firing is not shown:\n%s", body)
+		t.Errorf("fix' last firing is not shown:\n%s", body)
 	}
 	last, err := f.app.Queue.LastFirings(context.Background(), []string{"docs", "nosuch", "fix"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(last) != 1 || last["docs"][workitems.TriggerSourceAPI].Result != workitems.TriggerMade {
-		t.Errorf("last firings %+v, want docs' api made only", last)
+	if len(last) != 1 || last["fix"][workitems.TriggerSourceAPI].Result != workitems.TriggerMade {
+		t.Errorf("last firings %+v, want fix' api made only", last)
 	}
 }

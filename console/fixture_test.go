@@ -59,6 +59,7 @@ func handlerConfig(t *testing.T) *config.Config {
   - name: fix
     schedule: "*/10 * * * *"
     daily_cost_cap_usd: 5
+    triggers: [{api: {secret_env: FIX_TRIGGER_SECRET}}]
     repo: %s
     goal: make TestAdd pass
     loop: {kind: script, commands: ["true"]}
@@ -68,7 +69,6 @@ func handlerConfig(t *testing.T) *config.Config {
     goal: refresh the docs
     loop: {kind: script, commands: ["true"]}
     done_check: {commands: ["true"]}
-    triggers: [{api: {secret_env: DOCS_TRIGGER_SECRET}}]
 `, repo, repo))
 }
 
