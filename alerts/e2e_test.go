@@ -24,9 +24,9 @@ import (
 // prometheus-alertmanager: Prometheus scrapes a gauge the test sets and fires PaymentsErrorRate
 // when it is 1; Alertmanager (group_wait 1s, group_interval 2s, repeat_interval 3s,
 // send_resolved, a bearer credentials_file) posts to the outerloop receiver served here. No
-// worker runs, so the item stays queued: the alert's first notification makes exactly one item
-// with its labels and annotations in the input, the repeats make none, and the resolved
-// notification cancels it.
+// worker runs, so the item stays queued: the alert's first notification, posted to two serve
+// replicas, makes exactly one item with its labels and annotations in the input, the repeats
+// make none, and the resolved notification cancels it.
 func TestARealAlertmanagerMakesOneItemAndItsResolutionCancelsIt(t *testing.T) {
 	promBin, amBin := lookBin(t, "prometheus"), lookBin(t, "prometheus-alertmanager")
 	begun := time.Now()
@@ -39,28 +39,34 @@ func TestARealAlertmanagerMakesOneItemAndItsResolutionCancelsIt(t *testing.T) {
 	}))
 	t.Cleanup(target.Close)
 
-	// The receiver, with every notification it answered reported on got.
+	// Two serve replicas' receivers on one store, each notification they answered reported
+	// on got: Alertmanager posts every notification to both.
 	type answered struct {
-		status string
-		code   int
+		replica int
+		status  string
+		code    int
 	}
 	got := make(chan answered, 1000)
-	inner := f.replica(t)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := httptest.NewRecorder()
-		inner.ServeHTTP(rec, r)
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
-		var n struct{ Status string }
-		_ = json.Unmarshal(body, &n)
-		got <- answered{status: n.Status, code: rec.Code}
-	}))
-	t.Cleanup(receiver.Close)
+	receiver := func(replica int) *httptest.Server {
+		inner := f.replica(t)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			rec := httptest.NewRecorder()
+			inner.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			var n struct{ Status string }
+			_ = json.Unmarshal(body, &n)
+			got <- answered{replica: replica, status: n.Status, code: rec.Code}
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	replicas := []*httptest.Server{receiver(0), receiver(1)}
 
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -81,11 +87,15 @@ func TestARealAlertmanagerMakesOneItemAndItsResolutionCancelsIt(t *testing.T) {
 receivers:
   - name: outerloop
     webhook_configs:
-      - url: %s/hooks/alertmanager/outerloop
+      - url: %[1]s/hooks/alertmanager/outerloop
         send_resolved: true
         http_config:
-          authorization: {credentials_file: %s}
-`, receiver.URL, token))
+          authorization: {credentials_file: %[3]s}
+      - url: %[2]s/hooks/alertmanager/outerloop
+        send_resolved: true
+        http_config:
+          authorization: {credentials_file: %[3]s}
+`, replicas[0].URL, replicas[1].URL, token))
 	amExit := start(t, dir, "alertmanager", amBin, "--config.file="+amCfg, "--storage.path="+filepath.Join(dir, "am-data"),
 		"--web.listen-address="+amAddr, "--cluster.listen-address=", "--log.level=warn")
 
@@ -120,23 +130,26 @@ scrape_configs:
 		"--web.listen-address="+freeAddr(t), "--rules.alert.resend-delay=1s", "--log.level=warn")
 
 	deadline := testwait.After(t)
-	await := func(what string, status string) answered {
+	// await waits until both replicas have answered a notification of status since the last
+	// await.
+	await := func(what string, status string) {
 		t.Helper()
-		for {
+		seen := [2]bool{}
+		for !seen[0] || !seen[1] {
 			select {
 			case a := <-got:
 				if a.code != http.StatusOK {
-					t.Fatalf("the receiver answered a %s notification %d", a.status, a.code)
+					t.Fatalf("replica %d answered a %s notification %d", a.replica, a.status, a.code)
 				}
 				if a.status == status {
-					return a
+					seen[a.replica] = true
 				}
 			case <-amExit:
 				t.Fatalf("alertmanager exited while waiting for %s; its log:\n%s", what, readLog(dir, "alertmanager"))
 			case <-promExit:
 				t.Fatalf("prometheus exited while waiting for %s; its log:\n%s", what, readLog(dir, "prometheus"))
 			case <-deadline:
-				t.Fatalf("timed out waiting for %s; logs:\n%s\n%s", what, readLog(dir, "prometheus"), readLog(dir, "alertmanager"))
+				t.Fatalf("timed out waiting for %s at both replicas; logs:\n%s\n%s", what, readLog(dir, "prometheus"), readLog(dir, "alertmanager"))
 			}
 		}
 	}
@@ -144,7 +157,7 @@ scrape_configs:
 	await("the first firing notification", "firing")
 	its := f.items(t)
 	if len(its) != 1 {
-		t.Fatalf("%d items after the first notification, want 1", len(its))
+		t.Fatalf("%d items after the first notification reached both replicas, want 1", len(its))
 	}
 	it := its[0]
 	in := it.Attempts[0].Condition.Input
