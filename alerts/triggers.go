@@ -10,10 +10,10 @@ import (
 	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
+	"outerloop/lib/shorten"
 	"outerloop/scheduler"
 	"outerloop/workitems"
 	"outerloop/workitems/config"
@@ -369,16 +369,7 @@ func (l *limitedBuilder) Write(p []byte) (int, error) {
 	return l.Builder.Write(p)
 }
 
-// clipText cuts s to at most n bytes at a character boundary, saying it did.
+// clipText is s as valid UTF-8, cut to at most n bytes (shorten.ClipMarked).
 func clipText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	const mark = "\n[… clipped]"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
+	return shorten.ClipMarked(strings.ToValidUTF8(s, "\uFFFD"), n)
 }

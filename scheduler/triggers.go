@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"outerloop/forge"
 	"outerloop/hooks"
+	"outerloop/lib/shorten"
 	"outerloop/workitems"
 	"outerloop/workitems/config"
 	"outerloop/workitems/itemstore"
@@ -268,7 +268,7 @@ func labelInput(e hooks.Event, label string) string {
 	}
 	b.WriteString(".\n")
 	fmt.Fprintf(&b, "Title: %s\n", clean(l.Title))
-	if body := clip(clean(l.Body), MaxTriggerText); body != "" {
+	if body := shorten.ClipMarked(clean(l.Body), MaxTriggerText); body != "" {
 		fmt.Fprintf(&b, "\nIts text, as its author wrote it:\n\n%s\n", body)
 	}
 	return b.String()
@@ -276,19 +276,6 @@ func labelInput(e hooks.Event, label string) string {
 
 // clean makes forge text valid UTF-8 (Submit refuses anything else).
 func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-
-// clip cuts s to at most n bytes at a character boundary, saying it did.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "\n[… clipped]"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
 
 // ForgeHeads reads branch heads from the deployment's forges with git ls-remote (the forge's
 // clone URL and credentials), bounded by a 30 s timeout.

@@ -30,6 +30,23 @@ func Clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// clippedMark ends a text ClipMarked cut.
+const clippedMark = "\n[… clipped]"
+
+// ClipMarked cuts s to at most n bytes in all, at a character boundary, ending what it cut
+// with a line saying so: for a text a reader (a person, a model) should know is not whole. An
+// n shorter than that line gives the line alone.
+func ClipMarked(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n-len(clippedMark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + clippedMark
+}
+
 // OneLine is s with every run of white space (line ends included) made one space and the ends
 // trimmed, then clipped to n bytes (Clip); n <= 0 does not clip.
 func OneLine(s string, n int) string {

@@ -1,6 +1,7 @@
 package shorten_test
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -30,5 +31,18 @@ func TestShortening(t *testing.T) {
 		if s := shorten.Clip("ééééé", n); !utf8.ValidString(s) {
 			t.Errorf("Clip(_, %d) = %q is not valid UTF-8", n, s)
 		}
+	}
+}
+
+func TestClipMarkedStaysWithinItsBoundAndSaysItCut(t *testing.T) {
+	if got := shorten.ClipMarked("short", 10); got != "short" {
+		t.Errorf("a short text changed: %q", got)
+	}
+	got := shorten.ClipMarked(strings.Repeat("é", 40), 30) // 2 bytes a character
+	if len(got) > 30 || !strings.HasSuffix(got, "\n[… clipped]") || !utf8.ValidString(got) {
+		t.Errorf("ClipMarked = %q (%d bytes)", got, len(got))
+	}
+	if got := shorten.ClipMarked("abcdef", 3); got != "\n[… clipped]" {
+		t.Errorf("a bound below the mark: %q", got)
 	}
 }
