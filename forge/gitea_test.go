@@ -18,6 +18,7 @@ import (
 
 	"outerloop/lib/giteatest"
 	"outerloop/lib/testlog"
+	"outerloop/lib/testwait"
 	"outerloop/workitems"
 	"outerloop/workitems/config"
 )
@@ -49,7 +50,10 @@ func newGiteaEnv(t *testing.T, prefix string) *giteaEnv {
 func (e *giteaEnv) forge(t *testing.T, baseURL string, getenv func(string) string, opts ...func(*Config)) Forge {
 	t.Helper()
 	cfg := Config{Name: "tea", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitea, BaseURL: baseURL,
-		TokenEnv: "GITEA_TOKEN"}, Getenv: getenv, Logger: newLogger(e.logs)}
+		TokenEnv: "GITEA_TOKEN"}, Getenv: getenv, Logger: newLogger(e.logs),
+		// A local Gitea on a loaded machine may take longer than production's 30 s to create a
+		// pull request (it tests mergeability): a request is bounded by the test's deadline.
+		RequestTimeout: testwait.Left(t)}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -460,7 +460,7 @@ func TestGiteaCheckStatesAreForgesStates(t *testing.T) {
 		events = append(events, g.next(t, "check", func(e hooks.Event) bool { return e.Kind == hooks.KindCheck }))
 	}
 	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitea,
-		BaseURL: g.srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: g.srv.Getenv("GITEA_TOKEN")})
+		BaseURL: g.srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: g.srv.Getenv("GITEA_TOKEN"), RequestTimeout: testwait.Left(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"outerloop/forge"
 	"outerloop/lib/fakeclock"
 	"outerloop/lib/giteatest"
+	"outerloop/lib/testwait"
 	"outerloop/workitems"
 	"outerloop/workitems/config"
 )
@@ -23,7 +24,7 @@ func TestVerifyReadsCIFromARealGitea(t *testing.T) {
 	ws, sha := gitRepo(t, map[string]string{"a.txt": "a\n"})
 	srv.PushDir(t, ws, repo, "main")
 	f, err := forge.New(forge.Config{Name: "tea", ForgeConfig: config.ForgeConfig{Kind: workitems.ForgeGitea,
-		BaseURL: srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: srv.Getenv("GITEA_TOKEN")})
+		BaseURL: srv.URL, TokenEnv: "GITEA_TOKEN"}, Getenv: srv.Getenv("GITEA_TOKEN"), RequestTimeout: testwait.Left(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
