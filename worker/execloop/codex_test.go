@@ -121,7 +121,7 @@ func TestCodex(t *testing.T) {
 		done := make(chan workitems.Exit, 1)
 		go func() { done <- loop.Run(ctx, a.Attempt) }()
 		within(t, ready, "the agent's command to start")
-		pids := findByArg(marker)
+		pids := awaitByArg(t, marker)
 		if len(pids) == 0 {
 			t.Fatal("the agent's command is not running before the cancel")
 		}

@@ -134,7 +134,7 @@ func TestCommand(t *testing.T) {
 		done := make(chan workitems.Exit, 1)
 		go func() { done <- loop.Run(ctx, a.Attempt) }()
 		within(t, ready, "the command to start")
-		if len(findByArg(marker)) == 0 {
+		if len(awaitByArg(t, marker)) == 0 {
 			t.Fatal("the escaped sleep is not running")
 		}
 		cancel()

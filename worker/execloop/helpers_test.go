@@ -281,3 +281,20 @@ func awaitProcess(t *testing.T, arg string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// awaitByArg waits until a process whose arguments hold arg runs, up to the test's deadline:
+// a command that said it started may not have exec'd its next program yet.
+func awaitByArg(t *testing.T, arg string) []int {
+	t.Helper()
+	deadline := testwait.After(t)
+	for {
+		if pids := findByArg(arg); len(pids) > 0 {
+			return pids
+		}
+		select {
+		case <-deadline:
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
