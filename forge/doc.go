@@ -11,8 +11,10 @@
 // GIT_CONFIG_KEY_n/GIT_CONFIG_VALUE_n environment entries, scoped to the remote's origin (the
 // same entries serve git fetch). RemoteBranch reads the branch's commit on the remote (the
 // lease's expected value); Push runs `git push --force-with-lease=<branch>:<expected>` with it
-// (PushArgs is its argv, with no credential in it) and classifies rejections. git runs through
-// proc: its own process group, a scrubbed environment, a timeout.
+// (PushArgs is its argv, with no credential in it) and classifies rejections; DeleteBranch
+// pushes the branch's deletion under the same lease (DeleteArgs), so a finished branch is
+// deleted only where outerloop left it, alike on every forge. git runs through proc: its own
+// process group, a scrubbed environment, a timeout.
 //
 // A delivery step reads:
 //
@@ -27,6 +29,8 @@
 //	pr, _ := f.CreatePullRequest(ctx, tmpl.Deliver.Repo, forge.NewPullRequest{…})
 //	checks, _ := f.Checks(ctx, tmpl.Deliver.Repo, commit)
 //	sha, _ := f.Merge(ctx, tmpl.Deliver.Repo, pr.Number, forge.MergeRequest{Method: …, ExpectedHeadSHA: commit})
+//	req.Expected = commit
+//	err = forge.DeleteBranch(ctx, req)                // only if still at commit: ErrStaleLease otherwise
 //
 // The verifier reads a pull request's review as evidence:
 //

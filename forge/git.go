@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -15,16 +16,17 @@ import (
 	"outerloop/workitems"
 )
 
-// PushRequest is one `git push --force-with-lease` of a commit to a branch.
+// PushRequest is one `git push --force-with-lease` of a commit to a branch (Push), or of the
+// branch's deletion (DeleteBranch).
 type PushRequest struct {
 	Forge  string // the forge's key, for errors
-	Dir    string // a git repository holding SHA
+	Dir    string // a git repository holding SHA (DeleteBranch: any, or "")
 	URL    string // the remote: http(s), without credentials (Repository.CloneURL)
-	SHA    string // the commit to push, full hex
+	SHA    string // the commit to push, full hex (DeleteBranch: unused)
 	Branch string // pushed to refs/heads/Branch
 	// Expected is the remote branch's commit as last read (RemoteBranch); "" means the branch
-	// must not exist yet. Anything else on the remote fails the push with ErrStaleLease, so a
-	// push never overwrites work it has not seen.
+	// must not exist yet (DeleteBranch requires one). Anything else on the remote fails the
+	// push with ErrStaleLease, so a push never overwrites work it has not seen.
 	Expected string
 	Auth     GitAuth // from Forge.GitAuth(URL)
 	// Env is git's whole environment before Auth's entries (default proc.BaseEnv()).
@@ -47,6 +49,12 @@ func (r *PushRequest) check(op string) error {
 	}
 	if err := workitems.CheckBranchName(r.Branch); err != nil {
 		return bad("branch: %v", err)
+	}
+	if op == opDelete && !hexSHA.MatchString(r.Expected) {
+		if r.Expected == "" {
+			return bad("no expected SHA: refusing to delete a branch nobody read")
+		}
+		return bad("expected %q is not a full commit SHA", r.Expected)
 	}
 	if op == "push" {
 		if !hexSHA.MatchString(r.SHA) {
@@ -85,6 +93,59 @@ func Push(ctx context.Context, r PushRequest) error {
 		return nil
 	}
 	return pushFailure(ctx, "push", &r, res, out)
+}
+
+// opDelete is DeleteBranch's operation, in its errors.
+const opDelete = "delete branch"
+
+// DeleteArgs is the git command line DeleteBranch runs (after the git binary): a push of
+// nothing to the branch, leased on Expected. It holds no credentials.
+func DeleteArgs(r PushRequest) []string {
+	ref := "refs/heads/" + r.Branch
+	return []string{"-C", r.Dir, "push", "--porcelain", "--force-with-lease=" + ref + ":" + r.Expected, r.URL, ":" + ref}
+}
+
+// DeleteBranch deletes refs/heads/<branch> on the remote if it still points at r.Expected,
+// with git rather than an API, so it is the same on every forge and holds a lease:
+// `git push --force-with-lease=<branch>:<expected> <url> :refs/heads/<branch>`, with the
+// forge's credentials in the environment as Push has them. r.Expected is required (a delete
+// without a lease is invalid_input, and git is not run); r.SHA is not used; r.Dir may be "" (a
+// temporary empty repository is used: git pushes only from inside one).
+//
+// A branch that moved is ErrStaleLease, and nothing is deleted; a branch that is gone already
+// is success; the remote's refusals are classified as Push's are (ErrProtectedBranch for a
+// protected branch, ErrAuth, ErrNotFound, transient).
+func DeleteBranch(ctx context.Context, r PushRequest) error {
+	if err := r.check(opDelete); err != nil {
+		return err
+	}
+	if r.Dir == "" {
+		dir, err := os.MkdirTemp("", "outerloop-delete-")
+		if err != nil {
+			return &Error{Forge: r.Forge, Op: opDelete, Class: workitems.ClassInvariantViolation, Err: err}
+		}
+		defer os.RemoveAll(dir)
+		// No credentials for a local init: a zero GitAuth.
+		mk := PushRequest{Forge: r.Forge, Dir: dir, Env: r.Env, Git: r.Git, Timeout: r.Timeout}
+		if res, out := runGit(ctx, &mk, []string{"init", "-q", "--bare", dir}); res.ExitCode != 0 {
+			return &Error{Forge: r.Forge, Op: opDelete, Class: workitems.ClassInvariantViolation,
+				Err: fmt.Errorf("git init of a temporary repository exited %d", res.ExitCode), Message: clip(lastLines(out, 4), 300)}
+		}
+		r.Dir = dir
+	}
+	res, out := runGit(ctx, &r, DeleteArgs(r))
+	if res.ExitCode == 0 {
+		return nil
+	}
+	err := pushFailure(ctx, opDelete, &r, res, out)
+	if errors.Is(err, ErrStaleLease) {
+		// git tells a branch that is not there from one that moved only by the same "stale
+		// info": ask the remote which.
+		if sha, rerr := RemoteBranch(ctx, r); rerr == nil && sha == "" {
+			return nil
+		}
+	}
+	return err
 }
 
 // RemoteBranch returns the commit refs/heads/<branch> points at on the remote, or "" when the
