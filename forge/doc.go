@@ -31,6 +31,7 @@
 //	sha, _ := f.Merge(ctx, tmpl.Deliver.Repo, pr.Number, forge.MergeRequest{Method: …, ExpectedHeadSHA: commit})
 //	req.Expected = commit
 //	err = forge.DeleteBranch(ctx, req)                // only if still at commit: ErrStaleLease otherwise
+//	old, _ := f.ClosePullRequest(ctx, tmpl.Deliver.Repo, obsolete) // unmerged; a merged one is ErrNotOpen
 //
 // The verifier reads a pull request's review as evidence:
 //
@@ -53,7 +54,8 @@
 //
 //	transient      5xx, network errors, primary and secondary rate limits (ErrRateLimited, with
 //	               the server's reset time in RetryAt)
-//	invalid_input  422 and other 4xx, bad arguments, a token variable that is unset (ErrMissingToken)
+//	invalid_input  422 and other 4xx, bad arguments, a token variable that is unset (ErrMissingToken),
+//	               closing a merged pull request (ErrNotOpen)
 //	permission     401/403 (ErrAuth), a push the remote refused (ErrProtectedBranch)
 //	not_found      404 (ErrNotFound)
 //	conflict       405/409 on merge (ErrNotMergeable, ErrHeadMoved), a pull request that exists

@@ -33,6 +33,9 @@ var (
 	ErrNotMergeable = errors.New("pull request not mergeable")
 	// ErrHeadMoved means the pull request's head is not the expected SHA any more.
 	ErrHeadMoved = errors.New("pull request head moved")
+	// ErrNotOpen means the pull request is past what was asked: closing a merged one
+	// (invalid_input: there is nothing to retry).
+	ErrNotOpen = errors.New("pull request is not open")
 	// ErrStaleLease means git push --force-with-lease found the branch somewhere other than
 	// expected (someone else pushed to it).
 	ErrStaleLease = errors.New("branch moved since it was read (lease lost)")
@@ -86,6 +89,12 @@ func (e *Error) As(target any) bool {
 		return true
 	}
 	return false
+}
+
+// notOpen is the ErrNotOpen of an operation on pull request pr, which is closed or merged.
+func notOpen(forge, op, repo string, pr *PullRequest) error {
+	return &Error{Forge: forge, Op: op, Repo: repo, Class: workitems.ClassInvalidInput, Err: ErrNotOpen,
+		Message: fmt.Sprintf("pull request #%d is %s", pr.Number, pr.State)}
 }
 
 // classForStatus is the recovery class of an HTTP status.

@@ -39,6 +39,10 @@ type Forge interface {
 	CreatePullRequest(ctx context.Context, repo string, pr NewPullRequest) (*PullRequest, error)
 	// EditPullRequest changes the title and/or body (nil fields stay).
 	EditPullRequest(ctx context.Context, repo string, number int, edit PullRequestEdit) (*PullRequest, error)
+	// ClosePullRequest closes an open pull request without merging it and returns it as the
+	// forge answers after (State closed). One closed already is returned as it is; a merged one
+	// is ErrNotOpen.
+	ClosePullRequest(ctx context.Context, repo string, number int) (*PullRequest, error)
 	// AddLabels adds labels to a pull request, creating those the repository lacks.
 	AddLabels(ctx context.Context, repo string, number int, labels []string) error
 	// Comment posts a comment on a pull request.

@@ -230,6 +230,36 @@ func (g *gitea) EditPullRequest(ctx context.Context, repo string, number int, ed
 	return g.pull(p), nil
 }
 
+func (g *gitea) ClosePullRequest(ctx context.Context, repo string, number int) (*PullRequest, error) {
+	const op = "close pull request"
+	owner, name, err := g.split(op, repo)
+	if err != nil {
+		return nil, err
+	}
+	c := g.client(ctx)
+	cur, resp, err := c.GetPullRequest(owner, name, int64(number))
+	if err := g.fail(ctx, op, repo, resp, err); err != nil {
+		return nil, err
+	}
+	switch pr := g.pull(cur); pr.State {
+	case workitems.PRClosed:
+		return pr, nil
+	case workitems.PRMerged:
+		return nil, notOpen(g.cfg.Name, op, repo, pr)
+	}
+	closed := gsdk.StateClosed
+	p, resp, err := c.EditPullRequest(owner, name, int64(number), gsdk.EditPullRequestOption{State: &closed})
+	if err := g.fail(ctx, op, repo, resp, err); err != nil {
+		// Merged since it was read: Gitea refuses to change a merged one's state (412).
+		var e *Error
+		if errors.As(err, &e) && e.StatusCode == http.StatusPreconditionFailed {
+			e.Class, e.Err = workitems.ClassInvalidInput, ErrNotOpen
+		}
+		return nil, err
+	}
+	return g.pull(p), nil
+}
+
 // labelColor is the colour of labels outerloop creates.
 const labelColor = "#c5def5"
 

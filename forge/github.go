@@ -263,6 +263,50 @@ func (g *gitHub) EditPullRequest(ctx context.Context, repo string, number int, e
 	return g.pull(p), nil
 }
 
+// getPull reads one pull request (GET /pulls/{n}).
+func (g *gitHub) getPull(ctx context.Context, op, repo, owner, name string, number int) (*github.PullRequest, error) {
+	var p *github.PullRequest
+	err := g.do(ctx, op, repo, func() (resp *github.Response, err error) {
+		p, resp, err = g.client.PullRequests.Get(ctx, owner, name, number)
+		return resp, err
+	})
+	return p, err
+}
+
+func (g *gitHub) ClosePullRequest(ctx context.Context, repo string, number int) (*PullRequest, error) {
+	const op = "close pull request"
+	owner, name, err := g.split(op, repo)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := g.getPull(ctx, op, repo, owner, name, number)
+	if err != nil {
+		return nil, err
+	}
+	switch pr := g.pull(cur); pr.State {
+	case workitems.PRClosed:
+		return pr, nil
+	case workitems.PRMerged:
+		return nil, notOpen(g.cfg.Name, op, repo, pr)
+	}
+	var p *github.PullRequest
+	err = g.do(ctx, op, repo, func() (resp *github.Response, err error) {
+		p, resp, err = g.client.PullRequests.Edit(ctx, owner, name, number, &github.PullRequest{State: github.Ptr("closed")})
+		return resp, err
+	})
+	var e *Error
+	if errors.As(err, &e) && e.StatusCode == http.StatusUnprocessableEntity {
+		// Merged since it was read: GitHub refuses to change a merged one's state.
+		if now, rerr := g.getPull(ctx, op, repo, owner, name, number); rerr == nil && g.pull(now).Merged() {
+			e.Class, e.Err = workitems.ClassInvalidInput, ErrNotOpen
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return g.pull(p), nil
+}
+
 func (g *gitHub) AddLabels(ctx context.Context, repo string, number int, labels []string) error {
 	const op = "add labels"
 	owner, name, err := g.split(op, repo)

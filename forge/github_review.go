@@ -24,11 +24,8 @@ func (g *gitHub) PullRequest(ctx context.Context, repo string, number int) (*Pul
 	if err != nil {
 		return nil, err
 	}
-	var p *github.PullRequest
-	if err := g.do(ctx, op, repo, func() (resp *github.Response, err error) {
-		p, resp, err = g.client.PullRequests.Get(ctx, owner, name, number)
-		return resp, err
-	}); err != nil {
+	p, err := g.getPull(ctx, op, repo, owner, name, number)
+	if err != nil {
 		return nil, err
 	}
 	out := g.pull(p)

@@ -41,7 +41,10 @@ type fakeGitHub struct {
 	gitAuth  []string // Authorization headers the git remote saw
 	bodies   []string // request bodies
 	// Faults for the next requests, in order: "primary", "secondary", "429", "500", "401".
-	faults      []string
+	faults []string
+	// onPatch, when set, changes a pull request just before a PATCH of it is answered (someone
+	// else acting between a client's read and its write).
+	onPatch     func(p map[string]any)
 	unmergeable bool
 	now         time.Time
 	// Reviews and review comments per pull request number, in GitHub's shapes, oldest first.
@@ -275,8 +278,27 @@ func (f *fakeGitHub) handler() http.Handler {
 			f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 			return
 		}
+		if f.onPatch != nil {
+			f.onPatch(p)
+		}
 		var in map[string]any
 		_ = json.Unmarshal(body, &in)
+		if st, ok := in["state"]; ok {
+			if p["merged"] == true {
+				f.write(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+					"errors":            []map[string]string{{"resource": "PullRequest", "field": "state", "code": "custom", "message": "state cannot be changed. The pull request has been merged."}},
+					"documentation_url": "https://docs.github.com/rest/pulls/pulls#update-a-pull-request"})
+				return
+			}
+			switch st {
+			case "closed":
+				if p["state"] == "open" {
+					p["state"], p["closed_at"] = "closed", f.now.Format(time.RFC3339)
+				}
+			case "open":
+				p["state"], p["closed_at"] = "open", nil
+			}
+		}
 		for _, k := range []string{"title", "body"} {
 			if v, ok := in[k]; ok {
 				p[k] = v

@@ -3,6 +3,7 @@ package forge_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +97,7 @@ func TestUnsupportedFailsEveryOperationAsInvalidInputNamingTheForge(t *testing.T
 		"PullRequestsFor":   func() error { _, err := u.PullRequestsFor(ctx, "a/b", "x"); return err },
 		"CreatePullRequest": func() error { _, err := u.CreatePullRequest(ctx, "a/b", forge.NewPullRequest{}); return err },
 		"EditPullRequest":   func() error { _, err := u.EditPullRequest(ctx, "a/b", 1, forge.PullRequestEdit{}); return err },
+		"ClosePullRequest":  func() error { _, err := u.ClosePullRequest(ctx, "a/b", 1); return err },
 		"AddLabels":         func() error { return u.AddLabels(ctx, "a/b", 1, nil) },
 		"Comment":           func() error { return u.Comment(ctx, "a/b", 1, "") },
 		"Merge":             func() error { _, err := u.Merge(ctx, "a/b", 1, forge.MergeRequest{}); return err },
@@ -106,6 +108,13 @@ func TestUnsupportedFailsEveryOperationAsInvalidInputNamingTheForge(t *testing.T
 		"Checks":            func() error { _, err := u.Checks(ctx, "a/b", "s"); return err },
 		"RerunChecks":       func() error { _, err := u.RerunChecks(ctx, "a/b", "s", nil); return err },
 		"GitAuth":           func() error { _, err := u.GitAuth("https://x/a/b.git"); return err },
+	}
+	// Every method of Forge but Name and Kind is called above.
+	ft := reflect.TypeFor[forge.Forge]()
+	for i := range ft.NumMethod() {
+		if m := ft.Method(i).Name; m != "Name" && m != "Kind" && calls[m] == nil {
+			t.Errorf("Forge.%s is not checked here", m)
+		}
 	}
 	for name, call := range calls {
 		err := call()

@@ -39,6 +39,11 @@ func (u Unsupported) EditPullRequest(_ context.Context, repo string, _ int, _ Pu
 	return nil, u.err("edit pull request", repo)
 }
 
+// ClosePullRequest fails with ErrUnsupported.
+func (u Unsupported) ClosePullRequest(_ context.Context, repo string, _ int) (*PullRequest, error) {
+	return nil, u.err("close pull request", repo)
+}
+
 // AddLabels fails with ErrUnsupported.
 func (u Unsupported) AddLabels(_ context.Context, repo string, _ int, _ []string) error {
 	return u.err("add labels", repo)
