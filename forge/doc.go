@@ -28,6 +28,7 @@
 //	prs, _ := f.PullRequestsFor(ctx, tmpl.Deliver.Repo, branch) // open one? last closed one?
 //	pr, _ := f.CreatePullRequest(ctx, tmpl.Deliver.Repo, forge.NewPullRequest{…})
 //	checks, _ := f.Checks(ctx, tmpl.Deliver.Repo, commit)
+//	pr, _ = f.MarkReady(ctx, tmpl.Deliver.Repo, pr.Number) // a draft, once CI is green
 //	sha, _ := f.Merge(ctx, tmpl.Deliver.Repo, pr.Number, forge.MergeRequest{Method: …, ExpectedHeadSHA: commit})
 //	req.Expected = commit
 //	err = forge.DeleteBranch(ctx, req)                // only if still at commit: ErrStaleLease otherwise
@@ -55,7 +56,7 @@
 //	transient      5xx, network errors, primary and secondary rate limits (ErrRateLimited, with
 //	               the server's reset time in RetryAt)
 //	invalid_input  422 and other 4xx, bad arguments, a token variable that is unset (ErrMissingToken),
-//	               closing a merged pull request (ErrNotOpen)
+//	               closing a merged pull request or marking a closed draft ready (ErrNotOpen)
 //	permission     401/403 (ErrAuth), a push the remote refused (ErrProtectedBranch)
 //	not_found      404 (ErrNotFound)
 //	conflict       405/409 on merge (ErrNotMergeable, ErrHeadMoved), a pull request that exists
@@ -96,10 +97,17 @@
 //     in one response each (Gitea does not page them). The owner's permission "owner" is admin.
 //   - GitHub: check runs and commit statuses are both read (latest per name; a check run wins
 //     over a status of the same name); failed check runs can be re-requested (RerunChecks).
-//     Labels missing on the repository are created by GitHub itself.
+//     Labels missing on the repository are created by GitHub itself. REST cannot make a draft
+//     ready: MarkReady posts the GraphQL mutation markPullRequestReadyForReview with the pull
+//     request's node_id to the GraphQL endpoint beside the REST root (api.github.com/graphql;
+//     HOST/api/graphql beside GitHub Enterprise's HOST/api/v3), through the same client, rate
+//     gate and classification; GraphQL's errors come with 200 and are classified by their type
+//     (NOT_FOUND, FORBIDDEN, RATE_LIMITED; others invalid_input).
 //   - Gitea: commit statuses are the only CI results (Gitea Actions posts its jobs as statuses);
 //     "warning" counts as failure, as Gitea's own combined status does. There are no draft pull
-//     requests in the API: a draft is a title starting with "WIP: ". Labels are ids: missing ones
+//     requests in the API: a draft is a title starting with one of Gitea's WIP prefixes (by
+//     default "WIP:" and "[WIP]", in any case); a draft is opened with "WIP: ", a new title keeps
+//     a draft a draft, and MarkReady removes the prefixes. Labels are ids: missing ones
 //     are created. A pull request created right after a push can be refused with 404 while
 //     Gitea indexes the branch; creation retries that briefly. After a push Gitea also moves the
 //     pull request's head and re-checks mergeability asynchronously: Merge waits (briefly) for
@@ -110,6 +118,7 @@
 // is out of reach from the test environment, so the GitHub client is tested against an
 // httptest server answering GitHub's documented REST shapes (pulls, reviews and review comments
 // with Link paging, collaborator permissions, the authenticated user, issues labels and
-// comments, check runs, commit statuses, repos, rate-limit headers, 403/429 secondary limits);
-// its pushes go to a real git remote.
+// comments, check runs, commit statuses, repos, rate-limit headers, 403/429 secondary limits)
+// and the one GraphQL mutation used (with GraphQL's error shapes); its pushes go to a real git
+// remote.
 package forge

@@ -33,8 +33,8 @@ var (
 	ErrNotMergeable = errors.New("pull request not mergeable")
 	// ErrHeadMoved means the pull request's head is not the expected SHA any more.
 	ErrHeadMoved = errors.New("pull request head moved")
-	// ErrNotOpen means the pull request is past what was asked: closing a merged one
-	// (invalid_input: there is nothing to retry).
+	// ErrNotOpen means the pull request is past what was asked: closing a merged one, marking
+	// a closed draft ready (invalid_input: there is nothing to retry).
 	ErrNotOpen = errors.New("pull request is not open")
 	// ErrStaleLease means git push --force-with-lease found the branch somewhere other than
 	// expected (someone else pushed to it).

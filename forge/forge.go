@@ -43,6 +43,10 @@ type Forge interface {
 	// forge answers after (State closed). One closed already is returned as it is; a merged one
 	// is ErrNotOpen.
 	ClosePullRequest(ctx context.Context, repo string, number int) (*PullRequest, error)
+	// MarkReady makes a draft pull request ready for review and returns it as the forge answers
+	// after (Draft false); one that is no draft is returned unchanged. A draft that is not open
+	// is ErrNotOpen.
+	MarkReady(ctx context.Context, repo string, number int) (*PullRequest, error)
 	// AddLabels adds labels to a pull request, creating those the repository lacks.
 	AddLabels(ctx context.Context, repo string, number int, labels []string) error
 	// Comment posts a comment on a pull request.

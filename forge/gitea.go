@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -172,6 +173,25 @@ func (g *gitea) PullRequestsFor(ctx context.Context, repo, branch string) (Branc
 // wipPrefix marks a draft pull request on Gitea (its default WORK_IN_PROGRESS_PREFIXES).
 const wipPrefix = "WIP: "
 
+// wipPrefixes are Gitea's default WORK_IN_PROGRESS_PREFIXES: a title starting with one of
+// them, in any ASCII case, is a draft.
+var wipPrefixes = []string{"WIP:", "[WIP]"}
+
+// cutWIP removes the WIP prefixes title starts with (each with the spaces after it: "WIP:
+// [WIP] x" is a draft twice over) and reports whether there was one.
+func cutWIP(title string) (string, bool) {
+	rest := title
+	for again := true; again; {
+		again = false
+		for _, p := range wipPrefixes {
+			if len(rest) >= len(p) && strings.EqualFold(rest[:len(p)], p) {
+				rest, again = strings.TrimLeft(rest[len(p):], " "), true
+			}
+		}
+	}
+	return rest, rest != title
+}
+
 func (g *gitea) CreatePullRequest(ctx context.Context, repo string, np NewPullRequest) (*PullRequest, error) {
 	const op = "create pull request"
 	owner, name, err := g.split(op, repo)
@@ -217,9 +237,10 @@ func (g *gitea) EditPullRequest(ctx context.Context, repo string, number int, ed
 		if err := g.fail(ctx, op, repo, resp, err); err != nil {
 			return nil, err
 		}
-		// A draft is its title's prefix here: a new title keeps it a draft.
+		// A draft is its title's prefix here: a new title keeps a draft a draft (and a pull
+		// request marked ready stays ready: Gitea no longer reads it as a draft).
 		opt.Title = *edit.Title
-		if cur.Draft && !strings.HasPrefix(opt.Title, wipPrefix) {
+		if _, wip := cutWIP(opt.Title); cur.Draft && !wip {
 			opt.Title = wipPrefix + opt.Title
 		}
 	}
@@ -258,6 +279,44 @@ func (g *gitea) ClosePullRequest(ctx context.Context, repo string, number int) (
 		return nil, err
 	}
 	return g.pull(p), nil
+}
+
+// MarkReady removes the title's WIP prefixes: Gitea has no draft flag, a draft is its title.
+func (g *gitea) MarkReady(ctx context.Context, repo string, number int) (*PullRequest, error) {
+	const op = "mark pull request ready"
+	owner, name, err := g.split(op, repo)
+	if err != nil {
+		return nil, err
+	}
+	c := g.client(ctx)
+	cur, resp, err := c.GetPullRequest(owner, name, int64(number))
+	if err := g.fail(ctx, op, repo, resp, err); err != nil {
+		return nil, err
+	}
+	pr := g.pull(cur)
+	switch {
+	case !pr.Draft:
+		return pr, nil
+	case pr.State != workitems.PROpen:
+		return nil, notOpen(g.cfg.Name, op, repo, pr)
+	}
+	title, cut := cutWIP(cur.Title)
+	if !cut || strings.TrimSpace(title) == "" {
+		// A prefix of this Gitea's own configuration, or a title that is nothing but the prefix
+		// (Gitea keeps the old title when given an empty one).
+		return nil, &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassInvalidInput,
+			Err: fmt.Errorf("draft title %q: no known WIP prefix (%s) to remove, or nothing after it", cur.Title,
+				strings.Join(wipPrefixes, ", "))}
+	}
+	p, resp, err := c.EditPullRequest(owner, name, int64(number), gsdk.EditPullRequestOption{Title: title})
+	if err := g.fail(ctx, op, repo, resp, err); err != nil {
+		return nil, err
+	}
+	if out := g.pull(p); !out.Draft {
+		return out, nil
+	}
+	return nil, &Error{Forge: g.cfg.Name, Op: op, Repo: repo, Class: workitems.ClassInvalidInput,
+		Err: fmt.Errorf("gitea still reads %q as a draft (a WIP prefix of its own configuration)", p.Title)}
 }
 
 // labelColor is the colour of labels outerloop creates.

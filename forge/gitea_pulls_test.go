@@ -102,3 +102,95 @@ func TestGiteaClosesAnOpenPullRequestAndRefusesAMergedOne(t *testing.T) {
 	_, err = f.ClosePullRequest(bg, e.repo.Slug, 999)
 	wantErr(t, err, workitems.ClassNotFound, ErrNotFound)
 }
+
+func TestGiteaMarksADraftReadyByItsTitle(t *testing.T) {
+	t.Parallel()
+	e := newGiteaEnv(t, "ready")
+	f, patches := e.patchCounter(t)
+	pr, _ := e.openPR(t, "outerloop/draft", "Bump deps", true)
+	if got := e.apiPull(t, pr.Number); !got.Draft || got.Title != "WIP: Bump deps" {
+		t.Fatalf("opened as %+v: want a WIP draft", got)
+	}
+
+	ready, err := f.MarkReady(bg, e.repo.Slug, pr.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready.Draft || ready.Title != "Bump deps" || ready.State != workitems.PROpen {
+		t.Fatalf("marked ready: %+v", ready)
+	}
+	if got := e.apiPull(t, pr.Number); got.Draft || got.Title != "Bump deps" {
+		t.Fatalf("Gitea shows %+v", got)
+	}
+
+	// Ready already: returned unchanged, nothing sent.
+	n := patches.Load()
+	again, err := f.MarkReady(bg, e.repo.Slug, pr.Number)
+	if err != nil || again.Draft || again.Title != "Bump deps" || patches.Load() != n {
+		t.Fatalf("again: %+v, %v (%d PATCHes, was %d)", again, err, patches.Load(), n)
+	}
+
+	// Edits no longer keep it a draft: it is not one.
+	body, title := "evidence: all green", "Bump deps (attempt 2)"
+	if p, err := f.EditPullRequest(bg, e.repo.Slug, pr.Number, PullRequestEdit{Body: &body}); err != nil || p.Draft || p.Title != "Bump deps" {
+		t.Fatalf("body edited: %+v, %v", p, err)
+	}
+	if p, err := f.EditPullRequest(bg, e.repo.Slug, pr.Number, PullRequestEdit{Title: &title}); err != nil || p.Draft || p.Title != title {
+		t.Fatalf("title edited: %+v, %v", p, err)
+	}
+	if got := e.apiPull(t, pr.Number); got.Draft || got.Title != title || got.Body != body {
+		t.Fatalf("Gitea shows %+v", got)
+	}
+
+	// Each of Gitea's prefixes, in any case, and more than one: a person may have written them.
+	setTitle := func(s string) {
+		t.Helper()
+		e.srv.API(t, http.MethodPatch, fmt.Sprintf("/repos/%s/pulls/%d", e.repo.Slug, pr.Number), map[string]string{"title": s},
+			http.StatusCreated, nil)
+	}
+	for in, want := range map[string]string{"[WIP] Lint": "Lint", "wip:Vet": "Vet", "WIP: [wip]  Both": "Both", "[WIP]WIP:x": "x"} {
+		setTitle(in)
+		if got := e.apiPull(t, pr.Number); !got.Draft {
+			t.Fatalf("Gitea does not read %q as a draft", in)
+		}
+		p, err := f.MarkReady(bg, e.repo.Slug, pr.Number)
+		if err != nil || p.Draft || p.Title != want {
+			t.Fatalf("%q marked ready: %+v, %v; want title %q", in, p, err, want)
+		}
+		if got := e.apiPull(t, pr.Number); got.Draft || got.Title != want {
+			t.Fatalf("%q: Gitea shows %+v", in, got)
+		}
+	}
+
+	// A title that is nothing but the prefix cannot lose it (Gitea keeps a title set to "").
+	setTitle("WIP:")
+	_, err = f.MarkReady(bg, e.repo.Slug, pr.Number)
+	wantErr(t, err, workitems.ClassInvalidInput, nil)
+	if got := e.apiPull(t, pr.Number); !got.Draft || got.Title != "WIP:" {
+		t.Fatalf("after a refused MarkReady Gitea shows %+v", got)
+	}
+
+	// A closed draft is not made ready.
+	e.srv.ClosePullRequest(t, e.repo, pr.Number)
+	_, err = f.MarkReady(bg, e.repo.Slug, pr.Number)
+	wantErr(t, err, workitems.ClassInvalidInput, ErrNotOpen)
+	_, err = f.MarkReady(bg, e.repo.Slug, 999)
+	wantErr(t, err, workitems.ClassNotFound, ErrNotFound)
+}
+
+func TestCutWIPRemovesGiteasDefaultPrefixes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]struct {
+		title string
+		cut   bool
+	}{
+		"WIP: a": {"a", true}, "WIP:a": {"a", true}, "[WIP] a": {"a", true}, "[WIP]a": {"a", true},
+		"wip: a": {"a", true}, "[wip] a": {"a", true}, "WIP: [WIP] a": {"a", true}, "WIP:": {"", true},
+		"a": {"a", false}, "a WIP: b": {"a WIP: b", false}, "WIP a": {"WIP a", false}, "Draft: a": {"Draft: a", false},
+		"": {"", false}, "WI": {"WI", false},
+	} {
+		if title, cut := cutWIP(in); title != want.title || cut != want.cut {
+			t.Errorf("cutWIP(%q) = %q, %v; want %q, %v", in, title, cut, want.title, want.cut)
+		}
+	}
+}

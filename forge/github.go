@@ -19,9 +19,10 @@ import (
 
 // gitHub is the Forge of kind github.
 type gitHub struct {
-	cfg    Config
-	client *github.Client
-	self   selfCache
+	cfg     Config
+	client  *github.Client
+	graphql string // the GraphQL endpoint (graphQLURL)
+	self    selfCache
 }
 
 func newGitHub(cfg Config) (*gitHub, error) {
@@ -39,7 +40,7 @@ func newGitHub(cfg Config) (*gitHub, error) {
 	if err != nil {
 		return nil, &Error{Forge: cfg.Name, Op: "configure", Class: workitems.ClassInvalidInput, Err: err}
 	}
-	return &gitHub{cfg: cfg, client: c}, nil
+	return &gitHub{cfg: cfg, client: c, graphql: graphQLURL(u)}, nil
 }
 
 func (g *gitHub) Name() string              { return g.cfg.Name }
@@ -78,6 +79,7 @@ func (g *gitHub) classify(ctx context.Context, op, repo string, resp *github.Res
 		e.StatusCode = resp.StatusCode
 	}
 	var (
+		gql  *graphQLError
 		gate *rateLimitedError
 		rl   *github.RateLimitError
 		ab   *github.AbuseRateLimitError
@@ -94,6 +96,8 @@ func (g *gitHub) classify(ctx context.Context, op, repo string, resp *github.Res
 	case errors.As(err, &gate):
 		// Not sent: an earlier answer's limit has not reset yet.
 		e.Class, e.Err, e.RetryAt, e.StatusCode = workitems.ClassTransient, ErrRateLimited, gate.Until, 0
+	case errors.As(err, &gql):
+		gql.classify(e, g.cfg.Clock.Now())
 	case errors.As(err, &rl):
 		e.Class, e.Err, e.RetryAt, e.Message = workitems.ClassTransient, ErrRateLimited, rl.Rate.Reset.Time, clip(rl.Message, 300)
 	case errors.As(err, &ab):

@@ -2,6 +2,7 @@ package forge
 
 import (
 	"encoding/json"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,5 +117,152 @@ func TestGitHubCloseOfAPullRequestMergedMeanwhileIsNotOpen(t *testing.T) {
 	fe := wantErr(t, err, workitems.ClassInvalidInput, ErrNotOpen)
 	if fe.StatusCode != 422 {
 		t.Fatalf("status %d, want GitHub's 422: %v", fe.StatusCode, fe)
+	}
+}
+
+func TestGitHubMarksADraftReadyThroughGraphQL(t *testing.T) {
+	t.Parallel()
+	e := newGHEnv(t, nil)
+	pr := e.openPR(t, "outerloop/draft", true)
+	if !pr.Draft {
+		t.Fatalf("opened as a draft: %+v", pr)
+	}
+	if got, err := e.f.PullRequest(bg, ghRepo, pr.Number); err != nil || !got.Draft {
+		t.Fatalf("read back before: %+v, %v", got, err)
+	}
+
+	ready, err := e.f.MarkReady(bg, ghRepo, pr.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready.Draft || ready.Number != pr.Number || ready.State != workitems.PROpen || ready.Title != pr.Title {
+		t.Fatalf("marked ready: %+v", ready)
+	}
+	if got, err := e.f.PullRequest(bg, ghRepo, pr.Number); err != nil || got.Draft {
+		t.Fatalf("read back after: %+v, %v", got, err)
+	}
+	// One mutation, to the GraphQL endpoint, with the pull request's node id, and the token.
+	if got := e.fake.count("POST /graphql"); got != 1 {
+		t.Fatalf("%d GraphQL requests, want 1: %v", got, e.fake.requests)
+	}
+	body, auth := e.fake.first(t, "POST /graphql")
+	var sent struct {
+		Query     string         `json:"query"`
+		Variables map[string]any `json:"variables"`
+	}
+	if err := json.Unmarshal([]byte(body), &sent); err != nil || !strings.Contains(sent.Query, "markPullRequestReadyForReview") ||
+		sent.Variables["id"] != ghNodeID(pr.Number) {
+		t.Fatalf("GraphQL body %s (%v)", body, err)
+	}
+	if auth != "Bearer "+ghToken {
+		t.Fatal("the GraphQL request was not authorised with the token")
+	}
+	if !slices.Equal(e.fake.readied, []string{ghNodeID(pr.Number)}) {
+		t.Fatalf("readied %v", e.fake.readied)
+	}
+
+	// Ready already: returned unchanged, no mutation.
+	again, err := e.f.MarkReady(bg, ghRepo, pr.Number)
+	if err != nil || again.Draft {
+		t.Fatalf("again: %+v, %v", again, err)
+	}
+	if got := e.fake.count("POST /graphql"); got != 1 {
+		t.Fatalf("marking a ready pull request ready sent a mutation (%d)", got)
+	}
+	evidence := "evidence: all green"
+	if edited, err := e.f.EditPullRequest(bg, ghRepo, pr.Number, PullRequestEdit{Body: &evidence}); err != nil || edited.Draft {
+		t.Fatalf("edited %+v, %v", edited, err)
+	}
+
+	// A closed draft is not made ready.
+	closedDraft := e.openPR(t, "outerloop/abandoned", true)
+	e.fake.closePull(closedDraft.Number)
+	_, err = e.f.MarkReady(bg, ghRepo, closedDraft.Number)
+	wantErr(t, err, workitems.ClassInvalidInput, ErrNotOpen)
+	if got := e.fake.count("POST /graphql"); got != 1 {
+		t.Fatalf("a closed draft got a mutation (%d)", got)
+	}
+	_, err = e.f.MarkReady(bg, ghRepo, 99)
+	wantErr(t, err, workitems.ClassNotFound, ErrNotFound)
+}
+
+func TestGitHubGraphQLRateLimitIsWaitedOut(t *testing.T) {
+	t.Parallel()
+	e := newGHEnv(t, nil)
+	pr := e.openPR(t, "outerloop/limited", true)
+	before := len(e.clock.Waits())
+	// The read passes; the mutation meets GraphQL's rate limit (200 with an error), then passes.
+	e.fake.faults = []string{"none", "graphql-rate-limit"}
+	ready, err := e.f.MarkReady(bg, ghRepo, pr.Number)
+	if err != nil || ready.Draft {
+		t.Fatalf("%+v, %v", ready, err)
+	}
+	if got := e.fake.count("POST /graphql"); got != 2 {
+		t.Fatalf("%d GraphQL requests, want the limited one and its retry", got)
+	}
+	if waits := e.clock.Waits(); len(waits) != before+1 {
+		t.Fatalf("waits %v: want one wait for the reset", waits)
+	}
+}
+
+func TestGitHubGraphQLErrorsAreClassified(t *testing.T) {
+	t.Parallel()
+	e := newGHEnv(t, nil)
+	g := e.f.(*gitHub)
+	var out map[string]any
+
+	// A node id that resolves to nothing: NOT_FOUND, answered with 200.
+	err := g.graphQL(bg, "mark pull request ready", ghRepo, markReadyMutation, map[string]any{"id": "PR_kwDOnothing"}, &out)
+	fe := wantErr(t, err, workitems.ClassNotFound, ErrNotFound)
+	if !strings.Contains(fe.Error(), "Could not resolve to a node") || fe.StatusCode != 200 {
+		t.Fatalf("%v (HTTP %d)", fe, fe.StatusCode)
+	}
+	// A query the server does not take: an error without a type.
+	err = g.graphQL(bg, "query", ghRepo, `query { viewer { login } }`, nil, &out)
+	fe = wantErr(t, err, workitems.ClassInvalidInput, nil)
+	if !strings.Contains(fe.Message, "the fake answers markPullRequestReadyForReview") {
+		t.Fatalf("message %q", fe.Message)
+	}
+	// The API's own refusals keep their classes (here: the credentials).
+	e.fake.faults = []string{"401"}
+	err = g.graphQL(bg, "mark pull request ready", ghRepo, markReadyMutation, map[string]any{"id": ghNodeID(1)}, &out)
+	wantErr(t, err, workitems.ClassPermission, ErrAuth)
+	noSecret(t, "the forge's log", e.logs.String(), e.secrets()...)
+}
+
+func TestGitHubMarkReadyWithoutATokenSendsNoMutation(t *testing.T) {
+	t.Parallel()
+	e := newGHEnv(t, nil)
+	pr := e.openPR(t, "outerloop/tokenless", true)
+	f, err := New(Config{Name: "github", ForgeConfig: e.f.(*gitHub).cfg.ForgeConfig, Getenv: func(string) string { return "" },
+		Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.MarkReady(bg, ghRepo, pr.Number)
+	wantErr(t, err, workitems.ClassInvalidInput, ErrMissingToken)
+	if got := e.fake.count("POST /graphql"); got != 0 {
+		t.Fatalf("a mutation went out without a token (%d)", got)
+	}
+	if got, _ := e.f.PullRequest(bg, ghRepo, pr.Number); !got.Draft {
+		t.Fatal("the draft was marked ready without a token")
+	}
+}
+
+func TestGraphQLURLIsBesideTheRESTRoot(t *testing.T) {
+	t.Parallel()
+	for rest, want := range map[string]string{
+		"https://api.github.com/":         "https://api.github.com/graphql",
+		"https://ghe.example.com/api/v3/": "https://ghe.example.com/api/graphql",
+		"http://127.0.0.1:8080/":          "http://127.0.0.1:8080/graphql",
+		"https://proxy.example.com/gh/":   "https://proxy.example.com/gh/graphql",
+	} {
+		u, err := url.Parse(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := graphQLURL(u); got != want {
+			t.Errorf("%s: %s, want %s", rest, got, want)
+		}
 	}
 }

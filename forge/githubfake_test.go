@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,11 +37,13 @@ type fakeGitHub struct {
 	labels   map[int][]string
 	comments map[int][]string
 	reruns   []string
+	readied  []string // node ids markPullRequestReadyForReview was sent
 	requests []string // "METHOD path?query"
 	auth     []string // Authorization headers the API saw
 	gitAuth  []string // Authorization headers the git remote saw
 	bodies   []string // request bodies
-	// Faults for the next requests, in order: "primary", "secondary", "429", "500", "401".
+	// Faults for the next requests, in order: "primary", "secondary", "429", "500", "401",
+	// "graphql-rate-limit"; "none" lets one request through.
 	faults []string
 	// onPatch, when set, changes a pull request just before a PATCH of it is answered (someone
 	// else acting between a client's read and its write).
@@ -114,6 +117,8 @@ func (f *fakeGitHub) fault(w http.ResponseWriter) bool {
 	kind := f.faults[0]
 	f.faults = f.faults[1:]
 	switch kind {
+	case "none":
+		return false
 	case "primary":
 		w.Header().Set("X-RateLimit-Limit", "5000")
 		w.Header().Set("X-RateLimit-Remaining", "0")
@@ -139,6 +144,15 @@ func (f *fakeGitHub) fault(w http.ResponseWriter) bool {
 	case "429":
 		w.Header().Set("Retry-After", "0")
 		f.write(w, http.StatusTooManyRequests, map[string]string{"message": "Too many requests"})
+	case "graphql-rate-limit":
+		// GraphQL's primary limit: 200, the headers of an exhausted limit, an error of type
+		// RATE_LIMITED (docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api).
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Resource", "graphql")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(-time.Second).Unix(), 10))
+		f.write(w, http.StatusOK, map[string]any{"errors": []map[string]any{{"type": "RATE_LIMITED",
+			"code": "graphql_rate_limit", "message": "API rate limit already exceeded for user ID 1."}}})
 	case "500":
 		f.write(w, http.StatusBadGateway, map[string]string{"message": "Server Error"})
 	case "401":
@@ -164,7 +178,7 @@ func (f *fakeGitHub) pull(n int) map[string]any {
 
 func (f *fakeGitHub) newPull(title, body, base, head string, draft bool) map[string]any {
 	n := len(f.pulls) + 1
-	p := map[string]any{"number": n, "id": 1000 + n, "state": "open", "draft": draft, "title": title, "body": body,
+	p := map[string]any{"number": n, "id": 1000 + n, "node_id": ghNodeID(n), "state": "open", "draft": draft, "title": title, "body": body,
 		"html_url": fmt.Sprintf("https://github.com/%s/pull/%d", ghRepo, n), "merged": false, "merged_at": nil,
 		// An open pull request's merge_commit_sha is GitHub's test merge, not a merge.
 		"merge_commit_sha": "feedfeedfeedfeedfeedfeedfeedfeedfeedfeed", "closed_at": nil,
@@ -175,6 +189,9 @@ func (f *fakeGitHub) newPull(title, body, base, head string, draft bool) map[str
 	f.pulls = append(f.pulls, p)
 	return p
 }
+
+// ghNodeID is pull request n's GraphQL global id (node_id), in GitHub's "PR_kwDO…" form.
+func ghNodeID(n int) string { return fmt.Sprintf("PR_kwDOFake%04d", n) }
 
 // closePull closes a pull request without merging (a person, fakeCloser, declining it).
 func (f *fakeGitHub) closePull(n int) {
@@ -420,6 +437,51 @@ func (f *fakeGitHub) handler() http.Handler {
 		f.write(w, http.StatusOK, map[string]any{"permission": cmpOr(legacy, p), "role_name": p,
 			"user": map[string]any{"login": user, "id": 7, "type": "User"}})
 	}))
+	// GraphQL: markPullRequestReadyForReview with the pull request's node id in a variable,
+	// nothing else. GraphQL answers its errors with 200 and an errors list: a query that does
+	// not validate has no type; a node id that resolves to nothing is NOT_FOUND.
+	mux.HandleFunc("POST /graphql", wrap(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Header.Get("Authorization") != "Bearer "+f.token {
+			f.write(w, http.StatusUnauthorized, map[string]string{"message": "This endpoint requires you to be authenticated.",
+				"documentation_url": "https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql"})
+			return
+		}
+		var in struct {
+			Query     string         `json:"query"`
+			Variables map[string]any `json:"variables"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil || in.Query == "" {
+			f.write(w, http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON",
+				"documentation_url": "https://docs.github.com/graphql"})
+			return
+		}
+		m := markReadyQuery.FindStringSubmatch(in.Query)
+		if m == nil || m[1] != m[2] {
+			f.write(w, http.StatusOK, map[string]any{"errors": []map[string]any{{"path": []string{"query"},
+				"extensions": map[string]any{"code": "undefinedField", "typeName": "Query"},
+				"locations":  []map[string]int{{"line": 1, "column": 1}},
+				"message":    "the fake answers markPullRequestReadyForReview { pullRequest { isDraft } } only"}}})
+			return
+		}
+		id, _ := in.Variables[m[1]].(string)
+		var p map[string]any
+		for _, q := range f.pulls {
+			if q["node_id"] == id {
+				p = q
+			}
+		}
+		if p == nil {
+			f.write(w, http.StatusOK, map[string]any{"data": map[string]any{"markPullRequestReadyForReview": nil},
+				"errors": []map[string]any{{"type": "NOT_FOUND", "path": []string{"markPullRequestReadyForReview"},
+					"locations": []map[string]int{{"line": 2, "column": 3}},
+					"message":   "Could not resolve to a node with the global id of '" + id + "'"}}})
+			return
+		}
+		p["draft"] = false
+		f.readied = append(f.readied, id)
+		f.write(w, http.StatusOK, map[string]any{"data": map[string]any{"markPullRequestReadyForReview": map[string]any{
+			"pullRequest": map[string]any{"isDraft": false}}}})
+	}))
 	mux.HandleFunc("GET /user", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		login, ok := f.logins[tok]
@@ -496,6 +558,10 @@ func ghReviewComment(id, review int64, user, path string, line, originalLine int
 	}
 	return m
 }
+
+// markReadyQuery is the mutation the fake serves: the variable it declares (1) and the one it
+// passes as pullRequestId (2), which must be the same.
+var markReadyQuery = regexp.MustCompile(`^\s*mutation\s*\(\s*\$(\w+)\s*:\s*ID!\s*\)\s*\{\s*markPullRequestReadyForReview\s*\(\s*input\s*:\s*\{\s*pullRequestId\s*:\s*\$(\w+)\s*\}\s*\)\s*\{\s*pullRequest\s*\{\s*isDraft\s*\}\s*\}\s*\}\s*$`)
 
 func readAll(r *http.Request) ([]byte, error) {
 	defer r.Body.Close()

@@ -98,6 +98,7 @@ func TestUnsupportedFailsEveryOperationAsInvalidInputNamingTheForge(t *testing.T
 		"CreatePullRequest": func() error { _, err := u.CreatePullRequest(ctx, "a/b", forge.NewPullRequest{}); return err },
 		"EditPullRequest":   func() error { _, err := u.EditPullRequest(ctx, "a/b", 1, forge.PullRequestEdit{}); return err },
 		"ClosePullRequest":  func() error { _, err := u.ClosePullRequest(ctx, "a/b", 1); return err },
+		"MarkReady":         func() error { _, err := u.MarkReady(ctx, "a/b", 1); return err },
 		"AddLabels":         func() error { return u.AddLabels(ctx, "a/b", 1, nil) },
 		"Comment":           func() error { return u.Comment(ctx, "a/b", 1, "") },
 		"Merge":             func() error { _, err := u.Merge(ctx, "a/b", 1, forge.MergeRequest{}); return err },

@@ -44,6 +44,11 @@ func (u Unsupported) ClosePullRequest(_ context.Context, repo string, _ int) (*P
 	return nil, u.err("close pull request", repo)
 }
 
+// MarkReady fails with ErrUnsupported.
+func (u Unsupported) MarkReady(_ context.Context, repo string, _ int) (*PullRequest, error) {
+	return nil, u.err("mark pull request ready", repo)
+}
+
 // AddLabels fails with ErrUnsupported.
 func (u Unsupported) AddLabels(_ context.Context, repo string, _ int, _ []string) error {
 	return u.err("add labels", repo)
