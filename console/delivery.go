@@ -96,7 +96,7 @@ func deliveryClass(o workitems.DeliveryOutcome) string {
 		return "st-good"
 	case workitems.DeliveryFailed:
 		return "st-bad"
-	case workitems.DeliveryDeclined:
+	case workitems.DeliveryDeclined, workitems.DeliveryHeld:
 		return "st-wait"
 	}
 	return "st-muted"

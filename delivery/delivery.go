@@ -39,6 +39,44 @@ type Publisher interface {
 	// attempt will push to the same branch, so its pull request updates; an escalation should
 	// label the pull request `outerloop:needs-human` and comment the reason.
 	Followup(ctx context.Context, f Followup) error
+	// Withdraw is told an attempt found nothing to change: the branch's open pull request is
+	// no longer needed (closed, or only commented when people hold it). A record without an
+	// outcome: there was nothing to withdraw.
+	Withdraw(ctx context.Context, w Withdrawal) (workitems.Delivery, error)
+	// Ready marks a draft pull request ready for review (deliver.draft_until held).
+	Ready(ctx context.Context, r Ready) (workitems.Delivery, error)
+	// Cleanup is told a delivery's pull request was merged or closed: its branch goes, unless
+	// the template keeps it or a person committed to it. Safe to call more than once.
+	Cleanup(ctx context.Context, c Cleanup) error
+}
+
+// Withdrawal is an attempt of a forge template that found nothing to change.
+type Withdrawal struct {
+	Template  *config.Template
+	Item      *workitems.Item
+	Attempt   int
+	Workspace string
+	GitDir    string
+	Events    EventSink
+}
+
+// Ready is a delivery whose draft pull request's condition holds.
+type Ready struct {
+	Template *config.Template
+	Item     *workitems.Item
+	Attempt  int
+	Delivery workitems.Delivery
+	Why      string // what made it ready, for the event
+	Events   EventSink
+}
+
+// Cleanup is a delivery whose pull request ended.
+type Cleanup struct {
+	Template *config.Template
+	Item     *workitems.Item
+	Attempt  int
+	Delivery workitems.Delivery
+	Events   EventSink
 }
 
 // Merge is a decided close whose pull request is to be merged.
@@ -115,6 +153,17 @@ func (NotConfigured) Publish(_ context.Context, p Publication) (Published, error
 
 // Followup has nothing to do: nothing was ever published.
 func (NotConfigured) Followup(context.Context, Followup) error { return nil }
+
+// Withdraw has nothing to withdraw.
+func (NotConfigured) Withdraw(context.Context, Withdrawal) (workitems.Delivery, error) {
+	return workitems.Delivery{}, nil
+}
+
+// Ready has no pull request to mark.
+func (NotConfigured) Ready(_ context.Context, r Ready) (workitems.Delivery, error) { return r.Delivery, nil }
+
+// Cleanup has no branch to delete.
+func (NotConfigured) Cleanup(context.Context, Cleanup) error { return nil }
 
 // Options configures a Deliverer.
 type Options struct {
@@ -201,7 +250,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	if r.Decision.Rule == workitems.RuleNoChange {
 		del.Outcome = workitems.DeliveryUnchanged
 		d.emit(ctx, r, workitems.StepUnchanged, "the check passed and the attempt changed nothing: nothing committed", nil)
-		return res, nil
+		return d.withdraw(ctx, r, res)
 	}
 	if r.Workspace == "" || r.Base == "" {
 		return d.fail(ctx, r, res, workitems.ClassInvariantViolation, errors.New("delivery: no workspace with a base commit to commit in"))
@@ -220,7 +269,7 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	if c.commit == "" {
 		del.Outcome = workitems.DeliveryUnchanged
 		d.emit(ctx, r, workitems.StepUnchanged, "nothing but the done check's reports changed: nothing committed", nil)
-		return res, nil
+		return d.withdraw(ctx, r, res)
 	}
 	del.Commit, del.Tree, del.BaseTree = c.commit, c.tree, c.baseTree
 	if c.reused {
@@ -269,6 +318,46 @@ func (d *Deliverer) Deliver(ctx context.Context, r Request) (Result, error) {
 	*del = pub.Delivery
 	del.Attempt, del.Mode = r.Attempt, mode
 	return res, nil
+}
+
+// withdraw tells the publisher a forge template's attempt found nothing to change: an open pull
+// request of its branch is obsolete.
+func (d *Deliverer) withdraw(ctx context.Context, r Request, res Result) (Result, error) {
+	if r.Template.Deliver.Mode != workitems.DeliverPullRequest {
+		return res, nil
+	}
+	w, err := d.o.Publisher.Withdraw(ctx, Withdrawal{Template: r.Template, Item: r.Item, Attempt: r.Attempt, Workspace: r.Workspace,
+		GitDir: r.GitDir, Events: r.Events})
+	if err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient || ctx.Err() != nil {
+			return d.failOrRetry(ctx, r, res, err)
+		}
+		// Nothing to change stays the decision; the pull request is looked at by a person.
+		d.emit(ctx, r, workitems.StepObsolete, "closing the obsolete pull request failed: "+err.Error(), map[string]string{"class": string(workitems.ClassOf(err))})
+		return res, nil
+	}
+	if w.Outcome == "" {
+		return res, nil
+	}
+	w.Attempt, w.Mode, w.Base, w.At = r.Attempt, r.Template.Deliver.Mode, r.Base, res.Delivery.At
+	*res.Delivery = w
+	return res, nil
+}
+
+// Ready marks a delivery's draft pull request ready (deliver.draft_until).
+func (d *Deliverer) Ready(ctx context.Context, r Ready) (workitems.Delivery, error) {
+	if r.Events == nil {
+		r.Events = discard{}
+	}
+	return d.o.Publisher.Ready(ctx, r)
+}
+
+// Cleanup deletes an ended pull request's branch when it is outerloop's alone.
+func (d *Deliverer) Cleanup(ctx context.Context, c Cleanup) error {
+	if c.Events == nil {
+		c.Events = discard{}
+	}
+	return d.o.Publisher.Cleanup(ctx, c)
 }
 
 // Merge merges a decided close's pull request through the publisher (deliver.automerge).

@@ -376,6 +376,14 @@ func (p *publisher) Merge(_ context.Context, m delivery.Merge) (workitems.Delive
 	return m.Delivery, errors.New("test: no merge")
 }
 
+func (p *publisher) Withdraw(context.Context, delivery.Withdrawal) (workitems.Delivery, error) {
+	return workitems.Delivery{}, nil
+}
+
+func (p *publisher) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) { return r.Delivery, nil }
+
+func (p *publisher) Cleanup(context.Context, delivery.Cleanup) error { return nil }
+
 func (p *publisher) Followup(_ context.Context, f delivery.Followup) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

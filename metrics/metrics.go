@@ -116,6 +116,7 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	decisionRules *prometheus.CounterVec
 	deliveries    *prometheus.CounterVec
+	prActions     *prometheus.CounterVec
 	// sandboxRefused counts the egress proxy's refused connections (SandboxNetworkRefused).
 	sandboxRefused *prometheus.CounterVec
 
@@ -175,6 +176,7 @@ func New(opts ...Option) *Metrics {
 	m.decisions = counterVec("decisions_total", "Decisions on items by outcome and who decided (actor_kind: verifier, person).", "template", "outcome", "actor_kind")
 	m.decisionRules = counterVec("decision_rules_total", "Decisions on items by outcome and the policy rule that fired (person for a person's).", "template", "outcome", "rule")
 	m.deliveries = counterVec("deliveries_total", "What became of closed items' changes, by outcome (pr_opened, pr_updated, merged, declined, unchanged, patch, pushed, failed).", "template", "outcome")
+	m.prActions = counterVec("pull_request_actions_total", "What outerloop did to a pull request or branch because people share it, by action (held, built_on, handed_back, obsolete, branch_deleted, branch_kept, ready_for_review).", "template", "action")
 	m.sandboxRefused = counterVec("sandbox_network_refused_total", "Connections the sandbox's registries proxy refused to a command, by template and reason (not_allowed, private_address, resolve_failed, origin_form, bad_target).", "template", "reason")
 	m.checkpointWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "checkpoint_write_duration_seconds",
@@ -217,7 +219,7 @@ func New(opts ...Option) *Metrics {
 		m.attemptsStarted, m.attempts, m.attemptDuration, m.attemptSteps,
 		m.spendTokens, m.spendModelCalls, m.spendToolCalls, m.spendCost, m.spendWall,
 		m.modelCost, m.modelTokens,
-		m.decisions, m.decisionRules, m.deliveries, m.checkpointWrite, m.sandboxRefused,
+		m.decisions, m.decisionRules, m.deliveries, m.prActions, m.checkpointWrite, m.sandboxRefused,
 		m.schedulerTicks, m.schedulerSkips, m.schedulerMisfires,
 		m.modelRequest, m.modelErrors,
 		m.budgetCap, m.dailyCostCap, m.scheduleInterval,
@@ -352,6 +354,19 @@ func (m *Metrics) Delivery(template string, outcome workitems.DeliveryOutcome, i
 		o = other
 	}
 	addCounter(m.deliveries.WithLabelValues(template, o), 1, exemplar(itemID))
+}
+
+// PullRequestAction counts one thing outerloop did to a pull request or branch people share
+// (workitems.AllPullRequestActions; publish.Observer).
+func (m *Metrics) PullRequestAction(template string, action workitems.DeliveryStep) {
+	if m == nil {
+		return
+	}
+	a := string(action)
+	if !slices.Contains(workitems.AllPullRequestActions(), action) {
+		a = other
+	}
+	m.prActions.WithLabelValues(template, a).Inc()
 }
 
 func ruleLabel(rule workitems.RuleName) string {

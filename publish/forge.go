@@ -21,4 +21,7 @@ type Forge interface {
 	AddLabels(ctx context.Context, repo string, number int, labels []string) error
 	Comment(ctx context.Context, repo string, number int, body string) error
 	Merge(ctx context.Context, repo string, number int, m forge.MergeRequest) (string, error)
+	// ClosePullRequest closes an obsolete pull request; MarkReady makes a draft ready.
+	ClosePullRequest(ctx context.Context, repo string, number int) (*forge.PullRequest, error)
+	MarkReady(ctx context.Context, repo string, number int) (*forge.PullRequest, error)
 }

@@ -20,8 +20,24 @@ import (
 // Options configures a Publisher.
 type Options struct {
 	Forges forge.Set
-	Logger *slog.Logger
+	// Branches is the ledger of what outerloop pushed to each branch and who holds it (default:
+	// one in this process's memory; a deployment shares RedisBranches).
+	Branches Branches
+	// Observer counts what outerloop did to pull requests and branches (default: nothing).
+	Observer Observer
+	Clock    workitems.Clock // default the system clock
+	Logger   *slog.Logger
 }
+
+// Observer counts the pull request actions (workitems.AllPullRequestActions) by template
+// (metrics.Metrics implements it).
+type Observer interface {
+	PullRequestAction(template string, action workitems.DeliveryStep)
+}
+
+type noObserver struct{}
+
+func (noObserver) PullRequestAction(string, workitems.DeliveryStep) {}
 
 // Publisher is the forge-backed delivery.Publisher.
 type Publisher struct {
@@ -34,6 +50,15 @@ var _ delivery.Publisher = (*Publisher)(nil)
 func New(o Options) *Publisher {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Branches == nil {
+		o.Branches = NewMemoryBranches()
+	}
+	if o.Observer == nil {
+		o.Observer = noObserver{}
+	}
+	if o.Clock == nil {
+		o.Clock = workitems.SystemClock{}
 	}
 	return &Publisher{o: o}
 }
@@ -143,6 +168,22 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 		ev.emit(ctx, workitems.StepBaseMoved, fmt.Sprintf("the base %s moved to %s: the change is re-made on it as %s", tg.base, shorten.SHA(baseHead), shorten.SHA(remade)),
 			map[string]string{"base": baseHead, "commit": remade})
 		commit, del.Base = remade, baseHead
+		if same, err := sameTree(ctx, repoDir(pub), tg, commit, baseHead); err != nil {
+			return delivery.Published{}, err
+		} else if same {
+			// The base already has the change: nothing to push, and an open pull request of
+			// the branch is no longer needed.
+			w, err := p.withdraw(ctx, pub.Template, pub.Item, tg, prs, repoDir(pub), baseHead, ev, "the base "+tg.base+" already has this change")
+			if err != nil {
+				return delivery.Published{}, err
+			}
+			if w.Outcome == "" {
+				w = del
+				w.Outcome = workitems.DeliveryUnchanged
+				w.SameAs = &workitems.DeliveryRef{Commit: baseHead}
+			}
+			return delivery.Published{Delivery: w}, nil
+		}
 	}
 
 	if prs.Open != nil {
@@ -151,10 +192,67 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 		}
 	}
 
-	// Push with a lease on the branch as it is now.
+	// The branch as it is now, and whose its commits are.
 	req = tg.push(commit)
 	req.Dir, req.Branch = repoDir(pub), tg.branch
 	if req.Expected, err = forge.RemoteBranch(ctx, req); err != nil {
+		return delivery.Published{}, err
+	}
+	bs, err := p.readBranch(ctx, t, repoDir(pub), tg, req.Expected, baseHead)
+	if err != nil {
+		return delivery.Published{}, err
+	}
+	if bs.hold != nil && t.Deliver.Mode == workitems.DeliverPullRequest && prs.Open == nil {
+		// No pull request is open for the branch: the people's commits are kept by the one that
+		// was merged or closed (its head ref), and the branch is outerloop's again.
+		if err := p.o.Branches.HandBack(ctx, bs.key, bs.head); err != nil {
+			return delivery.Published{}, err
+		}
+		bs.hold = nil
+	}
+	if bs.hold != nil && handedBack(pub.Item, bs.hold) {
+		if err := p.o.Branches.HandBack(ctx, bs.key, bs.head); err != nil {
+			return delivery.Published{}, err
+		}
+		ev.emit(ctx, workitems.StepHandedBack, fmt.Sprintf("%s's commit %s was handed back with /outerloop rebase: the branch is replaced",
+			bs.hold.User, shorten.SHA(bs.hold.SHA)), map[string]string{"user": bs.hold.User, "sha": bs.hold.SHA})
+		p.o.Observer.PullRequestAction(t.Name, workitems.StepHandedBack)
+		bs.hold = nil
+	}
+	if bs.hold != nil {
+		if t.Deliver.ForeignCommits() != workitems.ForeignBuildOn && !reviewRound(pub.Item) {
+			return p.held(ctx, pub, tg, prs, bs, del, ev, "")
+		}
+		built, conflict, err := buildOn(ctx, repoDir(pub), tg, bs.rec, bs.head, commit)
+		if err != nil {
+			return delivery.Published{}, err
+		}
+		if conflict != "" {
+			return p.held(ctx, pub, tg, prs, bs, del, ev, "the change conflicts with their commits in "+conflict)
+		}
+		if _, err := p.o.Branches.Hold(ctx, bs.key, *bs.hold); err != nil {
+			return delivery.Published{}, err
+		}
+		del.Held = bs.hold
+		if built == "" {
+			del.Outcome = workitems.DeliveryUnchanged
+			del.SameAs = &workitems.DeliveryRef{Commit: bs.head}
+			if prs.Open != nil {
+				del.PR, del.SameAs.PR = prRef(prs.Open), prRef(prs.Open)
+			}
+			ev.emit(ctx, workitems.StepDedupe, fmt.Sprintf("the branch %s already has this change on top of %s's commit %s: nothing pushed",
+				tg.branch, bs.hold.User, shorten.SHA(bs.hold.SHA)), map[string]string{"sha": bs.head})
+			return delivery.Published{Delivery: del}, nil
+		}
+		ev.emit(ctx, workitems.StepBuiltOn, fmt.Sprintf("%s pushed %s to %s: the change is a new commit %s on top of it",
+			bs.hold.User, shorten.SHA(bs.hold.SHA), tg.branch, shorten.SHA(built)), map[string]string{"user": bs.hold.User, "sha": bs.hold.SHA, "commit": built})
+		p.o.Observer.PullRequestAction(t.Name, workitems.StepBuiltOn)
+		commit = built
+		req.SHA = built
+	}
+
+	// Push with a lease on the branch as just read; the ledger knows the commit first.
+	if err := p.o.Branches.Pushing(ctx, bs.key, commit); err != nil {
 		return delivery.Published{}, err
 	}
 	if err := forge.Push(ctx, req); err != nil {
@@ -199,9 +297,11 @@ func (p *Publisher) Merge(ctx context.Context, m delivery.Merge) (workitems.Deli
 	pr := *del.PR
 	pr.State = workitems.PRMerged
 	del.MergeCommit, del.Outcome, del.PR = sha, workitems.DeliveryMerged, &pr
-	emitter{pub: delivery.Publication{Events: m.Events, Attempt: m.Attempt}}.emit(ctx, workitems.StepMerged,
+	ev := emitter{pub: delivery.Publication{Events: m.Events, Attempt: m.Attempt}}
+	ev.emit(ctx, workitems.StepMerged,
 		fmt.Sprintf("merged #%d (%s) as %s", pr.Number, m.Template.Deliver.MergeMethod, shorten.SHA(sha)),
 		map[string]string{"merge_commit": sha, "pr": pr.URL})
+	p.cleanupBranch(ctx, m.Template, tg, BranchKey{Forge: tg.f.Name(), Repo: tg.slug, Branch: tg.branch}, ev)
 	return del, nil
 }
 
@@ -291,14 +391,17 @@ func (p *Publisher) openOrUpdate(ctx context.Context, pub delivery.Publication, 
 	var pr *forge.PullRequest
 	var err error
 	if prs.Open != nil {
-		pr, err = tg.f.EditPullRequest(ctx, tg.slug, prs.Open.Number, forge.PullRequestEdit{Title: &title, Body: &body})
+		// People's edits stay: the title is left as it is, and of the body only outerloop's
+		// own section is rewritten.
+		body = mergeBody(prs.Open.Body, body)
+		pr, err = tg.f.EditPullRequest(ctx, tg.slug, prs.Open.Number, forge.PullRequestEdit{Body: &body})
 		if err != nil {
 			return nil, err
 		}
 		del.Outcome = workitems.DeliveryPRUpdated
 		ev.emit(ctx, workitems.StepPRUpdated, fmt.Sprintf("pull request #%d now has %s", pr.Number, shorten.SHA(commit)), map[string]string{"pr": pr.URL, "sha": commit})
 	} else {
-		pr, err = tg.f.CreatePullRequest(ctx, tg.slug, forge.NewPullRequest{Title: title, Body: body, Base: tg.base, Head: tg.branch, Draft: t.Deliver.Draft})
+		pr, err = tg.f.CreatePullRequest(ctx, tg.slug, forge.NewPullRequest{Title: title, Body: body, Base: tg.base, Head: tg.branch, Draft: t.Deliver.OpensDraft()})
 		if errors.Is(err, forge.ErrPullRequestExists) {
 			// Opened between our look-up and now (another worker): read it and update it.
 			return nil, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: %w", err))
@@ -352,11 +455,11 @@ func prBody(pub delivery.Publication, commit string) string {
 			len(pub.NetworkRefused), strings.Join(pub.NetworkRefused, ", "))
 	}
 	b.WriteString(marker(pub.Item.ID, pub.Delivery.Tree))
-	return b.String()
+	return section(b.String())
 }
 
 func prRef(pr *forge.PullRequest) *workitems.PullRequest {
-	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: pr.State}
+	return &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: pr.State, Draft: pr.Draft}
 }
 
 // repoDir is the repository the publication's commit is in: the worker's own git directory
@@ -372,32 +475,17 @@ func repoDir(pub delivery.Publication) string {
 // remake makes commit (a child of oldBase) a commit on newBase with a three-way merge; it
 // returns the conflicting paths instead when the change does not apply.
 func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commit string) (string, string, error) {
-	g := proc.Git{Dir: dir, Env: tg.auth.Env(append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1")), Redact: tg.auth.Redact}
-	run := func(args ...string) (string, int, error) {
-		out, err := g.Run(ctx, nil, args...)
-		code := 0
-		var ge *proc.GitError
-		if errors.As(err, &ge) {
-			code = ge.ExitCode
-		}
-		if err != nil && code == 0 {
-			return "", 0, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: git %s: %w", args[0], unwrapGit(err)))
-		}
-		if code != 0 && code != 1 {
-			return "", code, fmt.Errorf("publish: git %s exited %d: %s", args[0], code, shorten.OneLine(ge.Output, 300))
-		}
-		return strings.TrimSpace(string(out)), code, nil
-	}
-	if _, code, err := run("fetch", "--quiet", "--no-tags", tg.repo.CloneURL, "refs/heads/"+tg.base); err != nil || code != 0 {
+	g := newGitRun(dir, tg)
+	if _, code, err := g.run(ctx, nil, "fetch", "--quiet", "--no-tags", tg.repo.CloneURL, "refs/heads/"+tg.base); err != nil || code != 0 {
 		if err == nil {
 			err = fmt.Errorf("publish: git fetch of the base %s failed", shorten.SHA(newBase))
 		}
 		return "", "", workitems.Classify(workitems.ClassTransient, err)
 	}
-	if _, code, _ := run("merge-base", "--is-ancestor", oldBase, newBase); code != 0 {
+	if _, code, _ := g.run(ctx, nil, "merge-base", "--is-ancestor", oldBase, newBase); code != 0 {
 		return "", "the base branch was rewritten (the old base is not an ancestor)", nil
 	}
-	out, code, err := run("merge-tree", "--write-tree", "--name-only", "--no-messages", newBase, commit)
+	out, code, err := g.run(ctx, nil, "merge-tree", "--write-tree", "--name-only", "--no-messages", newBase, commit)
 	if err != nil {
 		return "", "", err
 	}
@@ -405,21 +493,11 @@ func remake(ctx context.Context, dir string, tg *target, newBase, oldBase, commi
 	if code == 1 {
 		return "", strings.Join(lines[1:], ", "), nil
 	}
-	msg, _, err := run("log", "-1", "--format=%B", commit)
+	made, err := g.commitTree(ctx, commit, lines[0], newBase)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("publish: on the new base: %w", err)
 	}
-	author, _, err := run("log", "-1", "--format=%an%n%ae", commit)
-	if err != nil {
-		return "", "", err
-	}
-	name, email, _ := strings.Cut(author, "\n")
-	made, err := proc.Git{Dir: dir, Env: append(proc.BaseEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
-		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)}.Run(ctx, strings.NewReader(msg+"\n"), "commit-tree", lines[0], "-p", newBase)
-	if err != nil {
-		return "", "", fmt.Errorf("publish: git commit-tree on the new base: %w", unwrapGit(err))
-	}
-	return strings.TrimSpace(string(made)), "", nil
+	return made, "", nil
 }
 
 type emitter struct{ pub delivery.Publication }

@@ -134,6 +134,31 @@ func deliveryRules() []Rule {
 				}
 				return "the result equals the patch item " + del(f).SameAs.Item + " delivered: nothing new"
 			}},
+		{Name: workitems.RuleHeldByPerson, When: "a scheduled tick found its branch with commits outerloop did not push (deliver.on_foreign_commits stop): nothing is pushed, the pull request is told once, the next tick finds it held too",
+			Outcome: workitems.OutcomeClose,
+			Match: func(f *Facts) bool {
+				return held(f) && f.Item != nil && f.Item.Origin.Kind == workitems.OriginCron
+			},
+			Reason: heldReason},
+		{Name: workitems.RuleHeldByPersonEscalate, When: "the item's branch has commits outerloop did not push (deliver.on_foreign_commits stop, or a change that conflicts with them): nothing is pushed; a person hands it back (`/outerloop rebase`, or deleting the branch) or takes it over",
+			Outcome: workitems.OutcomeEscalate,
+			Match:   held,
+			Reason:  heldReason},
+		{Name: workitems.RuleObsolete, When: "the attempt found nothing to change, or the base already has the change, and the branch's open pull request was closed as no longer needed (only commented when a person committed to it)",
+			Outcome: workitems.OutcomeClose,
+			Match: func(f *Facts) bool {
+				return del(f) != nil && del(f).Outcome == workitems.DeliveryObsolete
+			},
+			Reason: func(f *Facts) string {
+				d := del(f)
+				if d.PR == nil {
+					return "obsolete: nothing to change"
+				}
+				if d.Held != nil {
+					return fmt.Sprintf("obsolete: nothing to change; pull request #%d stays open, held: %s", d.PR.Number, d.Held)
+				}
+				return fmt.Sprintf("obsolete: nothing to change; pull request #%d was closed as no longer needed", d.PR.Number)
+			}},
 		{Name: workitems.RulePREndRefused, When: "the pull request was merged or closed while the item waited, by an account without write access to the item's repository (or one the forge did not name): not a person's decision the item takes",
 			Outcome: workitems.OutcomeEscalate,
 			Match: func(f *Facts) bool {
@@ -155,6 +180,22 @@ func deliveryRules() []Rule {
 			Match:   func(f *Facts) bool { return f.MergeRefused != "" },
 			Reason:  func(f *Facts) string { return "automerge refused: " + f.MergeRefused }},
 	}
+}
+
+func held(f *Facts) bool {
+	return f.Delivery != nil && f.Delivery.Outcome == workitems.DeliveryHeld && f.Delivery.Held != nil
+}
+
+func heldReason(f *Facts) string {
+	d := f.Delivery
+	s := "held: " + d.Held.String() + " to " + d.Branch + ": outerloop pushed nothing"
+	if d.Error != "" {
+		s += " (" + d.Error + ")"
+	}
+	if d.PR != nil {
+		s += fmt.Sprintf("; hand it back with `/outerloop rebase` on #%d or by deleting the branch", d.PR.Number)
+	}
+	return s
 }
 
 // ciRerunRule waits for CI checks that failed for infrastructure reasons and that the read of

@@ -74,6 +74,7 @@ func afterPushRule(rule workitems.RuleName) bool {
 	switch rule {
 	case workitems.RuleBaseMoved, workitems.RuleDeliveryFailed, workitems.RuleDeclined, workitems.RuleAlreadyDelivered,
 		workitems.RulePREndRefused, workitems.RulePRMerged, workitems.RulePRClosed, workitems.RuleAutomergeRefused, workitems.RuleChangesRequested,
+		workitems.RuleHeldByPerson, workitems.RuleHeldByPersonEscalate, workitems.RuleObsolete,
 		workitems.RuleChangesRequestedEscalate, workitems.RuleReviewRoundsExhausted, workitems.RuleReviewMissing,
 		workitems.RuleTemplateRemoved, workitems.RuleTemplateIncompatible, workitems.RuleWorkspaceLost:
 		return true

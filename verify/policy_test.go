@@ -49,6 +49,11 @@ func openPR() *workitems.Delivery {
 	return &workitems.Delivery{Outcome: workitems.DeliveryPROpened, PushedSHA: "5ha", PR: &workitems.PullRequest{Number: 7, State: workitems.PROpen}}
 }
 
+func heldDelivery() *workitems.Delivery {
+	return &workitems.Delivery{Outcome: workitems.DeliveryHeld, Branch: "outerloop/t", PR: &workitems.PullRequest{Number: 7, State: workitems.PROpen},
+		Held: &workitems.BranchHold{User: "Pat Person", SHA: "0123456789abcdef0123456789abcdef01234567", Commits: 1}}
+}
+
 func pendingCI() *CIEvidence {
 	return &CIEvidence{Required: []string{"ci/test"}, Missing: []string{"ci/test"}, SHA: "5ha"}
 }
@@ -292,6 +297,30 @@ func TestPolicyRules(t *testing.T) {
 		{"a tree the open pull request holds closes as already delivered", func(f *Facts) {
 			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryUnchanged, SameAs: &workitems.DeliveryRef{Item: "t@0", PR: &workitems.PullRequest{Number: 3}}})
 		}, workitems.RuleAlreadyDelivered, workitems.OutcomeClose, nil},
+		{"a tick whose branch a person committed to closes as held, naming who", func(f *Facts) {
+			pushed(f, heldDelivery())
+			f.Item.Origin.Kind = workitems.OriginCron
+		}, workitems.RuleHeldByPerson, workitems.OutcomeClose, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Reasons[0], "held: Pat Person pushed 0123456789ab") || !strings.Contains(d.Reasons[0], "/outerloop rebase` on #7") {
+				t.Errorf("reasons %q", d.Reasons)
+			}
+		}},
+		{"any other item whose branch a person committed to escalates", func(f *Facts) {
+			pushed(f, heldDelivery())
+			f.Item.Origin.Kind = workitems.OriginManual
+		}, workitems.RuleHeldByPersonEscalate, workitems.OutcomeEscalate, nil},
+		{"a held delivery without who held it is not held_by_person", func(f *Facts) {
+			pushed(f, heldDelivery())
+			f.Delivery.Held = nil
+			f.Item.Origin.Kind = workitems.OriginCron
+		}, workitems.RuleChecksPassed, workitems.OutcomeClose, nil},
+		{"nothing to change with the branch's pull request closed is obsolete", func(f *Facts) {
+			pushed(f, &workitems.Delivery{Outcome: workitems.DeliveryObsolete, PR: &workitems.PullRequest{Number: 9, State: workitems.PRClosed}})
+		}, workitems.RuleObsolete, workitems.OutcomeClose, func(t *testing.T, d workitems.Decision) {
+			if !strings.Contains(d.Reasons[0], "#9 was closed as no longer needed") {
+				t.Errorf("reasons %q", d.Reasons)
+			}
+		}},
 		{"a pull request closed by an account without write access escalates instead of ending the item", func(f *Facts) {
 			pushed(f, openPR())
 			f.Delivery.PR.State = workitems.PRClosed

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"outerloop/delivery"
 	"outerloop/forge"
 	"outerloop/hooks"
 	"outerloop/publish"
@@ -65,7 +66,18 @@ type Sink struct {
 	// before deliveries named their forge and repository went (nil: such a record names no
 	// pull request, and events on it are refused).
 	Config func() *config.Config
-	Logger *slog.Logger
+	// Branches is the delivery's branch ledger: a `/outerloop rebase` from a person with write
+	// access hands a branch people hold back to outerloop (nil: not wired).
+	Branches publish.Branches
+	// Cleaner deletes the branch of a pull request that was merged or closed, when it is
+	// outerloop's alone (nil: branches are kept).
+	Cleaner Cleaner
+	Logger  *slog.Logger
+}
+
+// Cleaner cleans up after a delivery's pull request ended (delivery.Deliverer).
+type Cleaner interface {
+	Cleanup(ctx context.Context, c delivery.Cleanup) error
 }
 
 var _ hooks.Sink = (*Sink)(nil)
@@ -97,6 +109,11 @@ func (s *Sink) Handle(ctx context.Context, e hooks.Event) error {
 		ids, err := s.Store.WaitingOnPR(ctx, e.Forge, e.Repo, e.Number)
 		if err != nil {
 			return err
+		}
+		if e.Kind == hooks.KindPullRequest && e.PullRequest != nil {
+			if err := s.cleanup(ctx, e); err != nil {
+				return err
+			}
 		}
 		if len(ids) == 0 && e.Kind == hooks.KindPullRequest && e.PullRequest != nil {
 			return s.ended(ctx, e)
@@ -174,7 +191,7 @@ func (s *Sink) signal(ctx context.Context, e hooks.Event, sig verify.PersonSigna
 	if err != nil {
 		return nil // a forge this deployment does not talk to: nothing to act on
 	}
-	it, err := s.candidate(ctx, f, e)
+	it, pr, err := s.candidate(ctx, f, e)
 	if err != nil || it == nil {
 		return err
 	}
@@ -186,6 +203,18 @@ func (s *Sink) signal(ctx context.Context, e hooks.Event, sig verify.PersonSigna
 	entry := AuditEntry{Actor: e.Forge + ":" + user, Action: action, Target: it.ID}
 	if ok, aerr := s.authorise(ctx, f, it, e, user, &entry); !ok || aerr != nil {
 		return aerr
+	}
+	if sig == verify.SignalRebase && s.Branches != nil && pr.Head != "" {
+		// The person hands the branch back as it is now, whatever becomes of the item: the
+		// next push may replace what people committed to it.
+		if herr := s.Branches.HandBack(ctx, publish.BranchKey{Forge: e.Forge, Repo: e.Repo, Branch: pr.Head}, pr.HeadSHA); herr != nil {
+			return herr
+		}
+		if eerr := s.Store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventDelivery, Actor: entry.Actor,
+			Message: fmt.Sprintf("%s handed the branch %s back to outerloop at %s", user, pr.Head, pr.HeadSHA),
+			Data:    map[string]string{"step": string(workitems.StepHandedBack), "branch": pr.Head, "sha": pr.HeadSHA}}); eerr != nil {
+			s.log().Warn("waits: recording a hand-back on the item", "item", it.ID, "err", eerr)
+		}
 	}
 	if err != nil {
 		entry.Detail = "refused: " + err.Error()
@@ -209,28 +238,77 @@ func (s *Sink) signal(ctx context.Context, e hooks.Event, sig verify.PersonSigna
 
 // candidate is the item the event's pull request names in its body's marker (nil: none, or no
 // such item). The marker is a hint, copied as easily as read: authorise decides.
-func (s *Sink) candidate(ctx context.Context, f CommandForge, e hooks.Event) (*workitems.Item, error) {
+func (s *Sink) candidate(ctx context.Context, f CommandForge, e hooks.Event) (*workitems.Item, *forge.PullRequest, error) {
 	pr, err := f.PullRequest(ctx, e.Repo, e.Number)
 	if err != nil {
 		if workitems.ClassOf(err) == workitems.ClassTransient {
-			return nil, err
+			return nil, nil, err
 		}
 		s.log().Warn("waits: an event on a pull request that cannot be read", "repo", e.Repo, "pr", e.Number, "err", err)
-		return nil, nil
+		return nil, nil, nil
 	}
 	id, _ := publish.MarkedTree(pr.Body)
 	if id == "" {
-		return nil, nil // not outerloop's pull request
+		return nil, nil, nil // not outerloop's pull request
 	}
 	it, err := s.Store.Get(ctx, id)
 	if errors.Is(err, workitems.ErrNotFound) {
 		s.log().Info("waits: a pull request's marker names no item", "item", id, "repo", e.Repo, "pr", e.Number)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return it, nil
+	return it, pr, nil
+}
+
+// cleanup asks for the branch of a merged or closed pull request to go. Only the ledger of what
+// outerloop pushed decides whether the branch is deleted (Cleaner), never the event or the
+// pull request's body: the marker only finds the item whose template says keep_branch.
+func (s *Sink) cleanup(ctx context.Context, e hooks.Event) error {
+	if s.Cleaner == nil || (e.PullRequest.Action != hooks.PRMerged && e.PullRequest.Action != hooks.PRClosed) {
+		return nil
+	}
+	f, err := s.forge(e.Forge)
+	if err != nil {
+		return nil
+	}
+	it, pr, err := s.candidate(ctx, f, e)
+	if err != nil || it == nil || pr.State == workitems.PROpen {
+		return err
+	}
+	own := it.DeliveredPRs(s.deliver(it))
+	if !slices.ContainsFunc(own, workitems.ForgePR{Forge: e.Forge, Repo: e.Repo, Number: e.Number}.Same) {
+		return nil // not the item's own pull request: its branch is not the item's to delete
+	}
+	tmpl := &config.Template{Name: it.Template}
+	if cfg := s.config(); cfg != nil {
+		if t, ok := cfg.ItemTemplate(it); ok {
+			tmpl = t
+		}
+	}
+	del := workitems.Delivery{Mode: workitems.DeliverPullRequest, Forge: e.Forge, Repo: e.Repo, Branch: pr.Head,
+		PR: &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: pr.State}}
+	if err := s.Cleaner.Cleanup(ctx, delivery.Cleanup{Template: tmpl, Item: it, Delivery: del, Events: itemEvents{s: s, item: it.ID}}); err != nil {
+		if workitems.ClassOf(err) == workitems.ClassTransient {
+			return err
+		}
+		s.log().Warn("waits: cleaning up the branch of an ended pull request", "item", it.ID, "pr", pr.URL, "err", err)
+	}
+	return nil
+}
+
+// itemEvents records the cleanup's events on the item.
+type itemEvents struct {
+	s    *Sink
+	item string
+}
+
+func (e itemEvents) Emit(ctx context.Context, ev workitems.Event) {
+	ev.Item = e.item
+	if err := e.s.Store.Emit(ctx, ev); err != nil {
+		e.s.log().Warn("waits: recording an event on the item", "item", e.item, "err", err)
+	}
 }
 
 // authorise reports whether the event may change it: the event is about the item's own pull
@@ -276,12 +354,16 @@ func (s *Sink) refuse(ctx context.Context, id string, why workitems.ForgeRefusal
 		"pr", pr.String(), "detail", detail)
 }
 
-// deliver is the item's template's deliver: (nil: no config, or the template is gone).
-func (s *Sink) deliver(it *workitems.Item) *config.Deliver {
+func (s *Sink) config() *config.Config {
 	if s.Config == nil {
 		return nil
 	}
-	cfg := s.Config()
+	return s.Config()
+}
+
+// deliver is the item's template's deliver: (nil: no config, or the template is gone).
+func (s *Sink) deliver(it *workitems.Item) *config.Deliver {
+	cfg := s.config()
 	if cfg == nil {
 		return nil
 	}

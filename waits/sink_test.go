@@ -9,8 +9,10 @@ import (
 	"sync"
 	"testing"
 
+	"outerloop/delivery"
 	"outerloop/forge"
 	"outerloop/hooks"
+	"outerloop/publish"
 	"outerloop/waits"
 	"outerloop/workitems"
 	"outerloop/workitems/itemstore"
@@ -30,12 +32,14 @@ type prForge struct {
 	perms    map[string]forge.Permission // by user, on any repository
 	repoPerm map[string]forge.Permission // by "repo user", first
 	asked    []string                    // the permission questions, "repo user"
+	head     string                      // the head branch and its commit
+	headSHA  string
 }
 
 func (f *prForge) PullRequest(_ context.Context, repo string, n int) (*forge.PullRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	pr := &forge.PullRequest{Number: n, State: cmp.Or(f.state, workitems.PROpen), Body: f.body}
+	pr := &forge.PullRequest{Number: n, State: cmp.Or(f.state, workitems.PROpen), Body: f.body, Head: f.head, HeadSHA: f.headSHA}
 	switch pr.State {
 	case workitems.PRMerged:
 		pr.MergedBy = f.mergedBy
@@ -224,5 +228,77 @@ func TestAPullRequestAPersonEndsEndsItsEscalatedItem(t *testing.T) {
 	}
 	if len(aud.got) != 2 || !aud.got[0].OK || aud.got[0].Action != "pull request merged" {
 		t.Fatalf("audit %+v", aud.got)
+	}
+}
+
+type cleaner struct {
+	mu  sync.Mutex
+	got []delivery.Cleanup
+}
+
+func (c *cleaner) Cleanup(_ context.Context, cl delivery.Cleanup) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, cl)
+	return nil
+}
+
+// "/outerloop rebase" from a person with write access hands the branch people hold back to
+// outerloop, as it is now; from anyone else it changes nothing. A merged or closed pull request
+// of the item's own asks for its branch to be cleaned up, with the item's template.
+func TestRebaseHandsBackAndAnEndedPullRequestCleansUp(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	r.escalated(t, "h@1", "tea", "acme/calc", 5)
+	pat := strings.Repeat("9", 40)
+	f := &prForge{body: "<!-- outerloop: item=h@1 tree=" + strings.Repeat("ab", 20) + " -->", head: "outerloop/h", headSHA: pat,
+		perms: map[string]forge.Permission{"ana": forge.PermWrite, "rex": forge.PermRead}}
+	ledger := publish.NewMemoryBranches()
+	key := publish.BranchKey{Forge: "tea", Repo: "acme/calc", Branch: "outerloop/h"}
+	if _, err := ledger.Hold(ctx, key, workitems.BranchHold{User: "Pat", SHA: pat, Commits: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cl := &cleaner{}
+	sink := &waits.Sink{Store: r.store, Waker: r.wakes, Resolver: &resolver{s: r.store}, Forges: forge.Set{"tea": f}, Auditor: &audits{},
+		Branches: ledger, Cleaner: cl}
+	comment := func(user string) hooks.Event {
+		return hooks.Event{Kind: hooks.KindComment, Forge: "tea", Repo: "acme/calc", Number: 5, IsPR: true, Sender: user,
+			Comment: &hooks.Comment{User: user, Body: "/outerloop rebase"}}
+	}
+	if err := sink.Handle(ctx, comment("rex")); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := ledger.Branch(ctx, key); rec.Hold == nil {
+		t.Fatal("a reader's /outerloop rebase handed the branch back")
+	}
+	if err := sink.Handle(ctx, comment("ana")); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := ledger.Branch(ctx, key); rec.Hold != nil || !rec.Ours(pat) {
+		t.Fatalf("after ana's /outerloop rebase: %+v", rec)
+	}
+	evs, err := r.store.Events(ctx, "h@1", "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs, func(e workitems.Event) bool { return e.Data["step"] == string(workitems.StepHandedBack) && e.Actor == "tea:ana" }) {
+		t.Fatalf("no handed_back event by ana: %+v", evs)
+	}
+
+	f.state = workitems.PRMerged
+	merged := hooks.Event{Kind: hooks.KindPullRequest, Forge: "tea", Repo: "acme/calc", Number: 5, IsPR: true, Sender: "ana",
+		PullRequest: &hooks.PullRequest{Action: hooks.PRMerged}}
+	if err := sink.Handle(ctx, merged); err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.got) != 1 || cl.got[0].Delivery.Branch != "outerloop/h" || cl.got[0].Delivery.PR.State != workitems.PRMerged || cl.got[0].Item.ID != "h@1" {
+		t.Fatalf("cleanups %+v", cl.got)
+	}
+	// Another repository's pull request naming the item: not its own, nothing cleaned.
+	other := merged
+	other.Repo = "acme/other"
+	if err := sink.Handle(ctx, other); err != nil || len(cl.got) != 1 {
+		t.Fatalf("%v, cleanups %d", err, len(cl.got))
 	}
 }

@@ -63,6 +63,11 @@ type Deliverer interface {
 	// Followup tells the forge about an escalation of an item with a pull request (label and
 	// comment). A failure is an event on the item, not an error.
 	Followup(ctx context.Context, f delivery.Followup)
+	// Ready marks a draft pull request ready for review once deliver.draft_until holds.
+	Ready(ctx context.Context, r delivery.Ready) (workitems.Delivery, error)
+	// Cleanup deletes the branch of a pull request that was merged or closed, when it is
+	// outerloop's alone. Failures are events.
+	Cleanup(ctx context.Context, c delivery.Cleanup) error
 }
 
 // Evidence gathers the facts after the push and has the policy decide on them (waits.Judge):
@@ -190,7 +195,7 @@ func judgedAfterPush(tmpl *config.Template, del *workitems.Delivery) bool {
 		return false
 	}
 	switch del.Outcome {
-	case workitems.DeliveryFailed, workitems.DeliveryDeclined, workitems.DeliveryUnchanged:
+	case workitems.DeliveryFailed, workitems.DeliveryDeclined, workitems.DeliveryUnchanged, workitems.DeliveryHeld, workitems.DeliveryObsolete:
 		return true
 	}
 	return tmpl.Deliver.Mode.NeedsForge() && (tmpl.DoneCheck.CI != nil || tmpl.Deliver.Review != nil)
@@ -335,7 +340,17 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 			Data: map[string]string{"step": string(workitems.StepCI), "sha": del.PushedSHA, "outcome": string(d.Outcome), "rule": string(d.Rule)}})
 	}
 
-	// 4. Act at the forge. A refused merge is one more fact: the same facts, decided again.
+	// 4. Act at the forge. A draft waiting for green CI becomes ready; a refused merge is one
+	// more fact: the same facts, decided again.
+	if del != nil && h.o.Deliverer != nil && tmpl.Deliver.DraftUntil == workitems.DraftUntilCIGreen && facts.CI != nil && facts.CI.Green() {
+		ready, err := h.o.Deliverer.Ready(ctx, delivery.Ready{Template: tmpl, Item: it, Attempt: n, Delivery: *del, Events: events,
+			Why: fmt.Sprintf("the required CI checks passed on %s", shorten.SHA(del.PushedSHA))})
+		if err != nil {
+			return fmt.Errorf("worker: mark the pull request of %s ready: %w", it.ID, err)
+		}
+		del = &ready
+		facts.Delivery = del
+	}
 	if h.merges(tmpl, d, del) {
 		merged, refused, err := h.merge(ctx, tmpl, it, n, *del, events)
 		if err != nil {
@@ -349,6 +364,11 @@ func (h *Handler) Wake(ctx context.Context, p workitems.WakePayload) error {
 		}
 	}
 	h.followup(ctx, tmpl, it, n, d, del, events)
+	if del != nil && del.PR != nil && del.PR.State != workitems.PROpen && h.o.Deliverer != nil {
+		if err := h.o.Deliverer.Cleanup(ctx, delivery.Cleanup{Template: tmpl, Item: it, Attempt: n, Delivery: *del, Events: events}); err != nil {
+			log.Warn("the branch of an ended pull request was not cleaned up", "err", err)
+		}
+	}
 
 	// 5. Record.
 	w := *it.Wait

@@ -40,6 +40,8 @@ type judged struct {
 	d     workitems.Decision
 	reads int
 	calls []judgeCall
+	ci    *verify.CIEvidence // the CI the read finds (nil: none asked for)
+	state workitems.PRState  // the pull request's state the read finds ("": as recorded)
 }
 
 func (j *judged) AfterPush(context.Context, *config.Template, *workitems.Item, int, workitems.Decision, *workitems.Delivery, string) workitems.Decision {
@@ -48,7 +50,15 @@ func (j *judged) AfterPush(context.Context, *config.Template, *workitems.Item, i
 
 func (j *judged) WakeFacts(_ context.Context, tmpl *config.Template, it *workitems.Item) (verify.Judgement, error) {
 	j.reads++
-	return verify.Judgement{Template: tmpl, Item: it, Delivery: it.Delivery}, nil
+	del := it.Delivery
+	if j.state != "" {
+		d := *del
+		pr := *d.PR
+		pr.State = j.state
+		d.PR = &pr
+		del = &d
+	}
+	return verify.Judgement{Template: tmpl, Item: it, Delivery: del, CI: j.ci}, nil
 }
 
 func (j *judged) Decide(_ context.Context, _ *config.Template, jd verify.Judgement) workitems.Decision {
@@ -64,6 +74,8 @@ type refusingDeliverer struct {
 	mu        sync.Mutex
 	merges    int
 	followups []workitems.Decision
+	readies   []delivery.Ready
+	cleanups  []delivery.Cleanup
 }
 
 func (d *refusingDeliverer) Deliver(context.Context, delivery.Request) (delivery.Result, error) {
@@ -74,6 +86,22 @@ func (d *refusingDeliverer) Merge(_ context.Context, m delivery.Merge) (workitem
 	defer d.mu.Unlock()
 	d.merges++
 	return m.Delivery, &delivery.MergeRefusedError{Err: errors.New("the head moved")}
+}
+func (d *refusingDeliverer) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.readies = append(d.readies, r)
+	del := r.Delivery
+	pr := *del.PR
+	pr.Draft = false
+	del.PR = &pr
+	return del, nil
+}
+func (d *refusingDeliverer) Cleanup(_ context.Context, c delivery.Cleanup) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cleanups = append(d.cleanups, c)
+	return nil
 }
 func (d *refusingDeliverer) Followup(_ context.Context, f delivery.Followup) {
 	d.mu.Lock()
@@ -187,5 +215,70 @@ forges:
 	}
 	if it, _ := s.Get(ctx, "r@1"); it.State != workitems.StateRetryWait || it.Attempt != 2 || len(enq.ids) != 1 || enq.ids[0] != "r@1/attempt-2" {
 		t.Fatalf("retry: %s %d %v", it.State, it.Attempt, enq.ids)
+	}
+}
+
+// deliver.draft_until ci_green: a wake that reads the required CI green marks the draft ready
+// (and records it so) before the decision acts; a wake that reads pending CI does not. A wake
+// that finds the pull request merged asks for its branch to be cleaned up.
+func TestAWakeMarksADraftReadyOnGreenCIAndCleansUpAnEndedPullRequest(t *testing.T) {
+	t.Parallel()
+	env := redistest.New(t)
+	s := itemstore.NewStore(env.Client, env.Prefix)
+	cfg, err := config.ParseConfig([]byte(`
+templates:
+  - name: t
+    goal: g
+    loop: {kind: script, commands: ["true"]}
+    budget: {wall_time: 5m}
+    done_check: {commands: ["true"]}
+forges:
+  tea: {kind: gitea, base_url: "http://127.0.0.1:1"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, _ := cfg.Template("t")
+	tmpl.Deliver.DraftUntil = workitems.DraftUntilCIGreen
+	ctx := context.Background()
+	for _, id := range []string{"p@1", "g@1", "e@1"} {
+		parkedItem(t, s, id)
+		if _, err := s.Update(ctx, id, nil, func(it *workitems.Item) ([]workitems.Event, error) {
+			it.Delivery.PR.Draft = true
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := &refusingDeliverer{}
+	wait := workitems.Decision{Outcome: workitems.OutcomeWait, Rule: "review_pending", Reasons: []string{"review"}, Actor: "verifier",
+		Wait: &workitems.WaitPlan{Kind: workitems.WaitReview, Deadline: time.Now().Add(time.Hour), Forge: "tea", Repo: "o/r"}}
+	pending := &verify.CIEvidence{SHA: "5ha", Required: []string{"ci"}, Missing: []string{"ci"}}
+	green := &verify.CIEvidence{SHA: "5ha", Required: []string{"ci"}, Checks: []verify.CICheck{{Name: "ci", State: verify.CISuccess, SHA: "5ha"}}}
+
+	ev := &judged{d: wait, ci: pending}
+	h := worker.NewHandler(worker.HandlerOptions{Store: s, Config: cfg, Verifier: wakeVerifier{}, Evidence: ev, Deliverer: del, Enqueuer: &enqueued{}})
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "p@1", Seq: 1, By: workitems.WakePoll}); err != nil {
+		t.Fatal(err)
+	}
+	if len(del.readies) != 0 {
+		t.Fatalf("pending CI made the draft ready: %+v", del.readies)
+	}
+	ev.ci = green
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "g@1", Seq: 1, By: workitems.WakePoll}); err != nil {
+		t.Fatal(err)
+	}
+	it, _ := s.Get(ctx, "g@1")
+	if len(del.readies) != 1 || del.readies[0].Item.ID != "g@1" || it.Delivery.PR.Draft || it.State != workitems.StateWaiting {
+		t.Fatalf("green CI: readies %d, recorded draft %v, state %s", len(del.readies), it.Delivery.PR.Draft, it.State)
+	}
+
+	closed := &judged{d: workitems.Decision{Outcome: workitems.OutcomeClose, Rule: "pr_merged", Reasons: []string{"merged"}, Actor: "verifier"}, state: workitems.PRMerged}
+	h = worker.NewHandler(worker.HandlerOptions{Store: s, Config: cfg, Verifier: wakeVerifier{}, Evidence: closed, Deliverer: del, Enqueuer: &enqueued{}})
+	if err := h.Wake(ctx, workitems.WakePayload{Item: "e@1", Seq: 1, By: workitems.WakePoll}); err != nil {
+		t.Fatal(err)
+	}
+	if len(del.cleanups) != 1 || del.cleanups[0].Item.ID != "e@1" || del.cleanups[0].Delivery.PR.State != workitems.PRMerged {
+		t.Fatalf("cleanups %+v", del.cleanups)
 	}
 }

@@ -144,6 +144,38 @@ func AllRebasePolicies() []RebasePolicy {
 	return []RebasePolicy{RebaseConflicted, RebaseBehind, RebaseNever}
 }
 
+// ForeignCommitPolicy is deliver.on_foreign_commits: what outerloop does to a branch someone
+// else committed to.
+type ForeignCommitPolicy string
+
+// The foreign commit policies.
+const (
+	// ForeignStop pushes nothing more to the branch: the item escalates (a scheduled tick closes
+	// as held_by_person) and the pull request is told once who held it and how to hand it back.
+	ForeignStop ForeignCommitPolicy = "stop"
+	// ForeignBuildOn makes outerloop's change a new commit on top of the person's, never
+	// rewriting the branch's history.
+	ForeignBuildOn ForeignCommitPolicy = "build_on"
+)
+
+// AllForeignCommitPolicies lists the foreign commit policies.
+func AllForeignCommitPolicies() []ForeignCommitPolicy {
+	return []ForeignCommitPolicy{ForeignStop, ForeignBuildOn}
+}
+
+// DraftUntil is deliver.draft_until: what makes a draft pull request ready for review.
+type DraftUntil string
+
+// The draft conditions.
+const (
+	// DraftUntilCIGreen opens the pull request as a draft and marks it ready when the required
+	// CI checks on the pushed commit pass, so reviewers are asked only for green work.
+	DraftUntilCIGreen DraftUntil = "ci_green"
+)
+
+// AllDraftUntil lists the draft conditions.
+func AllDraftUntil() []DraftUntil { return []DraftUntil{DraftUntilCIGreen} }
+
 // NotifyEvent is a kind of event that people are told about (the `notify:` section).
 type NotifyEvent string
 

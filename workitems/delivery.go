@@ -1,6 +1,9 @@
 package workitems
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // DeliveryOutcome is what became of an attempt's change.
 type DeliveryOutcome string
@@ -23,12 +26,19 @@ const (
 	DeliveryDeclined DeliveryOutcome = "declined"
 	// DeliveryFailed: delivery could not be done (Error says why); the item is escalated.
 	DeliveryFailed DeliveryOutcome = "failed"
+	// DeliveryHeld: someone else committed to the branch since outerloop's last push and
+	// deliver.on_foreign_commits is stop: nothing was pushed (Held says who and what).
+	DeliveryHeld DeliveryOutcome = "held"
+	// DeliveryObsolete: the change is no longer needed (the attempt found nothing to change, or
+	// the base already has it): the branch's open pull request was closed with a comment, or
+	// only commented when a person holds it (PR says which).
+	DeliveryObsolete DeliveryOutcome = "obsolete"
 )
 
 // AllDeliveryOutcomes lists every delivery outcome.
 func AllDeliveryOutcomes() []DeliveryOutcome {
 	return []DeliveryOutcome{DeliveryUnchanged, DeliveryPatched, DeliveryPushed, DeliveryPROpened,
-		DeliveryPRUpdated, DeliveryMerged, DeliveryDeclined, DeliveryFailed}
+		DeliveryPRUpdated, DeliveryMerged, DeliveryDeclined, DeliveryFailed, DeliveryHeld, DeliveryObsolete}
 }
 
 // PRState is a pull request's state on its forge.
@@ -98,13 +108,29 @@ const (
 	StepCI         DeliveryStep = "ci"          // a wake read the required CI checks on the pushed commit: the decision
 	StepMerged     DeliveryStep = "merged"      // automerge merged the pull request
 	StepNeedsHuman DeliveryStep = "needs_human" // the pull request was labelled and commented for a person
+
+	// What outerloop did because the branch and its pull request are people's too (the
+	// outerloop_pull_request_actions_total metric counts them by these names).
+	StepHeld          DeliveryStep = "held"             // someone else committed to the branch: nothing pushed
+	StepBuiltOn       DeliveryStep = "built_on"         // the change became a new commit on top of a person's
+	StepHandedBack    DeliveryStep = "handed_back"      // a person handed a held branch back (/outerloop rebase)
+	StepObsolete      DeliveryStep = "obsolete"         // the open pull request was closed (or commented) as no longer needed
+	StepBranchDeleted DeliveryStep = "branch_deleted"   // a merged or closed pull request's branch was deleted
+	StepBranchKept    DeliveryStep = "branch_kept"      // ... or kept: a person committed to it, or deliver.keep_branch
+	StepReady         DeliveryStep = "ready_for_review" // a draft pull request was marked ready (deliver.draft_until)
 )
+
+// AllPullRequestActions lists the steps the pull request actions metric counts.
+func AllPullRequestActions() []DeliveryStep {
+	return []DeliveryStep{StepHeld, StepBuiltOn, StepHandedBack, StepObsolete, StepBranchDeleted, StepBranchKept, StepReady}
+}
 
 // AllDeliverySteps lists every delivery step.
 func AllDeliverySteps() []DeliveryStep {
 	return []DeliveryStep{StepUnchanged, StepCommitted, StepReused, StepPublish, StepFollowup,
 		StepRetrying, StepFailed, StepRecorded, StepDedupe, StepBaseMoved, StepPushed, StepPROpened,
-		StepPRUpdated, StepCI, StepMerged, StepNeedsHuman}
+		StepPRUpdated, StepCI, StepMerged, StepNeedsHuman, StepHeld, StepBuiltOn, StepHandedBack, StepObsolete,
+		StepBranchDeleted, StepBranchKept, StepReady}
 }
 
 // Delivery is what became of an attempt's change: the local commit and its patch, and — through
@@ -143,6 +169,9 @@ type Delivery struct {
 	PR          *PullRequest  `json:"pr,omitempty"`
 	Checks      []CheckResult `json:"checks,omitempty"`
 	MergeCommit string        `json:"merge_commit,omitempty"`
+	// Held says who holds the branch (outcome held; or, with a change built on top, whose
+	// commit it was built on).
+	Held *BranchHold `json:"held,omitempty"`
 
 	// With outcome failed: why, and the error's class.
 	Error      string     `json:"error,omitempty"`
@@ -175,6 +204,29 @@ type PullRequest struct {
 	Number int     `json:"number"`
 	URL    string  `json:"url"`
 	State  PRState `json:"state"`
+	Draft  bool    `json:"draft,omitempty"`
+}
+
+// BranchHold is a branch someone else committed to: outerloop never rewrites it until it is
+// handed back (`/outerloop rebase` on its pull request, or the branch deleted).
+type BranchHold struct {
+	User    string    `json:"user"`    // the newest foreign commit's author, as git names them
+	SHA     string    `json:"sha"`     // that commit
+	Commits int       `json:"commits"` // how many commits outerloop did not push
+	Since   time.Time `json:"since,omitzero"`
+}
+
+// String is "<user> pushed <sha>" (the item page and `outerloop items ID` show it).
+func (h *BranchHold) String() string {
+	sha := h.SHA
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
+	s := h.User + " pushed " + sha
+	if h.Commits > 1 {
+		s += fmt.Sprintf(" (%d commits outerloop did not push)", h.Commits)
+	}
+	return s
 }
 
 // CheckResult is one CI check on the pushed commit.

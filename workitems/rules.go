@@ -53,6 +53,14 @@ const (
 	RulePRMerged         RuleName = "pr_merged"
 	RulePRClosed         RuleName = "pr_closed"
 	RuleAutomergeRefused RuleName = "automerge_refused"
+	// RuleHeldByPerson closes a scheduled tick whose branch someone else committed to
+	// (deliver.on_foreign_commits stop): the next tick finds it held too until it is handed
+	// back. RuleHeldByPersonEscalate hands any other item to a person.
+	RuleHeldByPerson         RuleName = "held_by_person"
+	RuleHeldByPersonEscalate RuleName = "held_by_person_escalate"
+	// RuleObsolete closes an item that found nothing to change (or whose change the base
+	// already has) and closed the branch's open pull request as no longer needed.
+	RuleObsolete RuleName = "obsolete"
 
 	// The evidence: the diff, CI, the test reports and the done-check commands.
 	RuleInfraError       RuleName = "infra_error"
@@ -124,6 +132,7 @@ func AllRuleNames() []RuleName {
 		RuleExitBudgetExhausted, RuleExitNeedsInput, RuleExitNeedsApproval, RuleExitFailed,
 		RuleExitNoProgress, RuleExitAborted, RuleExitTransientError, RuleExitUnknown,
 		RuleBaseMoved, RuleDeliveryFailed, RuleDeclined, RuleAlreadyDelivered,
+		RuleHeldByPerson, RuleHeldByPersonEscalate, RuleObsolete,
 		RulePREndRefused, RulePRMerged, RulePRClosed, RuleAutomergeRefused,
 		RuleInfraError, RuleDiffSecret, RuleDiffOutOfScope, RuleCIRerun, RuleCIActionRequired, RuleCIPending,
 		RuleCIMissing, RuleCountsDisagree, RuleBuildFailed, RuleTestsFailed, RuleReportMissing,

@@ -183,7 +183,18 @@ func printDelivery(w io.Writer, indent string, d *workitems.Delivery) {
 		fmt.Fprintln(w)
 	}
 	if pr := d.PR; pr != nil {
-		fmt.Fprintf(w, "%s  pull request #%d [%s] %s\n", indent, pr.Number, pr.State, pr.URL)
+		state := string(pr.State)
+		if pr.Draft {
+			state += ", draft"
+		}
+		fmt.Fprintf(w, "%s  pull request #%d [%s] %s\n", indent, pr.Number, state, pr.URL)
+	}
+	if h := d.Held; h != nil {
+		if d.Outcome == workitems.DeliveryHeld {
+			fmt.Fprintf(w, "%s  held: %s\n", indent, h)
+		} else {
+			fmt.Fprintf(w, "%s  built on: %s\n", indent, h)
+		}
 	}
 	for _, c := range d.Checks {
 		fmt.Fprintf(w, "%s  check %s: %s", indent, c.Name, c.State)

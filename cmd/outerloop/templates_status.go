@@ -82,12 +82,16 @@ func printFleet(w io.Writer, f *fleetview.Fleet) error {
 		if r.PR != nil {
 			pr = fmt.Sprintf("#%d %s", r.PR.Number, r.PR.State)
 		}
+		if r.Held != nil {
+			pr += " held: " + r.Held.String()
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t$%.2f\n", repo, dash(r.Item), dash(r.Outcome), pr, r.CI, dash(r.Review), r.CostUSD)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d–%d of %d; page spend $%.2f", f.Offset+1, f.Offset+len(f.Rows), f.Total, f.Totals.CostUSD)
+	fmt.Fprintf(w, "%d–%d of %d; page spend $%.2f; %d open pull requests, %d held by people", f.Offset+1, f.Offset+len(f.Rows), f.Total, f.Totals.CostUSD,
+		f.Totals.OpenPRs, f.Totals.HeldPRs)
 	if f.Next != nil {
 		fmt.Fprintf(w, "; next page: --offset %d", *f.Next)
 	}

@@ -120,6 +120,8 @@ type App struct {
 	// Deliverer turns closed attempts into commits and patches (and, with a forge's publisher,
 	// pull requests).
 	Deliverer *delivery.Deliverer
+	// Branches is the branch ledger (publish.RedisBranches).
+	Branches *publish.RedisBranches
 	CIStore   *verify.RedisCIStore // CI results posted to the evidence webhook
 	// EvidenceFiles keeps each attempt's evidence files for an offline replay (30 days).
 	EvidenceFiles *verify.RedisEvidenceStore
@@ -264,10 +266,14 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		vopts = append(vopts, verify.WithCI(name, verify.NewForgeCI(f)))
 	}
 	a.Verifier = verify.New(append(vopts, verify.WithRunner(a.Runner))...)
+	// The ledger of what outerloop pushed to each branch, shared by every process: publish reads
+	// it before a push, the hooks' sink when a person hands a branch back.
+	a.Branches = publish.NewRedisBranches(a.Redis, o.Prefix, 0, o.Clock)
 	if o.Publisher == nil && len(a.Forges) > 0 {
 		// Branch and pull_request modes publish through the deployment's forges; what follows
 		// the push (CI, review) is waited for without a worker (package waits).
-		o.Publisher = publish.New(publish.Options{Forges: a.Forges, Logger: o.Logger})
+		o.Publisher = publish.New(publish.Options{Forges: a.Forges, Branches: a.Branches,
+			Observer: a.Metrics, Clock: o.Clock, Logger: o.Logger})
 	}
 	a.Judge = &waits.Judge{Verifier: a.Verifier, Forges: a.Forges, Logger: o.Logger.With("component", "waits"), Config: a.CurrentConfig}
 	a.Deliverer = delivery.New(delivery.Options{Publisher: o.Publisher, MaxPatchBytes: o.MaxPatchBytes, Clock: o.Clock, Logger: o.Logger})
@@ -481,7 +487,7 @@ func (a *App) Hooks(auditor waits.Auditor, triggers waits.Triggers) http.Handler
 		names = append(names, k)
 	}
 	sink := &waits.Sink{Store: a.Store, Waker: a.Queue, Resolver: a.Queue, Forges: a.Forges, Auditor: auditor, Triggers: triggers,
-		Config: a.CurrentConfig, Logger: a.Logger.With("component", "hooks")}
+		Config: a.CurrentConfig, Branches: a.Branches, Cleaner: a.Deliverer, Logger: a.Logger.With("component", "hooks")}
 	return hooks.Handler(hooks.Options{Forges: hooks.FromConfig(a.Config.Forges, getenv), Sink: sink,
 		Seen: hooks.NewRedisSeen(a.Redis, a.opts.Prefix, hooks.DefaultSeenTTL), Observer: metrics.NewWebhooks(a.Metrics, names),
 		Logger: a.Logger.With("component", "hooks"), Clock: a.opts.Clock})

@@ -79,6 +79,14 @@ func (w *watchingDeliverer) Followup(ctx context.Context, in delivery.Followup) 
 	w.inner.Followup(ctx, in)
 }
 
+func (w *watchingDeliverer) Ready(ctx context.Context, in delivery.Ready) (workitems.Delivery, error) {
+	return w.inner.Ready(ctx, in)
+}
+
+func (w *watchingDeliverer) Cleanup(ctx context.Context, in delivery.Cleanup) error {
+	return w.inner.Cleanup(ctx, in)
+}
+
 func (w *watchingDeliverer) get(id string, n int) seen {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -293,6 +301,14 @@ func (p *publisherOnce) Publish(_ context.Context, pub delivery.Publication) (de
 }
 
 func (p *publisherOnce) Followup(context.Context, delivery.Followup) error { return nil }
+
+func (p *publisherOnce) Withdraw(context.Context, delivery.Withdrawal) (workitems.Delivery, error) {
+	return workitems.Delivery{}, nil
+}
+
+func (p *publisherOnce) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) { return r.Delivery, nil }
+
+func (p *publisherOnce) Cleanup(context.Context, delivery.Cleanup) error { return nil }
 
 func (p *publisherOnce) Merge(_ context.Context, m delivery.Merge) (workitems.Delivery, error) {
 	return m.Delivery, errors.New("test: no merges here")

@@ -25,6 +25,9 @@ func fill(row *Row, it *workitems.Item) {
 	if it.Delivery != nil {
 		row.PR = it.Delivery.PR
 		row.CI = ciOf(it.Delivery.Checks)
+		if it.Delivery.Outcome == workitems.DeliveryHeld || (it.Delivery.Outcome == workitems.DeliveryObsolete && it.Delivery.Held != nil) {
+			row.Held = it.Delivery.Held
+		}
 	}
 	// While CI is waited for, the checks read so far are incomplete: pending, unless one failed.
 	if w := it.Wait; w != nil && w.Kind == workitems.WaitCI && (row.CI.State == "" || rank(row.CI.State) < 3) {

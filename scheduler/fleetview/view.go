@@ -57,6 +57,9 @@ type Row struct {
 	Review    string                 `json:"review,omitempty"` // see reviewState
 	CostUSD   float64                `json:"cost_usd"`
 	UpdatedAt time.Time              `json:"updated_at,omitzero"`
+	// Held says who holds the repository's branch (a person committed to it: outerloop pushes
+	// nothing more to it until it is handed back).
+	Held *workitems.BranchHold `json:"held,omitempty"`
 }
 
 // CI summarises the CI checks of an item's pushed commit.
@@ -96,6 +99,8 @@ type Fleet struct {
 type Totals struct {
 	CostUSD float64 `json:"cost_usd"`
 	OpenPRs int     `json:"open_prs"`
+	HeldPRs int     `json:"held_prs"` // open pull requests people hold
+
 	Items   int     `json:"items"`
 }
 
@@ -160,6 +165,9 @@ func (r *Reader) Page(ctx context.Context, template string, offset, limit int) (
 			f.Totals.Items++
 			if row.PR != nil && row.PR.State == workitems.PROpen {
 				f.Totals.OpenPRs++
+				if row.Held != nil {
+					f.Totals.HeldPRs++
+				}
 			}
 		} else {
 			row.Item = newest[rp] // recorded but gone (collected): shown, not fetched

@@ -59,7 +59,26 @@ type Deliver struct {
 	// Rebase says when an open pull request whose base moved gets a new commit (default
 	// conflicted); a retry or a review round always may.
 	Rebase workitems.RebasePolicy `yaml:"rebase" json:"rebase,omitempty"`
+	// OnForeignCommits says what to do with a branch someone else committed to since
+	// outerloop's last push (default stop: never rewrite a commit outerloop did not push).
+	OnForeignCommits workitems.ForeignCommitPolicy `yaml:"on_foreign_commits" json:"on_foreign_commits,omitempty"`
+	// DraftUntil opens the pull request as a draft until the condition holds ("" : as Draft says).
+	DraftUntil workitems.DraftUntil `yaml:"draft_until" json:"draft_until,omitempty"`
+	// KeepBranch keeps the branch after its pull request is merged or closed (default: outerloop
+	// deletes its own branch, unless a person committed to it).
+	KeepBranch bool `yaml:"keep_branch" json:"keep_branch,omitempty"`
 }
+
+// ForeignCommits is deliver.on_foreign_commits, stop when not given.
+func (d *Deliver) ForeignCommits() workitems.ForeignCommitPolicy {
+	if d.OnForeignCommits == "" {
+		return workitems.ForeignStop
+	}
+	return d.OnForeignCommits
+}
+
+// OpensDraft reports whether a new pull request is opened as a draft.
+func (d *Deliver) OpensDraft() bool { return d.Draft || d.DraftUntil != "" }
 
 // ForgeRepo is the forge and repository d delivers to (workitems.DeliverTarget); "" and "" for
 // a nil d.
@@ -346,6 +365,23 @@ func (c *Config) validateDeliver(t *Template, bad func(field, format string, arg
 	}
 	if d.Automerge && d.Draft {
 		return bad("deliver.automerge", "a draft pull request cannot be merged: drop draft or automerge")
+	}
+	if d.OnForeignCommits != "" && !slices.Contains(workitems.AllForeignCommitPolicies(), d.OnForeignCommits) {
+		return bad("deliver.on_foreign_commits", "%q is not one of %s", d.OnForeignCommits, workitems.JoinKinds(workitems.AllForeignCommitPolicies()))
+	}
+	if d.DraftUntil != "" {
+		if !slices.Contains(workitems.AllDraftUntil(), d.DraftUntil) {
+			return bad("deliver.draft_until", "%q is not one of %s", d.DraftUntil, workitems.JoinKinds(workitems.AllDraftUntil()))
+		}
+		if d.Mode != workitems.DeliverPullRequest {
+			return bad("deliver.draft_until", "needs mode pull_request (mode is %s)", d.Mode)
+		}
+		if d.Draft {
+			return bad("deliver.draft_until", "draft keeps the pull request a draft for good: give draft or draft_until, not both")
+		}
+		if t.DoneCheck.CI == nil {
+			return bad("deliver.draft_until", "%s waits for the required CI checks: the template names none (done_check.ci)", d.DraftUntil)
+		}
 	}
 	if d.Author != "" {
 		if _, err := workitems.ParseAuthor(d.Author); err != nil {
