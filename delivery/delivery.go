@@ -160,7 +160,9 @@ func (NotConfigured) Withdraw(context.Context, Withdrawal) (workitems.Delivery, 
 }
 
 // Ready has no pull request to mark.
-func (NotConfigured) Ready(_ context.Context, r Ready) (workitems.Delivery, error) { return r.Delivery, nil }
+func (NotConfigured) Ready(_ context.Context, r Ready) (workitems.Delivery, error) {
+	return r.Delivery, nil
+}
 
 // Cleanup has no branch to delete.
 func (NotConfigured) Cleanup(context.Context, Cleanup) error { return nil }

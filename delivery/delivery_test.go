@@ -380,7 +380,9 @@ func (p *publisher) Withdraw(context.Context, delivery.Withdrawal) (workitems.De
 	return workitems.Delivery{}, nil
 }
 
-func (p *publisher) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) { return r.Delivery, nil }
+func (p *publisher) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) {
+	return r.Delivery, nil
+}
 
 func (p *publisher) Cleanup(context.Context, delivery.Cleanup) error { return nil }
 

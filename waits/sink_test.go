@@ -282,7 +282,9 @@ func TestRebaseHandsBackAndAnEndedPullRequestCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(evs, func(e workitems.Event) bool { return e.Data["step"] == string(workitems.StepHandedBack) && e.Actor == "tea:ana" }) {
+	if !slices.ContainsFunc(evs, func(e workitems.Event) bool {
+		return e.Data["step"] == string(workitems.StepHandedBack) && e.Actor == "tea:ana"
+	}) {
 		t.Fatalf("no handed_back event by ana: %+v", evs)
 	}
 

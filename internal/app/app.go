@@ -122,7 +122,7 @@ type App struct {
 	Deliverer *delivery.Deliverer
 	// Branches is the branch ledger (publish.RedisBranches).
 	Branches *publish.RedisBranches
-	CIStore   *verify.RedisCIStore // CI results posted to the evidence webhook
+	CIStore  *verify.RedisCIStore // CI results posted to the evidence webhook
 	// EvidenceFiles keeps each attempt's evidence files for an offline replay (30 days).
 	EvidenceFiles *verify.RedisEvidenceStore
 	Forges        forge.Set // a client per entry of forges:, by key

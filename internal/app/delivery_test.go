@@ -306,7 +306,9 @@ func (p *publisherOnce) Withdraw(context.Context, delivery.Withdrawal) (workitem
 	return workitems.Delivery{}, nil
 }
 
-func (p *publisherOnce) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) { return r.Delivery, nil }
+func (p *publisherOnce) Ready(_ context.Context, r delivery.Ready) (workitems.Delivery, error) {
+	return r.Delivery, nil
+}
 
 func (p *publisherOnce) Cleanup(context.Context, delivery.Cleanup) error { return nil }
 

@@ -101,7 +101,7 @@ type Totals struct {
 	OpenPRs int     `json:"open_prs"`
 	HeldPRs int     `json:"held_prs"` // open pull requests people hold
 
-	Items   int     `json:"items"`
+	Items int `json:"items"`
 }
 
 // Page reads a page of a fleet template's repositories, sorted by repository. An unknown
