@@ -139,3 +139,25 @@ func TestTheItemPageShowsUnchangedAndFailedDeliveries(t *testing.T) {
 		t.Error("a delivery section without a delivery")
 	}
 }
+
+// A held delivery says who holds the branch and that nothing was pushed (not that delivery
+// failed); a draft pull request says so; a person's name is escaped.
+func TestTheItemPageShowsAHeldBranch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.deliver(t, "fix@held", workitems.Delivery{Mode: workitems.DeliverPullRequest, Outcome: workitems.DeliveryHeld, Base: "b", Commit: "c",
+		Branch: "outerloop/fix", Error: "the change conflicts with their commits in calc.go",
+		PR:   &workitems.PullRequest{Number: 3, URL: "https://forge.example/acme/calc/pulls/3", State: workitems.PROpen, Draft: true},
+		Held: &workitems.BranchHold{User: "Pat <b>Person</b>", SHA: "0123456789abcdef0123456789abcdef01234567", Commits: 2}}, "")
+	_, body := f.get(t, "/items/fix@held")
+	for _, want := range []string{`data-outcome="held"`, "<dt>Held</dt>",
+		"Pat &lt;b&gt;Person&lt;/b&gt; pushed 0123456789ab (2 commits outerloop did not push)",
+		"Nothing pushed: the change conflicts with their commits in calc.go", `<span class="badge st-muted">draft</span>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("held: page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "Delivery failed") || strings.Contains(body, "<b>Person") {
+		t.Error("a held delivery is shown as failed, or the name unescaped")
+	}
+}

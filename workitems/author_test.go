@@ -36,7 +36,7 @@ func TestDeliveryVocabulariesAreDistinct(t *testing.T) {
 	check("pr states", states)
 	check("check states", checks)
 	check("steps", steps)
-	if len(outcomes) != 8 || len(modes) != 3 || len(checks) != 9 {
+	if len(outcomes) != 10 || len(modes) != 3 || len(checks) != 9 {
 		t.Fatalf("a vocabulary lost a value: %v %v %v", modes, outcomes, checks)
 	}
 	if DeliverPatch.NeedsForge() || !DeliverBranch.NeedsForge() || !DeliverPullRequest.NeedsForge() {

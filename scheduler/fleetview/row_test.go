@@ -39,3 +39,20 @@ func TestRowCIAndReview(t *testing.T) {
 		}
 	}
 }
+
+// A repository whose branch a person holds shows who: a held delivery, or an obsolete one left
+// open for them; a change built on their commit is not held.
+func TestRowHeld(t *testing.T) {
+	hold := &workitems.BranchHold{User: "Pat", SHA: "p"}
+	open := &workitems.PullRequest{Number: 3, State: workitems.PROpen}
+	for _, c := range []struct {
+		outcome workitems.DeliveryOutcome
+		held    bool
+	}{{workitems.DeliveryHeld, true}, {workitems.DeliveryObsolete, true}, {workitems.DeliveryPRUpdated, false}} {
+		var r Row
+		fill(&r, &workitems.Item{Delivery: &workitems.Delivery{Outcome: c.outcome, PR: open, Held: hold}})
+		if (r.Held != nil) != c.held {
+			t.Errorf("%s: held %v, want %v", c.outcome, r.Held, c.held)
+		}
+	}
+}

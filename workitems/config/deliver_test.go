@@ -230,6 +230,14 @@ func TestDeliverAndForgeConfigRejectsBadInput(t *testing.T) {
 			"deliver.automerge", "needs mode pull_request"},
 		{"automerge of a draft", "      forge: gh\n", "      forge: gh\n      draft: true\n      automerge: true\n", "deps-bump",
 			"deliver.automerge", "draft"},
+		{"unknown foreign commit policy", "      forge: gh\n", "      forge: gh\n      on_foreign_commits: overwrite\n", "deps-bump",
+			"deliver.on_foreign_commits", `"overwrite" is not one of stop, build_on`},
+		{"unknown draft condition", "      forge: gh\n", "      forge: gh\n      draft_until: approved\n", "deps-bump",
+			"deliver.draft_until", `"approved" is not one of ci_green`},
+		{"draft_until with draft", "      forge: gh\n", "      forge: gh\n      draft: true\n      draft_until: ci_green\n", "deps-bump",
+			"deliver.draft_until", "not both"},
+		{"draft_until in branch mode", "      forge: gh\n", "      forge: gh\n      mode: branch\n      draft_until: ci_green\n", "deps-bump",
+			"deliver.draft_until", "needs mode pull_request"},
 		{"empty label", "labels: [outerloop]", `labels: [outerloop, " "]`, "deps-bump", "deliver.labels", "empty"},
 		{"duplicate label", "labels: [outerloop]", "labels: [outerloop, outerloop]", "deps-bump", "deliver.labels", "twice"},
 		{"ci from an unknown forge", "ci: {forge: gh,", "ci: {forge: nope,", "deps-bump", "done_check.ci.forge", `"nope" is not a key of forges`},
@@ -285,5 +293,29 @@ func TestVocabularies(t *testing.T) {
 	if fmt.Sprint(workitems.AllForgeKinds()) != "[github gitea]" || fmt.Sprint(workitems.AllDeliveryModes()) != "[patch branch pull_request]" ||
 		fmt.Sprint(workitems.AllMergeMethods()) != "[merge squash rebase]" {
 		t.Fatal(workitems.AllForgeKinds(), workitems.AllDeliveryModes(), workitems.AllMergeMethods())
+	}
+}
+
+// The people's-pull-request settings parse; stop is the default policy; draft_until opens a
+// draft; draft_until without CI to wait for is refused.
+func TestDeliverPeopleSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseEdited(t, "      forge: gh\n", "      forge: gh\n      on_foreign_commits: build_on\n      draft_until: ci_green\n      keep_branch: true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := cfg.Template("deps-bump")
+	if d := tp.Deliver; d.ForeignCommits() != workitems.ForeignBuildOn || !d.OpensDraft() || !d.KeepBranch || d.DraftUntil != workitems.DraftUntilCIGreen {
+		t.Fatalf("deliver %+v", d)
+	}
+	if (&Deliver{}).ForeignCommits() != workitems.ForeignStop || (&Deliver{}).OpensDraft() {
+		t.Fatal("the defaults: stop, no draft")
+	}
+	y := strings.Replace(strings.Replace(deliverConfig, "      ci: {forge: gh, required: [build, test], wait: 30m}\n", "", 1),
+		"      forge: gh\n", "      forge: gh\n      draft_until: ci_green\n", 1)
+	_, err = ParseConfig([]byte(y))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "deliver.draft_until" || !strings.Contains(err.Error(), "the template names none (done_check.ci)") {
+		t.Fatalf("draft_until without CI: %v", err)
 	}
 }
