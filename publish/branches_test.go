@@ -101,3 +101,19 @@ func TestMergeBody(t *testing.T) {
 		t.Errorf("two sections: the first is rewritten: %q", got)
 	}
 }
+
+// A commit's author name is anyone's to write: repeated on the pull request it is one line and
+// cannot mention, link or command.
+func TestPersonName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"Pat Person":                     "Pat Person",
+		"@everyone [x](http://e.vil)":    "everyone x(http:e.vil)",
+		"/outerloop rebase\nsecond line": "outerloop rebase second line",
+		"`":                              "someone",
+	} {
+		if got := personName(in); got != want {
+			t.Errorf("personName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

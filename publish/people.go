@@ -81,7 +81,7 @@ func (p *Publisher) readBranch(ctx context.Context, t *config.Template, dir stri
 		return bs, nil
 	}
 	newest := commits[0]
-	h := workitems.BranchHold{User: newest.author, SHA: newest.sha, Commits: len(commits), Since: p.o.Clock.Now().UTC()}
+	h := workitems.BranchHold{User: personName(newest.author), SHA: newest.sha, Commits: len(commits), Since: p.o.Clock.Now().UTC()}
 	if rec.Hold != nil && rec.Hold.SHA == h.SHA {
 		return bs, nil
 	}
@@ -316,4 +316,21 @@ func parentArgs(parents []string) []string {
 		out = append(out, "-p", p)
 	}
 	return out
+}
+
+// personName is a commit's author name as outerloop repeats it (events, the item, a comment on
+// the pull request): anyone can write it, so it is one short line without the characters that
+// would make it markup, a mention or a command there.
+func personName(author string) string {
+	n := strings.Map(func(r rune) rune {
+		switch r {
+		case '`', '@', '<', '>', '[', ']', '*', '_', '/', '\\', '|', '#', '!':
+			return -1
+		}
+		return r
+	}, shorten.OneLine(author, 80))
+	if n = strings.TrimSpace(n); n == "" {
+		return "someone"
+	}
+	return n
 }
