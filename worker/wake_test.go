@@ -123,6 +123,25 @@ func (e *enqueued) EnqueueAttempt(_ context.Context, it *workitems.Item) error {
 func (e *enqueued) Reconcile(context.Context, time.Duration) (int, error) { return 0, nil }
 func (e *enqueued) Recover(context.Context) (int, error)                  { return 0, nil }
 
+// wakeConfig has template t, with a forge to deliver to.
+func wakeConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.ParseConfig([]byte(`
+templates:
+  - name: t
+    goal: g
+    loop: {kind: script, commands: ["true"]}
+    budget: {wall_time: 5m}
+    done_check: {commands: ["true"]}
+forges:
+  tea: {kind: gitea, base_url: "http://127.0.0.1:1"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func parkedItem(t *testing.T, s *itemstore.Store, id string) {
 	t.Helper()
 	ctx := context.Background()
@@ -157,19 +176,7 @@ func TestAWakeActsOnTheDecisionAndRecordsItOnce(t *testing.T) {
 	t.Parallel()
 	env := redistest.New(t)
 	s := itemstore.NewStore(env.Client, env.Prefix)
-	cfg, err := config.ParseConfig([]byte(`
-templates:
-  - name: t
-    goal: g
-    loop: {kind: script, commands: ["true"]}
-    budget: {wall_time: 5m}
-    done_check: {commands: ["true"]}
-forges:
-  tea: {kind: gitea, base_url: "http://127.0.0.1:1"}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := wakeConfig(t)
 	tmpl, _ := cfg.Template("t")
 	tmpl.Deliver.Automerge = true // as a template with deliver: {automerge: true} would have it
 	ctx := context.Background()
@@ -225,19 +232,7 @@ func TestAWakeMarksADraftReadyOnGreenCIAndCleansUpAnEndedPullRequest(t *testing.
 	t.Parallel()
 	env := redistest.New(t)
 	s := itemstore.NewStore(env.Client, env.Prefix)
-	cfg, err := config.ParseConfig([]byte(`
-templates:
-  - name: t
-    goal: g
-    loop: {kind: script, commands: ["true"]}
-    budget: {wall_time: 5m}
-    done_check: {commands: ["true"]}
-forges:
-  tea: {kind: gitea, base_url: "http://127.0.0.1:1"}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := wakeConfig(t)
 	tmpl, _ := cfg.Template("t")
 	tmpl.Deliver.DraftUntil = workitems.DraftUntilCIGreen
 	ctx := context.Background()
