@@ -56,6 +56,7 @@ func workloadMetricsHandler(t *testing.T) http.Handler {
 	m.SetRunningCost("nightly", "agent", "nightly@20261126T030000Z", 0.05)
 	m.Decision("nightly", workitems.ActorVerifier, workitems.OutcomeRetry, "tests_failed", item)
 	m.Delivery("nightly", workitems.DeliveryMerged, item)
+	m.PullRequestAction("nightly", workitems.StepHeld)
 	m.CheckpointWrite(2 * time.Millisecond)
 	m.SchedulerTick("nightly")
 	m.SchedulerSkip("nightly", metrics.SkipDailyCap)

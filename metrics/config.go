@@ -51,8 +51,8 @@ const defaultModel = "default"
 //     the template's loop, and cost and tokens under its provider and model when it has one;
 //   - decisions by each outcome an actor can decide (verifier: close, retry, escalate; person:
 //     close, retry, cancel);
-//   - deliveries by outcome (workitems.AllDeliveryOutcomes), and for a pull_request template
-//     the pull request actions (workitems.AllPullRequestActions);
+//   - deliveries by outcome (workitems.AllDeliveryOutcomes), and the pull request actions
+//     (workitems.AllPullRequestActions);
 //   - the sandbox's refused connections by reason (egress.Reasons);
 //   - for a scheduled template, ticks, misfires and skips by reason (max_open, daily_cap);
 //   - the attempt duration and steps histograms under the template's loop, and the model
@@ -161,10 +161,8 @@ func (m *Metrics) createTemplateSeries(t *config.Template, view *configView) {
 	for _, o := range workitems.AllDeliveryOutcomes() {
 		m.deliveries.WithLabelValues(name, string(o))
 	}
-	if t.Deliver.Mode == workitems.DeliverPullRequest {
-		for _, a := range workitems.AllPullRequestActions() {
-			m.prActions.WithLabelValues(name, string(a))
-		}
+	for _, a := range workitems.AllPullRequestActions() {
+		m.prActions.WithLabelValues(name, string(a))
 	}
 	for _, tr := range t.Triggers {
 		for _, r := range workitems.AllTriggerResults() {

@@ -61,7 +61,18 @@ func (p *Publisher) withdraw(ctx context.Context, t *config.Template, it *workit
 			return workitems.Delivery{}, err
 		}
 	}
-	bs, err := p.readBranch(ctx, t, dir, tg, open.HeadSHA, baseHead)
+	// The branch as it is, not the pull request's head as the API last indexed it: a person's
+	// push the API has not caught up with still holds it.
+	req := tg.push("")
+	req.Dir, req.Branch = dir, tg.branch
+	head, err := forge.RemoteBranch(ctx, req)
+	if err != nil {
+		return workitems.Delivery{}, err
+	}
+	if head == "" {
+		return workitems.Delivery{}, nil // no branch: nothing of outerloop's to close here
+	}
+	bs, err := p.readBranch(ctx, t, dir, tg, head, baseHead)
 	if err != nil {
 		return workitems.Delivery{}, err
 	}
