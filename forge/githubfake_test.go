@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -41,6 +42,7 @@ type fakeGitHub struct {
 	requests []string // "METHOD path?query"
 	auth     []string // Authorization headers the API saw
 	gitAuth  []string // Authorization headers the git remote saw
+	gitReqs  []string // "METHOD path" the git remote was sent (a push is POST …/git-receive-pack)
 	bodies   []string // request bodies
 	// Faults for the next requests, in order: "primary", "secondary", "429", "500", "401",
 	// "graphql-rate-limit"; "none" lets one request through.
@@ -78,6 +80,7 @@ func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
 		h := r.Header.Get("Authorization")
 		f.mu.Lock()
 		f.gitAuth = append(f.gitAuth, h)
+		f.gitReqs = append(f.gitReqs, r.Method+" "+r.URL.Path)
 		f.mu.Unlock()
 		if h != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+f.token)) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
@@ -190,6 +193,20 @@ func (f *fakeGitHub) newPull(title, body, base, head string, draft bool) map[str
 	return p
 }
 
+// follow sets an open pull request's head.sha to its branch's commit: GitHub's head.sha is the
+// most recent commit on the pull request's branch, so a push by anyone moves it (docs.github.com/rest/pulls/pulls#get-a-pull-request;
+// #update-a-pull-request-branch calls it "the most recent commit on the pull request's branch").
+// A closed or merged one keeps the head it ended with.
+func (f *fakeGitHub) follow(p map[string]any) {
+	if p["state"] != "open" {
+		return
+	}
+	head := p["head"].(map[string]any)
+	if sha := f.branchSHA(head["ref"].(string)); sha != "" {
+		head["sha"] = sha
+	}
+}
+
 // ghNodeID is pull request n's GraphQL global id (node_id), in GitHub's "PR_kwDO…" form.
 func ghNodeID(n int) string { return fmt.Sprintf("PR_kwDOFake%04d", n) }
 
@@ -263,6 +280,7 @@ func (f *fakeGitHub) handler() http.Handler {
 			if s := q.Get("state"); s != "all" && s != "" && s != p["state"] {
 				continue
 			}
+			f.follow(p)
 			out = append(out, p)
 		}
 		f.write(w, http.StatusOK, out)
@@ -295,6 +313,7 @@ func (f *fakeGitHub) handler() http.Handler {
 			f.write(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 			return
 		}
+		f.follow(p) // the head it is closed with is the branch's
 		if f.onPatch != nil {
 			f.onPatch(p)
 		}
@@ -398,6 +417,7 @@ func (f *fakeGitHub) handler() http.Handler {
 	}))
 	mux.HandleFunc("GET "+pre+"/pulls/{n}", wrap(func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		if p := f.pull(num(r)); p != nil {
+			f.follow(p)
 			f.write(w, http.StatusOK, p)
 			return
 		}
@@ -588,4 +608,60 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// What the publisher's people tests (package forge_test) read of the fake, beside export_test.go.
+
+// FakeRequest is one request the fake's API was sent.
+type FakeRequest struct {
+	Line string // "METHOD path?query"
+	Auth string // its Authorization header
+	Body string
+}
+
+// Sent is every request the API was sent, in order.
+func (f *fakeGitHub) Sent() []FakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]FakeRequest, len(f.requests))
+	for i := range f.requests {
+		out[i] = FakeRequest{Line: f.requests[i], Auth: f.auth[i], Body: f.bodies[i]}
+	}
+	return out
+}
+
+// GitSent is every "METHOD path" the git remote was sent, in order.
+func (f *fakeGitHub) GitSent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.gitReqs)
+}
+
+// Comments are the bodies of pull request n's issue comments, oldest first.
+func (f *fakeGitHub) Comments(n int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.comments[n])
+}
+
+// Pull is a copy of pull request n as the API would answer it now (nil when there is none):
+// state, draft, title, body, node_id, head.
+func (f *fakeGitHub) Pull(n int) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pull(n)
+	if p == nil {
+		return nil
+	}
+	f.follow(p)
+	out := maps.Clone(p)
+	out["head"] = maps.Clone(p["head"].(map[string]any))
+	return out
+}
+
+// Readied is the node ids markPullRequestReadyForReview was sent for, in order.
+func (f *fakeGitHub) Readied() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.readied)
 }

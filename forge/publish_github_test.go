@@ -170,8 +170,9 @@ func TestOnGitHubRedCIRetriesAndGreenCIClosesAndMergesTheSamePullRequest(t *test
 	if err != nil || merged.Outcome != workitems.DeliveryMerged || merged.MergeCommit == "" || merged.PR.State != workitems.PRMerged {
 		t.Fatalf("merge: %+v %v", merged, err)
 	}
-	if fmt.Sprint(ev2.steps) != "[pushed pr_updated merged]" {
-		t.Fatalf("attempt 2 steps %v", ev2.steps)
+	// The merged pull request's branch was outerloop's alone: it is deleted on the remote.
+	if fmt.Sprint(ev2.steps) != "[pushed pr_updated merged branch_deleted]" || fake.BranchSHA("outerloop/deps-bump") != "" {
+		t.Fatalf("attempt 2 steps %v; the branch at %q", ev2.steps, fake.BranchSHA("outerloop/deps-bump"))
 	}
 	if pulls := fake.Pulls(); len(pulls) != 1 || pulls[0]["merged"] != true || fmt.Sprint(fake.Labels(first.PR.Number)) != "[outerloop]" {
 		t.Fatalf("pull requests %v", pulls)
