@@ -438,6 +438,9 @@ func (p *Publisher) Followup(ctx context.Context, f delivery.Followup) error {
 	if err := tg.f.AddLabels(ctx, tg.slug, f.Delivery.PR.Number, []string{workitems.LabelNeedsHuman}); err != nil {
 		return err
 	}
+	if f.Decision.Rule == workitems.RuleHeldByPersonEscalate {
+		return nil // the pull request was told who holds it, and how to hand it back, once
+	}
 	return tg.f.Comment(ctx, tg.slug, f.Delivery.PR.Number, fmt.Sprintf("outerloop escalated this change (%s); a person must decide:\n\n- %s",
 		f.Decision.Rule, strings.Join(f.Decision.Reasons, "\n- ")))
 }
