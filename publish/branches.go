@@ -32,7 +32,7 @@ func (k BranchKey) String() string { return k.Forge + ":" + k.Repo + "@" + k.Bra
 // BranchRecord is what the ledger knows of a branch.
 type BranchRecord struct {
 	// Pushed are the commits outerloop pushed (or was about to push) to the branch, newest
-	// first, at most MaxPushedKept.
+	// first, at least the last MaxPushedKept (a few more between trims).
 	Pushed []string
 	// Hold is set once someone else committed to the branch; it stays until the branch is
 	// handed back or deleted.
@@ -139,9 +139,13 @@ func (b *RedisBranches) Branch(ctx context.Context, k BranchKey) (BranchRecord, 
 	return rec, nil
 }
 
-// pushingScript records one pushed commit and keeps the newest ARGV[3] of them.
+// pushingScript records one pushed commit and keeps the newest ARGV[3] of them, trimming only
+// once the hash has 16 fields more (most pushes are one HSET; a read may see up to 16 older
+// commits of outerloop's, which are as much outerloop's).
 var pushingScript = redis.NewScript(`
 redis.call('HSET', KEYS[1], 'p:' .. ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if redis.call('HLEN', KEYS[1]) <= tonumber(ARGV[3]) + 16 then return 1 end
 local all = redis.call('HGETALL', KEYS[1])
 local ps = {}
 for i = 1, #all, 2 do
