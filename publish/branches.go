@@ -64,8 +64,9 @@ type Branches interface {
 	// HandBack ends a hold: a person asked outerloop to take the branch back as it is at head,
 	// whose commits count as outerloop's from now on (so the next push may replace them).
 	HandBack(ctx context.Context, k BranchKey, head string) error
-	// Forget drops what the ledger knows of the branch (it was deleted).
-	Forget(ctx context.Context, k BranchKey) error
+	// Forget drops what the ledger knows of the branch (it was deleted); existed says there was
+	// a record (of two who deleted the same branch, one finds it).
+	Forget(ctx context.Context, k BranchKey) (existed bool, err error)
 }
 
 // MaxPushedKept bounds the commits the ledger keeps per branch: enough for every attempt of
@@ -220,11 +221,12 @@ func (b *RedisBranches) HandBack(ctx context.Context, k BranchKey, head string) 
 }
 
 // Forget implements Branches.
-func (b *RedisBranches) Forget(ctx context.Context, k BranchKey) error {
-	if err := b.rdb.Del(ctx, b.key(k)).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: forget %s: %w", k, err))
+func (b *RedisBranches) Forget(ctx context.Context, k BranchKey) (bool, error) {
+	n, err := b.rdb.Del(ctx, b.key(k)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: forget %s: %w", k, err))
 	}
-	return nil
+	return n > 0, nil
 }
 
 // MemoryBranches is the ledger in this process's memory (a Publisher without a shared one).
@@ -312,10 +314,11 @@ func (b *MemoryBranches) HandBack(_ context.Context, k BranchKey, head string) e
 }
 
 // Forget implements Branches.
-func (b *MemoryBranches) Forget(_ context.Context, k BranchKey) error {
+func (b *MemoryBranches) Forget(_ context.Context, k BranchKey) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k.Repo = strings.ToLower(k.Repo)
+	_, ok := b.m[k]
 	delete(b.m, k)
-	return nil
+	return ok, nil
 }

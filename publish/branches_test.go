@@ -68,8 +68,11 @@ func TestBranchLedgers(t *testing.T) {
 			if first, _ := b.Once(ctx, k, "obsolete"); !first {
 				t.Fatal("a hand-back starts what is said once afresh")
 			}
-			if err := b.Forget(ctx, k); err != nil {
-				t.Fatal(err)
+			if existed, err := b.Forget(ctx, k); err != nil || !existed {
+				t.Fatalf("forget: %v, %v", existed, err)
+			}
+			if existed, err := b.Forget(ctx, k); err != nil || existed {
+				t.Fatalf("forget again: %v, %v", existed, err)
 			}
 			if rec, _ = b.Branch(ctx, k); len(rec.Pushed) != 0 || rec.Hold != nil {
 				t.Fatalf("after Forget: %+v", rec)

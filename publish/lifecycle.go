@@ -179,7 +179,7 @@ func (p *Publisher) cleanupBranch(ctx context.Context, t *config.Template, tg *t
 		return
 	}
 	if head == "" {
-		_ = p.o.Branches.Forget(ctx, key)
+		_, _ = p.o.Branches.Forget(ctx, key)
 		return
 	}
 	if t.Deliver.KeepBranch {
@@ -209,7 +209,9 @@ func (p *Publisher) cleanupBranch(ctx context.Context, t *config.Template, tg *t
 		ev.emit(ctx, workitems.StepBranchKept, "deleting the branch "+tg.branch+" failed: "+err.Error(), map[string]string{"branch": tg.branch})
 		return
 	}
-	_ = p.o.Branches.Forget(ctx, key)
+	if existed, err := p.o.Branches.Forget(ctx, key); err != nil || !existed {
+		return // another cleanup of the same end deleted it and said so
+	}
 	ev.emit(ctx, workitems.StepBranchDeleted, "the branch "+tg.branch+" was deleted", map[string]string{"branch": tg.branch, "sha": head})
 	p.o.Observer.PullRequestAction(t.Name, workitems.StepBranchDeleted)
 }

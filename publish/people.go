@@ -50,7 +50,7 @@ func (p *Publisher) readBranch(ctx context.Context, t *config.Template, dir stri
 	if head == "" {
 		if len(rec.Pushed) > 0 || rec.Hold != nil {
 			// The branch was deleted: whoever held it let it go.
-			if err := p.o.Branches.Forget(ctx, bs.key); err != nil {
+			if _, err := p.o.Branches.Forget(ctx, bs.key); err != nil {
 				return nil, err
 			}
 		}

@@ -72,6 +72,8 @@ type Sink struct {
 	// Cleaner deletes the branch of a pull request that was merged or closed, when it is
 	// outerloop's alone (nil: branches are kept).
 	Cleaner Cleaner
+	// Actions counts a hand-back of a held branch (publish.Observer; nil: not counted).
+	Actions publish.Observer
 	Logger  *slog.Logger
 }
 
@@ -207,8 +209,16 @@ func (s *Sink) signal(ctx context.Context, e hooks.Event, sig verify.PersonSigna
 	if sig == verify.SignalRebase && s.Branches != nil && pr.Head != "" {
 		// The person hands the branch back as it is now, whatever becomes of the item: the
 		// next push may replace what people committed to it.
-		if herr := s.Branches.HandBack(ctx, publish.BranchKey{Forge: e.Forge, Repo: e.Repo, Branch: pr.Head}, pr.HeadSHA); herr != nil {
+		key := publish.BranchKey{Forge: e.Forge, Repo: e.Repo, Branch: pr.Head}
+		rec, herr := s.Branches.Branch(ctx, key)
+		if herr != nil {
 			return herr
+		}
+		if herr := s.Branches.HandBack(ctx, key, pr.HeadSHA); herr != nil {
+			return herr
+		}
+		if rec.Hold != nil && s.Actions != nil {
+			s.Actions.PullRequestAction(it.Template, workitems.StepHandedBack)
 		}
 		if eerr := s.Store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventDelivery, Actor: entry.Actor,
 			Message: fmt.Sprintf("%s handed the branch %s back to outerloop at %s", user, pr.Head, pr.HeadSHA),

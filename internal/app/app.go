@@ -487,7 +487,7 @@ func (a *App) Hooks(auditor waits.Auditor, triggers waits.Triggers) http.Handler
 		names = append(names, k)
 	}
 	sink := &waits.Sink{Store: a.Store, Waker: a.Queue, Resolver: a.Queue, Forges: a.Forges, Auditor: auditor, Triggers: triggers,
-		Config: a.CurrentConfig, Branches: a.Branches, Cleaner: a.Deliverer, Logger: a.Logger.With("component", "hooks")}
+		Config: a.CurrentConfig, Branches: a.Branches, Cleaner: a.Deliverer, Actions: a.Metrics, Logger: a.Logger.With("component", "hooks")}
 	return hooks.Handler(hooks.Options{Forges: hooks.FromConfig(a.Config.Forges, getenv), Sink: sink,
 		Seen: hooks.NewRedisSeen(a.Redis, a.opts.Prefix, hooks.DefaultSeenTTL), Observer: metrics.NewWebhooks(a.Metrics, names),
 		Logger: a.Logger.With("component", "hooks"), Clock: a.opts.Clock})

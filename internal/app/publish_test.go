@@ -297,8 +297,8 @@ func TestACronTickFixIsPushedCheckedByCIOnThePushedCommitAndMerged(t *testing.T)
 		t.Fatalf("pull requests %+v", prs)
 	}
 	// Pushed and recorded, the item waited for CI holding no worker; the poller (no webhook is
-	// configured here) found the status and the wake merged.
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded ci merged]" {
+	// configured here) found the status and the wake merged, then deleted the branch.
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1)); steps != "[committed publish pushed pr_opened recorded ci merged branch_deleted]" {
 		t.Fatalf("delivery events %s", steps)
 	}
 	if w := waitsOf(t, s, it.ID); w != "[waiting:ci woken:poll]" {
@@ -428,7 +428,7 @@ func TestCIRedOnThePushedCommitRetriesOnTheSamePullRequestUntilGreen(t *testing.
 	if got := rawFile(t, gs, r, "main", "calc.go"); !strings.Contains(got, "return a + b") {
 		t.Fatalf("main after the merge:\n%s", got)
 	}
-	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 2)); steps != "[committed publish pushed pr_updated recorded ci merged]" {
+	if steps := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 2)); steps != "[committed publish pushed pr_updated recorded ci merged branch_deleted]" {
 		t.Fatalf("attempt 2 delivery events %s", steps)
 	}
 	// Each attempt waited for CI on its own commit and was woken by the poller.
@@ -638,7 +638,7 @@ func TestABaseThatMovedDuringTheAttemptIsRebasedOrRetried(t *testing.T) {
 				t.Fatalf("main after the merge:\n%s", got)
 			}
 			first := fmt.Sprint(deliverySteps(t, s.Store, it.ID, 1))
-			if tc.attempts == 1 && first != "[committed publish base_moved pushed pr_opened merged recorded]" {
+			if tc.attempts == 1 && first != "[committed publish base_moved pushed pr_opened merged branch_deleted recorded]" {
 				t.Fatalf("delivery events %s", first)
 			}
 			if tc.attempts == 2 {
