@@ -253,6 +253,57 @@ func TestAPersonsCommitHoldsTheBranchUntilOuterloopRebaseHandsItBack(t *testing.
 	}
 }
 
+// 1b. A review round builds on a person's commit: the item waits for review; Pat pushes a fix
+// to outerloop's branch and requests changes; the retry's change becomes a new commit on top of
+// Pat's (Pat's commit an ancestor of the new head, Pat's file kept), pushed to the same pull
+// request with nothing said about stopping.
+func TestAReviewRoundBuildsOnTheCommitAPersonPushedToTheBranch(t *testing.T) {
+	t.Parallel()
+	h := newHookRig(t, "peopleround", slowPoll, `  - name: rv
+    repo: %[1]s
+    goal: make TestAdd pass
+    loop: {kind: script, commands: [%[3]q]}
+    done_check: {commands: ["test -s NOTES.md"]}
+    deliver: {forge: tea, repo: %[2]s, mode: pull_request, review: {required_approvals: 1}}
+`)
+	p := newPat(t, h)
+	h.startWorker(t, "peopleround")
+	it := h.submit(t, "rv")
+	it = h.awaitWait(t, it.ID, workitems.WaitReview, 1)
+	first := *it.Delivery
+	patSHA := p.pushes(t, first.Branch, "PAT.md", "Pat was here.\n")
+	p.API(t, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/reviews", h.repo.Slug, first.PR.Number),
+		map[string]any{"event": "REQUEST_CHANGES", "body": "I pushed PAT.md; number the note.", "commit_id": patSHA}, http.StatusOK, nil)
+
+	it = h.awaitWait(t, it.ID, workitems.WaitReview, 2)
+	if d := it.Attempts[0].Decision; d == nil || d.Outcome != workitems.OutcomeRetry || d.Rule != workitems.RuleChangesRequested {
+		t.Fatalf("attempt 1's decision %+v; want a retry (changes_requested)", d)
+	}
+	second := *it.Delivery
+	if second.Attempt != 2 || second.Outcome != workitems.DeliveryPRUpdated || second.PushedSHA == "" || second.PushedSHA == patSHA ||
+		second.PR == nil || second.PR.Number != first.PR.Number || second.Held == nil || second.Held.SHA != patSHA || second.Held.User != "Pat Person" {
+		t.Fatalf("attempt 2 must push a commit built on Pat's %s to the same pull request: %+v held %+v", patSHA, second, second.Held)
+	}
+	if got := branchHead(t, h.gs, h.repo, first.Branch); got != second.PushedSHA {
+		t.Fatalf("the branch is at %s; want attempt 2's %s", got, second.PushedSHA)
+	}
+	if hist := branchHistory(t, h.gs, h.repo, first.Branch); !slices.Contains(hist, patSHA) {
+		t.Fatalf("Pat's commit %s is not in the branch's history: %v", patSHA, hist)
+	}
+	if got := rawFile(t, h.gs, h.repo, second.PushedSHA, "PAT.md"); got != "Pat was here.\n" {
+		t.Fatalf("Pat's file at the new head: %q", got)
+	}
+	if got := rawFile(t, h.gs, h.repo, second.PushedSHA, "NOTES.md"); !strings.Contains(got, "attempt 2") {
+		t.Fatalf("attempt 2's change is not at the new head: NOTES.md %q", got)
+	}
+	if steps := deliverySteps(t, h.Store, it.ID, 2); !slices.Contains(steps, string(workitems.StepBuiltOn)) || slices.Contains(steps, string(workitems.StepHeld)) {
+		t.Fatalf("attempt 2's delivery steps %v: want built_on, not held", steps)
+	}
+	if n := prComments(t, h.gs, h.repo, first.PR.Number, "stopped updating"); n != 0 {
+		t.Fatalf("%d comments saying outerloop stopped; a review round builds on", n)
+	}
+}
+
 // 2. Scheduled ticks: the first opens a pull request; Pat pushes; the second tick, with a
 // different change, closes as held_by_person (not escalated), pushes nothing and tells the pull
 // request once; a third does the same without a second comment. The items are made as the
