@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,6 +129,25 @@ func publishKey(d workitems.Delivery) publish.BranchKey {
 	return publish.BranchKey{Forge: d.Forge, Repo: d.Repo, Branch: d.Branch}
 }
 
+// prActions is outerloop_pull_request_actions_total of template by action, as /metrics serves it.
+func prActions(t *testing.T, h *hookRig, template string) map[string]float64 {
+	t.Helper()
+	srv := httptest.NewServer(h.Metrics.Handler())
+	defer srv.Close()
+	out := map[string]float64{}
+	for k, v := range scrapeValues(t, srv.URL) {
+		rest, ok := strings.CutPrefix(k, "outerloop_pull_request_actions_total{action=\"")
+		if !ok {
+			continue
+		}
+		action, labels, _ := strings.Cut(rest, "\"")
+		if labels == `,template="`+template+`"}` {
+			out[action] = v
+		}
+	}
+	return out
+}
+
 // lastDecision is the item's newest decision.
 func lastDecision(it *workitems.Item) workitems.Decision {
 	return it.Decisions[len(it.Decisions)-1]
@@ -164,7 +184,17 @@ func (h *hookRig) seenPREnded(n int, merged bool) bool {
 // the branch, Pat's commit no longer in its history.
 func TestAPersonsCommitHoldsTheBranchUntilOuterloopRebaseHandsItBack(t *testing.T) {
 	t.Parallel()
-	h := newHookRig(t, "peopleheld", slowPoll, `  - name: held
+	h := heldThenHandedBack(t, "peopleheld")
+	if got := prActions(t, h, "held"); got["held"] != 1 {
+		t.Fatalf("pull request actions: %v; want held 1", got)
+	}
+}
+
+// heldThenHandedBack is scenario 1 on its own rig (template "held"), every step asserted; it
+// returns once the third attempt pushed and waits for CI.
+func heldThenHandedBack(t *testing.T, prefix string) *hookRig {
+	t.Helper()
+	h := newHookRig(t, prefix, slowPoll, `  - name: held
     repo: %[1]s
     goal: make TestAdd pass
     loop: {kind: script, commands: [%[3]q]}
@@ -174,7 +204,7 @@ func TestAPersonsCommitHoldsTheBranchUntilOuterloopRebaseHandsItBack(t *testing.
     deliver: {forge: tea, repo: %[2]s, mode: pull_request, on_foreign_commits: stop}
 `)
 	p := newPat(t, h)
-	h.startWorker(t, "peopleheld")
+	h.startWorker(t, prefix)
 	ctx := context.Background()
 	it := h.submit(t, "held")
 	if it.Origin.Kind != workitems.OriginManual {
@@ -218,6 +248,9 @@ func TestAPersonsCommitHoldsTheBranchUntilOuterloopRebaseHandsItBack(t *testing.
 	if steps := deliverySteps(t, h.Store, it.ID, 2); !slices.Contains(steps, string(workitems.StepHeld)) || slices.Contains(steps, string(workitems.StepPushed)) {
 		t.Fatalf("attempt 2's delivery steps %v: want held, nothing pushed", steps)
 	}
+	if got := prActions(t, h, "held"); got["held"] != 1 || got["handed_back"] != 0 {
+		t.Fatalf("pull request actions after the hold: %v; want held 1", got)
+	}
 
 	// The admin hands the branch back on the pull request.
 	h.gs.CommentIssue(t, h.repo, first.PR.Number, "/outerloop rebase")
@@ -251,6 +284,7 @@ func TestAPersonsCommitHoldsTheBranchUntilOuterloopRebaseHandsItBack(t *testing.
 	if err != nil || rec.Hold != nil || !rec.Ours(third.PushedSHA) {
 		t.Fatalf("the ledger after the hand-back: %+v %v", rec, err)
 	}
+	return h
 }
 
 // 1b. A review round builds on a person's commit: the item waits for review; Pat pushes a fix
