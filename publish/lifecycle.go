@@ -179,7 +179,8 @@ func (p *Publisher) cleanupBranch(ctx context.Context, t *config.Template, tg *t
 		return
 	}
 	if head == "" {
-		_, _ = p.o.Branches.Forget(ctx, key)
+		// Gone already (deleted by a person, the forge, or a cleanup of the same end that is
+		// about to say so: the ledger's record is its to drop; the next push forgets it too).
 		return
 	}
 	if t.Deliver.KeepBranch {

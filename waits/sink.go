@@ -299,7 +299,8 @@ func (s *Sink) cleanup(ctx context.Context, e hooks.Event) error {
 	}
 	del := workitems.Delivery{Mode: workitems.DeliverPullRequest, Forge: e.Forge, Repo: e.Repo, Branch: pr.Head,
 		PR: &workitems.PullRequest{Number: pr.Number, URL: pr.URL, State: pr.State}}
-	if err := s.Cleaner.Cleanup(ctx, delivery.Cleanup{Template: tmpl, Item: it, Delivery: del, Events: itemEvents{s: s, item: it.ID}}); err != nil {
+	if err := s.Cleaner.Cleanup(ctx, delivery.Cleanup{Template: tmpl, Item: it, Attempt: it.Attempt, Delivery: del,
+		Events: itemEvents{s: s, item: it.ID}}); err != nil {
 		if workitems.ClassOf(err) == workitems.ClassTransient {
 			return err
 		}
