@@ -45,6 +45,7 @@ const (
 	ConvTestMoreDiag   = "test-more-diagnostics"
 	ConvBatsTAPDiag    = "bats-tap-diagnostics"
 	ConvProveDirective = "prove-junit-directive"
+	ConvMissingCount   = "junit-missing-count"
 )
 
 // Convention is one reporter's counting rule.
@@ -94,6 +95,7 @@ func Conventions() []Convention {
 		{ConvTestMoreDiag, "test-more", "TAP from Test::More (or Test2) is told by its diagnostics (`#   Failed test 'x'`, `# Looks like you failed N tests of M.`, `# Looks like your test exited with N`), so only a stream with a failure or a TODO shows its flavour; the comments right after a failing point (`#   at t/x.t line N.`, got/expected) are that point's failure message, up to the `# Looks like` summary"},
 		{ConvBatsTAPDiag, "bats", "`bats --tap` is told by its diagnostics (`# (in test file x.bats, line N)`, `# (from function …`, `# bats warning: …`), so only a stream with a failure shows its flavour; the comments right after a failing point (the file, line and failed command, the test's output) are its failure message; its points have no ` - ` before the name"},
 		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
+		{ConvMissingCount, "junit", "a count attribute an element leaves out is unknown, not zero: `disabled=` alone does not declare the skipped count (jasmine-reporters 2.5 writes `disabled=\"0\"` and no `skipped=` on its root while its cases carry `<skipped/>` for pending specs), and a count the root leaves out is taken from its suites when every one of them declares it"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}
 }

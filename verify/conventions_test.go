@@ -62,6 +62,10 @@ func TestReporterFixtures(t *testing.T) {
 		{"tap/bom-crlf.tap", "tap13", "exit_status_unknown", 1, 0, nil, nil},
 		{"tap/tape.tap", "tap13", "tests_failed", 2, 1, nil, []string{"objects differ"}},
 		{"junit/concatenated.xml", "ant", "all_green", 3, 0, []string{ConvConcatenated, ConvCtestDisabled}, nil},
+		// Issue 43: green runs that escalated. jasmine-reporters: no skipped= on the root (unknown,
+		// not zero) while pending specs are listed as <skipped/>.
+		{"junit/jasmine-green.xml", "", "all_green", 3, 0, []string{ConvMissingCount}, nil},
+		{"junit/jasmine-fail.xml", "", "tests_failed", 3, 1, []string{ConvMissingCount}, []string{"calc.multiplies"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
