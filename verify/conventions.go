@@ -46,6 +46,7 @@ const (
 	ConvBatsTAPDiag    = "bats-tap-diagnostics"
 	ConvProveDirective = "prove-junit-directive"
 	ConvMissingCount   = "junit-missing-count"
+	ConvCTConfig       = "common-test-config"
 )
 
 // Convention is one reporter's counting rule.
@@ -96,6 +97,7 @@ func Conventions() []Convention {
 		{ConvBatsTAPDiag, "bats", "`bats --tap` is told by its diagnostics (`# (in test file x.bats, line N)`, `# (from function …`, `# bats warning: …`), so only a stream with a failure shows its flavour; the comments right after a failing point (the file, line and failed command, the test's output) are its failure message; its points have no ` - ` before the name"},
 		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
 		{ConvMissingCount, "junit", "a count attribute an element leaves out is unknown, not zero: `disabled=` alone does not declare the skipped count (jasmine-reporters 2.5 writes `disabled=\"0\"` and no `skipped=` on its root while its cases carry `<skipped/>` for pending specs), and a count the root leaves out is taken from its suites when every one of them declares it"},
+		{ConvCTConfig, "common-test", "Common Test's surefire hook (`ct_run -ct_hooks cth_surefire`, common_test 1.23) lists the configuration functions `init_per_suite`, `end_per_suite`, `init_per_group` and `end_per_group` as cases (a group's as `init_per_group(<group>)`), while `tests=` counts only the test cases: when the declared count leaves out exactly the cases so named, they are not tests. One that passed, or was skipped after another failed, is dropped; one that failed is an error case outside the totals (the hook counts it nowhere: `failures=\"0\"`, and the test cases it prepares are listed as skipped), so the run never closes"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}
 }

@@ -65,6 +65,12 @@ func TestReporterFixtures(t *testing.T) {
 		// Issue 43: green runs that escalated. jasmine-reporters: no skipped= on the root (unknown,
 		// not zero) while pending specs are listed as <skipped/>.
 		{"junit/jasmine-green.xml", "", "all_green", 3, 0, []string{ConvMissingCount}, nil},
+		// Common Test's surefire hook lists configuration functions as cases; tests= does not
+		// count them. A failing one is an error (its test cases are skipped): never a close.
+		{"junit/ct-green.xml", "common-test", "all_green", 3, 0, []string{ConvCTConfig}, nil},
+		{"junit/ct-fail.xml", "common-test", "tests_failed", 3, 1, []string{ConvCTConfig}, []string{"sample_SUITE.divides"}},
+		{"junit/ct-suite.xml", "common-test", "tests_failed", 1, 1, []string{ConvCTConfig}, []string{"sample_SUITE.init_per_suite"}},
+		{"junit/ct-group.xml", "common-test", "tests_failed", 2, 1, []string{ConvCTConfig}, []string{"sample_SUITE.init_per_group(math)"}},
 		{"junit/jasmine-fail.xml", "", "tests_failed", 3, 1, []string{ConvMissingCount}, []string{"calc.multiplies"}},
 	}
 	for _, c := range cases {

@@ -149,6 +149,7 @@ type junitParser struct {
 		suite, class, name, file string
 		status, rawTime          string // ctest's status; the time attribute as written
 		result, timestamp        string // googletest's result and start time
+		group                    string // Common Test's group of the case
 		elapsed                  time.Duration
 	}
 	results []*junitResult
@@ -173,9 +174,10 @@ type junitParser struct {
 	todoCands    []*TestCase // jest-junit: cases without a result and time="0"
 	uncompared   map[string]bool
 
-	gtestSkipped    int // googletest: the suites' skipped= (the root declares none)
-	gtestNotStarted int // googletest: cases skipped because their setup failed
-	phpRisky        int // PHPUnit: risky tests, counted in errors=
+	gtestSkipped    int            // googletest: the suites' skipped= (the root declares none)
+	gtestNotStarted int            // googletest: cases skipped because their setup failed
+	phpRisky        int            // PHPUnit: risky tests, counted in errors=
+	ctConfig        []ctConfigCase // cases named as Common Test's configuration functions
 
 	// prove's TAP::Formatter::JUnit: the TAP in a suite's <system-out>, scanned line by line
 	// for skip and todo directives the cases do not carry.
@@ -483,6 +485,7 @@ func (p *junitParser) startCase(se xml.StartElement) {
 	p.caseEl.class, _ = attr(se, "classname")
 	p.caseEl.name, _ = attr(se, "name")
 	p.caseEl.file, _ = attr(se, "file")
+	p.caseEl.group, _ = attr(se, "group")
 	p.caseEl.suite = ""
 	if len(p.suite) > 0 {
 		p.caseEl.suite = p.suite[len(p.suite)-1]
@@ -518,6 +521,10 @@ func (p *junitParser) endCase() {
 			p.caseEl.name = "(setup_file)" // counted by bats as its one test, so kept below
 			p.rep.convention(ConvBatsSetupFile)
 		}
+	}
+	config := ctConfigFunc(p.caseEl.name)
+	if config && p.caseEl.group != "" && strings.HasSuffix(p.caseEl.name, "_per_group") {
+		p.caseEl.name += "(" + p.caseEl.group + ")" // one per group
 	}
 	id := p.caseEl.name
 	if suite != "" && suite != p.caseEl.name {
@@ -691,6 +698,10 @@ func (p *junitParser) endCase() {
 	}
 	runs := append(before, final)
 	runs = append(runs, after...)
+	if keep && config {
+		p.ctConfig = append(p.ctConfig, ctConfigCase{tc: tc, failed: hasFailure, errored: hasError,
+			skipped: main != nil && main.kind == "skipped"})
+	}
 	if keep {
 		tc.Runs = append(tc.Runs, runs...)
 		if main == nil && len(before) == 0 && strings.TrimSpace(p.caseEl.rawTime) == "0" {
@@ -930,6 +941,7 @@ func (p *junitParser) conventions() {
 	if d.Total < 0 {
 		return
 	}
+	p.ctConfigFuncs()
 	switch p.rep.Flavor {
 	case "jest-junit":
 		if k := l.Total - d.Total; k > 0 && k <= len(p.todoCands) {
@@ -997,4 +1009,70 @@ func (p *junitParser) uncompare(names ...string) {
 	for _, n := range names {
 		p.uncompared[n] = true
 	}
+}
+
+// ctConfigCase is a case named as a Common Test configuration function, as listed.
+type ctConfigCase struct {
+	tc                       *TestCase
+	failed, errored, skipped bool
+}
+
+// ctConfigFunc reports whether name is one of Common Test's suite and group configuration
+// functions, which its surefire hook (cth_surefire) lists as test cases.
+func ctConfigFunc(name string) bool {
+	switch name {
+	case "init_per_suite", "end_per_suite", "init_per_group", "end_per_group":
+		return true
+	}
+	return false
+}
+
+// ctConfigFuncs applies Common Test's convention (ConvCTConfig) when the declared tests= leaves
+// out exactly the cases named as configuration functions: they are not tests. One that passed or
+// was skipped (after another one failed) is dropped; one that failed is an error case outside
+// the totals (cth_surefire counts it in no total; Common Test skips the cases it prepares).
+func (p *junitParser) ctConfigFuncs() {
+	d, l := &p.rep.Declared, &p.listed
+	k := len(p.ctConfig)
+	if k == 0 || l.Total-k != d.Total {
+		return
+	}
+	drop := map[*TestCase]bool{}
+	keep := map[*TestCase]bool{}
+	for _, c := range p.ctConfig {
+		l.Total--
+		if c.skipped {
+			l.Skipped--
+		}
+		if c.failed {
+			l.Failed--
+		}
+		if c.errored {
+			l.Errored--
+		}
+		drop[c.tc] = true
+	}
+	for tc := range drop {
+		for i := range tc.Runs {
+			if r := &tc.Runs[i]; r.Outcome.Bad() {
+				r.Outcome = OutcomeError
+				r.Message = "configuration function failed: " + r.Message
+				keep[tc] = true
+			}
+		}
+	}
+	tests := p.rep.Tests[:0]
+	for _, tc := range p.rep.Tests {
+		if !drop[tc] || keep[tc] {
+			tests = append(tests, tc)
+		} else {
+			delete(p.cases, tc.ID)
+		}
+	}
+	clear(p.rep.Tests[len(tests):])
+	p.rep.Tests = tests
+	if p.rep.Flavor == "" {
+		p.rep.Flavor = "common-test"
+	}
+	p.rep.convention(ConvCTConfig)
 }
