@@ -71,6 +71,10 @@ func TestReporterFixtures(t *testing.T) {
 		{"junit/ct-fail.xml", "common-test", "tests_failed", 3, 1, []string{ConvCTConfig}, []string{"sample_SUITE.divides"}},
 		{"junit/ct-suite.xml", "common-test", "tests_failed", 1, 1, []string{ConvCTConfig}, []string{"sample_SUITE.init_per_suite"}},
 		{"junit/ct-group.xml", "common-test", "tests_failed", 2, 1, []string{ConvCTConfig}, []string{"sample_SUITE.init_per_group(math)"}},
+		// prove -v's console output: each program's TAP, prove's verdicts and its Result line.
+		{"console/prove-v-green.txt", "prove", "all_green", 2, 0, []string{ConvProveVerbose, ConvTAPTodo}, nil},
+		{"console/prove-v-fail.txt", "prove", "tests_failed", 5, 2, []string{ConvProveVerbose}, []string{"fail.t.(exit)", "fail.t.divides"}},
+		{"console/prove-v.txt", "prove", "tests_failed", 6, 1, []string{ConvProveVerbose}, []string{"dies.t.(exit)"}},
 		{"junit/jasmine-fail.xml", "", "tests_failed", 3, 1, []string{ConvMissingCount}, []string{"calc.multiplies"}},
 	}
 	for _, c := range cases {
@@ -289,6 +293,42 @@ func TestConventionsListed(t *testing.T) {
 	for name := range known {
 		if !seen[name] {
 			t.Errorf("no fixture exercises convention %s", name)
+		}
+	}
+}
+
+// TestProveVerboseCutOrFailing: prove -v's output closes only with its Result line and a green
+// run; a cut-off output, a FAIL no program explains and prove's own verdicts never close.
+func TestProveVerboseCutOrFailing(t *testing.T) {
+	t.Parallel()
+	green := "t/a.t .. \n1..2\nok 1 - a\nok 2 - b\nok\nAll tests successful.\nFiles=1, Tests=2,  0 wallclock secs\nResult: PASS\n"
+	for _, c := range []struct {
+		name, out string
+		rule      workitems.RuleName
+		failing   []string
+	}{
+		{"green", green, "all_green", nil},
+		{"CRLF", strings.ReplaceAll(green, "\n", "\r\n"), "all_green", nil},
+		{"cut before its summary", "t/a.t .. \n1..2\nok 1 - a\nok 2 - b\nok\n", "", nil},
+		{"a FAIL no program explains", strings.Replace(green, "Result: PASS", "Result: FAIL", 1), "tests_failed", []string{"(prove)"}},
+		{"no subtests run", "t/a.t .. \n1..0\nNo subtests run\nFiles=1, Tests=0\nResult: FAIL\n", "tests_failed", []string{"t/a.t.(exit)"}},
+		{"a plan not met", "t/a.t .. \n1..3\nok 1 - a\nFailed 2/3 subtests\nFiles=1, Tests=1\nResult: FAIL\n", "", nil},
+	} {
+		r, err := ParseReport(strings.NewReader(c.out), c.name, FormatAuto, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
+			Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}}
+		d := decide(f)
+		if r.Flavor != flavorProve {
+			t.Errorf("%s: flavour %q, want %q", c.name, r.Flavor, flavorProve)
+		}
+		if c.rule != "" && d.Rule != c.rule || c.rule == "" && d.Outcome == workitems.OutcomeClose {
+			t.Errorf("%s: rule %s (%q), want %q (never a close); %s, warnings %q", c.name, d.Rule, d.Reasons, c.rule, r.Summary(), r.Warnings)
+		}
+		if c.failing != nil && !slices.Equal(r.Failing(), c.failing) {
+			t.Errorf("%s: failing %q, want %q", c.name, r.Failing(), c.failing)
 		}
 	}
 }
