@@ -388,7 +388,7 @@ gen_43() {
   # are auto-skipped). The hook lists the configuration functions as cases; tests= counts
   # only the test cases.
   if have ct_run erlang-common-test; then
-    ver ct_run "erlang-common-test $(dpkgv erlang-common-test), $(erl -noshell -eval 'io:format("OTP ~s", [erlang:system_info(otp_release)]), halt().')"
+    ver ct_run "common_test $(erl -noshell -eval 'application:load(common_test), {ok, V} = application:get_key(common_test, vsn), io:format("~s, OTP ~s", [V, erlang:system_info(otp_release)]), halt().') (erlang-common-test $(dpkgv erlang-common-test))"
     b=$(mktemp -d); cp tools/ct/sample_SUITE.erl "$b/"
     for v in green: fail:WITH_FAIL suite:WITH_SUITE_FAIL group:WITH_GROUP_FAIL; do
       name=${v%%:*}; e=${v#*:}; x=$(tmpname "$D/junit/ct-$name.xml"); mkdir -p "$b/logs"
