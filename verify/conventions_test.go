@@ -332,3 +332,50 @@ func TestProveVerboseCutOrFailing(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingCountAndConfigFunctions: the rules behind issue 43's JUnit cases, on reports no
+// fixture has. A count attribute left out is unknown (never zero) and comes from the suites only
+// when every one declares it; a declared count still contradicts a listing it does not match.
+// Cases named as Common Test's configuration functions are dropped only when the declared count
+// leaves out exactly them.
+func TestMissingCountAndConfigFunctions(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, xml string
+		rule      workitems.RuleName
+		ran       int
+	}{
+		{"disabled= alone is no skipped count",
+			`<testsuites tests="2" disabled="0"><testsuite name="s"><testcase name="a"/><testcase name="b"><skipped/></testcase></testsuite></testsuites>`,
+			"all_green", 1},
+		{"a suite's skipped= fills the root's",
+			`<testsuites tests="2" failures="0"><testsuite name="s" tests="2" skipped="1"><testcase name="a"/><testcase name="b"><skipped/></testcase></testsuite></testsuites>`,
+			"all_green", 1},
+		{"a suite's skipped= that contradicts the listing",
+			`<testsuites tests="2" failures="0"><testsuite name="s" tests="2" skipped="0"><testcase name="a"/><testcase name="b"><skipped/></testcase></testsuite></testsuites>`,
+			"counts_disagree", 1},
+		{"one suite without skipped=: the root's stays unknown",
+			`<testsuites tests="3"><testsuite name="s" tests="2" skipped="0"><testcase name="a"/><testcase name="b"/></testsuite><testsuite name="t" tests="1"><testcase name="c"><skipped/></testcase></testsuite></testsuites>`,
+			"all_green", 2},
+		{"config functions counted in tests= stay tests",
+			`<testsuite name="s" tests="3" failures="1"><testcase name="init_per_suite"><failure message="x"/></testcase><testcase name="a"/><testcase name="end_per_suite"/></testsuite>`,
+			"tests_failed", 3},
+		{"config functions outside tests=: a failing one is an error",
+			`<testsuite name="s" tests="1" failures="0" skipped="1"><testcase name="init_per_suite"><failure message="x"/></testcase><testcase name="a"><skipped/></testcase><testcase name="end_per_suite"><skipped/></testcase></testsuite>`,
+			"tests_failed", 1},
+		{"config functions outside tests=, green",
+			`<testsuite name="s" tests="1" failures="0" skipped="0"><testcase name="init_per_suite"/><testcase name="a"/><testcase group="g" name="init_per_group"/><testcase group="g" name="end_per_group"/><testcase name="end_per_suite"/></testsuite>`,
+			"all_green", 1},
+	} {
+		r, err := ParseReport(strings.NewReader(c.xml), c.name, FormatAuto, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
+			Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}}
+		d := decide(f)
+		if d.Rule != c.rule || r.Observed.Total-r.Observed.Skipped != c.ran {
+			t.Errorf("%s: rule %s (%q), ran %d; want %s and %d; %s", c.name, d.Rule, d.Reasons, r.Observed.Total-r.Observed.Skipped, c.rule, c.ran, r.Summary())
+		}
+	}
+}
