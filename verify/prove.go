@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,11 +31,26 @@ var (
 	proveResult  = regexp.MustCompile(`^Result: (PASS|FAIL|NOTESTS)$`)
 )
 
-// isProveVerbose reports whether line (the first meaningful one) and next (the one after) open
-// prove -v's output: a bare program header followed by TAP.
-func isProveVerbose(line, next []byte) bool {
-	m := proveHeader.FindSubmatch(line)
-	return m != nil && len(m[2]) == 0 && tapFirstLine.Match(next)
+// proveOpening tells from the first meaningful lines whether they open prove -v's output:
+// programs skipped whole (`x.t .. skipped: why`), then a bare program header followed by TAP.
+// decided is false while more lines are needed.
+func proveOpening(lines [][]byte) (isProve, decided bool) {
+	for i, l := range lines {
+		m := proveHeader.FindSubmatch(l)
+		switch {
+		case m == nil:
+			return false, true
+		case bytes.HasPrefix(m[2], []byte("skipped: ")):
+			continue
+		case len(m[2]) > 0:
+			return false, true
+		case i+1 == len(lines):
+			return false, false
+		default:
+			return tapFirstLine.Match(lines[i+1]), true
+		}
+	}
+	return false, false
 }
 
 // proveParser reads prove -v's output, one tapParser per program.

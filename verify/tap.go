@@ -30,17 +30,21 @@ func detectTAP(head []byte) Detection {
 			return DetectOpens
 		}
 		if proveHeader.Match(l) {
-			// prove -v: a program's header, then its TAP.
+			// prove -v: programs' headers, then TAP.
+			lines := [][]byte{bytes.TrimRight(l, " \t")}
 			for j := 0; j <= 200 && len(rest) > 0; j++ {
 				var next []byte
 				next, rest, _ = bytes.Cut(rest, []byte("\n"))
 				if t := bytes.TrimSpace(next); len(t) == 0 || t[0] == '#' {
 					continue
 				}
-				if isProveVerbose(bytes.TrimRight(l, " \t"), bytes.TrimRight(next, "\r \t")) {
-					return DetectOpens
+				lines = append(lines, bytes.TrimRight(next, "\r \t"))
+				if isProve, decided := proveOpening(lines); decided {
+					if isProve {
+						return DetectOpens
+					}
+					break
 				}
-				break
 			}
 		}
 		return DetectNone
@@ -74,7 +78,7 @@ func ParseTAP(r io.Reader, source string, lim Limits) (*Report, error) {
 	}
 	decide := func() {
 		decided = true
-		if len(meaningful) == 2 && isProveVerbose(meaningful[0], meaningful[1]) {
+		if isProve, _ := proveOpening(meaningful); isProve {
 			prove = newProveParser(source, lim)
 		}
 		for _, l := range held {
@@ -105,7 +109,7 @@ func ParseTAP(r io.Reader, source string, lim Limits) (*Report, error) {
 		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
 			meaningful = append(meaningful, []byte(strings.TrimRight(string(line), "\r \t")))
 		}
-		if len(meaningful) == 2 || len(held) > 256 {
+		if _, ok := proveOpening(meaningful); ok || len(held) > 256 {
 			decide()
 		}
 	}
