@@ -310,6 +310,7 @@ func TestProveVerboseCutOrFailing(t *testing.T) {
 		{"green", green, "all_green", nil},
 		{"CRLF", strings.ReplaceAll(green, "\n", "\r\n"), "all_green", nil},
 		{"a program skipped whole comes first", "t/s.t .. skipped: no database\n" + green, "all_green", nil},
+		{"prove --timer", strings.Replace(green, "ok 2 - b\nok\n", "ok 2 - b\nok     12 ms\n", 1), "all_green", nil},
 		{"cut before its summary", "t/a.t .. \n1..2\nok 1 - a\nok 2 - b\nok\n", "", nil},
 		{"a FAIL no program explains", strings.Replace(green, "Result: PASS", "Result: FAIL", 1), "tests_failed", []string{"(prove)"}},
 		{"no subtests run", "t/a.t .. \n1..0\nNo subtests run\nFiles=1, Tests=0\nResult: FAIL\n", "tests_failed", []string{"t/a.t.(exit)"}},

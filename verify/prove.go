@@ -26,7 +26,7 @@ var (
 	proveHeader = regexp.MustCompile(`^(\S+) \.{2,}(?: (.*))?$`)
 	// prove's verdict on a program after its stream.
 	proveDubious = regexp.MustCompile(`^Dubious, test returned \d+`)
-	proveVerdict = regexp.MustCompile(`^(ok|Failed \d+/\d+ subtests|All \d+ subtests passed|No subtests run|skipped: .*)$`)
+	proveVerdict = regexp.MustCompile(`^(ok(?: +\d+ ms)?|Failed \d+/\d+ subtests|All \d+ subtests passed|No subtests run|skipped: .*)$`)
 	proveFiles   = regexp.MustCompile(`^Files=(\d+), Tests=(\d+),`)
 	proveResult  = regexp.MustCompile(`^Result: (PASS|FAIL|NOTESTS)$`)
 )
