@@ -45,6 +45,9 @@ const (
 	ConvTestMoreDiag   = "test-more-diagnostics"
 	ConvBatsTAPDiag    = "bats-tap-diagnostics"
 	ConvProveDirective = "prove-junit-directive"
+	ConvMissingCount   = "junit-missing-count"
+	ConvCTConfig       = "common-test-config"
+	ConvProveVerbose   = "prove-verbose"
 )
 
 // Convention is one reporter's counting rule.
@@ -94,6 +97,9 @@ func Conventions() []Convention {
 		{ConvTestMoreDiag, "test-more", "TAP from Test::More (or Test2) is told by its diagnostics (`#   Failed test 'x'`, `# Looks like you failed N tests of M.`, `# Looks like your test exited with N`), so only a stream with a failure or a TODO shows its flavour; the comments right after a failing point (`#   at t/x.t line N.`, got/expected) are that point's failure message, up to the `# Looks like` summary"},
 		{ConvBatsTAPDiag, "bats", "`bats --tap` is told by its diagnostics (`# (in test file x.bats, line N)`, `# (from function …`, `# bats warning: …`), so only a stream with a failure shows its flavour; the comments right after a failing point (the file, line and failed command, the test's output) are its failure message; its points have no ` - ` before the name"},
 		{ConvProveDirective, "prove-junit", "TAP::Formatter::JUnit lists skipped and todo points as plain passing cases; their directive is read from the TAP in the suite's `<system-out>` (`ok 3 # skip`, `not ok 4 # TODO`): skipped"},
+		{ConvMissingCount, "junit", "a count attribute an element leaves out is unknown, not zero: `disabled=` alone does not declare the skipped count (jasmine-reporters 2.5 writes `disabled=\"0\"` and no `skipped=` on its root while its cases carry `<skipped/>` for pending specs), and a count the root leaves out is taken from its suites when every one of them declares it"},
+		{ConvCTConfig, "common-test", "Common Test's surefire hook (`ct_run -ct_hooks cth_surefire`, common_test 1.23) lists the configuration functions `init_per_suite`, `end_per_suite`, `init_per_group` and `end_per_group` as cases (a group's as `init_per_group(<group>)`), while `tests=` counts only the test cases: when the declared count leaves out exactly the cases so named, they are not tests. One that passed, or was skipped after another failed, is dropped; one that failed is an error case outside the totals (the hook counts it nowhere: `failures=\"0\"`, and the test cases it prepares are listed as skipped), so the run never closes"},
+		{ConvProveVerbose, "prove", "`prove -v`'s console output (TAP::Harness 3.44) is read: each test program's TAP between prove's `t/x.t .. ` headers is a stream of its own, its tests named `<program>.<test>`; prove's verdict after a stream (`Dubious, test returned N`, `No subtests run`) is an error case `<program>.(exit)`, a `skipped: why` program is skipped; the `Result: PASS|FAIL` line is prove's exit status (it exits non-zero exactly on FAIL), so a green run closes without another and a FAIL never does; output without the `Result:` line was cut off and never closes. Lines between a verdict and the next header (a program's stderr, written out of order) are not read. prove without `-v` shows no TAP: not a report"},
 		{ConvConcatenated, "junit", "several XML documents in one file (reports concatenated by a CI step) are read one after the other; their declared totals add up"},
 	}
 }

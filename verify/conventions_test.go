@@ -62,6 +62,20 @@ func TestReporterFixtures(t *testing.T) {
 		{"tap/bom-crlf.tap", "tap13", "exit_status_unknown", 1, 0, nil, nil},
 		{"tap/tape.tap", "tap13", "tests_failed", 2, 1, nil, []string{"objects differ"}},
 		{"junit/concatenated.xml", "ant", "all_green", 3, 0, []string{ConvConcatenated, ConvCtestDisabled}, nil},
+		// Issue 43: green runs that escalated. jasmine-reporters: no skipped= on the root (unknown,
+		// not zero) while pending specs are listed as <skipped/>.
+		{"junit/jasmine-green.xml", "", "all_green", 3, 0, []string{ConvMissingCount}, nil},
+		// Common Test's surefire hook lists configuration functions as cases; tests= does not
+		// count them. A failing one is an error (its test cases are skipped): never a close.
+		{"junit/ct-green.xml", "common-test", "all_green", 3, 0, []string{ConvCTConfig}, nil},
+		{"junit/ct-fail.xml", "common-test", "tests_failed", 3, 1, []string{ConvCTConfig}, []string{"sample_SUITE.divides"}},
+		{"junit/ct-suite.xml", "common-test", "tests_failed", 1, 1, []string{ConvCTConfig}, []string{"sample_SUITE.init_per_suite"}},
+		{"junit/ct-group.xml", "common-test", "tests_failed", 2, 1, []string{ConvCTConfig}, []string{"sample_SUITE.init_per_group(math)"}},
+		// prove -v's console output: each program's TAP, prove's verdicts and its Result line.
+		{"console/prove-v-green.txt", "prove", "all_green", 2, 0, []string{ConvProveVerbose, ConvTAPTodo}, nil},
+		{"console/prove-v-fail.txt", "prove", "tests_failed", 5, 2, []string{ConvProveVerbose}, []string{"fail.t.(exit)", "fail.t.divides"}},
+		{"console/prove-v.txt", "prove", "tests_failed", 6, 1, []string{ConvProveVerbose}, []string{"dies.t.(exit)"}},
+		{"junit/jasmine-fail.xml", "", "tests_failed", 3, 1, []string{ConvMissingCount}, []string{"calc.multiplies"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -279,6 +293,91 @@ func TestConventionsListed(t *testing.T) {
 	for name := range known {
 		if !seen[name] {
 			t.Errorf("no fixture exercises convention %s", name)
+		}
+	}
+}
+
+// TestProveVerboseCutOrFailing: prove -v's output closes only with its Result line and a green
+// run; a cut-off output, a FAIL no program explains and prove's own verdicts never close.
+func TestProveVerboseCutOrFailing(t *testing.T) {
+	t.Parallel()
+	green := "t/a.t .. \n1..2\nok 1 - a\nok 2 - b\nok\nAll tests successful.\nFiles=1, Tests=2,  0 wallclock secs\nResult: PASS\n"
+	for _, c := range []struct {
+		name, out string
+		rule      workitems.RuleName
+		failing   []string
+	}{
+		{"green", green, "all_green", nil},
+		{"CRLF", strings.ReplaceAll(green, "\n", "\r\n"), "all_green", nil},
+		{"a program skipped whole comes first", "t/s.t .. skipped: no database\n" + green, "all_green", nil},
+		{"prove --timer", strings.Replace(green, "ok 2 - b\nok\n", "ok 2 - b\nok     12 ms\n", 1), "all_green", nil},
+		{"cut before its summary", "t/a.t .. \n1..2\nok 1 - a\nok 2 - b\nok\n", "", nil},
+		{"a FAIL no program explains", strings.Replace(green, "Result: PASS", "Result: FAIL", 1), "tests_failed", []string{"(prove)"}},
+		{"no subtests run", "t/a.t .. \n1..0\nNo subtests run\nFiles=1, Tests=0\nResult: FAIL\n", "tests_failed", []string{"t/a.t.(exit)"}},
+		{"a plan not met", "t/a.t .. \n1..3\nok 1 - a\nFailed 2/3 subtests\nFiles=1, Tests=1\nResult: FAIL\n", "", nil},
+	} {
+		r, err := ParseReport(strings.NewReader(c.out), c.name, FormatAuto, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
+			Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}}
+		d := decide(f)
+		if r.Flavor != flavorProve {
+			t.Errorf("%s: flavour %q, want %q", c.name, r.Flavor, flavorProve)
+		}
+		if c.rule != "" && d.Rule != c.rule || c.rule == "" && d.Outcome == workitems.OutcomeClose {
+			t.Errorf("%s: rule %s (%q), want %q (never a close); %s, warnings %q", c.name, d.Rule, d.Reasons, c.rule, r.Summary(), r.Warnings)
+		}
+		if c.failing != nil && !slices.Equal(r.Failing(), c.failing) {
+			t.Errorf("%s: failing %q, want %q", c.name, r.Failing(), c.failing)
+		}
+	}
+}
+
+// TestMissingCountAndConfigFunctions: the rules behind issue 43's JUnit cases, on reports no
+// fixture has. A count attribute left out is unknown (never zero) and comes from the suites only
+// when every one declares it; a declared count still contradicts a listing it does not match.
+// Cases named as Common Test's configuration functions are dropped only when the declared count
+// leaves out exactly them.
+func TestMissingCountAndConfigFunctions(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, xml string
+		rule      workitems.RuleName
+		ran       int
+	}{
+		{"disabled= alone is no skipped count",
+			`<testsuites tests="2" disabled="0"><testsuite name="s"><testcase name="a"/><testcase name="b"><skipped/></testcase></testsuite></testsuites>`,
+			"all_green", 1},
+		{"a suite's skipped= fills the root's",
+			`<testsuites tests="2" failures="0"><testsuite name="s" tests="2" skipped="1"><testcase name="a"/><testcase name="b"><skipped/></testcase></testsuite></testsuites>`,
+			"all_green", 1},
+		{"a suite's skipped= that contradicts the listing",
+			`<testsuites tests="2" failures="0"><testsuite name="s" tests="2" skipped="0"><testcase name="a"/><testcase name="b"><skipped/></testcase></testsuite></testsuites>`,
+			"counts_disagree", 1},
+		{"one suite without skipped=: the root's stays unknown",
+			`<testsuites tests="3"><testsuite name="s" tests="2" skipped="0"><testcase name="a"/><testcase name="b"/></testsuite><testsuite name="t" tests="1"><testcase name="c"><skipped/></testcase></testsuite></testsuites>`,
+			"all_green", 2},
+		{"config functions counted in tests= stay tests",
+			`<testsuite name="s" tests="3" failures="1"><testcase name="init_per_suite"><failure message="x"/></testcase><testcase name="a"/><testcase name="end_per_suite"/></testsuite>`,
+			"tests_failed", 3},
+		{"config functions outside tests=: a failing one is an error",
+			`<testsuite name="s" tests="1" failures="0" skipped="1"><testcase name="init_per_suite"><failure message="x"/></testcase><testcase name="a"><skipped/></testcase><testcase name="end_per_suite"><skipped/></testcase></testsuite>`,
+			"tests_failed", 1},
+		{"config functions outside tests=, green",
+			`<testsuite name="s" tests="1" failures="0" skipped="0"><testcase name="init_per_suite"/><testcase name="a"/><testcase group="g" name="init_per_group"/><testcase group="g" name="end_per_group"/><testcase name="end_per_suite"/></testsuite>`,
+			"all_green", 1},
+	} {
+		r, err := ParseReport(strings.NewReader(c.xml), c.name, FormatAuto, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		f := &Facts{Exit: workitems.Exit{Reason: workitems.ExitCompleted}, Attempt: 1, ReportExpected: true,
+			Template: &config.Template{MaxAttempts: 3}, Reports: []*Report{r}}
+		d := decide(f)
+		if d.Rule != c.rule || r.Observed.Total-r.Observed.Skipped != c.ran {
+			t.Errorf("%s: rule %s (%q), ran %d; want %s and %d; %s", c.name, d.Rule, d.Reasons, r.Observed.Total-r.Observed.Skipped, c.rule, c.ran, r.Summary())
 		}
 	}
 }

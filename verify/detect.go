@@ -20,7 +20,7 @@ var consoleHints = []struct {
 	tool, option string
 	line         *regexp.Regexp
 }{
-	{"prove", "`prove --formatter TAP::Formatter::JUnit` (JUnit), or the test programs' own TAP with stderr merged (`perl t/x.t 2>&1`; `prove --merge --archive out.tgz` with TAP::Harness::Archive)",
+	{"prove", "`prove -v` (each program's TAP and prove's summary are read), `prove --formatter TAP::Formatter::JUnit` (JUnit), or the test programs' own TAP with stderr merged (`perl t/x.t 2>&1`; `prove --merge --archive out.tgz` with TAP::Harness::Archive)",
 		regexp.MustCompile(`(?m)^(Files=\d+, Tests=\d+|Result: (PASS|FAIL|NOTESTS)$|All tests successful\.$|\S+\.t \.\.+ ?(ok|skipped:.*)?\r?$)`)},
 	{"cargo test", "`cargo test -- -Z unstable-options --format junit > report.xml` (nightly libtest; on stable, `RUSTC_BOOTSTRAP=1`)",
 		regexp.MustCompile(`(?m)^(running \d+ tests?\r?$|test result: (ok|FAILED)\. \d+ passed)`)},

@@ -75,7 +75,7 @@ func FuzzJUnit(f *testing.F) {
 }
 
 func FuzzTAP(f *testing.F) {
-	seed(f, "tap/*.tap")
+	seed(f, "tap/*.tap", "console/prove-v*.txt")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseTAP(bytes.NewReader(b), "fuzz", fuzzLimits)
 		checkReport(t, r, err)
@@ -83,7 +83,7 @@ func FuzzTAP(f *testing.F) {
 }
 
 func FuzzDetect(f *testing.F) {
-	seed(f, "gojson/*.json", "junit/*", "tap/*.tap")
+	seed(f, "gojson/*.json", "junit/*", "tap/*.tap", "console/prove-v*.txt")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseReport(bytes.NewReader(b), "fuzz", FormatAuto, fuzzLimits)
 		if err != nil {

@@ -149,6 +149,7 @@ type junitParser struct {
 		suite, class, name, file string
 		status, rawTime          string // ctest's status; the time attribute as written
 		result, timestamp        string // googletest's result and start time
+		group                    string // Common Test's group of the case
 		elapsed                  time.Duration
 	}
 	results []*junitResult
@@ -166,13 +167,17 @@ type junitParser struct {
 	suiteRes     *junitResult // an <error>/<failure> directly inside a <testsuite>
 	suiteErrs    int
 	declDisabled int         // ctest's disabled= totals
+	rootCounts   Counts      // the open root's own declared totals (-1: left out)
+	subCounts    Counts      // its top-level suites' totals (-1: a suite left the count out)
+	subN         int         // its top-level suites
 	teardownErrs int         // pytest: errors at teardown
 	todoCands    []*TestCase // jest-junit: cases without a result and time="0"
 	uncompared   map[string]bool
 
-	gtestSkipped    int // googletest: the suites' skipped= (the root declares none)
-	gtestNotStarted int // googletest: cases skipped because their setup failed
-	phpRisky        int // PHPUnit: risky tests, counted in errors=
+	gtestSkipped    int            // googletest: the suites' skipped= (the root declares none)
+	gtestNotStarted int            // googletest: cases skipped because their setup failed
+	phpRisky        int            // PHPUnit: risky tests, counted in errors=
+	ctConfig        []ctConfigCase // cases named as Common Test's configuration functions
 
 	// prove's TAP::Formatter::JUnit: the TAP in a suite's <system-out>, scanned line by line
 	// for skip and todo directives the cases do not carry.
@@ -203,29 +208,82 @@ func atoiAttr(se xml.StartElement, name string) int {
 	return n
 }
 
+// elementCounts reads an element's declared totals; a count it leaves out is unknown (-1), not
+// zero. ok is false when it declares no tests= (no totals at all).
+func elementCounts(se xml.StartElement) (c Counts, ok bool) {
+	c = unknownCounts()
+	if c.Total = atoiAttr(se, "tests"); c.Total < 0 {
+		return c, false
+	}
+	c.Failed = atoiAttr(se, "failures")
+	c.Errored = atoiAttr(se, "errors")
+	// disabled= alone (jasmine-reporters writes disabled="0" and no skipped= on its root) does
+	// not declare the skipped count; with a skipped= (ctest) it is added to it. googletest's
+	// root, whose disabled= is its only skip count, is read by its own convention.
+	for _, n := range []string{"skipped", "skips"} {
+		if v := atoiAttr(se, n); v >= 0 {
+			c.Skipped = max(c.Skipped, 0) + v
+		}
+	}
+	if v := atoiAttr(se, "disabled"); v >= 0 && c.Skipped >= 0 {
+		c.Skipped += v
+	}
+	return c, true
+}
+
+// addKnown adds the known counts of c to d (an unknown field of d becomes known).
+func addKnown(d *Counts, c Counts) {
+	for _, f := range [][2]*int{{&d.Total, &c.Total}, {&d.Failed, &c.Failed}, {&d.Errored, &c.Errored}, {&d.Skipped, &c.Skipped}} {
+		if *f[1] >= 0 {
+			*f[0] = max(*f[0], 0) + *f[1]
+		}
+	}
+}
+
 // declare adds an element's declared totals to the report's; a count no element declares stays
 // unknown (-1) rather than zero.
 func (p *junitParser) declare(se xml.StartElement) bool {
-	tests := atoiAttr(se, "tests")
-	if tests < 0 {
+	c, ok := elementCounts(se)
+	if !ok {
 		return false
 	}
-	d := &p.rep.Declared
-	add := func(field *int, names ...string) {
-		for _, n := range names {
-			if v := atoiAttr(se, n); v >= 0 {
-				*field = max(*field, 0) + v
-			}
-		}
-	}
-	add(&d.Total, "tests")
-	add(&d.Failed, "failures")
-	add(&d.Errored, "errors")
-	add(&d.Skipped, "skipped", "skips", "disabled")
+	addKnown(&p.rep.Declared, c)
 	if v := atoiAttr(se, "disabled"); v > 0 {
 		p.declDisabled += v
 	}
 	return true
+}
+
+// subDeclare adds a top-level suite's totals under a root that declared its own: a count the
+// root left out is taken from its suites when every one of them declares it (rootEnd).
+func (p *junitParser) subDeclare(se xml.StartElement) {
+	c, ok := elementCounts(se)
+	p.subN++
+	for _, f := range [][2]*int{{&p.subCounts.Failed, &c.Failed}, {&p.subCounts.Errored, &c.Errored}, {&p.subCounts.Skipped, &c.Skipped}} {
+		switch {
+		case *f[0] < 0:
+		case !ok || *f[1] < 0:
+			*f[0] = -1
+		default:
+			*f[0] += *f[1]
+		}
+	}
+}
+
+// rootEnd fills the counts a declaring root left out from its suites' (ConvMissingCount).
+// googletest's suites' skipped= are read by its own convention.
+func (p *junitParser) rootEnd() {
+	if !p.rootDecl || p.subN == 0 || p.rep.Flavor == "gtest" {
+		return
+	}
+	d := &p.rep.Declared
+	for _, f := range [][3]*int{{&p.rootCounts.Failed, &p.subCounts.Failed, &d.Failed},
+		{&p.rootCounts.Errored, &p.subCounts.Errored, &d.Errored}, {&p.rootCounts.Skipped, &p.subCounts.Skipped, &d.Skipped}} {
+		if *f[0] < 0 && *f[1] >= 0 {
+			*f[2] = max(*f[2], 0) + *f[1]
+			p.rep.convention(ConvMissingCount)
+		}
+	}
 }
 
 func (p *junitParser) token(tok xml.Token) {
@@ -250,6 +308,8 @@ func (p *junitParser) token(tok xml.Token) {
 			}
 			if name == "testsuites" || name == "testsuite" {
 				p.rootDecl = p.declare(t)
+				p.rootCounts, _ = elementCounts(t)
+				p.subCounts, p.subN = Counts{}, 0
 			}
 			if name == "testsuite" {
 				v, _ := attr(t, "name")
@@ -264,6 +324,8 @@ func (p *junitParser) token(tok xml.Token) {
 			// already inside their parent's totals, so they are never added twice.
 			if len(p.stack) == 2 && !p.rootDecl {
 				p.declare(t)
+			} else if len(p.stack) == 2 {
+				p.subDeclare(t)
 			}
 			v, _ := attr(t, "name")
 			p.suite = append(p.suite, v)
@@ -299,6 +361,9 @@ func (p *junitParser) token(tok xml.Token) {
 		}
 		name := p.stack[len(p.stack)-1]
 		p.stack = p.stack[:len(p.stack)-1]
+		if len(p.stack) == 0 {
+			p.rootEnd()
+		}
 		switch {
 		case name == "testcase" && p.inCase && !p.caseOpenBelow():
 			p.endCase()
@@ -420,6 +485,7 @@ func (p *junitParser) startCase(se xml.StartElement) {
 	p.caseEl.class, _ = attr(se, "classname")
 	p.caseEl.name, _ = attr(se, "name")
 	p.caseEl.file, _ = attr(se, "file")
+	p.caseEl.group, _ = attr(se, "group")
 	p.caseEl.suite = ""
 	if len(p.suite) > 0 {
 		p.caseEl.suite = p.suite[len(p.suite)-1]
@@ -455,6 +521,10 @@ func (p *junitParser) endCase() {
 			p.caseEl.name = "(setup_file)" // counted by bats as its one test, so kept below
 			p.rep.convention(ConvBatsSetupFile)
 		}
+	}
+	config := ctConfigFunc(p.caseEl.name)
+	if config && p.caseEl.group != "" && strings.HasSuffix(p.caseEl.name, "_per_group") {
+		p.caseEl.name += "(" + p.caseEl.group + ")" // one per group
 	}
 	id := p.caseEl.name
 	if suite != "" && suite != p.caseEl.name {
@@ -628,6 +698,10 @@ func (p *junitParser) endCase() {
 	}
 	runs := append(before, final)
 	runs = append(runs, after...)
+	if keep && config {
+		p.ctConfig = append(p.ctConfig, ctConfigCase{tc: tc, failed: hasFailure, errored: hasError,
+			skipped: main != nil && main.kind == "skipped"})
+	}
 	if keep {
 		tc.Runs = append(tc.Runs, runs...)
 		if main == nil && len(before) == 0 && strings.TrimSpace(p.caseEl.rawTime) == "0" {
@@ -836,6 +910,9 @@ func (p *junitParser) finish() *Report {
 		rep.warn(p.lim.MaxWarn, "document ends inside <%s>", p.stack[len(p.stack)-1])
 	}
 	p.conventions()
+	if rep.Declared.Total >= 0 && rep.Declared.Skipped < 0 && p.listed.Skipped > 0 {
+		rep.convention(ConvMissingCount) // listed skips, no declared count: unknown, not zero
+	}
 	switch rep.Flavor {
 	case "cargo":
 		rep.ExitStatusNeeded = "cargo's JUnit has one document per test binary, written when the binary finishes: a binary that crashed left none, and the report cannot show it"
@@ -864,6 +941,7 @@ func (p *junitParser) conventions() {
 	if d.Total < 0 {
 		return
 	}
+	p.ctConfigFuncs()
 	switch p.rep.Flavor {
 	case "jest-junit":
 		if k := l.Total - d.Total; k > 0 && k <= len(p.todoCands) {
@@ -892,8 +970,14 @@ func (p *junitParser) conventions() {
 	case "gtest":
 		// The root's disabled= is its only skip count; GTEST_SKIPs are in the suites' skipped=,
 		// which also count the tests that never started (errors here).
-		if want := d.Skipped + p.gtestSkipped - p.gtestNotStarted; d.Skipped >= 0 && want == l.Skipped {
+		base := d.Skipped
+		if base < 0 {
+			base = p.declDisabled
+		}
+		if want := base + p.gtestSkipped - p.gtestNotStarted; want == l.Skipped {
 			d.Skipped = want
+		} else if d.Skipped < 0 {
+			d.Skipped = base // the contradiction stays one
 		}
 		if p.gtestNotStarted > 0 {
 			p.uncompare("errors")
@@ -925,4 +1009,70 @@ func (p *junitParser) uncompare(names ...string) {
 	for _, n := range names {
 		p.uncompared[n] = true
 	}
+}
+
+// ctConfigCase is a case named as a Common Test configuration function, as listed.
+type ctConfigCase struct {
+	tc                       *TestCase
+	failed, errored, skipped bool
+}
+
+// ctConfigFunc reports whether name is one of Common Test's suite and group configuration
+// functions, which its surefire hook (cth_surefire) lists as test cases.
+func ctConfigFunc(name string) bool {
+	switch name {
+	case "init_per_suite", "end_per_suite", "init_per_group", "end_per_group":
+		return true
+	}
+	return false
+}
+
+// ctConfigFuncs applies Common Test's convention (ConvCTConfig) when the declared tests= leaves
+// out exactly the cases named as configuration functions: they are not tests. One that passed or
+// was skipped (after another one failed) is dropped; one that failed is an error case outside
+// the totals (cth_surefire counts it in no total; Common Test skips the cases it prepares).
+func (p *junitParser) ctConfigFuncs() {
+	d, l := &p.rep.Declared, &p.listed
+	k := len(p.ctConfig)
+	if k == 0 || l.Total-k != d.Total {
+		return
+	}
+	drop := map[*TestCase]bool{}
+	keep := map[*TestCase]bool{}
+	for _, c := range p.ctConfig {
+		l.Total--
+		if c.skipped {
+			l.Skipped--
+		}
+		if c.failed {
+			l.Failed--
+		}
+		if c.errored {
+			l.Errored--
+		}
+		drop[c.tc] = true
+	}
+	for tc := range drop {
+		for i := range tc.Runs {
+			if r := &tc.Runs[i]; r.Outcome.Bad() {
+				r.Outcome = OutcomeError
+				r.Message = "configuration function failed: " + r.Message
+				keep[tc] = true
+			}
+		}
+	}
+	tests := p.rep.Tests[:0]
+	for _, tc := range p.rep.Tests {
+		if !drop[tc] || keep[tc] {
+			tests = append(tests, tc)
+		} else {
+			delete(p.cases, tc.ID)
+		}
+	}
+	clear(p.rep.Tests[len(tests):])
+	p.rep.Tests = tests
+	if p.rep.Flavor == "" {
+		p.rep.Flavor = "common-test"
+	}
+	p.rep.convention(ConvCTConfig)
 }

@@ -204,7 +204,6 @@ func TestConsoleOutputIsNotAReport(t *testing.T) {
 	t.Parallel()
 	for file, want := range map[string]string{
 		"console/prove.txt":   "prove --formatter TAP::Formatter::JUnit",
-		"console/prove-v.txt": "prove --formatter TAP::Formatter::JUnit",
 		"console/cargo.txt":   "cargo test -- -Z unstable-options --format junit",
 		"console/rspec.txt":   "rspec --format RspecJunitFormatter",
 		"console/phpunit.txt": "phpunit --log-junit",

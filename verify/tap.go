@@ -29,6 +29,24 @@ func detectTAP(head []byte) Detection {
 		if tapFirstLine.Match(l) {
 			return DetectOpens
 		}
+		if proveHeader.Match(l) {
+			// prove -v: programs' headers, then TAP.
+			lines := [][]byte{bytes.TrimRight(l, " \t")}
+			for j := 0; j <= 200 && len(rest) > 0; j++ {
+				var next []byte
+				next, rest, _ = bytes.Cut(rest, []byte("\n"))
+				if t := bytes.TrimSpace(next); len(t) == 0 || t[0] == '#' {
+					continue
+				}
+				lines = append(lines, bytes.TrimRight(next, "\r \t"))
+				if isProve, decided := proveOpening(lines); decided {
+					if isProve {
+						return DetectOpens
+					}
+					break
+				}
+			}
+		}
 		return DetectNone
 	}
 	return DetectNone
@@ -44,6 +62,30 @@ func ParseTAP(r io.Reader, source string, lim Limits) (*Report, error) {
 	p := &tapParser{lim: lim, rep: &Report{Source: source, Format: FormatTAP, Declared: unknownCounts(), Complete: true},
 		ids: map[string]*TestCase{}}
 	lr := newLineReader(r, lim.MaxLine)
+	// The first two meaningful lines tell prove -v's output (a program's header, then its TAP)
+	// from a TAP stream; the lines up to them are held, then replayed to the parser chosen.
+	var held []string
+	var meaningful [][]byte
+	var prove *proveParser
+	decided, read := false, 0
+	feed := func(line string) {
+		if prove != nil {
+			prove.line(line)
+		} else {
+			p.lineNo++
+			p.line(line)
+		}
+	}
+	decide := func() {
+		decided = true
+		if isProve, _ := proveOpening(meaningful); isProve {
+			prove = newProveParser(source, lim)
+		}
+		for _, l := range held {
+			feed(l)
+		}
+		held = nil
+	}
 	for {
 		line, cut, eol, err := lr.next()
 		if err == io.EOF {
@@ -52,14 +94,34 @@ func ParseTAP(r io.Reader, source string, lim Limits) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verify: reading %s: %w", source, err)
 		}
-		p.lineNo++
+		read++
 		if cut {
-			p.rep.warn(lim.MaxWarn, "line %d longer than %d bytes, cut", p.lineNo, lim.MaxLine)
+			p.rep.warn(lim.MaxWarn, "line %d longer than %d bytes, cut", read, lim.MaxLine)
 		}
 		if !eol && strings.TrimSpace(string(line)) != "" {
 			p.cutLast = true
 		}
-		p.line(string(line))
+		if decided {
+			feed(string(line))
+			continue
+		}
+		held = append(held, string(line))
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			meaningful = append(meaningful, []byte(strings.TrimRight(string(line), "\r \t")))
+		}
+		if _, ok := proveOpening(meaningful); ok || len(held) > 256 {
+			decide()
+		}
+	}
+	if !decided {
+		decide()
+	}
+	if prove != nil {
+		if p.cutLast {
+			prove.rep.Complete = false
+			prove.rep.warn(lim.MaxWarn, "last line cut off")
+		}
+		return prove.finish(), nil
 	}
 	return p.finish(), nil
 }

@@ -1,11 +1,12 @@
 #!/bin/sh
 # Regenerates the verifier's fixtures with the real tools. Run from verify/testdata:
 #
-#   sh gen.sh [--install] [go] [13] [27]
+#   sh gen.sh [--install] [go] [13] [27] [43]
 #
 # go: the go test -json and gotestsum fixtures (purpose-built packages in gopkgs/); 13: the
 # reporter conventions of issue 13 (pytest, node, jest, vitest, mocha, tape, ctest, prove, Ant);
-# 27: the C++, Rust, Ruby, PHP, shell and Perl runners of issue 27. No section named: all three.
+# 27: the C++, Rust, Ruby, PHP, shell and Perl runners of issue 27; 43: Common Test's surefire
+# hook, jasmine-reporters and `prove -v` of issue 43. No section named: all four.
 # --install first installs the Debian packages of issue 27's runners (as root; apt-get):
 #
 #   apt-get install -y --no-install-recommends googletest libgtest-dev g++ catch2 ruby-rspec \
@@ -29,11 +30,11 @@ for a in "$@"; do
     # shellcheck disable=SC2086 # one word per package
     { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $PKGS27; } ||
       { echo "gen.sh: installing $PKGS27 failed" >&2; exit 1; } ;;
-  go | 13 | 27) sections="$sections $a" ;;
-  *) echo "gen.sh: unknown argument $a (want --install, go, 13 or 27)" >&2; exit 2 ;;
+  go | 13 | 27 | 43) sections="$sections $a" ;;
+  *) echo "gen.sh: unknown argument $a (want --install, go, 13, 27 or 43)" >&2; exit 2 ;;
   esac
 done
-[ -n "$sections" ] || sections="go 13 27"
+[ -n "$sections" ] || sections="go 13 27 43"
 VERS=$(mktemp)
 trap 'rm -f "$VERS"' EXIT
 
@@ -374,6 +375,52 @@ gen_27() {
     -e 's#/tmp/tmp\.[A-Za-z0-9]*#/target#g' \
     junit/gtest-*.xml junit/catch2-*.xml junit/cargo-*.xml junit/rspec-*.xml junit/phpunit-*.xml junit/bats-*.xml \
     junit/prove-perl.xml tap/bats-*.tap tap/perl-*.tap console/*.txt 2>/dev/null
+}
+
+# ---- issue 43: Common Test, jasmine-reporters and prove -v, each from the real tool ----
+# Debian 12: erlang-base + erlang-common-test (ct_run); npm: jasmine and jasmine-reporters
+# (JASMINE_DIR: a directory where `npm install jasmine jasmine-reporters` ran); perl's prove.
+gen_43() {
+  cd "$D" || return
+  T=$D/tools
+  # Common Test with the surefire hook (cth_surefire): a green run with a skip in a group; a
+  # failing test case; a failing init_per_suite and a failing init_per_group (their test cases
+  # are auto-skipped). The hook lists the configuration functions as cases; tests= counts
+  # only the test cases.
+  if have ct_run erlang-common-test; then
+    ver ct_run "common_test $(erl -noshell -eval 'application:load(common_test), {ok, V} = application:get_key(common_test, vsn), io:format("~s, OTP ~s", [V, erlang:system_info(otp_release)]), halt().') (erlang-common-test $(dpkgv erlang-common-test))"
+    b=$(mktemp -d); cp tools/ct/sample_SUITE.erl "$b/"
+    for v in green: fail:WITH_FAIL suite:WITH_SUITE_FAIL group:WITH_GROUP_FAIL; do
+      name=${v%%:*}; e=${v#*:}; x=$(tmpname "$D/junit/ct-$name.xml"); mkdir -p "$b/logs"
+      (cd "$b" && env ${e:+$e=1} ct_run -noshell -suite sample_SUITE -logdir logs \
+        -ct_hooks cth_surefire "[{path,\"$x\"}]" >/dev/null 2>&1; echo "ct $name: exit $?")
+      keep "$x" "junit/ct-$name.xml"
+    done
+    sed -i -e "s#$b/logs/[^\"]*/#/logs/#g" -e "s#$b/#/src/verify/testdata/tools/ct/#g" -e 's#hostname="[^"]*"#hostname="host"#g' junit/ct-*.xml
+    rm -rf "$b"
+  fi
+  # jasmine + jasmine-reporters' JUnitXmlReporter: pending specs (xit, pending()) green, and a
+  # failing spec. Its root <testsuites> has disabled= but no skipped=.
+  if [ -n "${JASMINE_DIR:-}" ] || skip "jasmine: JASMINE_DIR not set"; then
+    M=$JASMINE_DIR/node_modules
+    ver "npm jasmine" "$(node -p "require('$M/jasmine/package.json').version" 2>/dev/null)"
+    ver "npm jasmine-reporters" "$(node -p "require('$M/jasmine-reporters/package.json').version" 2>/dev/null)"
+    for v in green: fail:WITH_FAIL; do
+      name=${v%%:*}; e=${v#*:}; b=$(mktemp -d)
+      (cd tools/jasmine && env ${e:+$e=1} JUNIT_DIR="$b" NODE_PATH="$M" node "$M/jasmine/bin/jasmine.js" --random=false \
+        >/dev/null 2>&1; echo "jasmine $name: exit $?")
+      keep "$b/junitresults.xml" "junit/jasmine-$name.xml"; rm -rf "$b"
+    done
+    sed -i -e "s#$T/#/src/verify/testdata/tools/#g" -e 's#hostname="[^"]*"#hostname="host"#g' junit/jasmine-*.xml
+  fi
+  # prove -v: the test programs' TAP between prove's headers, then its summary. A green run with
+  # a skip, a todo and a skipped program (exit 0), and a failing one (exit 1), stderr merged.
+  if have prove perl; then
+    ver prove "$(prove --version)"
+    (cd tools/perl && putall ../../console/prove-v-green.txt prove -v green.t skip-all.t; echo "prove -v green: exit $?"
+     putall ../../console/prove-v-fail.txt prove -v green.t fail.t; echo "prove -v fail: exit $?")
+    sed -i -E 's#^(Files=[0-9]+, Tests=[0-9]+, +)[0-9]+ wallclock secs .*#\10 wallclock secs ( 0.01 usr  0.00 sys +  0.10 cusr  0.02 csys =  0.13 CPU)#' console/prove-v-*.txt
+  fi
 }
 
 for s in $sections; do
