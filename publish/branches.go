@@ -62,8 +62,9 @@ type Branches interface {
 	// held or handed back (a comment is posted once, not every night).
 	Once(ctx context.Context, k BranchKey, what string) (first bool, err error)
 	// HandBack ends a hold: a person asked outerloop to take the branch back as it is at head,
-	// whose commits count as outerloop's from now on (so the next push may replace them).
-	HandBack(ctx context.Context, k BranchKey, head string) error
+	// whose commits count as outerloop's from now on (so the next push may replace them). held
+	// says there was a hold to end.
+	HandBack(ctx context.Context, k BranchKey, head string) (held bool, err error)
 	// Forget drops what the ledger knows of the branch (it was deleted); existed says there was
 	// a record (of two who deleted the same branch, one finds it).
 	Forget(ctx context.Context, k BranchKey) (existed bool, err error)
@@ -206,18 +207,19 @@ func (b *RedisBranches) Once(ctx context.Context, k BranchKey, what string) (boo
 // handBackScript drops the hold and what was said once about it, and takes ARGV[1] as pushed.
 var handBackScript = redis.NewScript(`
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'p:' .. ARGV[1], ARGV[2]) end
-redis.call('HDEL', KEYS[1], 'hold')
+local held = redis.call('HDEL', KEYS[1], 'hold')
 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
   if string.sub(f, 1, 5) == 'once:' then redis.call('HDEL', KEYS[1], f) end
 end
-return 1`)
+return held`)
 
 // HandBack implements Branches.
-func (b *RedisBranches) HandBack(ctx context.Context, k BranchKey, head string) error {
-	if err := handBackScript.Run(ctx, b.rdb, []string{b.key(k)}, head, b.clock.Now().UnixNano()).Err(); err != nil {
-		return workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: hand back %s: %w", k, err))
+func (b *RedisBranches) HandBack(ctx context.Context, k BranchKey, head string) (bool, error) {
+	held, err := handBackScript.Run(ctx, b.rdb, []string{b.key(k)}, head, b.clock.Now().UnixNano()).Int()
+	if err != nil {
+		return false, workitems.Classify(workitems.ClassTransient, fmt.Errorf("publish: hand back %s: %w", k, err))
 	}
-	return nil
+	return held == 1, nil
 }
 
 // Forget implements Branches.
@@ -302,15 +304,16 @@ func (b *MemoryBranches) Once(_ context.Context, k BranchKey, what string) (bool
 }
 
 // HandBack implements Branches.
-func (b *MemoryBranches) HandBack(_ context.Context, k BranchKey, head string) error {
+func (b *MemoryBranches) HandBack(_ context.Context, k BranchKey, head string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.get(k)
+	held := e.hold != nil
 	e.hold, e.once = nil, map[string]bool{}
 	if head != "" && !slices.Contains(e.pushed, head) {
 		e.pushed = append([]string{head}, e.pushed...)
 	}
-	return nil
+	return held, nil
 }
 
 // Forget implements Branches.

@@ -59,8 +59,11 @@ func TestBranchLedgers(t *testing.T) {
 			if rec, _ = b.Branch(ctx, k); rec.Hold == nil || rec.Hold.User != "Pat Person" || !rec.Hold.Since.Equal(h.Since) {
 				t.Fatalf("hold %+v", rec.Hold)
 			}
-			if err := b.HandBack(ctx, k, h.SHA); err != nil {
-				t.Fatal(err)
+			if held, err := b.HandBack(ctx, k, h.SHA); err != nil || !held {
+				t.Fatalf("hand back: %v, %v", held, err)
+			}
+			if held, err := b.HandBack(ctx, k, h.SHA); err != nil || held {
+				t.Fatalf("hand back again: %v, %v", held, err)
 			}
 			if rec, _ = b.Branch(ctx, k); rec.Hold != nil || !rec.Ours(h.SHA) {
 				t.Fatalf("after the hand-back: hold %+v, head ours %v", rec.Hold, rec.Ours(h.SHA))

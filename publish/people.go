@@ -20,8 +20,8 @@ import (
 // outerloop never rewrites it. deliver.on_foreign_commits says what happens next: stop (nothing
 // is pushed, the pull request is told once) or build_on (the change becomes a new commit on top
 // of theirs). A review round always builds on: the reviewer's own fix is part of what they
-// asked for. The hold ends when a person hands the branch back (`/outerloop rebase`, which the
-// item records as a person_rebase resolution) or deletes it.
+// asked for. The hold ends when a person hands the branch back (`/outerloop rebase`: the hooks'
+// sink records it in the ledger) or deletes it.
 
 // foreignCommit is one commit on the branch outerloop did not push.
 type foreignCommit struct {
@@ -34,8 +34,6 @@ type branchState struct {
 	head string // "" when the branch does not exist
 	rec  BranchRecord
 	hold *workitems.BranchHold // nil: the branch is outerloop's to push to
-	// fresh: the hold was found now (commits the ledger did not know of), not recorded before.
-	fresh bool
 }
 
 // readBranch reads the branch, the ledger and, when the head is not outerloop's, the commits
@@ -65,7 +63,7 @@ func (p *Publisher) readBranch(ctx context.Context, t *config.Template, dir stri
 		// No repository to read the branch's commits in: a head outerloop did not push is
 		// someone else's (the safe side: nothing is rewritten or closed).
 		if rec.Hold == nil {
-			bs.hold, bs.fresh = &workitems.BranchHold{User: "someone else", SHA: head, Commits: 1, Since: p.o.Clock.Now().UTC()}, true
+			bs.hold = &workitems.BranchHold{User: "someone else", SHA: head, Commits: 1, Since: p.o.Clock.Now().UTC()}
 		}
 		return bs, nil
 	}
@@ -88,7 +86,7 @@ func (p *Publisher) readBranch(ctx context.Context, t *config.Template, dir stri
 	if rec.Hold != nil {
 		h.Since = rec.Hold.Since
 	}
-	bs.hold, bs.fresh = &h, true
+	bs.hold = &h
 	return bs, nil
 }
 
@@ -148,18 +146,6 @@ func (p *Publisher) foreignCommits(ctx context.Context, dir string, tg *target, 
 		}
 	}
 	return cs, nil
-}
-
-// handedBack reports whether a person handed the held branch back to this item: its latest
-// resolution is a `/outerloop rebase` read from the forge after the hold began.
-func handedBack(it *workitems.Item, h *workitems.BranchHold) bool {
-	for i := len(it.Resolution) - 1; i >= 0; i-- {
-		r := it.Resolution[i]
-		if r.Rule == workitems.RulePersonRebase && !r.At.Before(h.Since) {
-			return true
-		}
-	}
-	return false
 }
 
 // reviewRound reports whether the attempt being published was started by a review that asked

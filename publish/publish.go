@@ -205,18 +205,9 @@ func (p *Publisher) Publish(ctx context.Context, pub delivery.Publication) (deli
 	if bs.hold != nil && t.Deliver.Mode == workitems.DeliverPullRequest && prs.Open == nil {
 		// No pull request is open for the branch: the people's commits are kept by the one that
 		// was merged or closed (its head ref), and the branch is outerloop's again.
-		if err := p.o.Branches.HandBack(ctx, bs.key, bs.head); err != nil {
+		if _, err := p.o.Branches.HandBack(ctx, bs.key, bs.head); err != nil {
 			return delivery.Published{}, err
 		}
-		bs.hold = nil
-	}
-	if bs.hold != nil && handedBack(pub.Item, bs.hold) {
-		if err := p.o.Branches.HandBack(ctx, bs.key, bs.head); err != nil {
-			return delivery.Published{}, err
-		}
-		ev.emit(ctx, workitems.StepHandedBack, fmt.Sprintf("%s's commit %s was handed back with /outerloop rebase: the branch is replaced",
-			bs.hold.User, shorten.SHA(bs.hold.SHA)), map[string]string{"user": bs.hold.User, "sha": bs.hold.SHA})
-		p.o.Observer.PullRequestAction(t.Name, workitems.StepHandedBack)
 		bs.hold = nil
 	}
 	if bs.hold != nil {

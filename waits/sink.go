@@ -209,15 +209,11 @@ func (s *Sink) signal(ctx context.Context, e hooks.Event, sig verify.PersonSigna
 	if sig == verify.SignalRebase && s.Branches != nil && pr.Head != "" {
 		// The person hands the branch back as it is now, whatever becomes of the item: the
 		// next push may replace what people committed to it.
-		key := publish.BranchKey{Forge: e.Forge, Repo: e.Repo, Branch: pr.Head}
-		rec, herr := s.Branches.Branch(ctx, key)
+		held, herr := s.Branches.HandBack(ctx, publish.BranchKey{Forge: e.Forge, Repo: e.Repo, Branch: pr.Head}, pr.HeadSHA)
 		if herr != nil {
 			return herr
 		}
-		if herr := s.Branches.HandBack(ctx, key, pr.HeadSHA); herr != nil {
-			return herr
-		}
-		if rec.Hold != nil && s.Actions != nil {
+		if held && s.Actions != nil {
 			s.Actions.PullRequestAction(it.Template, workitems.StepHandedBack)
 		}
 		if eerr := s.Store.Emit(ctx, workitems.Event{Item: it.ID, Type: workitems.EventDelivery, Actor: entry.Actor,

@@ -187,13 +187,8 @@ func TestAPersonsCommitHoldsTheBranchUntilOuterloopRebaseHandsItBack(t *testing.
 }
 
 // A hand-back by `/outerloop rebase` is counted in outerloop_pull_request_actions_total as
-// handed_back (workitems.StepHandedBack: "a person handed a held branch back").
-//
-// KNOWN FAILING (a bug in the non-test code, reported, not fixed here): in the deployment the
-// hooks' sink hands the branch back in the ledger (waits/sink.go, Branches.HandBack) and emits
-// the handed_back event on the item, but counts nothing; the next publish then finds no hold
-// (publish/publish.go: handedBack is never reached), so the only place that counts
-// handed_back (p.o.Observer.PullRequestAction there) never runs: the counter stays 0.
+// handed_back (workitems.StepHandedBack: "a person handed a held branch back"): the hooks'
+// sink, where the hand-back happens, counts it (it once went uncounted).
 func TestAHandBackByOuterloopRebaseIsCountedAsHandedBack(t *testing.T) {
 	t.Parallel()
 	h := heldThenHandedBack(t, "peoplecount")
