@@ -14,14 +14,14 @@ import (
 	"testing"
 )
 
-// ruleNameConsts reads rules.go's constants of type RuleName: name → value.
-func ruleNameConsts(t *testing.T) map[string]RuleName {
+// constsOf reads file's string constants of type typ: name → value.
+func constsOf(t *testing.T, file, typ string) map[string]string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "rules.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]RuleName{}
+	out := map[string]string{}
 	for _, decl := range f.Decls {
 		g, ok := decl.(*ast.GenDecl)
 		if !ok || g.Tok != token.CONST {
@@ -29,7 +29,7 @@ func ruleNameConsts(t *testing.T) map[string]RuleName {
 		}
 		for _, spec := range g.Specs {
 			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "RuleName" {
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
 				continue
 			}
 			for i, n := range vs.Names {
@@ -37,9 +37,19 @@ func ruleNameConsts(t *testing.T) map[string]RuleName {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out[n.Name] = RuleName(v)
+				out[n.Name] = v
 			}
 		}
+	}
+	return out
+}
+
+// ruleNameConsts reads rules.go's constants of type RuleName: name → value.
+func ruleNameConsts(t *testing.T) map[string]RuleName {
+	t.Helper()
+	out := map[string]RuleName{}
+	for n, v := range constsOf(t, "rules.go", "RuleName") {
+		out[n] = RuleName(v)
 	}
 	return out
 }
@@ -172,31 +182,11 @@ func TestFinalCheckStates(t *testing.T) {
 // TestEveryOriginKindIsListed: AllOriginKinds lists exactly item.go's OriginKind constants.
 func TestEveryOriginKindIsListed(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), "item.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, decl := range f.Decls {
-		g, ok := decl.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "OriginKind" {
-				continue
-			}
-			for i, name := range vs.Names {
-				v, err := strconv.Unquote(vs.Values[i].(*ast.BasicLit).Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n++
-				if !slices.Contains(AllOriginKinds(), OriginKind(v)) {
-					t.Errorf("%s (%s) is not in AllOriginKinds", name, v)
-				}
-			}
+	consts := constsOf(t, "item.go", "OriginKind")
+	n := len(consts)
+	for name, v := range consts {
+		if !slices.Contains(AllOriginKinds(), OriginKind(v)) {
+			t.Errorf("%s (%s) is not in AllOriginKinds", name, v)
 		}
 	}
 	if n == 0 || len(AllOriginKinds()) != n {
