@@ -251,15 +251,24 @@ func (g *gitea) EditPullRequest(ctx context.Context, repo string, number int, ed
 	return g.pull(p), nil
 }
 
-func (g *gitea) ClosePullRequest(ctx context.Context, repo string, number int) (*PullRequest, error) {
-	const op = "close pull request"
+// readPull reads one pull request for op, with the client and names the change that follows uses.
+func (g *gitea) readPull(ctx context.Context, op, repo string, number int) (*gsdk.Client, string, string, *gsdk.PullRequest, error) {
 	owner, name, err := g.split(op, repo)
 	if err != nil {
-		return nil, err
+		return nil, "", "", nil, err
 	}
 	c := g.client(ctx)
 	cur, resp, err := c.GetPullRequest(owner, name, int64(number))
 	if err := g.fail(ctx, op, repo, resp, err); err != nil {
+		return nil, "", "", nil, err
+	}
+	return c, owner, name, cur, nil
+}
+
+func (g *gitea) ClosePullRequest(ctx context.Context, repo string, number int) (*PullRequest, error) {
+	const op = "close pull request"
+	c, owner, name, cur, err := g.readPull(ctx, op, repo, number)
+	if err != nil {
 		return nil, err
 	}
 	switch pr := g.pull(cur); pr.State {
@@ -284,13 +293,8 @@ func (g *gitea) ClosePullRequest(ctx context.Context, repo string, number int) (
 // MarkReady removes the title's WIP prefixes: Gitea has no draft flag, a draft is its title.
 func (g *gitea) MarkReady(ctx context.Context, repo string, number int) (*PullRequest, error) {
 	const op = "mark pull request ready"
-	owner, name, err := g.split(op, repo)
+	c, owner, name, cur, err := g.readPull(ctx, op, repo, number)
 	if err != nil {
-		return nil, err
-	}
-	c := g.client(ctx)
-	cur, resp, err := c.GetPullRequest(owner, name, int64(number))
-	if err := g.fail(ctx, op, repo, resp, err); err != nil {
 		return nil, err
 	}
 	pr := g.pull(cur)
